@@ -1,0 +1,144 @@
+#include "cli/options.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "common/error.h"
+#include "hvd/build_config.h"
+
+namespace hvd::cli {
+namespace {
+
+// horovodrun/mpirun spellings CLI11 cannot take, and what they mean.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kSingleDashLong{{
+    {"-np", "--num-proc"},
+    {"-hostfile", "--hostfile"},
+}};
+
+constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+void define_options(CLI::App& app, Options& o) {
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.set_version_flag("--version", fmt::format("hvdrun {}", HVD_VERSION_STRING),
+                       "Print the version and exit");
+  app.add_option("--num-proc", o.num_proc,
+                 "Number of ranks (also -np). Default: all slots of the hosts, or 1")
+      ->type_name("N");
+  app.add_option("-H,--hosts", o.hosts,
+                 "Hosts and slots: host[:slots],user@host[:slots],[ipv6][:slots]; "
+                 "default localhost")
+      ->type_name("LIST");
+  app.add_option("--hostfile", o.hostfile,
+                 "File of 'host slots=N [port=P] [user=U]' lines (also -hostfile)")
+      ->type_name("FILE");
+  app.add_flag("--oversubscribe", o.oversubscribe, "Allow more ranks than slots");
+  app.add_option("-p,--ssh-port", o.ssh_port, "SSH port for every host (hostfile port= wins)")
+      ->type_name("PORT");
+  app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key to use")
+      ->type_name("FILE");
+  app.add_option("--ssh-config", o.ssh_config, "SSH client config file (like ssh -F)")
+      ->type_name("FILE");
+  app.add_option("--ssh-known-hosts", o.ssh_known_hosts,
+                 "Known-hosts file (default: the user's ~/.ssh/known_hosts)")
+      ->type_name("FILE");
+  app.add_option("-x", o.forward,
+                 "Forward an environment variable to every rank: NAME, NAME=value or "
+                 "'PREFIX_*' (repeatable)")
+      ->type_name("VAR")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--dry-run", o.dry_run, "Print the launch plan and exit; touches no network");
+  app.add_flag("--json", o.json, "Print the result as one JSON document on stdout");
+  app.add_flag("--show-env-values", o.show_env_values,
+               "Show -x values in --dry-run output instead of <redacted>");
+  app.add_flag("-v,--verbose", o.verbose, "More detail: each rank's environment, debug logs");
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error or off")
+      ->type_name("LEVEL");
+  app.footer(
+      "The command and its arguments follow hvdrun's own options (or `--`) and are passed on "
+      "untouched.\nExit codes: docs/exit-codes.md. Environment: docs/environment.md.");
+}
+
+bool takes_value(const CLI::App& app, const std::string& name) {
+  const CLI::Option* opt = app.get_option_no_throw(name);
+  return opt != nullptr && opt->get_expected_min() > 0;
+}
+
+// Finds where hvdrun's options end, using `app` to know which options take a value.
+CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args) {
+  CommandLine out;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    std::string token = args[i];
+    if (token == "--") {
+      ++i;
+      break;
+    }
+    if (token.size() < 2 || token[0] != '-') break;  // the command starts here
+    const auto eq = token.find('=');
+    const std::string name = token.substr(0, eq);
+    for (const auto& [alias, canonical] : kSingleDashLong) {
+      if (name == alias) token = std::string(canonical) + token.substr(name.size());
+    }
+    out.own.push_back(token);
+    const bool is_long = token.starts_with("--");
+    const std::string option = is_long ? token.substr(0, token.find('=')) : token.substr(0, 2);
+    const bool value_attached = is_long ? token.find('=') != std::string::npos : token.size() > 2;
+    if (!value_attached && takes_value(app, option) && i + 1 < args.size()) {
+      out.own.push_back(args[++i]);
+    }
+  }
+  out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return out;
+}
+
+void validate(const Options& o) {
+  if (o.hosts && o.hostfile) {
+    throw UsageError("-H and --hostfile were both given", "use one of them");
+  }
+  if (o.ssh_port && (*o.ssh_port < 1 || *o.ssh_port > 65535)) {
+    throw UsageError(fmt::format("-p {}: not a port number (1-65535)", *o.ssh_port),
+                     "give the port sshd listens on, e.g. -p 12345");
+  }
+  if (std::find(std::begin(kLogLevels), std::end(kLogLevels), o.log_level) ==
+      std::end(kLogLevels)) {
+    throw UsageError(fmt::format("--log-level {}: unknown level", o.log_level),
+                     "use trace, debug, info, warn, error or off");
+  }
+}
+
+}  // namespace
+
+CommandLine split_command_line(const std::vector<std::string>& args) {
+  Options scratch;
+  CLI::App app;
+  define_options(app, scratch);
+  return split_with(app, args);
+}
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  CLI::App app("hvdrun: start a data-parallel training job on hosts reached over SSH", "hvdrun");
+  define_options(app, o);
+
+  CommandLine line = split_with(app, args);
+  std::vector<std::string> reversed(line.own.rbegin(), line.own.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    throw EarlyExit{app.help()};
+  } catch (const CLI::CallForVersion&) {
+    throw EarlyExit{fmt::format("hvdrun {}\n", HVD_VERSION_STRING)};
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what(), "run 'hvdrun --help' for the options");
+  }
+  o.command = std::move(line.command);
+  validate(o);
+  return o;
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,49 @@
+// hvdrun's command line: horovodrun's spelling, parsed once into an immutable Options.
+//
+// argv = hvdrun's own options, then the user's command. Everything from the first positional
+// argument (or after `--`, which is dropped) is the command, untouched: `hvdrun -np 2 ./x -np 5`
+// runs `./x -np 5`. CLI11 2.1 refuses single-dash long options (`-np`, `-hostfile`), so
+// split_command_line() rewrites those among hvdrun's own tokens only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hvd::cli {
+
+struct Options {
+  std::optional<int> num_proc;
+  std::optional<std::string> hosts;     // -H, as written
+  std::optional<std::string> hostfile;  // --hostfile
+  bool oversubscribe = false;
+  std::optional<int> ssh_port;
+  std::optional<std::string> ssh_identity_file;
+  std::optional<std::string> ssh_config;
+  std::optional<std::string> ssh_known_hosts;
+  std::vector<std::string> forward;  // -x, as written
+  bool dry_run = false;
+  bool json = false;
+  bool show_env_values = false;
+  bool verbose = false;
+  std::string log_level = "info";
+  std::vector<std::string> command;
+};
+
+// Thrown by parse_options for --help and --version: print `text` on stdout, exit 0.
+struct EarlyExit {
+  std::string text;
+};
+
+// Parses argv (without argv[0]). Throws UsageError or EarlyExit.
+Options parse_options(const std::vector<std::string>& args);
+
+// The split of argv into hvdrun's own tokens (single-dash long options rewritten to their
+// `--` form) and the user's command. Exposed for tests.
+struct CommandLine {
+  std::vector<std::string> own;
+  std::vector<std::string> command;
+};
+CommandLine split_command_line(const std::vector<std::string>& args);
+
+}  // namespace hvd::cli

@@ -1,0 +1,170 @@
+#include "launcher/plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/error.h"
+#include "worker/contract/env_table.h"
+
+namespace hvd::launcher {
+namespace {
+
+std::string slots_summary(const std::vector<HostSpec>& hosts) {
+  std::string out;
+  for (const HostSpec& h : hosts) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}:{}", format_host(h.host), h.slots);
+  }
+  return out;
+}
+
+// Ranks per host: fill hosts in input order slot by slot; with oversubscribe, the ranks beyond
+// the slots go round-robin over the hosts, one each.
+std::vector<int> ranks_per_host(const std::vector<HostSpec>& hosts, int np) {
+  std::vector<int> counts(hosts.size(), 0);
+  int left = np;
+  for (size_t i = 0; i < hosts.size() && left > 0; ++i) {
+    counts[i] = std::min(hosts[i].slots, left);
+    left -= counts[i];
+  }
+  for (size_t i = 0; left > 0; i = (i + 1) % hosts.size()) {
+    ++counts[i];
+    --left;
+  }
+  return counts;
+}
+
+EnvEntry entry(const contract::EnvVar& var, std::string value, EnvSource source) {
+  return {std::string(var.name), std::move(value), source, false, false};
+}
+
+EnvEntry deferred(const contract::EnvVar& var, std::string what, EnvSource source) {
+  return {std::string(var.name), std::move(what), source, true, false};
+}
+
+// The address other hosts use for `host`: deferred when a local host must be reached from
+// remote ones (the launch learns it from SSH_CONNECTION).
+std::optional<std::string> reachable_address(const HostPlan& host, bool all_local) {
+  if (!host.local) return host.spec.host;
+  if (all_local) return std::string("127.0.0.1");
+  return std::nullopt;
+}
+
+std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const Plan& plan,
+                               bool all_local, const ForwardResult& forwarded) {
+  using contract::EnvVar;
+  std::vector<EnvEntry> env;
+  for (auto& [name, value] : contract::topology_env(placement)) {
+    env.push_back({name, value, EnvSource::kPerRank, false, false});
+  }
+  const HostPlan& host = plan.hosts[placement.host_index];
+  env.push_back(entry(contract::kHorovodHostname, host.spec.host, EnvSource::kPerRank));
+
+  const auto master = reachable_address(plan.hosts.front(), all_local);
+  env.push_back(master ? entry(contract::kMasterAddr, *master, EnvSource::kPerRank)
+                       : deferred(contract::kMasterAddr,
+                                  "the launcher's address as the other hosts reach it",
+                                  EnvSource::kPerRank));
+  env.push_back(
+      deferred(contract::kMasterPort, "a free port on rank 0's host", EnvSource::kPerRank));
+
+  env.push_back(deferred(contract::kRendezvousAddr, "the launcher's rendezvous server",
+                         EnvSource::kInternal));
+  EnvEntry token = deferred(contract::kRendezvousToken, "a random per-job token",
+                            EnvSource::kInternal);
+  token.secret = true;
+  env.push_back(token);
+  env.push_back(entry(contract::kJobId, plan.job_id, EnvSource::kInternal));
+  const auto advertise = reachable_address(host, all_local);
+  env.push_back(advertise ? entry(contract::kAdvertiseAddr, *advertise, EnvSource::kInternal)
+                          : deferred(contract::kAdvertiseAddr,
+                                     "this host's address as the other hosts reach it",
+                                     EnvSource::kInternal));
+
+  for (const ForwardedVar& var : forwarded.vars) {
+    env.push_back({var.name, var.value,
+                   var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false,
+                   false});
+  }
+  return env;
+}
+
+}  // namespace
+
+bool is_local_host(std::string_view host, const LocalIdentity& self) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
+  if (!self.hostname.empty() && host == self.hostname) return true;
+  return std::find(self.addresses.begin(), self.addresses.end(), host) != self.addresses.end();
+}
+
+Plan make_plan(const PlanRequest& request, const LocalIdentity& self,
+               const EnvList& launcher_env) {
+  std::vector<HostSpec> hosts = request.hosts;
+  if (hosts.empty()) {
+    hosts.push_back({.host = "localhost",
+                     .slots = request.num_proc.value_or(1),
+                     .port = std::nullopt,
+                     .user = std::nullopt,
+                     .origin = "default host"});
+  }
+  Plan plan;
+  plan.command = request.command;
+  plan.job_id = request.job_id;
+  plan.total_slots = std::accumulate(hosts.begin(), hosts.end(), 0,
+                                     [](int sum, const HostSpec& h) { return sum + h.slots; });
+  const int np = request.num_proc.value_or(plan.total_slots);
+  if (np < 1) {
+    throw UsageError(fmt::format("-np {}: a job needs at least 1 process", np),
+                     "give -np 1 or more, or leave it out to use every slot");
+  }
+  if (np > plan.total_slots && !request.oversubscribe) {
+    throw UsageError(fmt::format("-np {} is more than the {} slots of the hosts ({})", np,
+                                 plan.total_slots, slots_summary(hosts)),
+                     "lower -np, give the hosts more slots (host:N), or allow it with "
+                     "--oversubscribe");
+  }
+
+  const std::vector<int> counts = ranks_per_host(hosts, np);
+  std::vector<int> used_counts;
+  std::vector<std::string> unused;
+  int next_rank = 0;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (counts[i] == 0) {
+      unused.push_back(format_host(hosts[i].host));
+      continue;
+    }
+    HostPlan host;
+    host.spec = hosts[i];
+    host.local = is_local_host(hosts[i].host, self);
+    host.ssh_port = hosts[i].port.value_or(request.ssh_port.value_or(kDefaultSshPort));
+    host.ssh_user = hosts[i].user.value_or(request.default_user);
+    host.first_rank = next_rank;
+    host.num_ranks = counts[i];
+    next_rank += counts[i];
+    plan.hosts.push_back(std::move(host));
+    used_counts.push_back(counts[i]);
+  }
+  if (!unused.empty()) {
+    plan.warnings.push_back(fmt::format("-np {} uses {} of {} slots; no rank on: {}", np, np,
+                                        plan.total_slots, fmt::join(unused, ", ")));
+  }
+  if (np > plan.total_slots) {
+    plan.warnings.push_back(fmt::format("--oversubscribe: {} ranks on {} slots", np,
+                                        plan.total_slots));
+  }
+
+  const bool all_local = std::all_of(plan.hosts.begin(), plan.hosts.end(),
+                                     [](const HostPlan& h) { return h.local; });
+  ForwardResult forwarded = forward_environment(request.forward, launcher_env);
+  plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
+  for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
+    plan.ranks.push_back({placement.host_index, placement.topology,
+                          rank_env(placement, plan, all_local, forwarded)});
+  }
+  return plan;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,81 @@
+// The launch plan: which host runs which rank with which environment. Pure data, no I/O.
+//
+// `hvdrun --dry-run` prints exactly the Plan that a launch executes. Values that only exist at
+// launch time (the rendezvous address, MASTER_PORT, ...) are marked deferred, secrets are marked
+// secret; the formatter decides how to show them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/env_forwarding.h"
+#include "launcher/host_spec.h"
+#include "worker/contract/topology.h"
+
+namespace hvd::launcher {
+
+inline constexpr int kDefaultSshPort = 22;
+
+// What this machine calls itself: a host is local only if it is localhost, 127.0.0.1, ::1,
+// `hostname`, or exactly one of `addresses` (getifaddrs). Other 127.x addresses are remote.
+struct LocalIdentity {
+  std::string hostname;
+  std::vector<std::string> addresses;
+};
+
+bool is_local_host(std::string_view host, const LocalIdentity& self);
+
+struct PlanRequest {
+  std::vector<HostSpec> hosts;  // empty: localhost with num_proc slots
+  std::optional<int> num_proc;  // default: all slots (1 without hosts)
+  bool oversubscribe = false;   // allow num_proc > slots
+  std::optional<int> ssh_port;  // -p; a hostfile port= wins for its host
+  std::string default_user;     // for hosts without user@ / user=
+  std::vector<ForwardSpec> forward;
+  std::vector<std::string> command;
+  std::string job_id;
+};
+
+enum class EnvSource { kPerRank, kInternal, kInherited, kExplicit };
+
+struct EnvEntry {
+  std::string name;
+  std::string value;  // for a deferred entry: what it will be, in words
+  EnvSource source = EnvSource::kInherited;
+  bool deferred = false;  // only known at launch
+  bool secret = false;    // never printed
+  bool operator==(const EnvEntry&) const = default;
+};
+
+struct HostPlan {
+  HostSpec spec;
+  bool local = false;
+  int ssh_port = kDefaultSshPort;
+  std::string ssh_user;
+  int first_rank = 0;
+  int num_ranks = 0;
+};
+
+struct RankPlan {
+  int host_index = 0;  // into Plan::hosts
+  contract::RankTopology topology;
+  std::vector<EnvEntry> env;  // per-rank and internal entries first, then forwarded, by name
+};
+
+struct Plan {
+  std::vector<HostPlan> hosts;  // only hosts that get at least one rank, in input order
+  std::vector<RankPlan> ranks;  // in rank order
+  std::vector<std::string> command;
+  std::string job_id;
+  int total_slots = 0;
+  std::vector<std::string> warnings;  // things the user should know; the plan is still valid
+};
+
+// Throws UsageError for -np < 1 and for -np above the slots without oversubscribe.
+Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvList& launcher_env);
+
+// I/O: gethostname() and getifaddrs() of this machine.
+LocalIdentity local_identity();
+
+}  // namespace hvd::launcher

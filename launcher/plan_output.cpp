@@ -1,0 +1,115 @@
+#include "launcher/plan_output.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/shell_quote.h"
+
+namespace hvd::launcher {
+namespace {
+
+std::string ssh_target(const HostPlan& host) {
+  if (host.local) return "- (local)";
+  return fmt::format("{}@{}:{}", host.ssh_user, format_host(host.spec.host), host.ssh_port);
+}
+
+std::string forwarded_summary(const RankPlan& rank) {
+  std::string names;
+  int count = 0;
+  for (const EnvEntry& e : rank.env) {
+    if (e.source != EnvSource::kInherited && e.source != EnvSource::kExplicit) continue;
+    names += (count++ == 0 ? "" : ", ") + e.name;
+  }
+  return count == 0 ? "none" : fmt::format("{} ({})", count, names);
+}
+
+}  // namespace
+
+bool is_placeholder(const EnvEntry& entry, const PlanOutputOptions& options) {
+  return entry.secret || entry.deferred ||
+         (entry.source == EnvSource::kExplicit && !options.show_env_values);
+}
+
+std::string display_value(const EnvEntry& entry, const PlanOutputOptions& options) {
+  if (entry.secret) return "<redacted>";
+  if (entry.deferred) return fmt::format("<set at launch: {}>", entry.value);
+  if (entry.source == EnvSource::kExplicit && !options.show_env_values) return "<redacted>";
+  return entry.value;
+}
+
+std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options) {
+  std::string out = fmt::format(
+      "hvdrun dry run: {} rank{} on {} host{} ({} slot{}); nothing is started.\n",
+      plan.ranks.size(), plan.ranks.size() == 1 ? "" : "s", plan.hosts.size(),
+      plan.hosts.size() == 1 ? "" : "s", plan.total_slots, plan.total_slots == 1 ? "" : "s");
+  out += fmt::format("command: {}\n\n", shell_join(plan.command));
+
+  size_t host_width = 4;
+  for (const HostPlan& h : plan.hosts) host_width = std::max(host_width, h.spec.host.size());
+  out += fmt::format("{:>5}  {:<{}}  {:<6}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "rank", "host",
+                     host_width, "where", "local_rank", "local_size", "cross_rank", "cross_size",
+                     "ssh");
+  for (const RankPlan& r : plan.ranks) {
+    const HostPlan& h = plan.hosts[r.host_index];
+    const auto& t = r.topology;
+    out += fmt::format("{:>5}  {:<{}}  {:<6}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", t.rank,
+                       h.spec.host, host_width, h.local ? "local" : "remote", t.local_rank,
+                       t.local_size, t.cross_rank, t.cross_size, ssh_target(h));
+  }
+  if (!plan.ranks.empty()) {
+    out += fmt::format("\nforwarded to every rank: {}\n", forwarded_summary(plan.ranks.front()));
+  }
+  if (options.show_env) {
+    for (const RankPlan& r : plan.ranks) {
+      out += fmt::format("\nrank {} environment:\n", r.topology.rank);
+      for (const EnvEntry& e : r.env) {
+        const std::string value = display_value(e, options);
+        out += fmt::format("  {}={}\n", e.name,
+                           is_placeholder(e, options) ? value : shell_quote(value));
+      }
+    }
+  }
+  return out;
+}
+
+std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options) {
+  using nlohmann::json;
+  json hosts = json::array();
+  for (const HostPlan& h : plan.hosts) {
+    json host = {{"host", h.spec.host},       {"slots", h.spec.slots},
+                 {"local", h.local},          {"first_rank", h.first_rank},
+                 {"num_ranks", h.num_ranks},  {"origin", h.spec.origin}};
+    host["ssh"] = h.local ? json(nullptr) : json{{"user", h.ssh_user}, {"port", h.ssh_port}};
+    hosts.push_back(std::move(host));
+  }
+  json ranks = json::array();
+  for (const RankPlan& r : plan.ranks) {
+    json env = json::object();
+    for (const EnvEntry& e : r.env) env[e.name] = display_value(e, options);
+    const auto& t = r.topology;
+    ranks.push_back({{"rank", t.rank},
+                     {"host", plan.hosts[r.host_index].spec.host},
+                     {"host_index", r.host_index},
+                     {"local", plan.hosts[r.host_index].local},
+                     {"local_rank", t.local_rank},
+                     {"local_size", t.local_size},
+                     {"cross_rank", t.cross_rank},
+                     {"cross_size", t.cross_size},
+                     {"env", std::move(env)}});
+  }
+  const json doc = {{"schema_version", kPlanSchemaVersion},
+                    {"mode", "native"},
+                    {"dry_run", true},
+                    {"np", plan.ranks.size()},
+                    {"total_slots", plan.total_slots},
+                    {"job_id", plan.job_id},
+                    {"command", plan.command},
+                    {"hosts", std::move(hosts)},
+                    {"ranks", std::move(ranks)},
+                    {"warnings", plan.warnings}};
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages hvdrun needs to build and test. Idempotent: packages already
+# present are not fetched again, and `apt-get update` runs only when something is missing.
+# Must run as root (or through sudo). CUDA/NCCL are not Debian packages; they come with the
+# machine's CUDA toolkit when present and are optional (HVD_WITH_NCCL=AUTO).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build g++ pkg-config
+  libssh-dev
+  libopenmpi-dev openmpi-bin
+  libgloo-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  catch2 zlib1g-dev
+  openssh-server openssh-client
+  procps iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

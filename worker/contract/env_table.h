@@ -1,0 +1,80 @@
+// The one table of every environment variable that passes between hvdrun and a rank.
+//
+// The launcher writes these (launcher/rank_env.cpp), the runtime reads them (topology.cpp's
+// reader today, libhvd later), and docs/environment.md documents them; a unit test checks that the
+// table and the doc list the same names. Add a variable here first, then write and read it.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace hvd::contract {
+
+enum class EnvKind {
+  kPerRank,   // set by hvdrun for each rank; always wins over an inherited value
+  kInternal,  // HVD_*: launcher->runtime internals; set by hvdrun, never forwarded from the user
+};
+
+enum class EnvType { kInt, kString, kAddress, kPort, kSecret };
+
+struct EnvVar {
+  std::string_view name;
+  EnvKind kind;
+  EnvType type;
+  std::string_view meaning;
+};
+
+// Horovod's names (https://horovod.readthedocs.io: hvd.rank() etc.).
+inline constexpr EnvVar kHorovodRank{"HOROVOD_RANK", EnvKind::kPerRank, EnvType::kInt,
+                                     "global rank, 0..size-1"};
+inline constexpr EnvVar kHorovodSize{"HOROVOD_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                     "number of ranks in the job"};
+inline constexpr EnvVar kHorovodLocalRank{"HOROVOD_LOCAL_RANK", EnvKind::kPerRank, EnvType::kInt,
+                                          "rank among the ranks on this host"};
+inline constexpr EnvVar kHorovodLocalSize{"HOROVOD_LOCAL_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                          "number of ranks on this host"};
+inline constexpr EnvVar kHorovodCrossRank{
+    "HOROVOD_CROSS_RANK", EnvKind::kPerRank, EnvType::kInt,
+    "index of this host among the hosts that have a rank with this local rank"};
+inline constexpr EnvVar kHorovodCrossSize{
+    "HOROVOD_CROSS_SIZE", EnvKind::kPerRank, EnvType::kInt,
+    "number of hosts that have a rank with this local rank"};
+inline constexpr EnvVar kHorovodHostname{"HOROVOD_HOSTNAME", EnvKind::kPerRank, EnvType::kString,
+                                         "this rank's host as written in -H or the hostfile"};
+// torchrun's names (https://pytorch.org/docs/stable/elastic/run.html).
+inline constexpr EnvVar kRank{"RANK", EnvKind::kPerRank, EnvType::kInt, "same as HOROVOD_RANK"};
+inline constexpr EnvVar kWorldSize{"WORLD_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                   "same as HOROVOD_SIZE"};
+inline constexpr EnvVar kLocalRank{"LOCAL_RANK", EnvKind::kPerRank, EnvType::kInt,
+                                   "same as HOROVOD_LOCAL_RANK"};
+inline constexpr EnvVar kLocalWorldSize{"LOCAL_WORLD_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                        "same as HOROVOD_LOCAL_SIZE"};
+inline constexpr EnvVar kGroupRank{"GROUP_RANK", EnvKind::kPerRank, EnvType::kInt,
+                                   "index of this rank's host among the job's hosts"};
+inline constexpr EnvVar kMasterAddr{"MASTER_ADDR", EnvKind::kPerRank, EnvType::kAddress,
+                                    "rank 0's host, reachable from every host"};
+inline constexpr EnvVar kMasterPort{"MASTER_PORT", EnvKind::kPerRank, EnvType::kPort,
+                                    "a free port on rank 0's host, chosen at launch"};
+// hvdrun internals.
+inline constexpr EnvVar kRendezvousAddr{"HVD_RENDEZVOUS_ADDR", EnvKind::kInternal,
+                                        EnvType::kAddress,
+                                        "host:port of the launcher's rendezvous server"};
+inline constexpr EnvVar kRendezvousToken{"HVD_RENDEZVOUS_TOKEN", EnvKind::kInternal,
+                                         EnvType::kSecret,
+                                         "per-job bearer token for the rendezvous server"};
+inline constexpr EnvVar kJobId{"HVD_JOB_ID", EnvKind::kInternal, EnvType::kString,
+                               "random id of this launch, the same on every rank"};
+inline constexpr EnvVar kAdvertiseAddr{
+    "HVD_ADVERTISE_ADDR", EnvKind::kInternal, EnvType::kAddress,
+    "address this rank's TCP transport binds to: the one its host was reached at"};
+
+// Every variable above, in documentation order.
+std::span<const EnvVar* const> env_table();
+
+// The variable named `name`, or nullptr.
+const EnvVar* find_env_var(std::string_view name);
+
+// The prefix reserved for kInternal variables.
+inline constexpr std::string_view kInternalPrefix = "HVD_";
+
+}  // namespace hvd::contract
