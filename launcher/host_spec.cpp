@@ -32,10 +32,14 @@ void validate_host(std::string_view host, bool bracketed, const std::string& whe
     throw UsageError(fmt::format("{}: host '{}' starts with '-'", where, host),
                      "a host name cannot start with '-'");
   }
-  for (char c : host) {
-    const bool ok = bracketed ? (std::isxdigit(static_cast<unsigned char>(c)) || c == ':' ||
-                                 c == '.' || c == '%' || std::isalnum(static_cast<unsigned char>(c)))
-                              : is_name_char(c);
+  // An IPv6 address: hex digits, ':' and '.', then optionally %zone (an interface name).
+  const size_t zone = bracketed ? host.find('%') : std::string_view::npos;
+  for (size_t i = 0; i < host.size(); ++i) {
+    const char c = host[i];
+    const bool ok = !bracketed || i > zone
+                        ? is_name_char(c)
+                        : std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.' ||
+                              i == zone;
     if (!ok) {
       throw UsageError(
           fmt::format("{}: host '{}' contains '{}'", where, host, c),

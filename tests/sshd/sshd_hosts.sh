@@ -290,6 +290,9 @@ start() {
         fi
     fi
     check_dir "$dir"
+    if [[ -n $port ]] && port_listening "$port"; then
+        die "port $port is already in use: $(ss -Hltn "sport = :$port" | awk '{print $4}' | xargs)"
+    fi
     [[ -x $SSHD ]] || die "$SSHD not found (install openssh-server)"
     command -v ssh-keygen >/dev/null || die "ssh-keygen not found (install openssh-client)"
     user=$(id -un)
@@ -338,9 +341,6 @@ start() {
     [[ -n $port ]] && fixed_port=1
     for ((attempt = 1; attempt <= PORT_TRIES; attempt++)); do
         if ((!fixed_port)); then port=$(pick_port); fi
-        if ((fixed_port)) && port_listening "$port"; then
-            die "port $port is already in use: $(ss -Hltn "sport = :$port" | awk '{print $4}' | xargs)"
-        fi
         for ((n = 1; n <= ninst; n++)); do
             first=$(((n - 1) * ADDRS_PER_SSHD + 1))
             last=$((n * ADDRS_PER_SSHD < count ? n * ADDRS_PER_SSHD : count))

@@ -1,0 +1,90 @@
+#include <catch2/catch.hpp>
+
+#include "cli/options.h"
+#include "test_helpers.h"
+
+using hvd::cli::EarlyExit;
+using hvd::cli::parse_options;
+using hvd::cli::split_command_line;
+using hvd::test::require_usage_error;
+using Args = std::vector<std::string>;
+
+TEST_CASE("split: the command starts at the first positional and is untouched", "[cli]") {
+  auto s = split_command_line({"-np", "2", "./x", "-np", "5"});
+  CHECK(s.own == Args{"--num-proc", "2"});
+  CHECK(s.command == Args{"./x", "-np", "5"});
+
+  s = split_command_line({"--dry-run", "--json", "-H", "a:1", "-x", "A", "-x", "B=1", "py",
+                          "-x", "--dry-run"});
+  CHECK(s.own == Args{"--dry-run", "--json", "-H", "a:1", "-x", "A", "-x", "B=1"});
+  CHECK(s.command == Args{"py", "-x", "--dry-run"});
+}
+
+TEST_CASE("split: -- ends hvdrun's options and is dropped", "[cli]") {
+  auto s = split_command_line({"-np", "1", "--", "--weird-program", "--"});
+  CHECK(s.own == Args{"--num-proc", "1"});
+  CHECK(s.command == Args{"--weird-program", "--"});
+}
+
+TEST_CASE("split: attached values and single-dash long forms", "[cli]") {
+  auto s = split_command_line({"-Ha:1", "--hosts=b:1", "-np=3", "-hostfile", "f", "cmd"});
+  CHECK(s.own == Args{"-Ha:1", "--hosts=b:1", "--num-proc=3", "--hostfile", "f"});
+  CHECK(s.command == Args{"cmd"});
+}
+
+TEST_CASE("split: flags take no value", "[cli]") {
+  auto s = split_command_line({"--dry-run", "./x"});
+  CHECK(s.own == Args{"--dry-run"});
+  CHECK(s.command == Args{"./x"});
+}
+
+TEST_CASE("parse: horovodrun spellings", "[cli]") {
+  const auto o = parse_options({"-np", "4", "-H", "a:2,b:2", "-p", "12345", "-i", "/k",
+                                "--ssh-config", "/c", "--ssh-known-hosts", "/kh", "-x", "A",
+                                "-x", "B=1", "--dry-run", "--json", "--oversubscribe",
+                                "--log-level", "warn", "./train", "--epochs", "3"});
+  CHECK(o.num_proc == 4);
+  CHECK(o.hosts == "a:2,b:2");
+  CHECK(o.ssh_port == 12345);
+  CHECK(o.ssh_identity_file == "/k");
+  CHECK(o.ssh_config == "/c");
+  CHECK(o.ssh_known_hosts == "/kh");
+  CHECK(o.forward == Args{"A", "B=1"});
+  CHECK(o.dry_run);
+  CHECK(o.json);
+  CHECK(o.oversubscribe);
+  CHECK(o.log_level == "warn");
+  CHECK(o.command == Args{"./train", "--epochs", "3"});
+  CHECK(parse_options({"--hostfile", "f", "x"}).hostfile == "f");
+  CHECK(parse_options({"-hostfile", "f", "x"}).hostfile == "f");
+  CHECK(parse_options({"--num-proc", "2", "x"}).num_proc == 2);
+}
+
+TEST_CASE("parse: bad options are usage errors", "[cli]") {
+  require_usage_error([] { parse_options({"-H", "a", "--hostfile", "f", "x"}); },
+                      "-H and --hostfile were both given");
+  require_usage_error([] { parse_options({"-p", "0", "x"}); }, "-p 0: not a port number");
+  require_usage_error([] { parse_options({"-p", "65536", "x"}); }, "-p 65536");
+  require_usage_error([] { parse_options({"--log-level", "loud", "x"}); },
+                      "--log-level loud: unknown level", "trace, debug");
+  require_usage_error([] { parse_options({"--frobnicate", "x"}); }, "--frobnicate",
+                      "hvdrun --help");
+  require_usage_error([] { parse_options({"-np", "two", "x"}); }, "two");
+  require_usage_error([] { parse_options({"-np"}); }, "num-proc");
+}
+
+TEST_CASE("parse: --help and --version exit early", "[cli]") {
+  try {
+    parse_options({"--help"});
+    FAIL("no EarlyExit");
+  } catch (const EarlyExit& e) {
+    CHECK_THAT(e.text, Catch::Matchers::Contains("-np"));
+    CHECK_THAT(e.text, Catch::Matchers::Contains("--hostfile"));
+  }
+  try {
+    parse_options({"--version"});
+    FAIL("no EarlyExit");
+  } catch (const EarlyExit& e) {
+    CHECK_THAT(e.text, Catch::Matchers::StartsWith("hvdrun "));
+  }
+}
