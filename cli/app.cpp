@@ -62,9 +62,10 @@ launcher::PlanRequest plan_request(const Options& o) {
 void warn_if_command_looks_like_a_host(const Options& o) {
   static const std::regex kHostEntry(R"(^[A-Za-z0-9._@\[\]:-]+:[0-9]+$)");
   if (o.hosts && std::regex_match(o.command.front(), kHostEntry)) {
-    spdlog::warn("the command '{}' looks like a host entry: did the -H list contain a space? "
-                 "(write -H a:2,b:2)",
-                 o.command.front());
+    spdlog::warn(
+        "the command '{}' looks like a host entry: did the -H list contain a space? "
+        "(write -H a:2,b:2)",
+        o.command.front());
   }
 }
 
@@ -82,8 +83,8 @@ int execute(const Options& o) {
   }
   const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
                                            .show_env = o.verbose};
-  const std::string text = o.json ? launcher::format_plan_json(plan, output)
-                                  : launcher::format_plan_table(plan, output);
+  const std::string text =
+      o.json ? launcher::format_plan_json(plan, output) : launcher::format_plan_table(plan, output);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return to_int(ExitCode::kSuccess);
 }
@@ -104,8 +105,7 @@ int run(int argc, char** argv) {
     std::fwrite(e.text.data(), 1, e.text.size(), stdout);
     return to_int(ExitCode::kSuccess);
   } catch (const Error& e) {
-    print_error(e.exit_code() == ExitCode::kUsage ? "error" : "internal error", e.what(),
-                e.hint());
+    print_error(e.exit_code() == ExitCode::kUsage ? "error" : "internal error", e.what(), e.hint());
     return to_int(e.exit_code());
   } catch (const std::exception& e) {
     print_error("internal error", e.what(), "this is a bug in hvdrun; please report it");

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <utility>
 
 #include "common/error.h"
@@ -21,12 +22,39 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kSingleDa
 
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
+// Our own integer parsing: CLI11's conversion message names --num-proc, not the -np typed.
+int parse_int(std::string_view flag, const std::string& text) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    throw UsageError(fmt::format("{} {}: not a whole number", flag, text),
+                     fmt::format("write a number, e.g. {} 4", flag));
+  }
+  return value;
+}
+
+// CLI11's messages name options by their long name; say it the way horovodrun users type it.
+std::string cli11_message(const CLI::ParseError& e) {
+  std::string text = e.what();
+  if (const auto colon = text.find(": At Most 1 required but received"); colon != text.npos) {
+    return text.substr(0, colon) + " was given more than once";
+  }
+  for (const auto& [alias, canonical] : kSingleDashLong) {
+    const auto at = text.find(canonical);
+    if (at != std::string::npos) {
+      text.replace(at, canonical.size(), fmt::format("{}/{}", alias, canonical));
+    }
+  }
+  return text;
+}
+
 void define_options(CLI::App& app, Options& o) {
   app.set_help_flag("-h,--help", "Print this help and exit");
   app.set_version_flag("--version", fmt::format("hvdrun {}", HVD_VERSION_STRING),
                        "Print the version and exit");
-  app.add_option("--num-proc", o.num_proc,
-                 "Number of ranks (also -np). Default: all slots of the hosts, or 1")
+  app.add_option_function<std::string>(
+         "--num-proc", [&o](const std::string& v) { o.num_proc = parse_int("-np", v); },
+         "Number of ranks (also -np). Default: all slots of the hosts, or 1")
       ->type_name("N");
   app.add_option("-H,--hosts", o.hosts,
                  "Hosts and slots: host[:slots],user@host[:slots],[ipv6][:slots]; "
@@ -36,7 +64,9 @@ void define_options(CLI::App& app, Options& o) {
                  "File of 'host slots=N [port=P] [user=U]' lines (also -hostfile)")
       ->type_name("FILE");
   app.add_flag("--oversubscribe", o.oversubscribe, "Allow more ranks than slots");
-  app.add_option("-p,--ssh-port", o.ssh_port, "SSH port for every host (hostfile port= wins)")
+  app.add_option_function<std::string>(
+         "-p,--ssh-port", [&o](const std::string& v) { o.ssh_port = parse_int("-p", v); },
+         "SSH port for every host (hostfile port= wins)")
       ->type_name("PORT");
   app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key to use")
       ->type_name("FILE");
@@ -85,11 +115,20 @@ CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args
       if (name == alias) token = std::string(canonical) + token.substr(name.size());
     }
     out.own.push_back(token);
-    const bool is_long = token.starts_with("--");
-    const std::string option = is_long ? token.substr(0, token.find('=')) : token.substr(0, 2);
-    const bool value_attached = is_long ? token.find('=') != std::string::npos : token.size() > 2;
-    if (!value_attached && takes_value(app, option) && i + 1 < args.size()) {
-      out.own.push_back(args[++i]);
+    if (token.starts_with("--")) {
+      if (token.find('=') == std::string::npos && takes_value(app, token) && i + 1 < args.size()) {
+        out.own.push_back(args[++i]);
+      }
+      continue;
+    }
+    // Short options: bundled flags (-vx VAR) or one with its value attached (-Ha:1).
+    for (size_t k = 1; k < token.size(); ++k) {
+      const std::string option = {'-', token[k]};
+      if (takes_value(app, option)) {
+        if (k + 1 == token.size() && i + 1 < args.size()) out.own.push_back(args[++i]);
+        break;
+      }
+      if (app.get_option_no_throw(option) == nullptr) break;  // unknown: CLI11 reports it
     }
   }
   out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
@@ -134,7 +173,7 @@ Options parse_options(const std::vector<std::string>& args) {
   } catch (const CLI::CallForVersion&) {
     throw EarlyExit{fmt::format("hvdrun {}\n", HVD_VERSION_STRING)};
   } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what(), "run 'hvdrun --help' for the options");
+    throw UsageError(cli11_message(e), "run 'hvdrun --help' for the options");
   }
   o.command = std::move(line.command);
   validate(o);

@@ -14,30 +14,30 @@ foreach(opt HVD_WITH_MPI HVD_WITH_GLOO HVD_WITH_NCCL)
   set(${opt} "${_value}")
 endforeach()
 
-# hvd_resolve_engine(NAME FOUND HOW_TO_GET): sets HVD_HAVE_<NAME> from the option and FOUND.
-macro(hvd_resolve_engine name found how_to_get)
+# hvd_resolve_engine(NAME DISPLAY FOUND HOW_TO_GET): sets HVD_HAVE_<NAME> from the option and FOUND.
+macro(hvd_resolve_engine name display found how_to_get)
   if(HVD_WITH_${name} STREQUAL "OFF")
     set(HVD_HAVE_${name} OFF)
   elseif(${found})
     set(HVD_HAVE_${name} ON)
   elseif(HVD_WITH_${name} STREQUAL "ON")
-    message(FATAL_ERROR "HVD_WITH_${name}=ON but ${name} was not found: ${how_to_get}, "
+    message(FATAL_ERROR "HVD_WITH_${name}=ON but ${display} was not found: ${how_to_get}, "
                         "or configure with -DHVD_WITH_${name}=AUTO or OFF")
   else()
     set(HVD_HAVE_${name} OFF)
-    message(STATUS "${name} not found: building without it (${how_to_get} to add it)")
+    message(STATUS "${display} not found: building without it (${how_to_get} to add it)")
   endif()
 endmacro()
 
 if(NOT HVD_WITH_MPI STREQUAL "OFF")
   find_package(MPI COMPONENTS C QUIET)
 endif()
-hvd_resolve_engine(MPI MPI_C_FOUND "install the Debian packages libopenmpi-dev and openmpi-bin")
+hvd_resolve_engine(MPI "Open MPI" MPI_C_FOUND "install the Debian packages libopenmpi-dev and openmpi-bin")
 
 if(NOT HVD_WITH_GLOO STREQUAL "OFF")
   find_package(Gloo CONFIG QUIET)
 endif()
-hvd_resolve_engine(GLOO Gloo_FOUND "install the Debian package libgloo-dev")
+hvd_resolve_engine(GLOO Gloo Gloo_FOUND "install the Debian package libgloo-dev")
 
 # NCCL ships no CMake package: look for its header and library next to the CUDA toolkit.
 set(_hvd_nccl_found FALSE)
@@ -53,7 +53,7 @@ if(NOT HVD_WITH_NCCL STREQUAL "OFF")
     endif()
   endif()
 endif()
-hvd_resolve_engine(NCCL _hvd_nccl_found
+hvd_resolve_engine(NCCL NCCL _hvd_nccl_found
   "install the CUDA toolkit with NCCL (nvcc on PATH, nccl.h and libnccl.so beside it or under NCCL_HOME)")
 
 foreach(name MPI GLOO NCCL)

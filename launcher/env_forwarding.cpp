@@ -20,11 +20,27 @@ constexpr std::array<std::string_view, 3> kAllowNames{"PATH", "LD_LIBRARY_PATH",
 constexpr std::array<std::string_view, 4> kAllowPrefixes{"CUDA_", "NCCL_", "HOROVOD_", "OMP_"};
 
 // Set by the terminal, the desktop or the login on each host: forwarding them would be wrong.
-constexpr std::array<std::string_view, 21> kSessionNames{
-    "TERM",     "TERMCAP", "COLORTERM", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "TMUX",
-    "TMUX_PANE", "STY",    "WINDOW",    "HOME",    "USER",            "LOGNAME",    "SHELL",
-    "MAIL",     "PWD",     "OLDPWD",    "SHLVL",   "_",               "LS_COLORS",
-    "DBUS_SESSION_BUS_ADDRESS"};
+constexpr std::array<std::string_view, 21> kSessionNames{"TERM",
+                                                         "TERMCAP",
+                                                         "COLORTERM",
+                                                         "DISPLAY",
+                                                         "WAYLAND_DISPLAY",
+                                                         "XAUTHORITY",
+                                                         "TMUX",
+                                                         "TMUX_PANE",
+                                                         "STY",
+                                                         "WINDOW",
+                                                         "HOME",
+                                                         "USER",
+                                                         "LOGNAME",
+                                                         "SHELL",
+                                                         "MAIL",
+                                                         "PWD",
+                                                         "OLDPWD",
+                                                         "SHLVL",
+                                                         "_",
+                                                         "LS_COLORS",
+                                                         "DBUS_SESSION_BUS_ADDRESS"};
 constexpr std::array<std::string_view, 2> kSessionPrefixes{"SSH_", "XDG_"};
 
 bool starts_with_any(std::string_view name, std::span<const std::string_view> prefixes) {

@@ -45,7 +45,8 @@ struct ForwardResult {
 };
 
 // Applies the allow-list and `specs` (later specs win) to `launcher_env`.
-ForwardResult forward_environment(const std::vector<ForwardSpec>& specs, const EnvList& launcher_env);
+ForwardResult forward_environment(const std::vector<ForwardSpec>& specs,
+                                  const EnvList& launcher_env);
 
 // The process's own environment (environ), as bytes.
 EnvList current_environment();

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -36,15 +37,14 @@ void validate_host(std::string_view host, bool bracketed, const std::string& whe
   const size_t zone = bracketed ? host.find('%') : std::string_view::npos;
   for (size_t i = 0; i < host.size(); ++i) {
     const char c = host[i];
-    const bool ok = !bracketed || i > zone
-                        ? is_name_char(c)
-                        : std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.' ||
-                              i == zone;
+    const bool ok = !bracketed || i > zone ? is_name_char(c)
+                                           : std::isxdigit(static_cast<unsigned char>(c)) ||
+                                                 c == ':' || c == '.' || i == zone;
     if (!ok) {
-      throw UsageError(
-          fmt::format("{}: host '{}' contains '{}'", where, host, c),
-          bracketed ? "an IPv6 address has hex digits, ':' and '.', e.g. [fe80::1]:2"
-                    : "host names and addresses contain letters, digits, '.', '-' and '_'");
+      throw UsageError(fmt::format("{}: host '{}' contains '{}'", where, host, c),
+                       bracketed
+                           ? "an IPv6 address has hex digits, ':' and '.', e.g. [fe80::1]:2"
+                           : "host names and addresses contain letters, digits, '.', '-' and '_'");
     }
   }
 }
@@ -119,22 +119,22 @@ void reject_duplicates(const std::vector<HostSpec>& hosts) {
   for (size_t i = 0; i < hosts.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (hosts[i].host == hosts[j].host && hosts[i].port == hosts[j].port) {
-        throw UsageError(
-            fmt::format("{}: host '{}' is listed again (first at {})", hosts[i].origin,
-                        hosts[i].host, hosts[j].origin),
-            fmt::format("list each host once with all its slots, e.g. {}:{}",
-                        format_host(hosts[i].host), hosts[i].slots + hosts[j].slots));
+        throw UsageError(fmt::format("{}: host '{}' is listed again (first at {})", hosts[i].origin,
+                                     hosts[i].host, hosts[j].origin),
+                         fmt::format("list each host once with all its slots, e.g. {}:{}",
+                                     format_host(hosts[i].host), hosts[i].slots + hosts[j].slots));
       }
     }
   }
 }
 
-HostSpec parse_host_entry(std::string_view entry, int index) {
+HostSpec parse_host_entry(std::string_view entry, int index, bool last) {
   const std::string where = fmt::format("-H entry {} '{}'", index, entry);
   HostSpec spec;
   spec.origin = fmt::format("-H entry {}", index);
   if (entry.empty()) {
-    throw UsageError(fmt::format("-H entry {} is empty (a doubled or trailing comma?)", index),
+    const char* comma = index == 1 ? "leading" : last ? "trailing" : "doubled";
+    throw UsageError(fmt::format("-H entry {} is empty (a {} comma?)", index, comma),
                      "write hosts as host[:slots] separated by single commas, e.g. a:2,b:2");
   }
   if (std::any_of(entry.begin(), entry.end(),
@@ -165,8 +165,12 @@ HostSpec parse_host_entry(std::string_view entry, int index) {
   } else {
     const auto colons = std::count(rest.begin(), rest.end(), ':');
     if (colons > 1) {
+      const auto slot_colon = rest.rfind(':');
       throw UsageError(fmt::format("{}: an IPv6 address needs brackets", where),
-                       fmt::format("write [{}] or [{}]:slots", rest, rest));
+                       fmt::format("write [{}]:{} if {} is the slot count, or [{}] for that "
+                                   "address",
+                                   rest.substr(0, slot_colon), rest.substr(slot_colon + 1),
+                                   rest.substr(slot_colon + 1), rest));
     }
     const auto colon = rest.find(':');
     spec.host = std::string(rest.substr(0, colon));
@@ -269,7 +273,8 @@ std::vector<HostSpec> parse_host_list(std::string_view text) {
   int index = 1;
   while (true) {
     const auto comma = text.find(',', start);
-    hosts.push_back(parse_host_entry(text.substr(start, comma - start), index++));
+    hosts.push_back(parse_host_entry(text.substr(start, comma - start), index++,
+                                     comma == std::string_view::npos));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -300,6 +305,11 @@ std::vector<HostSpec> parse_hostfile(std::string_view text, std::string_view fil
 }
 
 std::vector<HostSpec> read_hostfile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UsageError(fmt::format("--hostfile {}: is a directory", path),
+                     "give the hostfile itself; it has lines 'host slots=N'");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;

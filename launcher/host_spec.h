@@ -15,11 +15,11 @@ namespace hvd::launcher {
 inline constexpr int kMaxSlotsPerHost = 1024;
 
 struct HostSpec {
-  std::string host;                // name, IPv4 address or IPv6 address (without brackets)
+  std::string host;  // name, IPv4 address or IPv6 address (without brackets)
   int slots = 1;
-  std::optional<int> port;         // only from a hostfile (or, later, the ssh config)
-  std::optional<std::string> user; // `user@host` or `user=`
-  std::string origin;              // where it was written, for messages: "-H entry 2", "f:3"
+  std::optional<int> port;          // only from a hostfile (or, later, the ssh config)
+  std::optional<std::string> user;  // `user@host` or `user=`
+  std::string origin;               // where it was written, for messages: "-H entry 2", "f:3"
 
   bool operator==(const HostSpec&) const = default;
 };

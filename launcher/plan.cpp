@@ -73,8 +73,8 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
 
   env.push_back(deferred(contract::kRendezvousAddr, "the launcher's rendezvous server",
                          EnvSource::kInternal));
-  EnvEntry token = deferred(contract::kRendezvousToken, "a random per-job token",
-                            EnvSource::kInternal);
+  EnvEntry token =
+      deferred(contract::kRendezvousToken, "a random per-job token", EnvSource::kInternal);
   token.secret = true;
   env.push_back(token);
   env.push_back(entry(contract::kJobId, plan.job_id, EnvSource::kInternal));
@@ -86,8 +86,7 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
 
   for (const ForwardedVar& var : forwarded.vars) {
     env.push_back({var.name, var.value,
-                   var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false,
-                   false});
+                   var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false, false});
   }
   return env;
 }
@@ -100,8 +99,7 @@ bool is_local_host(std::string_view host, const LocalIdentity& self) {
   return std::find(self.addresses.begin(), self.addresses.end(), host) != self.addresses.end();
 }
 
-Plan make_plan(const PlanRequest& request, const LocalIdentity& self,
-               const EnvList& launcher_env) {
+Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvList& launcher_env) {
   std::vector<HostSpec> hosts = request.hosts;
   if (hosts.empty()) {
     hosts.push_back({.host = "localhost",
@@ -152,12 +150,12 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self,
                                         plan.total_slots, fmt::join(unused, ", ")));
   }
   if (np > plan.total_slots) {
-    plan.warnings.push_back(fmt::format("--oversubscribe: {} ranks on {} slots", np,
-                                        plan.total_slots));
+    plan.warnings.push_back(
+        fmt::format("--oversubscribe: {} ranks on {} slots", np, plan.total_slots));
   }
 
-  const bool all_local = std::all_of(plan.hosts.begin(), plan.hosts.end(),
-                                     [](const HostPlan& h) { return h.local; });
+  const bool all_local =
+      std::all_of(plan.hosts.begin(), plan.hosts.end(), [](const HostPlan& h) { return h.local; });
   ForwardResult forwarded = forward_environment(request.forward, launcher_env);
   plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {

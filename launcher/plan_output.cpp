@@ -78,9 +78,9 @@ std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options)
   using nlohmann::json;
   json hosts = json::array();
   for (const HostPlan& h : plan.hosts) {
-    json host = {{"host", h.spec.host},       {"slots", h.spec.slots},
-                 {"local", h.local},          {"first_rank", h.first_rank},
-                 {"num_ranks", h.num_ranks},  {"origin", h.spec.origin}};
+    json host = {{"host", h.spec.host},      {"slots", h.spec.slots},
+                 {"local", h.local},         {"first_rank", h.first_rank},
+                 {"num_ranks", h.num_ranks}, {"origin", h.spec.origin}};
     host["ssh"] = h.local ? json(nullptr) : json{{"user", h.ssh_user}, {"port", h.ssh_port}};
     hosts.push_back(std::move(host));
   }

@@ -14,8 +14,8 @@ TEST_CASE("split: the command starts at the first positional and is untouched", 
   CHECK(s.own == Args{"--num-proc", "2"});
   CHECK(s.command == Args{"./x", "-np", "5"});
 
-  s = split_command_line({"--dry-run", "--json", "-H", "a:1", "-x", "A", "-x", "B=1", "py",
-                          "-x", "--dry-run"});
+  s = split_command_line(
+      {"--dry-run", "--json", "-H", "a:1", "-x", "A", "-x", "B=1", "py", "-x", "--dry-run"});
   CHECK(s.own == Args{"--dry-run", "--json", "-H", "a:1", "-x", "A", "-x", "B=1"});
   CHECK(s.command == Args{"py", "-x", "--dry-run"});
 }
@@ -32,6 +32,16 @@ TEST_CASE("split: attached values and single-dash long forms", "[cli]") {
   CHECK(s.command == Args{"cmd"});
 }
 
+TEST_CASE("split: bundled short flags, the last one taking the next value", "[cli]") {
+  auto s = split_command_line({"-vx", "FOO=bar", "./x"});
+  CHECK(s.own == Args{"-vx", "FOO=bar"});
+  CHECK(s.command == Args{"./x"});
+  const auto o = parse_options({"-vx", "FOO=bar", "./x"});
+  CHECK(o.verbose);
+  CHECK(o.forward == Args{"FOO=bar"});
+  CHECK(o.command == Args{"./x"});
+}
+
 TEST_CASE("split: flags take no value", "[cli]") {
   auto s = split_command_line({"--dry-run", "./x"});
   CHECK(s.own == Args{"--dry-run"});
@@ -39,10 +49,30 @@ TEST_CASE("split: flags take no value", "[cli]") {
 }
 
 TEST_CASE("parse: horovodrun spellings", "[cli]") {
-  const auto o = parse_options({"-np", "4", "-H", "a:2,b:2", "-p", "12345", "-i", "/k",
-                                "--ssh-config", "/c", "--ssh-known-hosts", "/kh", "-x", "A",
-                                "-x", "B=1", "--dry-run", "--json", "--oversubscribe",
-                                "--log-level", "warn", "./train", "--epochs", "3"});
+  const auto o = parse_options({"-np",
+                                "4",
+                                "-H",
+                                "a:2,b:2",
+                                "-p",
+                                "12345",
+                                "-i",
+                                "/k",
+                                "--ssh-config",
+                                "/c",
+                                "--ssh-known-hosts",
+                                "/kh",
+                                "-x",
+                                "A",
+                                "-x",
+                                "B=1",
+                                "--dry-run",
+                                "--json",
+                                "--oversubscribe",
+                                "--log-level",
+                                "warn",
+                                "./train",
+                                "--epochs",
+                                "3"});
   CHECK(o.num_proc == 4);
   CHECK(o.hosts == "a:2,b:2");
   CHECK(o.ssh_port == 12345);
@@ -61,16 +91,36 @@ TEST_CASE("parse: horovodrun spellings", "[cli]") {
 }
 
 TEST_CASE("parse: bad options are usage errors", "[cli]") {
-  require_usage_error([] { parse_options({"-H", "a", "--hostfile", "f", "x"}); },
-                      "-H and --hostfile were both given");
+  require_usage_error(
+      [] {
+        parse_options({"-H", "a", "--hostfile", "f", "x"});
+      },
+      "-H and --hostfile were both given");
   require_usage_error([] { parse_options({"-p", "0", "x"}); }, "-p 0: not a port number");
   require_usage_error([] { parse_options({"-p", "65536", "x"}); }, "-p 65536");
-  require_usage_error([] { parse_options({"--log-level", "loud", "x"}); },
-                      "--log-level loud: unknown level", "trace, debug");
-  require_usage_error([] { parse_options({"--frobnicate", "x"}); }, "--frobnicate",
-                      "hvdrun --help");
-  require_usage_error([] { parse_options({"-np", "two", "x"}); }, "two");
-  require_usage_error([] { parse_options({"-np"}); }, "num-proc");
+  require_usage_error(
+      [] {
+        parse_options({"--log-level", "loud", "x"});
+      },
+      "--log-level loud: unknown level", "trace, debug");
+  require_usage_error(
+      [] {
+        parse_options({"--frobnicate", "x"});
+      },
+      "--frobnicate", "hvdrun --help");
+  require_usage_error(
+      [] {
+        parse_options({"-np", "two", "x"});
+      },
+      "-np two: not a whole number", "-np 4");
+  require_usage_error([] { parse_options({"-np", "2x", "x"}); }, "-np 2x: not a whole number");
+  require_usage_error([] { parse_options({"-p", "ssh", "x"}); }, "-p ssh: not a whole number");
+  require_usage_error([] { parse_options({"-np"}); }, "-np/--num-proc");
+  require_usage_error(
+      [] {
+        parse_options({"-H", "a", "-H", "b", "x"});
+      },
+      "--hosts was given more than once");
 }
 
 TEST_CASE("parse: --help and --version exit early", "[cli]") {

@@ -6,17 +6,17 @@
 using namespace hvd::launcher;
 using hvd::test::require_usage_error;
 
-TEST_CASE("-x forms: NAME, NAME=value, PREFIX_*", "[env]") {
+TEST_CASE("forward spec: the three -x forms", "[env]") {
   CHECK(parse_forward_spec("FOO") == ForwardSpec{ForwardSpec::Kind::kName, "FOO", "", "FOO"});
   CHECK(parse_forward_spec("FOO=a=b c") ==
         ForwardSpec{ForwardSpec::Kind::kAssign, "FOO", "a=b c", "FOO=a=b c"});
   CHECK(parse_forward_spec("FOO=") == ForwardSpec{ForwardSpec::Kind::kAssign, "FOO", "", "FOO="});
   CHECK(parse_forward_spec("MYAPP_*") ==
         ForwardSpec{ForwardSpec::Kind::kPrefix, "MYAPP_", "", "MYAPP_*"});
-  CHECK(parse_forward_spec("_X1") .name == "_X1");
+  CHECK(parse_forward_spec("_X1").name == "_X1");
 }
 
-TEST_CASE("-x errors name the variable and the rule", "[env]") {
+TEST_CASE("forward spec errors name the variable and the rule", "[env]") {
   require_usage_error([] { parse_forward_spec("1FOO"); },
                       "-x '1FOO': '1FOO' is not a valid environment variable name",
                       "not starting with a digit");
@@ -53,11 +53,20 @@ TEST_CASE("session and reserved variables are recognised", "[env]") {
 }
 
 TEST_CASE("forwarding: allow-list by default, nothing else", "[env]") {
-  const EnvList env{{"PATH", "/bin"},          {"LD_LIBRARY_PATH", "/l"}, {"PYTHONPATH", "/p"},
-                    {"CUDA_VISIBLE_DEVICES", "0"}, {"NCCL_DEBUG", "INFO"},  {"OMP_NUM_THREADS", "2"},
-                    {"HOROVOD_FUSION_THRESHOLD", "1"}, {"HOROVOD_RANK", "5"}, {"HVD_JOB_ID", "x"},
-                    {"SSH_AUTH_SOCK", "/s"},    {"TERM", "xterm"},        {"MY_SECRET", "s"},
-                    {"PATHS", "no"},            {"CUDAX", "no"}};
+  const EnvList env{{"PATH", "/bin"},
+                    {"LD_LIBRARY_PATH", "/l"},
+                    {"PYTHONPATH", "/p"},
+                    {"CUDA_VISIBLE_DEVICES", "0"},
+                    {"NCCL_DEBUG", "INFO"},
+                    {"OMP_NUM_THREADS", "2"},
+                    {"HOROVOD_FUSION_THRESHOLD", "1"},
+                    {"HOROVOD_RANK", "5"},
+                    {"HVD_JOB_ID", "x"},
+                    {"SSH_AUTH_SOCK", "/s"},
+                    {"TERM", "xterm"},
+                    {"MY_SECRET", "s"},
+                    {"PATHS", "no"},
+                    {"CUDAX", "no"}};
   const ForwardResult r = forward_environment({}, env);
   std::vector<std::string> names;
   for (const auto& v : r.vars) {
@@ -71,7 +80,10 @@ TEST_CASE("forwarding: allow-list by default, nothing else", "[env]") {
 }
 
 TEST_CASE("forwarding: -x adds by name, value, prefix; later wins", "[env]") {
-  const EnvList env{{"MY_SECRET", "s"}, {"MYAPP_A", "1"}, {"MYAPP_B", "2"}, {"MYAPP_HOME", "h"},
+  const EnvList env{{"MY_SECRET", "s"},
+                    {"MYAPP_A", "1"},
+                    {"MYAPP_B", "2"},
+                    {"MYAPP_HOME", "h"},
                     {"PATH", "/bin"}};
   const ForwardResult r = forward_environment(
       {parse_forward_spec("MY_SECRET"), parse_forward_spec("MYAPP_*"),

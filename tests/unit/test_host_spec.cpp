@@ -12,7 +12,7 @@ using hvd::launcher::parse_hostfile;
 using hvd::launcher::read_hostfile;
 using hvd::test::require_usage_error;
 
-TEST_CASE("-H: plain hosts, slots, users and IPv6", "[hosts]") {
+TEST_CASE("host list: plain hosts with slots and users and IPv6", "[hosts]") {
   const auto hosts = parse_host_list("a,b:2,alice@10.0.0.3:4,[::1]:2,[fe80::1%eth0],bob@[::2]");
   REQUIRE(hosts.size() == 6);
   CHECK(hosts[0] == HostSpec{"a", 1, std::nullopt, std::nullopt, "-H entry 1"});
@@ -25,42 +25,41 @@ TEST_CASE("-H: plain hosts, slots, users and IPv6", "[hosts]") {
   CHECK(hosts[5].user == "bob");
 }
 
-TEST_CASE("-H: the largest slot count is accepted", "[hosts]") {
+TEST_CASE("host list: the largest slot count is accepted", "[hosts]") {
   CHECK(parse_host_list("a:1024")[0].slots == 1024);
 }
 
-TEST_CASE("-H errors say which entry and what to do", "[hosts]") {
+TEST_CASE("host list errors say which entry and what to do", "[hosts]") {
   require_usage_error([] { parse_host_list(""); }, "-H: the host list is empty", "-H 10.0.0.1:2");
-  require_usage_error([] { parse_host_list("a:2,,b"); }, "-H entry 2 is empty",
+  require_usage_error([] { parse_host_list(",a"); }, "-H entry 1 is empty (a leading comma?)");
+  require_usage_error([] { parse_host_list("a:2,,b"); }, "-H entry 2 is empty (a doubled comma?)",
                       "single commas");
-  require_usage_error([] { parse_host_list("a,"); }, "-H entry 2 is empty");
+  require_usage_error([] { parse_host_list("a,"); }, "-H entry 2 is empty (a trailing comma?)");
   require_usage_error([] { parse_host_list("a:2 b:2"); }, "-H entry 1 'a:2 b:2' contains a space",
                       "-H a:2,b:2");
   require_usage_error([] { parse_host_list("a:x"); }, "-H entry 1 'a:x': slots 'x' is not a number",
                       "e.g. a:2");
   require_usage_error([] { parse_host_list("a:"); }, "slots '' is not a number");
   require_usage_error([] { parse_host_list("a:-1"); }, "slots '-1' is not a number");
-  require_usage_error([] { parse_host_list("b,a:0"); }, "-H entry 2 'a:0': a host needs at least 1 slot",
-                      "drop the host");
+  require_usage_error([] { parse_host_list("b,a:0"); },
+                      "-H entry 2 'a:0': a host needs at least 1 slot", "drop the host");
   require_usage_error([] { parse_host_list("h:2222"); }, "2222 slots is more than 1024",
                       "2222 slots: a port?");
   require_usage_error([] { parse_host_list("h:2222"); }, "h:2222", "-p 2222");
   require_usage_error([] { parse_host_list("h:2222"); }, "h", "'h slots=1 port=2222'");
   require_usage_error([] { parse_host_list("::1:2"); }, "an IPv6 address needs brackets",
-                      "[::1:2]");
+                      "write [::1]:2 if 2 is the slot count, or [::1:2] for that address");
   require_usage_error([] { parse_host_list("[::1:2"); }, "'[' without a closing ']'");
   require_usage_error([] { parse_host_list("[::1]x"); }, "unexpected 'x' after ']'");
   require_usage_error([] { parse_host_list("a;rm -rf"); }, "contains a space");
-  require_usage_error([] { parse_host_list("a;b"); }, "host 'a;b' contains ';'",
-                      "letters, digits");
+  require_usage_error([] { parse_host_list("a;b"); }, "host 'a;b' contains ';'", "letters, digits");
   require_usage_error([] { parse_host_list("-oProxyCommand=x"); }, "starts with '-'");
   require_usage_error([] { parse_host_list(":2"); }, "the host name is empty");
   require_usage_error([] { parse_host_list("@a"); }, "the user name before '@' is empty");
   require_usage_error([] { parse_host_list("a$b@h"); }, "user 'a$b' is not a valid user name");
   require_usage_error([] { parse_host_list("[g::1]"); }, "contains 'g'");
   require_usage_error([] { parse_host_list("a:1,b,a:2"); },
-                      "-H entry 3: host 'a' is listed again (first at -H entry 1)",
-                      "e.g. a:3");
+                      "-H entry 3: host 'a' is listed again (first at -H entry 1)", "e.g. a:3");
 }
 
 TEST_CASE("hostfile: comments, blank lines, settings", "[hostfile]") {
@@ -92,12 +91,14 @@ TEST_CASE("hostfile errors point at FILE:LINE:COL", "[hostfile]") {
   require_usage_error([] { parse_hostfile("b slots\n", "hf"); }, "hf:1:3: unknown setting 'slots'");
   require_usage_error([] { parse_hostfile("a:2\n", "hf"); }, "hf:1:1: 'a:2' looks like host:slots",
                       "'a slots=2'");
-  require_usage_error([] { parse_hostfile("a slots=x\n", "hf"); }, "hf:1:3: slots 'x' is not a number",
-                      "host slots=N");
-  require_usage_error([] { parse_hostfile("a slots=0\n", "hf"); }, "hf:1:3: a host needs at least 1 slot");
-  require_usage_error([] { parse_hostfile("a slots=5000\n", "hf"); }, "5000 slots is more than 1024",
-                      "port=N");
-  require_usage_error([] { parse_hostfile("a port=0\n", "hf"); }, "hf:1:3: port '0' is not a port number");
+  require_usage_error([] { parse_hostfile("a slots=x\n", "hf"); },
+                      "hf:1:3: slots 'x' is not a number", "host slots=N");
+  require_usage_error([] { parse_hostfile("a slots=0\n", "hf"); },
+                      "hf:1:3: a host needs at least 1 slot");
+  require_usage_error([] { parse_hostfile("a slots=5000\n", "hf"); },
+                      "5000 slots is more than 1024", "port=N");
+  require_usage_error([] { parse_hostfile("a port=0\n", "hf"); },
+                      "hf:1:3: port '0' is not a port number");
   require_usage_error([] { parse_hostfile("a port=65536\n", "hf"); }, "port '65536'");
   require_usage_error([] { parse_hostfile("a slots=1 slots=2\n", "hf"); },
                       "hf:1:11: 'slots' is given twice");
@@ -120,6 +121,7 @@ TEST_CASE("hostfile: read from disk, or a clear error", "[hostfile]") {
   REQUIRE(hosts.size() == 2);
   CHECK(hosts[0].origin == path.string() + ":1");
   std::filesystem::remove(path);
+  require_usage_error([&] { read_hostfile(path.parent_path().string()); }, "is a directory");
   require_usage_error([&] { read_hostfile(path.string()); },
                       "--hostfile " + path.string() + ": cannot read it: No such file",
                       "check the path");

@@ -1,5 +1,5 @@
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 #include "launcher/plan.h"
 #include "test_helpers.h"
@@ -119,9 +119,13 @@ TEST_CASE("plan: ssh user and port per host", "[plan]") {
 }
 
 TEST_CASE("plan env: per-rank values win, HVD_* never inherited", "[plan][env]") {
-  const EnvList inherited{{"HOROVOD_RANK", "7"}, {"RANK", "9"},         {"HVD_JOB_ID", "evil"},
-                          {"HVD_RENDEZVOUS_TOKEN", "leak"}, {"PATH", "/bin"},
-                          {"MY_SECRET", "s"},   {"HOROVOD_FUSION_THRESHOLD", "0"}};
+  const EnvList inherited{{"HOROVOD_RANK", "7"},
+                          {"RANK", "9"},
+                          {"HVD_JOB_ID", "evil"},
+                          {"HVD_RENDEZVOUS_TOKEN", "leak"},
+                          {"PATH", "/bin"},
+                          {"MY_SECRET", "s"},
+                          {"HOROVOD_FUSION_THRESHOLD", "0"}};
   const Plan plan = make_plan(request("a:2", 2), kSelf, inherited);
   for (const RankPlan& r : plan.ranks) {
     const std::string rank = std::to_string(r.topology.rank);

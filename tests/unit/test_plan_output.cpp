@@ -42,8 +42,7 @@ TEST_CASE("plan JSON: schema 1 with hosts, ranks, env and command", "[output]") 
   CHECK(doc["hosts"][1]["ssh"] == json({{"user", "me"}, {"port", 2222}}));
 }
 
-TEST_CASE("plan JSON: -x values and the token are redacted, deferred values say so",
-          "[output]") {
+TEST_CASE("plan JSON: -x values and the token are redacted, deferred values say so", "[output]") {
   const std::string text = format_plan_json(sample_plan(), {});
   CHECK(text.find("hunter2") == std::string::npos);
   const json doc = json::parse(text);
@@ -51,7 +50,8 @@ TEST_CASE("plan JSON: -x values and the token are redacted, deferred values say 
   CHECK(env["SECRET_KEY"] == "<redacted>");
   CHECK(env["HVD_RENDEZVOUS_TOKEN"] == "<redacted>");
   CHECK(env["MASTER_PORT"] == "<set at launch: a free port on rank 0's host>");
-  CHECK(env["MASTER_ADDR"] == "<set at launch: the launcher's address as the other hosts reach it>");
+  CHECK(env["MASTER_ADDR"] ==
+        "<set at launch: the launcher's address as the other hosts reach it>");
 
   const json shown = json::parse(format_plan_json(sample_plan(), {.show_env_values = true}));
   CHECK(shown["ranks"][0]["env"]["SECRET_KEY"] == "hunter2");

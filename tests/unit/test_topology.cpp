@@ -21,8 +21,8 @@ RankTopology reference(const std::vector<int>& per_host, int host, int local_ran
   for (int h = 0; h < static_cast<int>(per_host.size()); ++h) {
     if (per_host[h] > local_rank) hosts_with.push_back(h);
   }
-  const int cross_rank = static_cast<int>(
-      std::find(hosts_with.begin(), hosts_with.end(), host) - hosts_with.begin());
+  const int cross_rank =
+      static_cast<int>(std::find(hosts_with.begin(), hosts_with.end(), host) - hosts_with.begin());
   return {rank, size, local_rank, per_host[host], cross_rank, static_cast<int>(hosts_with.size())};
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("topology reader: absent, incomplete, malformed, inconsistent", "[topo
   };
   CHECK_FALSE(read_topology(getter).has_value());
 
-  env = {{"HOROVOD_RANK", "1"}, {"HOROVOD_SIZE", "2"}, {"HOROVOD_LOCAL_RANK", "0"},
+  env = {{"HOROVOD_RANK", "1"},       {"HOROVOD_SIZE", "2"},       {"HOROVOD_LOCAL_RANK", "0"},
          {"HOROVOD_LOCAL_SIZE", "1"}, {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "2"}};
   CHECK(read_topology(getter).has_value());
 

@@ -6,11 +6,24 @@ namespace hvd::contract {
 namespace {
 
 constexpr std::array<const EnvVar*, 18> kTable{
-    &kHorovodRank,    &kHorovodSize,     &kHorovodLocalRank, &kHorovodLocalSize,
-    &kHorovodCrossRank, &kHorovodCrossSize, &kHorovodHostname, &kRank,
-    &kWorldSize,      &kLocalRank,       &kLocalWorldSize,   &kGroupRank,
-    &kMasterAddr,     &kMasterPort,      &kRendezvousAddr,   &kRendezvousToken,
-    &kJobId,          &kAdvertiseAddr,
+    &kHorovodRank,
+    &kHorovodSize,
+    &kHorovodLocalRank,
+    &kHorovodLocalSize,
+    &kHorovodCrossRank,
+    &kHorovodCrossSize,
+    &kHorovodHostname,
+    &kRank,
+    &kWorldSize,
+    &kLocalRank,
+    &kLocalWorldSize,
+    &kGroupRank,
+    &kMasterAddr,
+    &kMasterPort,
+    &kRendezvousAddr,
+    &kRendezvousToken,
+    &kJobId,
+    &kAdvertiseAddr,
 };
 
 }  // namespace

@@ -36,9 +36,8 @@ inline constexpr EnvVar kHorovodLocalSize{"HOROVOD_LOCAL_SIZE", EnvKind::kPerRan
 inline constexpr EnvVar kHorovodCrossRank{
     "HOROVOD_CROSS_RANK", EnvKind::kPerRank, EnvType::kInt,
     "index of this host among the hosts that have a rank with this local rank"};
-inline constexpr EnvVar kHorovodCrossSize{
-    "HOROVOD_CROSS_SIZE", EnvKind::kPerRank, EnvType::kInt,
-    "number of hosts that have a rank with this local rank"};
+inline constexpr EnvVar kHorovodCrossSize{"HOROVOD_CROSS_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                          "number of hosts that have a rank with this local rank"};
 inline constexpr EnvVar kHorovodHostname{"HOROVOD_HOSTNAME", EnvKind::kPerRank, EnvType::kString,
                                          "this rank's host as written in -H or the hostfile"};
 // torchrun's names (https://pytorch.org/docs/stable/elastic/run.html).

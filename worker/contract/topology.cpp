@@ -71,9 +71,9 @@ int read_int(const EnvGetter& getenv, const EnvVar& var) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty() || value < 0) {
-    throw ContractError(std::string(var.name) + "='" + std::string(text) +
-                            "' is not a non-negative integer",
-                        "unset it, or let hvdrun set it");
+    throw ContractError(
+        std::string(var.name) + "='" + std::string(text) + "' is not a non-negative integer",
+        "unset it, or let hvdrun set it");
   }
   return value;
 }
@@ -101,12 +101,10 @@ std::optional<RankTopology> read_topology(const EnvGetter& getenv) {
   require(t.rank < t.size, kHorovodRank, t.rank, "less than", kHorovodSize, t.size);
   require(t.local_rank < t.local_size, kHorovodLocalRank, t.local_rank, "less than",
           kHorovodLocalSize, t.local_size);
-  require(t.local_size <= t.size, kHorovodLocalSize, t.local_size, "at most", kHorovodSize,
-          t.size);
+  require(t.local_size <= t.size, kHorovodLocalSize, t.local_size, "at most", kHorovodSize, t.size);
   require(t.cross_rank < t.cross_size, kHorovodCrossRank, t.cross_rank, "less than",
           kHorovodCrossSize, t.cross_size);
-  require(t.cross_size <= t.size, kHorovodCrossSize, t.cross_size, "at most", kHorovodSize,
-          t.size);
+  require(t.cross_size <= t.size, kHorovodCrossSize, t.cross_size, "at most", kHorovodSize, t.size);
   return t;
 }
 

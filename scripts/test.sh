@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's test command: install what the tests need, build, run every test.
+# Usage: bash scripts/test.sh [extra ctest arguments]   (BUILD_DIR=... to pick the build folder)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build}
+
+bash scripts/install-deps.sh
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build_dir" -j 2
+
+start=$(date +%s)
+# ctest prints its summary ("100% tests passed, 0 tests failed out of N") and exits non-zero
+# on any failure. The sshd test hosts are a fixture: ctest starts and stops them itself.
+ctest --test-dir "$build_dir" -j 2 --output-on-failure --timeout 600 "$@"
+echo "test suite wall time: $(( $(date +%s) - start )) s"
