@@ -75,7 +75,7 @@ std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options
 }
 
 std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options) {
-  using nlohmann::json;
+  using json = nlohmann::ordered_json;  // keys in the order written: schema_version first
   json hosts = json::array();
   for (const HostPlan& h : plan.hosts) {
     json host = {{"host", h.spec.host},      {"slots", h.spec.slots},
@@ -99,16 +99,17 @@ std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options)
                      {"cross_size", t.cross_size},
                      {"env", std::move(env)}});
   }
-  const json doc = {{"schema_version", kPlanSchemaVersion},
-                    {"mode", "native"},
-                    {"dry_run", true},
-                    {"np", plan.ranks.size()},
-                    {"total_slots", plan.total_slots},
-                    {"job_id", plan.job_id},
-                    {"command", plan.command},
-                    {"hosts", std::move(hosts)},
-                    {"ranks", std::move(ranks)},
-                    {"warnings", plan.warnings}};
+  json doc;
+  doc["schema_version"] = kPlanSchemaVersion;
+  doc["mode"] = "native";
+  doc["dry_run"] = true;
+  doc["np"] = plan.ranks.size();
+  doc["total_slots"] = plan.total_slots;
+  doc["job_id"] = plan.job_id;
+  doc["command"] = plan.command;
+  doc["hosts"] = std::move(hosts);
+  doc["ranks"] = std::move(ranks);
+  doc["warnings"] = plan.warnings;
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
