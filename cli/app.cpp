@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 
@@ -14,6 +16,7 @@
 #include "common/error.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
+#include "launcher/ssh_check.h"
 
 namespace hvd::cli {
 namespace {
@@ -37,6 +40,59 @@ std::string random_job_id() {
   return fmt::format("{:08x}{:08x}", rd(), rd());
 }
 
+std::vector<launcher::HostSpec> host_specs(const Options& o) {
+  if (o.hosts) return launcher::parse_host_list(*o.hosts);
+  if (o.hostfile) return launcher::read_hostfile(*o.hostfile);
+  return {};
+}
+
+void require_readable_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good()) {
+    throw UsageError(fmt::format("{} {}: no such readable file", flag, path),
+                     "check the path (and that this user may read it)");
+  }
+}
+
+std::string own_path() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "hvdrun" : path.string();
+}
+
+ssh::SshOptions ssh_options(const Options& o) {
+  if (o.ssh_identity_file) require_readable_file("-i", *o.ssh_identity_file);
+  if (o.ssh_config) require_readable_file("--ssh-config", *o.ssh_config);
+  ssh::SshOptions s;
+  s.config_file = o.ssh_config;
+  s.known_hosts_file = o.ssh_known_hosts;
+  s.identity_file = o.ssh_identity_file;
+  s.port = o.ssh_port;
+  s.host_key_policy = o.ssh_host_key_policy == "strict" ? ssh::HostKeyPolicy::kStrict
+                                                        : ssh::HostKeyPolicy::kAcceptNew;
+  s.timeout = std::chrono::milliseconds(static_cast<long>(o.ssh_timeout_s * 1000));
+  s.concurrency = o.ssh_concurrency;
+  s.agent_path = o.agent_path.value_or(own_path());
+  return s;
+}
+
+int check_ssh(const Options& o) {
+  std::vector<launcher::HostSpec> hosts = host_specs(o);
+  if (hosts.empty()) {
+    hosts.push_back({.host = "localhost", .port = {}, .user = {}, .origin = "default host"});
+  }
+  const launcher::CheckReport report =
+      launcher::run_ssh_check(hosts, ssh_options(o), launcher::local_identity());
+  if (o.json) {
+    const std::string text = launcher::format_check_json(report);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    const bool colour = isatty(STDERR_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr;
+    fmt::print(stderr, "{}", launcher::format_check_table(report, colour));
+  }
+  return to_int(report.ok() ? ExitCode::kSuccess : ExitCode::kSshCheckFailed);
+}
+
 launcher::PlanRequest plan_request(const Options& o) {
   if (o.command.empty()) {
     throw UsageError("no command to run",
@@ -44,8 +100,7 @@ launcher::PlanRequest plan_request(const Options& o) {
                      "--epochs 3");
   }
   launcher::PlanRequest request;
-  if (o.hosts) request.hosts = launcher::parse_host_list(*o.hosts);
-  if (o.hostfile) request.hosts = launcher::read_hostfile(*o.hostfile);
+  request.hosts = host_specs(o);
   request.num_proc = o.num_proc;
   request.oversubscribe = o.oversubscribe;
   request.ssh_port = o.ssh_port;
@@ -70,6 +125,7 @@ void warn_if_command_looks_like_a_host(const Options& o) {
 }
 
 int execute(const Options& o) {
+  if (o.check_ssh) return check_ssh(o);
   launcher::PlanRequest request = plan_request(o);
   warn_if_command_looks_like_a_host(o);
   const launcher::Plan plan =

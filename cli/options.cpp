@@ -33,6 +33,17 @@ int parse_int(std::string_view flag, const std::string& text) {
   return value;
 }
 
+double parse_seconds(std::string_view flag, const std::string& text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(value > 0) ||
+      value > 3600) {
+    throw UsageError(fmt::format("{} {}: not a number of seconds between 0 and 3600", flag, text),
+                     fmt::format("e.g. {} 10", flag));
+  }
+  return value;
+}
+
 // CLI11's messages name options by their long name; say it the way horovodrun users type it.
 std::string cli11_message(const CLI::ParseError& e) {
   std::string text = e.what();
@@ -75,6 +86,25 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--ssh-known-hosts", o.ssh_known_hosts,
                  "Known-hosts file (default: the user's ~/.ssh/known_hosts)")
       ->type_name("FILE");
+  app.add_option("--ssh-host-key-policy", o.ssh_host_key_policy,
+                 "accept-new (default: record unknown keys) or strict (unknown keys fail); a "
+                 "changed key always fails")
+      ->type_name("POLICY");
+  app.add_option_function<std::string>(
+         "--ssh-timeout",
+         [&o](const std::string& v) { o.ssh_timeout_s = parse_seconds("--ssh-timeout", v); },
+         "Seconds allowed per host for the whole SSH check (default 10)")
+      ->type_name("SECONDS");
+  app.add_option_function<std::string>(
+         "--ssh-concurrency",
+         [&o](const std::string& v) { o.ssh_concurrency = parse_int("--ssh-concurrency", v); },
+         "Hosts in SSH key exchange and authentication at once (default 16)")
+      ->type_name("N");
+  app.add_option("--agent-path", o.agent_path,
+                 "Path of hvdrun on the hosts (default: this hvdrun's own path)")
+      ->type_name("PATH");
+  app.add_flag("--check-ssh", o.check_ssh,
+               "Diagnose SSH to every host and exit; no command needed (docs/check-ssh.md)");
   app.add_option("-x", o.forward,
                  "Forward an environment variable to every rank: NAME, NAME=value or "
                  "'PREFIX_*' (repeatable)")
@@ -142,6 +172,16 @@ void validate(const Options& o) {
   if (o.ssh_port && (*o.ssh_port < 1 || *o.ssh_port > 65535)) {
     throw UsageError(fmt::format("-p {}: not a port number (1-65535)", *o.ssh_port),
                      "give the port sshd listens on, e.g. -p 12345");
+  }
+  if (o.ssh_host_key_policy != "accept-new" && o.ssh_host_key_policy != "strict") {
+    throw UsageError(
+        fmt::format("--ssh-host-key-policy {}: unknown policy", o.ssh_host_key_policy),
+        "use accept-new (record unknown host keys) or strict (refuse them); hvdrun never "
+        "accepts a changed key");
+  }
+  if (o.ssh_concurrency < 1 || o.ssh_concurrency > 1024) {
+    throw UsageError(fmt::format("--ssh-concurrency {}: must be 1 to 1024", o.ssh_concurrency),
+                     "e.g. --ssh-concurrency 16");
   }
   if (std::find(std::begin(kLogLevels), std::end(kLogLevels), o.log_level) ==
       std::end(kLogLevels)) {

@@ -21,6 +21,11 @@ struct Options {
   std::optional<std::string> ssh_identity_file;
   std::optional<std::string> ssh_config;
   std::optional<std::string> ssh_known_hosts;
+  std::string ssh_host_key_policy = "accept-new";
+  double ssh_timeout_s = 10.0;
+  int ssh_concurrency = 16;
+  std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
+  bool check_ssh = false;
   std::vector<std::string> forward;  // -x, as written
   bool dry_run = false;
   bool json = false;

@@ -1,0 +1,30 @@
+// `hvdrun --check-ssh`: the hosts of a host list or hostfile, each probed over SSH (ssh/check.h),
+// local hosts reported without SSH; and the report as a table or JSON (docs/check-ssh.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/host_spec.h"
+#include "launcher/plan.h"
+#include "ssh/options.h"
+#include "ssh/probe_result.h"
+
+namespace hvd::launcher {
+
+struct CheckReport {
+  std::vector<ssh::ProbeResult> hosts;  // in input order
+  bool ok() const;
+  size_t failures() const;
+};
+
+// Probes every remote host in parallel. Throws UsageError for bad local input.
+CheckReport run_ssh_check(const std::vector<HostSpec>& hosts, const ssh::SshOptions& options,
+                          const LocalIdentity& self);
+
+inline constexpr int kCheckSchemaVersion = 1;
+
+std::string format_check_table(const CheckReport& report, bool colour);
+std::string format_check_json(const CheckReport& report);
+
+}  // namespace hvd::launcher

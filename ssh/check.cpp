@@ -1,0 +1,111 @@
+#include "ssh/check.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "ssh/probe.h"
+
+namespace hvd::ssh {
+namespace {
+
+// Grace after the deadline for probes to notice their deadline or a cancel.
+constexpr auto kGrace = std::chrono::milliseconds(500);
+
+// Shared by the runner and one probe thread; outlives the runner if the thread is abandoned.
+struct Job {
+  ProbeControl control;
+  std::optional<ProbeResult> result;
+  std::exception_ptr error;
+};
+
+struct Board {
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t done = 0;
+};
+
+// What we can say about a probe that never came back: where it was stuck.
+ProbeResult abandoned(const SshTarget& target, const SshOptions& options, Stage stage) {
+  ProbeResult r;
+  r.host = target.host;
+  r.port = target.port.value_or(options.port.value_or(22));
+  r.user = target.user.value_or("");
+  r.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
+  const auto seconds = std::chrono::duration<double>(options.timeout).count();
+  switch (stage) {
+    case Stage::kConfig:
+    case Stage::kResolve:
+      r.code = ProbeCode::kDnsFailure;
+      r.message =
+          fmt::format("resolving '{}' did not finish within {:.0f} s", target.host, seconds);
+      r.hint = "the DNS server does not answer: check /etc/resolv.conf, or use the IP address";
+      break;
+    case Stage::kBanner:
+      r.code = ProbeCode::kBannerTimeout;
+      r.message = fmt::format("no SSH banner within {:.0f} s", seconds);
+      break;
+    default:
+      r.code = ProbeCode::kTimeout;
+      r.message = fmt::format("stuck in the {} stage after {:.0f} s", to_string(stage), seconds);
+      r.hint = "the host or the network is too slow or drops packets; raise --ssh-timeout";
+      break;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<ProbeResult> check_hosts(const std::vector<SshTarget>& targets,
+                                     const SshOptions& options) {
+  // Shared with the threads: an abandoned one may still release its slot after we return.
+  auto slots = std::make_shared<CpuSlots>(std::max(1, options.concurrency));
+  auto board = std::make_shared<Board>();
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<std::thread> threads;
+  for (const SshTarget& target : targets) {
+    auto job = std::make_shared<Job>();
+    jobs.push_back(job);
+    threads.emplace_back([job, board, target, options, slots] {
+      try {
+        job->result = probe_host(target, options, *slots, job->control);
+      } catch (...) {
+        job->error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(board->mutex);
+      ++board->done;
+      board->changed.notify_all();
+    });
+  }
+
+  const auto deadline = Clock::now() + options.timeout + kGrace;
+  std::unique_lock<std::mutex> lock(board->mutex);
+  if (!board->changed.wait_until(lock, deadline, [&] { return board->done == jobs.size(); })) {
+    for (auto& job : jobs) job->control.cancel();
+    board->changed.wait_for(lock, kGrace, [&] { return board->done == jobs.size(); });
+  }
+  lock.unlock();
+
+  std::vector<ProbeResult> results;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::unique_lock<std::mutex> job_lock(board->mutex);
+    const bool finished = jobs[i]->result.has_value() || jobs[i]->error != nullptr;
+    job_lock.unlock();
+    if (finished) {
+      threads[i].join();
+      if (jobs[i]->error) std::rethrow_exception(jobs[i]->error);
+      results.push_back(std::move(*jobs[i]->result));
+    } else {
+      threads[i].detach();  // blocked in getaddrinfo or libssh: it ends with the process
+      results.push_back(abandoned(targets[i], options, jobs[i]->control.stage));
+    }
+  }
+  return results;
+}
+
+}  // namespace hvd::ssh

@@ -1,0 +1,111 @@
+#include "ssh/config.h"
+
+#include <fmt/format.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace hvd::ssh {
+namespace {
+
+std::optional<std::string> get_string(Session& s, ssh_options_e option) {
+  char* value = nullptr;
+  if (ssh_options_get(s.get(), option, &value) != SSH_OK || value == nullptr) return std::nullopt;
+  std::string out = value;
+  ssh_string_free_char(value);
+  return out;
+}
+
+void set(Session& s, ssh_options_e option, const void* value, std::string_view what) {
+  if (ssh_options_set(s.get(), option, value) != SSH_OK) {
+    throw Error(fmt::format("libssh rejected the {} option: {}", what, last_error(s)));
+  }
+}
+
+// The keys OpenSSH tries when nothing else is said, in its order.
+constexpr std::array<const char*, 3> kDefaultKeys{"id_ed25519", "id_ecdsa", "id_rsa"};
+
+}  // namespace
+
+std::string user_ssh_dir() {
+  const passwd* pw = getpwuid(geteuid());
+  return std::string(pw != nullptr ? pw->pw_dir : "/") + "/.ssh";
+}
+
+std::string expand_ssh_path(const std::string& path) {
+  std::string out = path;
+  if (out.starts_with("%d")) out = user_ssh_dir() + out.substr(2);
+  if (out.starts_with("~/")) {
+    const passwd* pw = getpwuid(geteuid());
+    out = std::string(pw != nullptr ? pw->pw_dir : "") + out.substr(1);
+  }
+  return out;
+}
+
+ResolvedTarget apply_config(Session& session, const SshTarget& target, const SshOptions& options) {
+  ResolvedTarget r;
+  r.host = target.host;
+  set(session, SSH_OPTIONS_HOST, target.host.c_str(), "host");
+
+  if (options.config_file) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*options.config_file, ec)) {
+      throw UsageError(fmt::format("--ssh-config {}: not a readable file", *options.config_file),
+                       "give the path of an ssh client configuration file (as for ssh -F)");
+    }
+  }
+  // Parsing here marks the config processed, so ssh_connect() will not read ~/.ssh/config again.
+  const char* config = options.config_file ? options.config_file->c_str() : nullptr;
+  if (ssh_options_parse_config(session.get(), config) < 0 && options.config_file) {
+    throw UsageError(fmt::format("--ssh-config {}: libssh could not parse it: {}",
+                                 *options.config_file, last_error(session)),
+                     "check the file with: ssh -G -F " + *options.config_file + " HOST");
+  }
+
+  if (const auto port = target.port ? target.port : options.port) {
+    const unsigned int value = static_cast<unsigned int>(*port);
+    set(session, SSH_OPTIONS_PORT, &value, "port");
+  }
+  if (target.user) set(session, SSH_OPTIONS_USER, target.user->c_str(), "user");
+  if (!get_string(session, SSH_OPTIONS_USER)) {
+    // What libssh would pick at connect time anyway; set now so reports can name it.
+    const passwd* pw = getpwuid(geteuid());
+    if (pw != nullptr) set(session, SSH_OPTIONS_USER, pw->pw_name, "user");
+  }
+  if (options.known_hosts_file) {
+    set(session, SSH_OPTIONS_KNOWNHOSTS, options.known_hosts_file->c_str(), "known hosts");
+  }
+
+  r.hostname = get_string(session, SSH_OPTIONS_HOST).value_or(target.host);
+  unsigned int port = 22;
+  ssh_options_get_port(session.get(), &port);
+  r.port = static_cast<int>(port);
+  r.user = get_string(session, SSH_OPTIONS_USER).value_or("");
+  r.known_hosts = expand_ssh_path(
+      get_string(session, SSH_OPTIONS_KNOWNHOSTS).value_or(user_ssh_dir() + "/known_hosts"));
+  r.proxy_command = get_string(session, SSH_OPTIONS_PROXYCOMMAND);
+  if (r.proxy_command && r.proxy_command->empty()) r.proxy_command.reset();
+
+  if (options.identity_file) {
+    r.identities = {*options.identity_file};
+  } else {
+    // libssh exposes the first identity only: the config's last IdentityFile, else a default.
+    if (auto first = get_string(session, SSH_OPTIONS_IDENTITY)) {
+      r.identities.push_back(expand_ssh_path(*first));
+    }
+    for (const char* name : kDefaultKeys) {
+      const std::string path = user_ssh_dir() + "/" + name;
+      if (std::find(r.identities.begin(), r.identities.end(), path) == r.identities.end()) {
+        r.identities.push_back(path);
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace hvd::ssh

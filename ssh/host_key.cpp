@@ -1,0 +1,131 @@
+#include "ssh/host_key.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/file.h>
+
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+#include "common/shell_quote.h"
+#include "common/unique_fd.h"
+
+namespace hvd::ssh {
+namespace {
+
+std::mutex& known_hosts_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// "[host]:port" as known_hosts writes a host on a non-22 port.
+std::string known_hosts_name(const ResolvedTarget& t) {
+  if (t.port == 22) return t.hostname;
+  return fmt::format("[{}]:{}", t.hostname, t.port);
+}
+
+std::string server_fingerprint(Session& session) {
+  ssh_key raw = nullptr;
+  if (ssh_get_server_publickey(session.get(), &raw) != SSH_OK) return "(unavailable)";
+  Key key(raw);
+  return fingerprint(key.get());
+}
+
+std::string server_key_type(Session& session) {
+  ssh_key raw = nullptr;
+  if (ssh_get_server_publickey(session.get(), &raw) != SSH_OK) return "?";
+  Key key(raw);
+  return ssh_key_type_to_char(ssh_key_type(key.get()));
+}
+
+// The keys known_hosts records for `name` ("ssh-ed25519 SHA256:..."), read line by line:
+// libssh returns the matching entry only when the key matches, not when it changed.
+std::string recorded_keys(const std::string& name, const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> keys;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    ssh_knownhosts_entry* raw = nullptr;
+    if (ssh_known_hosts_parse_line(name.c_str(), line.c_str(), &raw) != SSH_OK) continue;
+    KnownHostsEntry entry(raw);
+    if (entry && entry.get()->publickey != nullptr) {
+      keys.push_back(fmt::format("{} {}",
+                                 ssh_key_type_to_char(ssh_key_type(entry.get()->publickey)),
+                                 fingerprint(entry.get()->publickey)));
+    }
+  }
+  return keys.empty() ? "a key of another type" : fmt::format("{}", fmt::join(keys, ", "));
+}
+
+// Appends the server's key under both locks; returns an error message or "".
+std::string record_key(Session& session, const ResolvedTarget& target) {
+  std::lock_guard<std::mutex> lock(known_hosts_mutex());
+  UniqueFd fd(::open(target.known_hosts.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (fd.valid()) ::flock(fd.get(), LOCK_EX);
+  if (ssh_session_update_known_hosts(session.get()) != SSH_OK) {
+    return fmt::format("could not record the host key in {}: {}", target.known_hosts,
+                       last_error(session));
+  }
+  return "";
+}
+
+}  // namespace
+
+HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
+                            const SshOptions& options) {
+  HostKeyCheck check;
+  const std::string name = known_hosts_name(target);
+  switch (ssh_session_is_known_server(session.get())) {
+    case SSH_KNOWN_HOSTS_OK:
+      check.outcome = HostKeyOutcome::kKnown;
+      return check;
+    case SSH_KNOWN_HOSTS_CHANGED:
+    case SSH_KNOWN_HOSTS_OTHER: {
+      const std::string recorded = recorded_keys(name, target.known_hosts);
+      check.code = ProbeCode::kHostKeyChanged;
+      check.message = fmt::format(
+          "the host key of {} has CHANGED: it now presents {} {}, but {} records {}. The "
+          "key was not recorded.",
+          name, server_key_type(session), server_fingerprint(session), target.known_hosts,
+          recorded);
+      check.hint = fmt::format(
+          "a reinstalled host, a recreated container, or an attack: verify the new fingerprint "
+          "out of band, then remove the old entry with: ssh-keygen -f {} -R {}",
+          shell_quote(target.known_hosts), shell_quote(name));
+      return check;
+    }
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+      if (options.host_key_policy == HostKeyPolicy::kStrict) {
+        check.code = ProbeCode::kHostKeyUnknown;
+        check.message = fmt::format(
+            "{} is not in {} (its key: {} {}); the strict host-key policy "
+            "refuses unknown hosts",
+            name, target.known_hosts, server_key_type(session), server_fingerprint(session));
+        check.hint = fmt::format(
+            "after checking the fingerprint, add it: ssh-keyscan -p {} {} >> {}  (or use "
+            "--ssh-host-key-policy accept-new)",
+            target.port, shell_quote(target.hostname), shell_quote(target.known_hosts));
+        return check;
+      }
+      if (std::string error = record_key(session, target); !error.empty()) {
+        check.code = ProbeCode::kHostKeyUnknown;
+        check.message = error;
+        check.hint = "check that the known_hosts file and its folder are writable";
+        return check;
+      }
+      check.outcome = HostKeyOutcome::kRecorded;
+      return check;
+    case SSH_KNOWN_HOSTS_ERROR:
+      break;
+  }
+  check.code = ProbeCode::kHostKeyUnknown;
+  check.message = fmt::format("cannot check the host key of {} against {}: {}", name,
+                              target.known_hosts, last_error(session));
+  check.hint = "check that the known_hosts file is readable and well-formed";
+  return check;
+}
+
+}  // namespace hvd::ssh

@@ -1,0 +1,33 @@
+// How hvdrun talks SSH: the user's choices (flags) and one host to reach.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace hvd::ssh {
+
+enum class HostKeyPolicy {
+  kAcceptNew,  // an unknown key is recorded in known_hosts and reported
+  kStrict,     // an unknown key is a failure
+};             // a changed key is always a failure, under both
+
+struct SshOptions {
+  std::optional<std::string> config_file;       // --ssh-config; default ~/.ssh/config
+  std::optional<std::string> known_hosts_file;  // --ssh-known-hosts; default the config's/user's
+  std::optional<std::string> identity_file;     // -i: then only this key is tried
+  std::optional<int> port;                      // -p: overrides the ssh config
+  HostKeyPolicy host_key_policy = HostKeyPolicy::kAcceptNew;
+  std::chrono::milliseconds timeout{10000};  // per host, all stages together
+  int concurrency = 16;                      // hosts in key exchange + authentication at once
+  std::string agent_path;                    // where the hvdrun agent must be on each host
+};
+
+// One host as the host list or hostfile gave it.
+struct SshTarget {
+  std::string host;
+  std::optional<int> port;          // hostfile port=: overrides -p and the ssh config
+  std::optional<std::string> user;  // user@host or user=: overrides the ssh config
+};
+
+}  // namespace hvd::ssh
