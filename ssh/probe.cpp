@@ -132,6 +132,91 @@ void finish(ProbeResult& result, ProbeCode code, std::string message, const Reso
   result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
 }
 
+// Key exchange, host key, authentication and the probe script, on a session whose transport
+// is set up (our socket, or libssh's proxy command).
+ProbeResult login_and_probe(Session& session, const ResolvedTarget& t, const SshOptions& options,
+                            CpuSlots& slots, ProbeControl& control, Clock::time_point start,
+                            ProbeResult result) {
+  const Clock::time_point deadline = start + options.timeout;
+  const long seconds = std::max<long>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count());
+  ssh_options_set(session.get(), SSH_OPTIONS_TIMEOUT, &seconds);
+  const std::string where =
+      t.proxy_command ? fmt::format("{} (through ProxyCommand '{}')", t.hostname, *t.proxy_command)
+                      : fmt::format("{} port {}", result.address, t.port);
+  {
+    // The CPU-heavy part holds a slot: key exchange and authentication.
+    slots.acquire();
+    struct Release {
+      CpuSlots& s;
+      ~Release() { s.release(); }
+    } release{slots};
+
+    StageTimer kex(result, control, Stage::kKex);
+    const bool connected = ssh_connect(session.get()) == SSH_OK;
+    kex.done(connected);
+    if (!connected) {
+      finish(result, control.cancelled() ? ProbeCode::kTimeout : ProbeCode::kKeyExchangeFailed,
+             fmt::format("the SSH connection to {} failed at the key exchange: {}", where,
+                         last_error(session)),
+             t, start);
+      return result;
+    }
+
+    StageTimer host_key(result, control, Stage::kHostKey);
+    const HostKeyCheck check = check_host_key(session, t, options);
+    host_key.done(check.code == ProbeCode::kOk);
+    result.host_key = check.outcome;
+    if (check.code != ProbeCode::kOk) {
+      result.hint = check.hint;
+      finish(result, check.code, check.message, t, start);
+      return result;
+    }
+
+    StageTimer auth(result, control, Stage::kAuth);
+    const AuthOutcome login = authenticate(session, t, options);
+    auth.done(login.ok);
+    if (!login.ok) {
+      finish(result, ProbeCode::kAuthDenied, login.message, t, start);
+      return result;
+    }
+  }
+
+  StageTimer probe(result, control, Stage::kProbe);
+  const CommandOutput out =
+      run_remote(session, "/bin/sh -c " + shell_quote(probe_script(options.agent_path)), deadline);
+  result.remote = parse_probe_output(out.out, options.agent_path);
+  const bool ok = out.complete && out.exit_status == 0 && result.remote.has_value();
+  probe.done(ok);
+  if (!ok) {
+    std::string why = !out.complete          ? "did not finish within the timeout"
+                      : out.exit_status < 0  ? "was killed by a signal"
+                      : out.exit_status != 0 ? fmt::format("exited with status {}", out.exit_status)
+                                             : "printed something unexpected";
+    std::string message = fmt::format("logged in as '{}', but the probe command {}", t.user, why);
+    if (!out.err.empty()) message += fmt::format("; its stderr ends: {}", tail(out.err));
+    result.remote.reset();
+    finish(result, ProbeCode::kRemoteCommandFailed, std::move(message), t, start);
+    return result;
+  }
+  finish(result, ProbeCode::kOk,
+         result.host_key == HostKeyOutcome::kRecorded
+             ? fmt::format("ok (new host key recorded in {})", t.known_hosts)
+             : "ok",
+         t, start);
+  return result;
+}
+
+ProbeResult probe_via_proxy(Session& session, const ResolvedTarget& t, const SshOptions& options,
+                            CpuSlots& slots, ProbeControl& control, Clock::time_point start) {
+  ProbeResult result;
+  result.host = t.host;
+  result.port = t.port;
+  result.user = t.user;
+  result.reproduce = reproduce_command(t, options);
+  return login_and_probe(session, t, options, slots, control, start, std::move(result));
+}
+
 }  // namespace
 
 std::string probe_script(const std::string& agent_path) {
@@ -183,6 +268,10 @@ ProbeResult probe_host(const SshTarget& target, const SshOptions& options, CpuSl
   result.user = t.user;
   result.reproduce = reproduce_command(t, options);
 
+  // A ProxyCommand (or ProxyJump, which libssh turns into one) owns the transport: libssh
+  // connects through it, and a failure can only be classified as far as libssh reports it.
+  if (t.proxy_command) return probe_via_proxy(session, t, options, slots, control, start);
+
   // Our own connect and banner peek, retried with jitter while sshd says MaxStartups.
   SocketOutcome socket;
   std::mt19937 rng(std::random_device{}());
@@ -206,71 +295,7 @@ ProbeResult probe_host(const SshTarget& target, const SshOptions& options, CpuSl
   } unwatch{control};
   const int fd = connection.get();  // libssh uses it but does not close it
   ssh_options_set(session.get(), SSH_OPTIONS_FD, &fd);
-  const long seconds = std::max<long>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count());
-  ssh_options_set(session.get(), SSH_OPTIONS_TIMEOUT, &seconds);
-
-  {
-    // The CPU-heavy part holds a slot: key exchange and authentication.
-    slots.acquire();
-    struct Release {
-      CpuSlots& s;
-      ~Release() { s.release(); }
-    } release{slots};
-
-    StageTimer kex(result, control, Stage::kKex);
-    const bool connected = ssh_connect(session.get()) == SSH_OK;
-    kex.done(connected);
-    if (!connected) {
-      finish(result, control.cancelled() ? ProbeCode::kTimeout : ProbeCode::kKeyExchangeFailed,
-             fmt::format("the SSH key exchange with {} port {} failed: {}", result.address, t.port,
-                         last_error(session)),
-             t, start);
-      return result;
-    }
-
-    StageTimer host_key(result, control, Stage::kHostKey);
-    const HostKeyCheck check = check_host_key(session, t, options);
-    host_key.done(check.code == ProbeCode::kOk);
-    result.host_key = check.outcome;
-    if (check.code != ProbeCode::kOk) {
-      result.hint = check.hint;
-      finish(result, check.code, check.message, t, start);
-      return result;
-    }
-
-    StageTimer auth(result, control, Stage::kAuth);
-    const AuthOutcome login = authenticate(session, t, options);
-    auth.done(login.ok);
-    if (!login.ok) {
-      finish(result, ProbeCode::kAuthDenied, login.message, t, start);
-      return result;
-    }
-  }
-
-  StageTimer probe(result, control, Stage::kProbe);
-  const CommandOutput out =
-      run_remote(session, "/bin/sh -c " + shell_quote(probe_script(options.agent_path)), deadline);
-  result.remote = parse_probe_output(out.out, options.agent_path);
-  const bool ok = out.complete && out.exit_status == 0 && result.remote.has_value();
-  probe.done(ok);
-  if (!ok) {
-    std::string why = !out.complete          ? "did not finish within the timeout"
-                      : out.exit_status < 0  ? "was killed by a signal"
-                      : out.exit_status != 0 ? fmt::format("exited with status {}", out.exit_status)
-                                             : "printed something unexpected";
-    std::string message = fmt::format("logged in as '{}', but the probe command {}", t.user, why);
-    if (!out.err.empty()) message += fmt::format("; its stderr ends: {}", tail(out.err));
-    result.remote.reset();
-    finish(result, ProbeCode::kRemoteCommandFailed, std::move(message), t, start);
-    return result;
-  }
-  finish(result, ProbeCode::kOk,
-         result.host_key == HostKeyOutcome::kRecorded
-             ? fmt::format("ok (new host key recorded in {})", t.known_hosts)
-             : "ok",
-         t, start);
-  return result;
+  return login_and_probe(session, t, options, slots, control, start, std::move(result));
 }
 
 }  // namespace hvd::ssh

@@ -11,14 +11,17 @@ namespace hvd::ssh {
 
 void ensure_libssh_initialized() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    ssh_init();
-    // libssh logs to stderr by default; its messages are debug detail for us, never user output.
+  std::call_once(once, [] { ssh_init(); });
+  // libssh logs to stderr by default; its messages are debug detail for us, never user output.
+  // Its log callback and level are thread-local, so each thread sets them once.
+  thread_local bool logging_set = false;
+  if (!logging_set) {
     ssh_set_log_callback([](int, const char* function, const char* text, void*) {
       spdlog::debug("libssh: {}: {}", function, text);
     });
-    ssh_set_log_level(spdlog::should_log(spdlog::level::debug) ? SSH_LOG_INFO : SSH_LOG_WARN);
-  });
+    ssh_set_log_level(spdlog::should_log(spdlog::level::debug) ? SSH_LOG_INFO : SSH_LOG_NOLOG);
+    logging_set = true;
+  }
 }
 
 void free_session(ssh_session s) {
