@@ -11,12 +11,16 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <string_view>
 
 #include "cli/options.h"
 #include "common/error.h"
+#include "launcher/launch_report.h"
+#include "launcher/native_launch.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
 #include "launcher/ssh_check.h"
+#include "worker/agent.h"
 
 namespace hvd::cli {
 namespace {
@@ -124,6 +128,30 @@ void warn_if_command_looks_like_a_host(const Options& o) {
   }
 }
 
+std::string working_directory(const Options& o) {
+  std::error_code ec;
+  if (!o.working_dir) return std::filesystem::current_path(ec).string();
+  // A relative --wd is taken from here, as mpirun does; it must exist on every host.
+  return std::filesystem::absolute(*o.working_dir, ec).lexically_normal().string();
+}
+
+int launch(const Options& o, const launcher::Plan& plan) {
+  launcher::LaunchOptions options;
+  options.cwd = working_directory(o);
+  options.grace_seconds = o.grace_s;
+  options.output_dir = o.output_filename;
+  options.hvdrun_path = own_path();
+  options.stdout_to_stderr = o.json;
+  const launcher::LaunchResult result = launcher::run_native(plan, options);
+  const std::string report = launcher::format_failure_report(plan, result);
+  std::fwrite(report.data(), 1, report.size(), stderr);
+  if (o.json) {
+    const std::string doc = launcher::format_launch_json(plan, result);
+    std::fwrite(doc.data(), 1, doc.size(), stdout);
+  }
+  return result.exit_code;
+}
+
 int execute(const Options& o) {
   if (o.check_ssh) return check_ssh(o);
   launcher::PlanRequest request = plan_request(o);
@@ -132,11 +160,7 @@ int execute(const Options& o) {
       launcher::make_plan(request, launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
 
-  if (!o.dry_run) {
-    throw Error("starting ranks is not available in this build yet; only --dry-run is",
-                "run with --dry-run to see the plan; native launch is being built "
-                "(docs/cli.md)");
-  }
+  if (!o.dry_run) return launch(o, plan);
   const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
                                            .show_env = o.verbose};
   const std::string text =
@@ -153,6 +177,10 @@ void print_error(const std::string& kind, const std::string& what, const std::st
 }  // namespace
 
 int run(int argc, char** argv) {
+  // The host agent is this binary in a hidden mode; it takes no other arguments.
+  if (argc == 2 && std::string_view(argv[1]) == "--agent") {
+    return worker::run_agent(STDIN_FILENO, STDOUT_FILENO);
+  }
   try {
     const Options options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
     setup_logging(options);

@@ -15,9 +15,10 @@ namespace hvd::cli {
 namespace {
 
 // horovodrun/mpirun spellings CLI11 cannot take, and what they mean.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kSingleDashLong{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kSingleDashLong{{
     {"-np", "--num-proc"},
     {"-hostfile", "--hostfile"},
+    {"-wd", "--wd"},
 }};
 
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -111,6 +112,17 @@ void define_options(CLI::App& app, Options& o) {
       ->type_name("VAR")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--wd", o.working_dir,
+                 "Working directory of the ranks on every host (also -wd); default: the current "
+                 "directory")
+      ->type_name("DIR");
+  app.add_option_function<std::string>(
+         "--grace", [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v); },
+         "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5)")
+      ->type_name("SECONDS");
+  app.add_option("--output-filename", o.output_filename,
+                 "Also write each rank's output, untagged, to DIR/rank.N/stdout and stderr")
+      ->type_name("DIR");
   app.add_flag("--dry-run", o.dry_run, "Print the launch plan and exit; touches no network");
   app.add_flag("--json", o.json, "Print the result as one JSON document on stdout");
   app.add_flag("--show-env-values", o.show_env_values,

@@ -26,7 +26,10 @@ struct Options {
   int ssh_concurrency = 16;
   std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
   bool check_ssh = false;
-  std::vector<std::string> forward;  // -x, as written
+  std::optional<std::string> working_dir;      // --wd; default: hvdrun's current directory
+  double grace_s = 5.0;                        // --grace
+  std::optional<std::string> output_filename;  // --output-filename DIR
+  std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;
   bool json = false;
   bool show_env_values = false;

@@ -19,6 +19,7 @@ enum class ExitCode : int {
   kSshCheckFailed = 69,  // a host failed the SSH check (EX_UNAVAILABLE)
   kInternal = 70,        // a bug or an unavailable feature in hvdrun itself (EX_SOFTWARE)
   kStartupTimeout = 75,  // a start-up phase did not finish in time (EX_TEMPFAIL)
+  kCannotStart = 127,    // the command or its working directory is missing on a host (as sh)
 };
 
 inline int to_int(ExitCode code) { return static_cast<int>(code); }

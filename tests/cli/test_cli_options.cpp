@@ -45,13 +45,21 @@ TEST_CASE("help", "[cli]") {
   CHECK(r.err.empty());
 }
 
-TEST_CASE("launch without dry run is not available yet", "[cli]") {
-  // Pins today's build: starting ranks is missing. Replace this test when launching lands.
-  const RunResult r = run_hvdrun({"-np", "1", "true"});
+TEST_CASE("launch on a remote host is not available yet", "[cli]") {
+  // Pins today's build: local hosts launch, SSH hosts do not yet. Replace when they do.
+  const RunResult r = run_hvdrun({"-np", "1", "-H", "127.0.0.2", "true"});
   INFO(show(r));
   CHECK(r.exit_code == kInternal);
   CHECK(r.out.empty());
-  CHECK_THAT(r.err, Contains("only --dry-run"));
+  CHECK_THAT(r.err, Contains("host 127.0.0.2 is remote"));
+}
+
+TEST_CASE("a local launch runs the command on every rank", "[cli]") {
+  const RunResult r = run_hvdrun({"-np", "2", "sh", "-c", "echo rank=$RANK"});
+  INFO(show(r));
+  CHECK(r.exit_code == kSuccess);
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank=0\n"));
+  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank=1\n"));
 }
 
 TEST_CASE("human table has a header and one row per rank", "[cli]") {

@@ -1,0 +1,18 @@
+// Bytes that must cross text-only channels (JSON): argv, environment values and paths are byte
+// strings on POSIX, and nlohmann-json throws on invalid UTF-8 (BRIEF.md section 7).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hvd {
+
+bool is_valid_utf8(std::string_view text);
+
+std::string base64_encode(std::string_view bytes);
+
+// Decodes standard base64 (padding optional, whitespace ignored); nullopt on any other byte.
+std::optional<std::string> base64_decode(std::string_view text);
+
+}  // namespace hvd

@@ -1,0 +1,94 @@
+#include "launcher/launch_report.h"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace hvd::launcher {
+namespace {
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+}  // namespace
+
+std::string describe_exit(const RankOutcome& rank) {
+  if (!rank.signaled) return fmt::format("exited with code {}", rank.value);
+  std::string text = fmt::format("was killed by signal {} ({}, exit code {}", rank.value,
+                                 signal_name(rank.value), rank.exit_code());
+  if (rank.value == SIGKILL) text += ": often the kernel's OOM killer; check `dmesg`";
+  if (rank.value == SIGSEGV) text += ": a crash; a core dump or gdb will say where";
+  return text + ")";
+}
+
+std::string format_failure_report(const Plan& plan, const LaunchResult& result) {
+  std::string out;
+  if (!result.error.empty()) {
+    out += fmt::format("hvdrun: error: {}\n", result.error);
+    if (!result.error_hint.empty()) out += fmt::format("hvdrun: hint: {}\n", result.error_hint);
+  }
+  if (result.first_failure) {
+    const RankOutcome& r = result.ranks[*result.first_failure];
+    int stopped = 0;
+    for (const RankOutcome& o : result.ranks) stopped += o.stopped_by_hvdrun ? 1 : 0;
+    out += fmt::format("hvdrun: rank {} (host {}, local rank {}) {}.\n", r.rank,
+                       plan.hosts[r.host_index].spec.host, r.local_rank, describe_exit(r));
+    out += fmt::format("hvdrun: it was the first rank to fail; hvdrun stopped {} other rank{}.\n",
+                       stopped, stopped == 1 ? "" : "s");
+    if (r.last_stderr.empty()) {
+      out += fmt::format("hvdrun: rank {} wrote nothing on stderr.\n", r.rank);
+    } else {
+      out += fmt::format("hvdrun: the last {} line{} of rank {}'s stderr:\n", r.last_stderr.size(),
+                         r.last_stderr.size() == 1 ? "" : "s", r.rank);
+      for (const std::string& line : r.last_stderr) out += "    " + line + "\n";
+    }
+  } else if (result.interrupted_by != 0) {
+    out += fmt::format("hvdrun: interrupted by {}; all ranks were stopped.\n",
+                       signal_name(result.interrupted_by));
+  }
+  return out;
+}
+
+std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
+  using json = nlohmann::ordered_json;
+  auto rank_json = [&](const RankOutcome& r) {
+    return json{{"rank", r.rank},
+                {"host", plan.hosts[r.host_index].spec.host},
+                {"local_rank", r.local_rank},
+                {"pid", r.started ? json(r.pid) : json(nullptr)},
+                {"exit_code", r.exited && !r.signaled ? json(r.value) : json(nullptr)},
+                {"signal", r.exited && r.signaled ? json(signal_name(r.value)) : json(nullptr)},
+                {"stopped_by_hvdrun", r.stopped_by_hvdrun}};
+  };
+  json ranks = json::array();
+  for (const RankOutcome& r : result.ranks) ranks.push_back(rank_json(r));
+  json doc;
+  doc["schema_version"] = kLaunchSchemaVersion;
+  doc["ok"] = result.exit_code == 0;
+  doc["exit_code"] = result.exit_code;
+  doc["np"] = result.ranks.size();
+  if (result.first_failure) {
+    const RankOutcome& r = result.ranks[*result.first_failure];
+    json failure = rank_json(r);
+    failure["description"] = describe_exit(r);
+    failure["last_stderr"] =
+        json(std::vector<std::string>(r.last_stderr.begin(), r.last_stderr.end()));
+    doc["first_failure"] = std::move(failure);
+  } else {
+    doc["first_failure"] = nullptr;
+  }
+  doc["error"] = result.error.empty()
+                     ? json(nullptr)
+                     : json{{"message", result.error}, {"hint", result.error_hint}};
+  doc["interrupted_by"] =
+      result.interrupted_by != 0 ? json(signal_name(result.interrupted_by)) : json(nullptr);
+  doc["timings_ms"] = {{"start", result.start_time.count()}, {"total", result.total_time.count()}};
+  doc["ranks"] = std::move(ranks);
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,23 @@
+// What a launch tells the user at the end: a root-cause block on stderr when a rank failed or
+// the job could not start, and the --json result document (schema_version 1).
+#pragma once
+
+#include <string>
+
+#include "launcher/native_launch.h"
+#include "launcher/plan.h"
+
+namespace hvd::launcher {
+
+inline constexpr int kLaunchSchemaVersion = 1;
+
+// "exited with code 3", "was killed by signal 9 (SIGKILL, exit code 137: often the kernel's OOM
+// killer)".
+std::string describe_exit(const RankOutcome& rank);
+
+// Empty when the job succeeded.
+std::string format_failure_report(const Plan& plan, const LaunchResult& result);
+
+std::string format_launch_json(const Plan& plan, const LaunchResult& result);
+
+}  // namespace hvd::launcher

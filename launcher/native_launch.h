@@ -1,0 +1,55 @@
+// Native launch: one agent per host (today: local hosts, as child processes), the job spec to
+// each, rank output tagged on the console, the first failing rank stops the job, Ctrl-C and
+// SIGTERM forwarded (twice: kill at once), and an honest result (docs/exit-codes.md).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/plan.h"
+
+namespace hvd::launcher {
+
+struct LaunchOptions {
+  std::string cwd;                        // absolute; the ranks' working directory
+  double grace_seconds = 5.0;             // SIGTERM -> SIGKILL
+  std::optional<std::string> output_dir;  // --output-filename
+  std::string hvdrun_path;                // the agent binary (this hvdrun)
+  bool stdout_to_stderr = false;          // --json keeps stdout for the result document
+};
+
+struct RankOutcome {
+  int rank = 0;
+  int host_index = 0;
+  int local_rank = 0;
+  bool started = false;
+  long pid = 0;
+  bool exited = false;
+  bool signaled = false;
+  int value = 0;                   // exit code, or signal number
+  bool stopped_by_hvdrun = false;  // it ended because hvdrun stopped the job
+  std::deque<std::string> last_stderr;
+
+  bool failed() const { return exited && (signaled || value != 0); }
+  int exit_code() const { return signaled ? 128 + value : value; }
+};
+
+struct LaunchResult {
+  std::vector<RankOutcome> ranks;
+  std::optional<int> first_failure;  // index into ranks
+  std::string error;                 // a host-level failure (could not start, agent died)
+  std::string error_hint;
+  int interrupted_by = 0;                   // the signal that interrupted hvdrun, or 0
+  std::chrono::milliseconds start_time{0};  // until every rank was started
+  std::chrono::milliseconds total_time{0};
+  int exit_code = 0;
+};
+
+// Runs the plan. Throws hvd::Error only for what stops it before anything started (a remote
+// host in the plan, an agent that cannot be spawned).
+LaunchResult run_native(const Plan& plan, const LaunchOptions& options);
+
+}  // namespace hvd::launcher

@@ -1,0 +1,84 @@
+#include "launcher/output_router.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+namespace hvd::launcher {
+
+using worker::Stream;
+
+OutputRouter::OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir)
+    : out_fd_(out_fd), err_fd_(err_fd), dir_(std::move(dir)) {}
+
+OutputRouter::StreamState& OutputRouter::state(int rank, Stream stream) {
+  return streams_[{rank, static_cast<int>(stream)}];
+}
+
+void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std::string& batch) {
+  batch += fmt::format("[1,{}]<{}>:", rank, stream == Stream::kStdout ? "stdout" : "stderr");
+  batch.append(line);
+  batch += '\n';
+  if (stream == Stream::kStderr) {
+    auto& tail = stderr_tail_[rank];
+    tail.emplace_back(line);
+    if (tail.size() > kKeptStderrLines) tail.pop_front();
+  }
+}
+
+void OutputRouter::write_file(int rank, Stream stream, StreamState& s, std::string_view bytes) {
+  if (!dir_) return;
+  if (!s.file_opened) {
+    s.file_opened = true;
+    const std::string folder = fmt::format("{}/rank.{}", *dir_, rank);
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    const std::string path =
+        fmt::format("{}/{}", folder, stream == Stream::kStdout ? "stdout" : "stderr");
+    s.file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!s.file.valid()) spdlog::warn("--output-filename: cannot write {}", path);
+  }
+  if (s.file.valid()) worker::write_all(s.file.get(), bytes);
+}
+
+void OutputRouter::write(int rank, Stream stream, std::string_view bytes) {
+  StreamState& s = state(rank, stream);
+  write_file(rank, stream, s, bytes);
+  std::string batch;
+  for (char c : bytes) {
+    if (c == '\n' && s.after_cr) {
+      s.after_cr = false;
+      continue;
+    }
+    s.after_cr = c == '\r';
+    if (c == '\n' || c == '\r') {
+      emit_line(rank, stream, s.partial, batch);
+      s.partial.clear();
+    } else {
+      s.partial += c;
+      if (s.partial.size() >= kMaxLineBytes) {
+        emit_line(rank, stream, s.partial, batch);
+        s.partial.clear();
+      }
+    }
+  }
+  if (!batch.empty()) worker::write_all(stream == Stream::kStdout ? out_fd_ : err_fd_, batch);
+}
+
+void OutputRouter::flush(int rank) {
+  for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
+    StreamState& s = state(rank, stream);
+    if (s.partial.empty()) continue;
+    std::string batch;
+    emit_line(rank, stream, s.partial, batch);
+    s.partial.clear();
+    worker::write_all(stream == Stream::kStdout ? out_fd_ : err_fd_, batch);
+  }
+}
+
+const std::deque<std::string>& OutputRouter::last_stderr(int rank) { return stderr_tail_[rank]; }
+
+}  // namespace hvd::launcher

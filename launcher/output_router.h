@@ -1,0 +1,53 @@
+// Rank output as users see it: every line tagged `[1,RANK]<stdout>:line` (Open MPI's
+// --tag-output format), written whole so ranks interleave only at line boundaries; '\r' ends a
+// line too; a last partial line is flushed at the end. Lines are split on bytes, so UTF-8 split
+// across chunks and binary data pass through intact. Optionally also DIR/rank.N/{stdout,stderr},
+// untagged. Writes block: a slow reader of hvdrun's stdout slows the ranks down (back-pressure)
+// instead of growing memory.
+#pragma once
+
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/unique_fd.h"
+#include "worker/protocol.h"
+
+namespace hvd::launcher {
+
+inline constexpr size_t kKeptStderrLines = 20;
+inline constexpr size_t kMaxLineBytes = 1 << 20;  // a longer "line" is cut into pieces
+
+class OutputRouter {
+ public:
+  // `out_fd`/`err_fd`: where tagged lines go. `dir`: also keep per-rank files there.
+  OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir);
+
+  void write(int rank, worker::Stream stream, std::string_view bytes);
+  // Emits any partial last line of the rank (call when it exited).
+  void flush(int rank);
+  // The rank's last kKeptStderrLines stderr lines, untagged.
+  const std::deque<std::string>& last_stderr(int rank);
+
+ private:
+  struct StreamState {
+    std::string partial;
+    bool after_cr = false;  // a '\n' right after '\r' does not end another line
+    UniqueFd file;
+    bool file_opened = false;
+  };
+  StreamState& state(int rank, worker::Stream stream);
+  void emit_line(int rank, worker::Stream stream, std::string_view line, std::string& batch);
+  void write_file(int rank, worker::Stream stream, StreamState& s, std::string_view bytes);
+
+  int out_fd_;
+  int err_fd_;
+  std::optional<std::string> dir_;
+  std::map<std::pair<int, int>, StreamState> streams_;
+  std::map<int, std::deque<std::string>> stderr_tail_;
+};
+
+}  // namespace hvd::launcher

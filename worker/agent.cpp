@@ -1,0 +1,396 @@
+#include "worker/agent.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/error.h"
+#include "common/unique_fd.h"
+#include "hvd/build_config.h"
+#include "worker/contract/env_table.h"
+#include "worker/job_spec.h"
+#include "worker/protocol.h"
+#include "worker/rank_process.h"
+
+extern char** environ;
+
+namespace hvd::worker {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kSweepMs = 100;  // how often leftover descendants are looked for while stopping
+
+struct LiveRank {
+  int rank = 0;
+  pid_t pid = -1;
+  UniqueFd out;
+  UniqueFd err;
+  bool reaped = false;
+  int status = 0;
+  bool reported = false;
+};
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string hello_payload() {
+  std::array<char, 256> name{};
+  ::gethostname(name.data(), name.size() - 1);
+  const nlohmann::json hello = {{"protocol", kProtocolVersion},
+                                {"version", HVD_VERSION_STRING},
+                                {"hostname", name.data()},
+                                {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
+                                {"pid", ::getpid()}};
+  return hello.dump();
+}
+
+// Children of this process that are not ranks: ranks' descendants re-parented to us (we are
+// a subreaper) after their parent died.
+std::vector<pid_t> stray_children(const std::vector<LiveRank>& ranks) {
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (dirent* entry = ::readdir(dir)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (pid <= 0) continue;
+    const std::string stat = read_first_line(fmt::format("/proc/{}/stat", pid).c_str());
+    const auto close = stat.rfind(')');  // the command name may contain spaces and ')'
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+    if (ppid != self || state == 'Z') continue;
+    bool is_rank = false;
+    for (const LiveRank& r : ranks) is_rank |= (r.pid == pid && !r.reaped);
+    if (!is_rank) out.push_back(pid);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+class Agent {
+ public:
+  Agent(int in_fd, int out_fd) : in_fd_(in_fd), out_fd_(out_fd) {}
+  int run();
+
+ private:
+  bool send(FrameType type, std::string_view payload = {});
+  bool read_spec();
+  bool start_ranks();
+  void error(const std::string& message, const std::string& hint = "");
+  std::vector<std::string> rank_environment(const RankSpec& rank) const;
+  void handle_input();
+  void handle_signals();
+  void drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof);
+  void reap();
+  void report_exits();
+  void stop(int signal);
+  bool finished() const;
+  void arm_timer(int ms);
+
+  int in_fd_;
+  int out_fd_;
+  JobSpec spec_;
+  FrameReader reader_;
+  std::vector<LiveRank> ranks_;
+  UniqueFd signal_fd_;
+  UniqueFd timer_fd_;
+  bool input_open_ = true;
+  bool stopping_ = false;  // SIGTERM sent
+  bool killing_ = false;   // SIGKILL sent
+  bool launcher_gone_ = false;
+};
+
+bool Agent::send(FrameType type, std::string_view payload) {
+  if (launcher_gone_) return false;
+  if (!write_all(out_fd_, encode_frame(type, payload))) launcher_gone_ = true;
+  return !launcher_gone_;
+}
+
+void Agent::error(const std::string& message, const std::string& hint) {
+  send(FrameType::kError, nlohmann::json{{"message", message}, {"hint", hint}}.dump());
+}
+
+bool Agent::read_spec() {
+  std::array<char, kReadChunk> buf{};
+  while (true) {
+    if (auto frame = reader_.next()) {
+      if (frame->type != FrameType::kSpec) {
+        error("protocol error: expected a job spec first");
+        return false;
+      }
+      try {
+        spec_ = decode_spec(frame->payload);
+      } catch (const Error& e) {
+        error(e.what(), e.hint());
+        return false;
+      }
+      return true;
+    }
+    const long n = read_some(in_fd_, buf.data(), buf.size());
+    if (n <= 0) return false;  // the launcher went away before sending a job
+    reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+  }
+}
+
+std::vector<std::string> Agent::rank_environment(const RankSpec& rank) const {
+  // Base: this agent's own environment (the host's login environment), less anything that
+  // would contradict the contract; then the planned values on top.
+  std::vector<std::pair<std::string, std::string>> env;
+  for (char** p = environ; *p != nullptr; ++p) {
+    const std::string_view entry(*p);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string name(entry.substr(0, eq));
+    if (name.starts_with(contract::kInternalPrefix) || contract::find_env_var(name) != nullptr) {
+      continue;
+    }
+    env.emplace_back(name, std::string(entry.substr(eq + 1)));
+  }
+  for (const auto& [name, value] : rank.env) {
+    auto it =
+        std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != env.end()) {
+      it->second = value;
+    } else {
+      env.emplace_back(name, value);
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [name, value] : env) out.push_back(name + "=" + value);
+  return out;
+}
+
+bool Agent::start_ranks() {
+  struct stat st {};
+  if (::stat(spec_.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    error(fmt::format("host {}: the working directory {} does not exist", spec_.host, spec_.cwd),
+          "create it on that host, or pick another with --wd");
+    return false;
+  }
+  for (const RankSpec& rank : spec_.ranks) {
+    SpawnedRank spawned = spawn_rank(spec_.argv, spec_.cwd, rank_environment(rank));
+    if (!spawned.error.empty()) {
+      error(fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error),
+            "check the path of the program on that host (a relative path is relative to the "
+            "working directory, a bare name is looked up in the rank's PATH)");
+      stop(SIGKILL);
+      return false;
+    }
+    LiveRank live;
+    live.rank = rank.rank;
+    live.pid = spawned.pid;
+    live.out = std::move(spawned.out);
+    live.err = std::move(spawned.err);
+    ranks_.push_back(std::move(live));
+    send(FrameType::kStarted,
+         encode_started({static_cast<uint32_t>(rank.rank), static_cast<uint32_t>(spawned.pid)}));
+  }
+  return true;
+}
+
+void Agent::drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof) {
+  std::array<char, kReadChunk> buf{};
+  while (fd.valid()) {
+    if (!until_eof) {
+      pollfd p{fd.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return;
+    }
+    const long n = read_some(fd.get(), buf.data(), buf.size());
+    if (n <= 0) {
+      fd.reset();
+      return;
+    }
+    send(FrameType::kOutput, encode_output({static_cast<uint32_t>(rank.rank), stream,
+                                            std::string(buf.data(), static_cast<size_t>(n))}));
+    if (until_eof) return;  // one chunk per poll wake-up keeps ranks fair
+  }
+}
+
+void Agent::reap() {
+  while (true) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (LiveRank& r : ranks_) {
+      if (r.pid == pid) {
+        r.reaped = true;
+        r.status = status;
+      }
+    }
+  }
+}
+
+void Agent::report_exits() {
+  for (LiveRank& r : ranks_) {
+    if (!r.reaped || r.reported) continue;
+    // Take what is already in the pipes, but do not wait for an escaped descendant that
+    // still holds them open.
+    drain(r, r.out, Stream::kStdout, false);
+    drain(r, r.err, Stream::kStderr, false);
+    r.out.reset();
+    r.err.reset();
+    RankExited exited{
+        static_cast<uint32_t>(r.rank), WIFSIGNALED(r.status) != 0,
+        static_cast<uint32_t>(WIFSIGNALED(r.status) ? WTERMSIG(r.status) : WEXITSTATUS(r.status))};
+    send(FrameType::kExited, encode_exited(exited));
+    r.reported = true;
+  }
+}
+
+void Agent::stop(int signal) {
+  if (signal == SIGKILL) {
+    killing_ = true;
+  } else if (!stopping_) {
+    stopping_ = true;
+    arm_timer(static_cast<int>(spec_.grace_seconds * 1000));
+  }
+  // Signal again on every sweep: descendants that escaped with setsid re-parent to us only
+  // when their parent dies, so new strays keep appearing while the job winds down.
+  for (const LiveRank& r : ranks_) {
+    if (!r.reaped) ::kill(-r.pid, signal);
+  }
+  for (pid_t stray : stray_children(ranks_)) {
+    ::kill(-stray, signal);
+    ::kill(stray, signal);
+  }
+}
+
+void Agent::arm_timer(int ms) {
+  itimerspec spec{};
+  spec.it_value.tv_sec = ms / 1000;
+  spec.it_value.tv_nsec = static_cast<long>(ms % 1000) * 1000000L + 1;
+  ::timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
+}
+
+bool Agent::finished() const {
+  for (const LiveRank& r : ranks_) {
+    if (!r.reported) return false;
+  }
+  return true;
+}
+
+void Agent::handle_input() {
+  std::array<char, 4096> buf{};
+  const long n = read_some(in_fd_, buf.data(), buf.size());
+  if (n <= 0) {  // dead-man switch: the launcher or the link is gone
+    input_open_ = false;
+    launcher_gone_ = true;
+    stop(SIGTERM);
+    return;
+  }
+  reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+  try {
+    while (auto frame = reader_.next()) {
+      if (frame->type == FrameType::kTerminate) stop(SIGTERM);
+      if (frame->type == FrameType::kKill) stop(SIGKILL);
+    }
+  } catch (const Error& e) {
+    error(e.what(), e.hint());
+    stop(SIGTERM);
+  }
+}
+
+void Agent::handle_signals() {
+  signalfd_siginfo info{};
+  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGCHLD) {
+      reap();
+    } else {
+      stop(SIGTERM);  // SIGTERM, SIGINT, SIGHUP to the agent: stop the job cleanly
+    }
+  }
+}
+
+int Agent::run() {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ::signal(SIGPIPE, SIG_IGN);
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  timer_fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+
+  if (!send(FrameType::kHello, hello_payload())) return 2;
+  if (!read_spec()) return 2;
+  if (!start_ranks()) {
+    while (!stray_children(ranks_).empty()) {  // whatever was started dies before we exit
+      stop(SIGKILL);
+      ::usleep(10000);
+      reap();
+    }
+    return 2;
+  }
+
+  while (true) {
+    reap();
+    report_exits();
+    const bool ranks_done = finished();
+    const std::vector<pid_t> strays = ranks_done ? stray_children(ranks_) : std::vector<pid_t>{};
+    if (ranks_done && strays.empty()) break;
+    if (ranks_done) stop(SIGTERM);  // leftovers of a finished job: stop them too
+
+    std::vector<pollfd> fds;
+    std::vector<std::pair<LiveRank*, Stream>> owners;
+    fds.push_back({signal_fd_.get(), POLLIN, 0});
+    fds.push_back({timer_fd_.get(), POLLIN, 0});
+    fds.push_back({input_open_ ? in_fd_ : -1, POLLIN, 0});
+    for (LiveRank& r : ranks_) {
+      if (r.out.valid()) {
+        fds.push_back({r.out.get(), POLLIN, 0});
+        owners.emplace_back(&r, Stream::kStdout);
+      }
+      if (r.err.valid()) {
+        fds.push_back({r.err.get(), POLLIN, 0});
+        owners.emplace_back(&r, Stream::kStderr);
+      }
+    }
+    // Sleep until something happens; while stopping, wake up to sweep for escaped descendants.
+    const int timeout = (stopping_ || killing_ || ranks_done) ? kSweepMs : -1;
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) handle_signals();
+    if (fds[1].revents != 0) {
+      uint64_t expirations = 0;
+      (void)!::read(timer_fd_.get(), &expirations, sizeof expirations);
+      stop(SIGKILL);
+    }
+    if (fds[2].revents != 0) handle_input();
+    if (killing_) stop(SIGKILL);  // keep sweeping: strays re-parent to us after their parent dies
+    for (size_t i = 0; i < owners.size(); ++i) {
+      if (fds[i + 3].revents == 0) continue;
+      auto& [rank, stream] = owners[i];
+      drain(*rank, stream == Stream::kStdout ? rank->out : rank->err, stream, true);
+    }
+  }
+  send(FrameType::kDone);
+  return 0;
+}
+
+}  // namespace
+
+int run_agent(int in_fd, int out_fd) {
+  Agent agent(in_fd, out_fd);
+  return agent.run();
+}
+
+}  // namespace hvd::worker

@@ -1,0 +1,17 @@
+// The host agent: `hvdrun --agent`, started once per host (a local child process, or over one
+// SSH exec channel), speaking worker/protocol.h on stdin/stdout.
+//
+// It says hello, reads one job spec, starts each local rank (worker/rank_process.h), streams
+// output and exit events back, and stops every rank when told to or when its stdin closes (the
+// launcher is gone: a dead-man switch): SIGTERM, then SIGKILL after the grace period. It is a
+// child subreaper, so ranks' descendants that escaped with setsid are found and stopped too.
+// Nothing of the job outlives the agent's exit.
+#pragma once
+
+namespace hvd::worker {
+
+// Runs the agent on the given descriptors; returns the process exit code (0 when the job ran,
+// whatever the ranks' codes; 2 when the spec was bad or the ranks could not be started).
+int run_agent(int in_fd, int out_fd);
+
+}  // namespace hvd::worker

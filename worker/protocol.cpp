@@ -1,0 +1,128 @@
+#include "worker/protocol.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/error.h"
+
+namespace hvd::worker {
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  out += static_cast<char>((v >> 24) & 0xff);
+  out += static_cast<char>((v >> 16) & 0xff);
+  out += static_cast<char>((v >> 8) & 0xff);
+  out += static_cast<char>(v & 0xff);
+}
+
+uint32_t get_u32(std::string_view in, size_t at) {
+  return (static_cast<uint32_t>(static_cast<unsigned char>(in[at])) << 24) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(in[at + 1])) << 16) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(in[at + 2])) << 8) |
+         static_cast<uint32_t>(static_cast<unsigned char>(in[at + 3]));
+}
+
+bool known_type(uint8_t t) { return (t >= 1 && t <= 6) || (t >= 16 && t <= 18); }
+
+void require_size(std::string_view payload, size_t size, std::string_view what) {
+  if (payload.size() < size) {
+    throw Error(
+        fmt::format("protocol error: a {} frame of {} bytes is too short", what, payload.size()));
+  }
+}
+
+}  // namespace
+
+std::string encode_frame(FrameType type, std::string_view payload) {
+  std::string out;
+  out.reserve(kFrameHeader + payload.size());
+  put_u32(out, static_cast<uint32_t>(payload.size()));
+  out += static_cast<char>(type);
+  out.append(payload);
+  return out;
+}
+
+std::optional<Frame> FrameReader::next() {
+  if (buffered() < kFrameHeader) return std::nullopt;
+  const uint32_t length = get_u32(buffer_, offset_);
+  const auto type = static_cast<uint8_t>(buffer_[offset_ + 4]);
+  if (length > kMaxFramePayload || !known_type(type)) {
+    // The usual cause: something printed text on the agent's stdout (a login script).
+    throw Error(fmt::format("protocol error: unexpected bytes from the peer: \"{}\"",
+                            buffer_.substr(offset_, std::min<size_t>(buffered(), 40))),
+                "something other than the hvdrun agent wrote to its stdout (a login script "
+                "printing text?), or the versions differ");
+  }
+  if (buffered() < kFrameHeader + length) return std::nullopt;
+  Frame frame{static_cast<FrameType>(type), buffer_.substr(offset_ + kFrameHeader, length)};
+  offset_ += kFrameHeader + length;
+  if (offset_ > (1u << 16) && offset_ * 2 > buffer_.size()) {  // compact now and then
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  return frame;
+}
+
+std::string encode_output(const OutputChunk& chunk) {
+  std::string out;
+  put_u32(out, chunk.rank);
+  out += static_cast<char>(chunk.stream);
+  out += chunk.bytes;
+  return out;
+}
+
+std::string encode_started(const RankStarted& started) {
+  std::string out;
+  put_u32(out, started.rank);
+  put_u32(out, started.pid);
+  return out;
+}
+
+std::string encode_exited(const RankExited& exited) {
+  std::string out;
+  put_u32(out, exited.rank);
+  out += static_cast<char>(exited.signaled ? 1 : 0);
+  put_u32(out, exited.value);
+  return out;
+}
+
+OutputChunk decode_output(std::string_view payload) {
+  require_size(payload, 5, "output");
+  const auto stream = static_cast<uint8_t>(payload[4]);
+  if (stream != 1 && stream != 2)
+    throw Error("protocol error: output frame for stream " + std::to_string(stream));
+  return {get_u32(payload, 0), static_cast<Stream>(stream), std::string(payload.substr(5))};
+}
+
+RankStarted decode_started(std::string_view payload) {
+  require_size(payload, 8, "started");
+  return {get_u32(payload, 0), get_u32(payload, 4)};
+}
+
+RankExited decode_exited(std::string_view payload) {
+  require_size(payload, 9, "exited");
+  return {get_u32(payload, 0), payload[4] != 0, get_u32(payload, 5)};
+}
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+long read_some(int fd, char* buf, size_t size) {
+  while (true) {
+    const ssize_t n = ::read(fd, buf, size);
+    if (n >= 0 || errno != EINTR) return n;
+  }
+}
+
+}  // namespace hvd::worker

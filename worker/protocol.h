@@ -1,0 +1,85 @@
+// The launcher <-> host agent protocol: binary, length-prefixed frames over the agent's stdin
+// and stdout (a pipe locally, an SSH exec channel remotely). Output is bytes, never re-encoded.
+//
+// Frame: 4-byte big-endian payload length, 1-byte type, payload. Control messages (hello, spec,
+// error) carry JSON; the hot ones (output, started, exited) are packed binary.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hvd::worker {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
+inline constexpr size_t kFrameHeader = 5;
+
+enum class FrameType : uint8_t {
+  // agent -> launcher
+  kHello = 1,    // JSON: protocol, version, hostname, boot_id
+  kStarted = 2,  // rank u32, pid u32
+  kOutput = 3,   // rank u32, stream u8 (1 stdout, 2 stderr), bytes
+  kExited = 4,   // rank u32, kind u8 (0 exit code, 1 signal), value u32
+  kError = 5,    // JSON: message, hint; the agent gives up on the whole job
+  kDone = 6,     // empty: every rank has exited and nothing of the job is left on the host
+  // launcher -> agent
+  kSpec = 16,       // JSON job spec (worker/job_spec.h)
+  kTerminate = 17,  // empty: SIGTERM every rank, SIGKILL after the grace period
+  kKill = 18,       // empty: SIGKILL every rank now
+};
+
+enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
+
+struct Frame {
+  FrameType type = FrameType::kHello;
+  std::string payload;
+};
+
+std::string encode_frame(FrameType type, std::string_view payload);
+
+// Incremental decoder: feed bytes as they arrive, take whole frames out.
+class FrameReader {
+ public:
+  void feed(std::string_view bytes) { buffer_.append(bytes); }
+  // The next whole frame, or nullopt when more bytes are needed. Throws hvd::Error on a frame
+  // longer than kMaxFramePayload or of an unknown type (a peer speaking something else).
+  std::optional<Frame> next();
+  size_t buffered() const { return buffer_.size() - offset_; }
+
+ private:
+  std::string buffer_;
+  size_t offset_ = 0;
+};
+
+// Packed payloads.
+struct OutputChunk {
+  uint32_t rank = 0;
+  Stream stream = Stream::kStdout;
+  std::string bytes;
+};
+struct RankStarted {
+  uint32_t rank = 0;
+  uint32_t pid = 0;
+};
+struct RankExited {
+  uint32_t rank = 0;
+  bool signaled = false;
+  uint32_t value = 0;  // exit code, or signal number
+};
+
+std::string encode_output(const OutputChunk& chunk);
+std::string encode_started(const RankStarted& started);
+std::string encode_exited(const RankExited& exited);
+// Throw hvd::Error on a malformed payload.
+OutputChunk decode_output(std::string_view payload);
+RankStarted decode_started(std::string_view payload);
+RankExited decode_exited(std::string_view payload);
+
+// Blocking helpers on a file descriptor (EINTR-safe). write_all returns false if the peer is
+// gone (EPIPE); read_some returns 0 at EOF.
+bool write_all(int fd, std::string_view bytes);
+long read_some(int fd, char* buf, size_t size);
+
+}  // namespace hvd::worker
