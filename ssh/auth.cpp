@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "common/bytes.h"
 
 namespace hvd::ssh {
 namespace {
@@ -22,25 +25,6 @@ std::string methods_offered(int mask) {
   return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
 }
 
-std::string base64_decode(std::string_view in) {
-  static constexpr std::string_view kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned int buffer = 0;
-  int bits = 0;
-  for (char c : in) {
-    const auto pos = kAlphabet.find(c);
-    if (pos == std::string_view::npos) continue;  // newlines, '='
-    buffer = (buffer << 6) | static_cast<unsigned int>(pos);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buffer >> bits) & 0xff);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 bool key_is_encrypted(const std::string& path) {
@@ -53,7 +37,10 @@ bool key_is_encrypted(const std::string& path) {
   const auto begin = pem.find(kBegin);
   if (begin == std::string::npos) return false;
   // openssh-key-v1\0, then a uint32 length and the cipher name ("none" when not encrypted).
-  const std::string blob = base64_decode(pem.substr(begin + kBegin.size(), 200));
+  const auto body_start = begin + kBegin.size();
+  const auto body_end = std::min(pem.find("-----END", body_start), body_start + 200);
+  const std::string blob =
+      base64_decode(pem.substr(body_start, body_end - body_start)).value_or("");
   const std::string_view magic("openssh-key-v1\0", 15);
   if (blob.size() < magic.size() + 8 || std::string_view(blob).substr(0, 15) != magic) return false;
   return blob.substr(magic.size() + 4, 4) != "none";

@@ -91,19 +91,14 @@ ResolvedTarget apply_config(Session& session, const SshTarget& target, const Ssh
   r.proxy_command = get_string(session, SSH_OPTIONS_PROXYCOMMAND);
   if (r.proxy_command && r.proxy_command->empty()) r.proxy_command.reset();
 
-  if (options.identity_file) {
-    r.identities = {*options.identity_file};
-  } else {
-    // libssh exposes the first identity only: the config's last IdentityFile, else a default.
-    if (auto first = get_string(session, SSH_OPTIONS_IDENTITY)) {
-      r.identities.push_back(expand_ssh_path(*first));
-    }
-    for (const char* name : kDefaultKeys) {
-      const std::string path = user_ssh_dir() + "/" + name;
-      if (std::find(r.identities.begin(), r.identities.end(), path) == r.identities.end()) {
-        r.identities.push_back(path);
-      }
-    }
+  // As OpenSSH: -i first, then the config's IdentityFile; the default keys only when neither
+  // names one. libssh exposes one identity: the config's (it prepends), else its first default.
+  if (options.identity_file) r.identities.push_back(*options.identity_file);
+  const auto first = get_string(session, SSH_OPTIONS_IDENTITY);
+  const bool from_config = first && *first != std::string("%d/") + kDefaultKeys[0];
+  if (from_config) r.identities.push_back(expand_ssh_path(*first));
+  if (r.identities.empty()) {
+    for (const char* name : kDefaultKeys) r.identities.push_back(user_ssh_dir() + "/" + name);
   }
   return r;
 }

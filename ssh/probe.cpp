@@ -188,9 +188,20 @@ ProbeResult login_and_probe(Session& session, const ResolvedTarget& t, const Ssh
   result.remote = parse_probe_output(out.out, options.agent_path);
   const bool ok = out.complete && out.exit_status == 0 && result.remote.has_value();
   probe.done(ok);
+  if (!out.complete) {
+    result.remote.reset();
+    result.hint =
+        "the host is slow to run commands (a busy machine, or a slow ~/.bashrc: sshd runs "
+        "commands through the login shell); raise --ssh-timeout";
+    finish(result, ProbeCode::kTimeout,
+           fmt::format("logged in as '{}', but the probe command did not finish within the "
+                       "timeout",
+                       t.user),
+           t, start);
+    return result;
+  }
   if (!ok) {
-    std::string why = !out.complete          ? "did not finish within the timeout"
-                      : out.exit_status < 0  ? "was killed by a signal"
+    std::string why = out.exit_status < 0    ? "was killed by a signal"
                       : out.exit_status != 0 ? fmt::format("exited with status {}", out.exit_status)
                                              : "printed something unexpected";
     std::string message = fmt::format("logged in as '{}', but the probe command {}", t.user, why);
@@ -199,11 +210,15 @@ ProbeResult login_and_probe(Session& session, const ResolvedTarget& t, const Ssh
     finish(result, ProbeCode::kRemoteCommandFailed, std::move(message), t, start);
     return result;
   }
-  finish(result, ProbeCode::kOk,
-         result.host_key == HostKeyOutcome::kRecorded
-             ? fmt::format("ok (new host key recorded in {})", t.known_hosts)
-             : "ok",
-         t, start);
+  std::string message = "ok";
+  if (result.host_key == HostKeyOutcome::kRecorded) {
+    message += fmt::format("; new host key recorded in {}", t.known_hosts);
+  }
+  if (!result.remote->agent_present) {
+    // A report, not a failure of the check: a launch on this host will fail on it.
+    message += fmt::format("; no hvdrun agent at {}", options.agent_path);
+  }
+  finish(result, ProbeCode::kOk, message, t, start);
   return result;
 }
 
