@@ -93,6 +93,7 @@ class Launch {
   void on_agent_log(AgentConn& agent);
   void on_signal();
   void stop_all(FrameType how);
+  bool console_pending() const;
   void fail(std::string message, std::string hint);
   bool finished() const;
   int exit_code() const;
@@ -120,6 +121,12 @@ void Launch::stop_all(FrameType how) {
 }
 
 void Launch::fail(std::string message, std::string hint) {
+  if (result_.interrupted_by != 0) {
+    // After an interrupt, an agent that gives up is a consequence, not the cause.
+    spdlog::debug("after the interrupt: {}", message);
+    stop_all(FrameType::kTerminate);
+    return;
+  }
   if (result_.error.empty()) {
     result_.error = std::move(message);
     result_.error_hint = std::move(hint);
@@ -138,6 +145,11 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
                      hello.is_discarded() ? -1 : hello.value("protocol", -1), HVD_VERSION_STRING,
                      worker::kProtocolVersion),
          "install the same hvdrun version on every host (or point --agent-path at it)");
+    return;
+  }
+  if (stopping_) {
+    // Stopped before this host got its job: closing its input tells the agent there is none.
+    agent.process.to_agent.reset();
     return;
   }
   const std::string spec =
@@ -241,11 +253,16 @@ void Launch::on_signal() {
   }
 }
 
+bool Launch::console_pending() const {
+  return router_.pending(STDOUT_FILENO) || router_.pending(STDERR_FILENO);
+}
+
 bool Launch::finished() const {
   for (const AgentConn& a : agents_) {
     if (!a.eof || !a.reaped) return false;
   }
-  return true;
+  // Every line reaches the console, unless the user interrupted and nobody reads it.
+  return !console_pending() || result_.interrupted_by != 0;
 }
 
 int Launch::exit_code() const {
@@ -280,13 +297,26 @@ LaunchResult Launch::run() {
   }
 
   while (!finished()) {
+    // Interrupted with a full queue nobody reads: drop console output so that the agents'
+    // frames (and their exits) keep flowing.
+    if (result_.interrupted_by != 0 && router_.queued_bytes() > kMaxQueuedBytes) {
+      router_.abandon_console();
+    }
+    const bool back_pressure = router_.queued_bytes() > kMaxQueuedBytes;
     std::vector<pollfd> fds{{signal_fd_.get(), POLLIN, 0}};
     for (const AgentConn& a : agents_) {
-      fds.push_back({a.eof ? -1 : a.process.from_agent.get(), POLLIN, 0});
+      fds.push_back({a.eof || back_pressure ? -1 : a.process.from_agent.get(), POLLIN, 0});
       fds.push_back({a.process.agent_log.valid() ? a.process.agent_log.get() : -1, POLLIN, 0});
+    }
+    const size_t console = fds.size();
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+      fds.push_back({router_.pending(fd) ? fd : -1, POLLOUT, 0});
     }
     if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
     if (fds[0].revents != 0) on_signal();
+    for (size_t i = console; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) router_.drain(fds[i].fd);
+    }
     for (size_t i = 0; i < agents_.size(); ++i) {
       AgentConn& a = agents_[i];
       if (fds[1 + 2 * i + 1].revents != 0) on_agent_log(a);

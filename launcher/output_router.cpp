@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+#include <climits>
 #include <filesystem>
 
 namespace hvd::launcher {
@@ -65,7 +67,43 @@ void OutputRouter::write(int rank, Stream stream, std::string_view bytes) {
       }
     }
   }
-  if (!batch.empty()) worker::write_all(stream == Stream::kStdout ? out_fd_ : err_fd_, batch);
+  if (!batch.empty()) enqueue(stream == Stream::kStdout ? out_fd_ : err_fd_, batch);
+}
+
+void OutputRouter::enqueue(int fd, std::string_view bytes) {
+  if (abandoned_) return;
+  queues_[fd].bytes.append(bytes);
+}
+
+bool OutputRouter::pending(int fd) const {
+  auto it = queues_.find(fd);
+  return it != queues_.end() && it->second.offset < it->second.bytes.size();
+}
+
+size_t OutputRouter::queued_bytes() const {
+  size_t total = 0;
+  for (const auto& [fd, q] : queues_) total += q.bytes.size() - q.offset;
+  return total;
+}
+
+void OutputRouter::drain(int fd) {
+  auto it = queues_.find(fd);
+  if (it == queues_.end()) return;
+  Queue& q = it->second;
+  // PIPE_BUF bytes fit whenever poll() says POLLOUT, so this write never blocks.
+  const size_t n = std::min<size_t>(q.bytes.size() - q.offset, PIPE_BUF);
+  const ssize_t written = ::write(fd, q.bytes.data() + q.offset, n);
+  if (written > 0) q.offset += static_cast<size_t>(written);
+  if (written < 0 && errno != EINTR && errno != EAGAIN) q.offset = q.bytes.size();  // gone
+  if (q.offset == q.bytes.size() || q.offset > (1u << 20)) {
+    q.bytes.erase(0, q.offset);
+    q.offset = 0;
+  }
+}
+
+void OutputRouter::abandon_console() {
+  abandoned_ = true;
+  queues_.clear();
 }
 
 void OutputRouter::flush(int rank) {
@@ -75,7 +113,7 @@ void OutputRouter::flush(int rank) {
     std::string batch;
     emit_line(rank, stream, s.partial, batch);
     s.partial.clear();
-    worker::write_all(stream == Stream::kStdout ? out_fd_ : err_fd_, batch);
+    enqueue(stream == Stream::kStdout ? out_fd_ : err_fd_, batch);
   }
 }
 

@@ -2,8 +2,12 @@
 // --tag-output format), written whole so ranks interleave only at line boundaries; '\r' ends a
 // line too; a last partial line is flushed at the end. Lines are split on bytes, so UTF-8 split
 // across chunks and binary data pass through intact. Optionally also DIR/rank.N/{stdout,stderr},
-// untagged. Writes block: a slow reader of hvdrun's stdout slows the ranks down (back-pressure)
-// instead of growing memory.
+// untagged.
+//
+// Console output is queued, never written blocking: the launcher's event loop drains the queues
+// when poll() says the console takes more, and stops reading from agents while the queue is over
+// kMaxQueuedBytes. So a slow reader of hvdrun's stdout slows the ranks down (back-pressure)
+// without growing memory, and signals are still handled while nobody reads.
 #pragma once
 
 #include <cstdio>
@@ -19,7 +23,8 @@
 namespace hvd::launcher {
 
 inline constexpr size_t kKeptStderrLines = 20;
-inline constexpr size_t kMaxLineBytes = 1 << 20;  // a longer "line" is cut into pieces
+inline constexpr size_t kMaxLineBytes = 1 << 20;    // a longer "line" is cut into pieces
+inline constexpr size_t kMaxQueuedBytes = 8 << 20;  // above this, stop reading from agents
 
 class OutputRouter {
  public:
@@ -32,7 +37,21 @@ class OutputRouter {
   // The rank's last kKeptStderrLines stderr lines, untagged.
   const std::deque<std::string>& last_stderr(int rank);
 
+  // Console queues: fds with bytes waiting, how many bytes in all.
+  bool pending(int fd) const;
+  size_t queued_bytes() const;
+  // Writes what `fd` takes now (call when poll() reported POLLOUT); at most one pipe buffer's
+  // worth, so the write cannot block.
+  void drain(int fd);
+  // Drops everything queued and all console output from now on (the job is being interrupted
+  // and nobody reads); stderr tails and files are kept.
+  void abandon_console();
+
  private:
+  struct Queue {
+    std::string bytes;
+    size_t offset = 0;
+  };
   struct StreamState {
     std::string partial;
     bool after_cr = false;  // a '\n' right after '\r' does not end another line
@@ -43,8 +62,12 @@ class OutputRouter {
   void emit_line(int rank, worker::Stream stream, std::string_view line, std::string& batch);
   void write_file(int rank, worker::Stream stream, StreamState& s, std::string_view bytes);
 
+  void enqueue(int fd, std::string_view bytes);
+
   int out_fd_;
   int err_fd_;
+  std::map<int, Queue> queues_;
+  bool abandoned_ = false;
   std::optional<std::string> dir_;
   std::map<std::pair<int, int>, StreamState> streams_;
   std::map<int, std::deque<std::string>> stderr_tail_;

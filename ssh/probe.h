@@ -6,15 +6,12 @@
 // how many hosts are in the CPU-heavy stages (key exchange, authentication) at once.
 #pragma once
 
-#include <semaphore>
-
+#include "ssh/connection.h"
 #include "ssh/options.h"
 #include "ssh/probe_result.h"
 #include "ssh/socket_probe.h"
 
 namespace hvd::ssh {
-
-using CpuSlots = std::counting_semaphore<1024>;
 
 // Never throws for what the host does; throws hvd::UsageError for bad local input (an unreadable
 // --ssh-config file).

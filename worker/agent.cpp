@@ -59,7 +59,7 @@ std::string hello_payload() {
                                 {"hostname", name.data()},
                                 {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
                                 {"pid", ::getpid()}};
-  return hello.dump();
+  return hello.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Children of this process that are not ranks: ranks' descendants re-parented to us (we are
@@ -99,6 +99,7 @@ class Agent {
   void error(const std::string& message, const std::string& hint = "");
   std::vector<std::string> rank_environment(const RankSpec& rank) const;
   void handle_input();
+  void handle_frames();
   void handle_signals();
   void drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof);
   void reap();
@@ -127,13 +128,18 @@ bool Agent::send(FrameType type, std::string_view payload) {
 }
 
 void Agent::error(const std::string& message, const std::string& hint) {
-  send(FrameType::kError, nlohmann::json{{"message", message}, {"hint", hint}}.dump());
+  // Messages quote paths and peer bytes, which need not be UTF-8.
+  send(FrameType::kError, nlohmann::json{{"message", message}, {"hint", hint}}.dump(
+                              -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 bool Agent::read_spec() {
   std::array<char, kReadChunk> buf{};
   while (true) {
     if (auto frame = reader_.next()) {
+      if (frame->type == FrameType::kTerminate || frame->type == FrameType::kKill) {
+        return false;  // stopped before it started: nothing to do
+      }
       if (frame->type != FrameType::kSpec) {
         error("protocol error: expected a job spec first");
         return false;
@@ -299,6 +305,10 @@ void Agent::handle_input() {
     return;
   }
   reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+  handle_frames();
+}
+
+void Agent::handle_frames() {
   try {
     while (auto frame = reader_.next()) {
       if (frame->type == FrameType::kTerminate) stop(SIGTERM);
@@ -342,6 +352,7 @@ int Agent::run() {
     return 2;
   }
 
+  handle_frames();  // a terminate may have arrived in the same read as the spec
   while (true) {
     reap();
     report_exits();

@@ -47,7 +47,9 @@ void validate(const JobSpec& spec) {
                             kProtocolVersion),
                 "use the same hvdrun version on every host");
   }
-  if (spec.argv.empty() || spec.argv.front().empty()) throw Error("job spec: empty command");
+  if (spec.argv.empty() || spec.argv.front().empty()) {
+    throw Error("job spec: 'argv' is empty: there is no command to run");
+  }
   if (spec.cwd.empty() || spec.cwd.front() != '/') {
     throw Error(fmt::format("job spec: working directory '{}' is not absolute", spec.cwd));
   }
@@ -80,14 +82,15 @@ std::string encode_spec(const JobSpec& spec) {
   const json doc = {{"protocol", spec.protocol}, {"host", spec.host},
                     {"argv", std::move(argv)},   {"cwd", encode_bytes(spec.cwd)},
                     {"ranks", std::move(ranks)}, {"grace_seconds", spec.grace_seconds}};
-  return doc.dump();
+  return doc.dump();  // every byte string was made UTF-8 (or base64) above
 }
 
 JobSpec decode_spec(std::string_view json_text) {
   const json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) throw Error("job spec: not a JSON object");
   JobSpec spec;
-  spec.protocol = need(doc, "protocol", json::value_t::number_unsigned).get<int>();
+  const auto protocol = need(doc, "protocol", json::value_t::number_unsigned).get<uint64_t>();
+  spec.protocol = protocol > 1000 ? -1 : static_cast<int>(protocol);
   spec.host = need(doc, "host", json::value_t::string).get<std::string>();
   for (const json& a : need(doc, "argv", json::value_t::array)) {
     spec.argv.push_back(decode_bytes(a, "argv"));

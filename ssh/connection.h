@@ -1,0 +1,66 @@
+// An authenticated SSH session to one host: the stages config -> resolve -> connect -> banner
+// -> key exchange -> host key -> authentication, each timed, the first failure classified
+// (docs/check-ssh.md). --check-ssh then runs its probe script on it (probe.cpp); a launch starts
+// the host agent on it: one session per host either way.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <semaphore>
+
+#include "common/unique_fd.h"
+#include "ssh/config.h"
+#include "ssh/options.h"
+#include "ssh/probe_result.h"
+#include "ssh/session.h"
+#include "ssh/socket_probe.h"
+
+namespace hvd::ssh {
+
+// Bounds how many hosts are in the CPU-heavy stages (key exchange, authentication) at once.
+using CpuSlots = std::counting_semaphore<1024>;
+
+// Member order matters: destroyed bottom-up, the watchdog forgets the socket first, then libssh
+// says goodbye on it, then it is closed.
+struct Connection {
+  UniqueFd socket;  // our own connected socket (invalid when a ProxyCommand carries the session)
+  Session session;
+  ResolvedTarget target;
+  ProbeControl* control = nullptr;
+  struct Unwatch {
+    ProbeControl*& control;
+    ~Unwatch() {
+      if (control != nullptr) control->unwatch();
+    }
+  } unwatch{control};
+
+  Connection() = default;
+  Connection(Connection&&) = delete;  // `unwatch` refers to a member: the object stays put
+};
+
+struct Login {
+  std::unique_ptr<Connection> connection;  // null when a stage failed
+  ProbeResult result;                      // host, port, user, stages so far; the failure if any
+};
+
+// Never throws for what the host does; throws hvd::UsageError for bad local input.
+Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuSlots& slots,
+                        ProbeControl& control, Clock::time_point start);
+
+// Times one stage into `result` and tells the watchdog where the probe is.
+class StageTimer {
+ public:
+  StageTimer(ProbeResult& result, ProbeControl& control, Stage stage);
+  void done(bool ok);
+
+ private:
+  ProbeResult& result_;
+  Stage stage_;
+  Clock::time_point start_;
+};
+
+// Sets code, message, the code's hint (unless one is set) and the elapsed time.
+void finish(ProbeResult& result, ProbeCode code, std::string message, const ResolvedTarget& t,
+            Clock::time_point start);
+
+}  // namespace hvd::ssh

@@ -1,0 +1,373 @@
+// End-to-end tests of the native launch when hvdrun itself is interrupted or killed: Ctrl-C and
+// SIGTERM stop the ranks in order, SIGKILL of hvdrun trips the agent's dead-man switch, escaped
+// descendants (setsid) and ranks that ignore SIGTERM are stopped too, and nothing is left
+// running. Also: a -x value never shows on a command line. The job's processes are found by a
+// random marker in /proc/*/environ (launch_helpers.h).
+#include <poll.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/process.h"
+#include "tests/e2e/launch_helpers.h"
+
+using namespace hvd::test;  // NOLINT: test helpers
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+// Rank processes named `sleep` (the ranks' own and the ones they left behind).
+size_t sleeping(const JobMarker& marker) {
+  size_t n = 0;
+  for (pid_t pid : marker.ranks()) n += comm_of(pid) == "sleep" ? 1 : 0;
+  return n;
+}
+
+json parse_json(const std::string& text) {
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(text));
+  return doc;
+}
+
+// Each rank starts a descendant in its own session (it escapes the rank's process group), then
+// sleeps; rank 2 ignores SIGTERM as well.
+const char* const kEscapingRanks =
+    "setsid sleep 30 & if [ $HOROVOD_RANK = 2 ]; then trap '' TERM; fi; sleep 30";
+
+}  // namespace
+
+TEST_CASE("SIGTERM to hvdrun stops every rank and what the ranks left behind", "[launch]") {
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-np", "3", "--grace", "1", "--json", "-x", marker.forward(), "sh", "-c",
+                          kEscapingRanks},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until([&] { return sleeping(marker) == 6; }, 10s);
+  const auto start = Clock::now();
+  hvdrun.signal(SIGTERM);
+  const auto code = hvdrun.wait(10s);
+  const auto elapsed = Clock::now() - start;
+  const std::vector<pid_t> left = marker.alive();  // right after hvdrun's exit
+  INFO(read_file(dir / "err"));
+  REQUIRE(up);
+  CHECK(code == 143);
+  CHECK(left.empty());
+  CHECK(elapsed >= 900ms);  // rank 2 had its grace period
+  CHECK(elapsed < 6s);
+  CHECK_THAT(read_file(dir / "err"), Contains("interrupted by SIGTERM"));
+  const json doc = parse_json(read_file(dir / "out"));
+  CHECK(doc["exit_code"] == 143);
+  CHECK(doc["interrupted_by"] == "SIGTERM");
+  CHECK(doc["first_failure"].is_null());
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank);
+    CHECK(doc["ranks"][rank]["stopped_by_hvdrun"] == true);
+    CHECK(doc["ranks"][rank]["signal"] == (rank == 2 ? "SIGKILL" : "SIGTERM"));
+  }
+}
+
+TEST_CASE("SIGKILL to hvdrun: its agent stops every rank and what they left behind", "[launch]") {
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun(
+      {.args = {"-np", "3", "--grace", "1", "-x", marker.forward(), "sh", "-c", kEscapingRanks},
+       .env = {marker.env()},
+       .out_path = dir / "out",
+       .err_path = dir / "err"});
+  const bool up = wait_until([&] { return sleeping(marker) == 6; }, 10s);
+  const auto start = Clock::now();
+  hvdrun.signal(SIGKILL);
+  const auto code = hvdrun.wait(5s);
+  const bool all_gone = wait_until([&] { return marker.alive().empty(); }, 6s);
+  const auto elapsed = Clock::now() - start;
+  std::string left;
+  for (pid_t pid : marker.alive()) left += std::to_string(pid) + " " + comm_of(pid) + "\n";
+  INFO("left running:\n" << left);
+  REQUIRE(up);
+  CHECK(code == 137);
+  CHECK(all_gone);
+  CHECK(elapsed >= 900ms);  // rank 2 ignores SIGTERM: the agent waited the grace period
+}
+
+TEST_CASE("SIGINT to hvdrun sends SIGTERM to the ranks and exits 130", "[launch]") {
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-np", "2", "--grace", "5", "--json", "-x", marker.forward(), "-x",
+                          "TESTDIR=" + dir.path(), "sh", "-c",
+                          "trap 'echo rank $HOROVOD_RANK got TERM; exit 5' TERM; "
+                          "touch $TESTDIR/up.$HOROVOD_RANK; sleep 30 & wait"},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until(
+      [&] {
+        return std::filesystem::exists(dir / "up.0") && std::filesystem::exists(dir / "up.1");
+      },
+      10s);
+  hvdrun.signal(SIGINT);
+  const auto code = hvdrun.wait(10s);
+  const std::string err = read_file(dir / "err");
+  INFO(err);
+  REQUIRE(up);
+  CHECK(code == 130);
+  CHECK_THAT(err, Contains("[1,0]<stdout>:rank 0 got TERM"));
+  CHECK_THAT(err, Contains("[1,1]<stdout>:rank 1 got TERM"));
+  CHECK_THAT(err, Contains("interrupted by SIGINT"));
+  const json doc = parse_json(read_file(dir / "out"));
+  CHECK(doc["exit_code"] == 130);
+  CHECK(doc["interrupted_by"] == "SIGINT");
+  CHECK(doc["first_failure"].is_null());  // ranks that fail while being stopped are not the cause
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(doc["ranks"][rank]["exit_code"] == 5);
+    CHECK(doc["ranks"][rank]["stopped_by_hvdrun"] == true);
+  }
+  CHECK(marker.alive().empty());
+}
+
+TEST_CASE("SIGINT twice kills the ranks at once", "[launch]") {
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-np", "1", "--grace", "30", "--json", "-x", marker.forward(), "-x",
+                          "TESTDIR=" + dir.path(), "sh", "-c",
+                          "trap '' TERM INT; touch $TESTDIR/up; sleep 30"},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until([&] { return std::filesystem::exists(dir / "up"); }, 10s);
+  const auto start = Clock::now();
+  hvdrun.signal(SIGINT);
+  // A second SIGINT before hvdrun took the first would merge with it: wait for its notice.
+  const bool noticed =
+      wait_until([&] { return read_file(dir / "err").find("stopping") != std::string::npos; }, 5s);
+  hvdrun.signal(SIGINT);
+  const auto code = hvdrun.wait(10s);
+  const auto elapsed = Clock::now() - start;
+  INFO(read_file(dir / "err"));
+  REQUIRE(up);
+  CHECK(noticed);
+  CHECK(code == 130);
+  CHECK(elapsed < 5s);  // not the 30 s grace period
+  const json doc = parse_json(read_file(dir / "out"));
+  CHECK(doc["ranks"][0]["signal"] == "SIGKILL");
+  CHECK(marker.alive().empty());
+}
+
+TEST_CASE("a value passed with -x never appears on a command line", "[launch]") {
+  JobMarker marker;
+  TempDir dir;
+  const std::string given = "given-" + random_token();          // -x NAME=value
+  const std::string inherited = "inherited-" + random_token();  // -x NAME, value from hvdrun's env
+  Hvdrun hvdrun({.args = {"-np", "2", "-x", "SECRET_A=" + given, "-x", "SECRET_B", "-x",
+                          marker.forward(), "-x", "TESTDIR=" + dir.path(), "sh", "-c",
+                          "printf %s \"$SECRET_A\" > $TESTDIR/a.$HOROVOD_RANK; "
+                          "printf %s \"$SECRET_B\" > $TESTDIR/b.$HOROVOD_RANK; "
+                          "touch $TESTDIR/up.$HOROVOD_RANK; "
+                          "while [ ! -e $TESTDIR/go ]; do sleep 0.05; done"},
+                 .env = {marker.env(), {"SECRET_B", inherited}},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until(
+      [&] {
+        return std::filesystem::exists(dir / "up.0") && std::filesystem::exists(dir / "up.1");
+      },
+      10s);
+  // While every process of the job runs: hvdrun, its agent, the ranks and their children.
+  const size_t ranks_alive = marker.ranks().size();
+  const std::vector<pid_t> with_given = pids_with("cmdline", given);
+  const std::vector<pid_t> with_inherited = pids_with("cmdline", inherited);
+  write_file(dir / "go", "");
+  const auto code = hvdrun.wait(10s);
+  INFO(read_file(dir / "err"));
+  REQUIRE(up);
+  CHECK(ranks_alive >= 2);
+  // The user wrote `given` on hvdrun's own command line; it must go no further.
+  CHECK(with_given == std::vector<pid_t>{hvdrun.pid()});
+  CHECK(with_inherited.empty());
+  CHECK(code == 0);
+  for (const char* rank : {"0", "1"}) {
+    CHECK(read_file(dir / (std::string("a.") + rank)) == given);
+    CHECK(read_file(dir / (std::string("b.") + rank)) == inherited);
+  }
+}
+
+TEST_CASE("descendants left behind by finished ranks are stopped", "[launch]") {
+  JobMarker marker;
+  const auto start = Clock::now();
+  // Escaped into their own session, orphaned in the rank's group, and one ignoring SIGTERM.
+  const RunResult r = run_hvdrun(
+      {"-np", "2", "--grace", "1", "-x", marker.forward(), "sh", "-c",
+       "setsid sleep 30 & (sleep 30 &); setsid sh -c \"trap '' TERM; sleep 30\" & echo done"},
+      {marker.env()});
+  const auto elapsed = Clock::now() - start;
+  const std::vector<pid_t> left = marker.alive();
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(left.empty());
+  CHECK(elapsed < 6s);
+}
+
+TEST_CASE("an interrupt during start-up is an interrupt and not an error", "[launch]") {
+  // SIGTERM at different moments of the first milliseconds: before hvdrun handles signals, while
+  // its agents start, before and after they got their job.
+  struct Attempt {
+    int delay_us;
+    int code;  // -1: still running after 3 s
+    std::string out, err;
+    size_t left;
+  };
+  std::vector<Attempt> attempts;
+  int failed = 0;  // stop after three failed attempts: each may have waited seconds
+  for (int delay_us = 0; delay_us <= 20000; delay_us += 500) {
+    JobMarker marker;
+    TempDir dir;
+    Hvdrun hvdrun({.args = {"-np", "2", "--json", "-x", marker.forward(), "sleep", "30"},
+                   .env = {marker.env()},
+                   .out_path = dir / "out",
+                   .err_path = dir / "err"});
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    hvdrun.signal(SIGTERM);
+    const int code = hvdrun.wait(3s);  // it takes milliseconds; -1 and killed if it hangs
+    wait_until([&] { return marker.alive().empty(); }, 3s);
+    attempts.push_back(
+        {delay_us, code, read_file(dir / "out"), read_file(dir / "err"), marker.alive().size()});
+    const auto& a = attempts.back();
+    if ((a.code != 143 || a.err.find("error") != std::string::npos) && ++failed == 3) break;
+  }
+  size_t handled = 0;
+  for (const Attempt& a : attempts) {
+    INFO("SIGTERM after " << a.delay_us << " us\n--- stdout ---\n"
+                          << a.out << "\n--- stderr ---\n"
+                          << a.err);
+    CHECK(a.code == 143);
+    CHECK(a.left == 0);
+    if (a.out.empty()) continue;  // the default action ended hvdrun before it started anything
+    ++handled;
+    CHECK(a.err.find("error") == std::string::npos);
+    const json doc = parse_json(a.out);
+    CHECK(doc["exit_code"] == 143);
+    CHECK(doc["interrupted_by"] == "SIGTERM");
+    CHECK(doc["error"].is_null());
+  }
+  CHECK(handled > 0);
+}
+
+TEST_CASE("SIGTERM stops the job even when nobody reads hvdrun's stdout", "[launch]") {
+  // `hvdrun ... | less`, scrolled back: the pipe is full and stays full.
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-np", "2", "--grace", "1", "-x", marker.forward(), "yes"},
+                 .env = {marker.env()},
+                 .out_path = "",
+                 .err_path = dir / "err"});
+  const bool up = wait_until([&] { return marker.ranks().size() == 2; }, 10s);
+  std::this_thread::sleep_for(300ms);  // every pipe on the way fills up
+  hvdrun.signal(SIGTERM);
+  const auto code = hvdrun.wait(8s);  // on timeout: SIGKILL, and the agent stops the ranks
+  const bool all_gone = wait_until([&] { return marker.alive().empty(); }, 5s);
+  INFO(read_file(dir / "err"));
+  REQUIRE(up);
+  CHECK(code == 143);
+  CHECK(all_gone);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent on its own (`hvdrun --agent`), driven by hand-written frames (worker/protocol.h):
+// 4-byte big-endian length, 1-byte type, payload.
+
+namespace {
+
+struct AgentFrame {
+  int type = 0;
+  std::string payload;
+};
+
+std::string encode(int type, const std::string& payload) {
+  std::string out;
+  for (int shift : {24, 16, 8, 0}) out += static_cast<char>((payload.size() >> shift) & 0xff);
+  out += static_cast<char>(type);
+  return out + payload;
+}
+
+// Frames from `fd` until one of type `last`, end of file, or `limit`.
+std::vector<AgentFrame> read_frames(int fd, std::string& buffer, int last,
+                                    std::chrono::milliseconds limit) {
+  std::vector<AgentFrame> frames;
+  const auto deadline = Clock::now() + limit;
+  while (true) {
+    while (buffer.size() >= 5) {
+      size_t length = 0;
+      for (int i = 0; i < 4; ++i) length = length << 8 | static_cast<unsigned char>(buffer[i]);
+      if (buffer.size() < 5 + length) break;
+      frames.push_back({static_cast<unsigned char>(buffer[4]), buffer.substr(5, length)});
+      buffer.erase(0, 5 + length);
+      if (frames.back().type == last) return frames;
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return frames;
+    char chunk[4096];
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0) return frames;
+    buffer.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+uint32_t u32_at(const std::string& s, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(s[at + i]);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("the agent obeys a terminate frame that arrives together with its job", "[launch]") {
+  // What the launcher sends when Ctrl-C comes right after the job: both frames in one read.
+  ::signal(SIGPIPE, SIG_IGN);  // the agent may be gone when we write
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun agent({.args = {"--agent"},
+                .env = {},
+                .out_path = "",
+                .err_path = dir / "err",
+                .stdin_pipe = true});
+  std::string buffer;
+  const auto hello = read_frames(agent.stdout_fd(), buffer, 1, 5s);
+  json spec = {{"protocol", 1},
+               {"host", "localhost"},
+               {"argv", {"sleep", "30"}},
+               {"cwd", "/"},
+               {"grace_seconds", 1},
+               {"ranks", json::array({{{"rank", 0},
+                                       {"env", json::array({json::array({"PATH", "/usr/bin:/bin"}),
+                                                            json::array({"HVDTEST_RANK_MARKER",
+                                                                         marker.value()})})}}})}};
+  if (!hello.empty()) spec["protocol"] = json::parse(hello.back().payload).value("protocol", 1);
+  const std::string bytes = encode(16, spec.dump()) + encode(17, "");
+  const bool written =
+      ::write(agent.stdin_fd(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  const auto frames = read_frames(agent.stdout_fd(), buffer, 6, 5s);
+  const size_t ranks_left = marker.ranks().size();
+  agent.close_stdin();  // if it is still running: the dead-man switch ends it
+  const int code = agent.wait(5s);
+  INFO(read_file(dir / "err"));
+  REQUIRE(hello.size() == 1);
+  REQUIRE(hello[0].type == 1);
+  REQUIRE(written);
+  std::vector<int> types;
+  for (const AgentFrame& f : frames) types.push_back(f.type);
+  INFO("frame types after the job: " << Catch::Detail::stringify(types));
+  CHECK(types == std::vector<int>{2, 4, 6});  // started, exited, done
+  if (types == std::vector<int>{2, 4, 6}) {
+    const std::string& exited = frames[1].payload;
+    REQUIRE(exited.size() == 9);
+    CHECK(u32_at(exited, 0) == 0);   // rank 0
+    CHECK(exited[4] == 1);           // by a signal
+    CHECK(u32_at(exited, 5) == 15);  // SIGTERM
+  }
+  CHECK(ranks_left == 0);
+  CHECK(code == 0);
+}

@@ -1,0 +1,139 @@
+// The output router on its own: lines tagged and whole, \r as a line end, partial lines held
+// until the end, bytes passed through, the stderr tail, and the per-rank files.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "launcher/output_router.h"
+
+using hvd::launcher::OutputRouter;
+using hvd::worker::Stream;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A temp file standing in for hvdrun's stdout or stderr.
+struct Sink {
+  fs::path path;
+  int fd;
+  explicit Sink(const std::string& name)
+      : path(fs::temp_directory_path() / ("hvd_router_" + name)),
+        fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600)) {}
+  ~Sink() {
+    ::close(fd);
+    fs::remove(path);
+  }
+  std::string text() const {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+};
+
+// The router only queues console output; this writes it out as the launcher's loop would.
+void settle(OutputRouter& router, const Sink& out, const Sink& err) {
+  while (router.pending(out.fd) || router.pending(err.fd)) {
+    router.drain(out.fd);
+    router.drain(err.fd);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("router: lines are tagged and split across chunks are joined", "[router]") {
+  Sink out("out1"), err("err1");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  router.write(0, Stream::kStdout, "hel");
+  router.write(1, Stream::kStdout, "other\n");
+  router.write(0, Stream::kStdout, "lo\nwor");
+  router.write(0, Stream::kStderr, "oops\n");
+  settle(router, out, err);
+  CHECK(out.text() == "[1,1]<stdout>:other\n[1,0]<stdout>:hello\n");
+  router.flush(0);
+  settle(router, out, err);
+  CHECK(out.text() == "[1,1]<stdout>:other\n[1,0]<stdout>:hello\n[1,0]<stdout>:wor\n");
+  CHECK(err.text() == "[1,0]<stderr>:oops\n");
+}
+
+TEST_CASE("router: \\r ends a line and \\r\\n is one line end, even split", "[router]") {
+  Sink out("out2"), err("err2");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  router.write(3, Stream::kStdout, "10%\r20%\r");
+  router.write(3, Stream::kStdout, "\ndone\r\n\n");
+  settle(router, out, err);
+  CHECK(out.text() == "[1,3]<stdout>:10%\n[1,3]<stdout>:20%\n[1,3]<stdout>:done\n[1,3]<stdout>:\n");
+}
+
+TEST_CASE("router: UTF-8 and binary bytes pass through unchanged", "[router]") {
+  Sink out("out3"), err("err3");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  const std::string euro = "\xe2\x82\xac";
+  router.write(0, Stream::kStdout, euro.substr(0, 1));
+  router.write(0, Stream::kStdout, euro.substr(1) + "\n" + std::string("\x00\xff", 2) + "\n");
+  settle(router, out, err);
+  CHECK(out.text() ==
+        "[1,0]<stdout>:" + euro + "\n[1,0]<stdout>:" + std::string("\x00\xff", 2) + "\n");
+}
+
+TEST_CASE("router: the stderr tail keeps the last 20 lines", "[router]") {
+  Sink out("out4"), err("err4");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  for (int i = 1; i <= 25; ++i) router.write(2, Stream::kStderr, std::to_string(i) + "\n");
+  const auto& tail = router.last_stderr(2);
+  REQUIRE(tail.size() == 20);
+  CHECK(tail.front() == "6");
+  CHECK(tail.back() == "25");
+  CHECK(router.last_stderr(7).empty());
+}
+
+TEST_CASE("router: an endless line is cut, memory stays bounded", "[router]") {
+  Sink out("out5"), err("err5");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  const std::string chunk(64 * 1024, 'x');
+  for (size_t sent = 0; sent < hvd::launcher::kMaxLineBytes + chunk.size(); sent += chunk.size()) {
+    router.write(0, Stream::kStdout, chunk);
+  }
+  settle(router, out, err);
+  const std::string text = out.text();
+  CHECK(text.size() == std::string("[1,0]<stdout>:\n").size() + hvd::launcher::kMaxLineBytes);
+}
+
+TEST_CASE("router: console output is queued until drained, and can be abandoned", "[router]") {
+  Sink out("out7"), err("err7");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  router.write(0, Stream::kStdout, "a\n");
+  CHECK(router.pending(out.fd));
+  CHECK(router.queued_bytes() == std::string("[1,0]<stdout>:a\n").size());
+  CHECK(out.text().empty());
+  router.abandon_console();
+  router.write(0, Stream::kStderr, "late\n");
+  CHECK_FALSE(router.pending(out.fd));
+  CHECK_FALSE(router.pending(err.fd));
+  CHECK(router.last_stderr(0).back() == "late");  // the tail still feeds the failure report
+}
+
+TEST_CASE("router: --output-filename keeps untagged bytes per rank", "[router]") {
+  Sink out("out6"), err("err6");
+  const fs::path dir = fs::temp_directory_path() / "hvd_router_files";
+  fs::remove_all(dir);
+  {
+    OutputRouter router(out.fd, err.fd, dir.string());
+    router.write(0, Stream::kStdout, "a\nb");
+    router.write(1, Stream::kStderr, "e\n");
+  }
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  CHECK(read(dir / "rank.0" / "stdout") == "a\nb");
+  CHECK(read(dir / "rank.1" / "stderr") == "e\n");
+  CHECK_FALSE(fs::exists(dir / "rank.0" / "stderr"));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,515 @@
+// The launcher <-> agent wire format (worker/protocol.h, worker/job_spec.h) and the byte helpers
+// under it (common/bytes.h): frames survive any chunking, garbage is refused with a message, and
+// argv / environment values are bytes, not text (BRIEF.md section 7).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "worker/job_spec.h"
+#include "worker/protocol.h"
+
+using Catch::Matchers::Contains;
+using hvd::worker::FrameReader;
+using hvd::worker::FrameType;
+using hvd::worker::kMaxFramePayload;
+
+namespace {
+
+using namespace std::string_literals;
+
+// Runs `fn`, requires an hvd::Error whose message contains every needle.
+template <typename Fn>
+void require_error(Fn&& fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+    FAIL("expected an hvd::Error");
+  } catch (const hvd::Error& e) {
+    INFO("message: " << e.what() << "\nhint: " << e.hint());
+    for (const std::string& needle : needles) CHECK_THAT(e.what(), Contains(needle));
+  }
+}
+
+std::string header(uint32_t length, uint8_t type) {
+  std::string out;
+  for (int shift : {24, 16, 8, 0}) out += static_cast<char>((length >> shift) & 0xff);
+  out += static_cast<char>(type);
+  return out;
+}
+
+struct TestFrames {
+  std::vector<hvd::worker::Frame> frames;
+  std::string wire;
+};
+
+// A mix of every frame type and size, including empty payloads, NUL and high bytes, and one
+// frame far larger than the readers' chunks; enough bytes in all that the reader compacts.
+TestFrames test_frames() {
+  TestFrames t;
+  std::mt19937 rng(12345);
+  const std::vector<FrameType> types{FrameType::kHello,  FrameType::kStarted,   FrameType::kOutput,
+                                     FrameType::kExited, FrameType::kError,     FrameType::kDone,
+                                     FrameType::kSpec,   FrameType::kTerminate, FrameType::kKill};
+  for (int i = 0; i < 1500; ++i) {
+    hvd::worker::Frame f;
+    f.type = types[static_cast<size_t>(i) % types.size()];
+    const size_t size = i % 7 == 0 ? 0 : rng() % 200;
+    for (size_t k = 0; k < size; ++k) f.payload += static_cast<char>(rng() & 0xff);
+    t.frames.push_back(f);
+  }
+  t.frames.push_back({FrameType::kOutput, std::string(300000, '\0') + "end\n"});
+  t.frames.push_back({FrameType::kDone, ""});
+  for (const auto& f : t.frames) t.wire += hvd::worker::encode_frame(f.type, f.payload);
+  return t;
+}
+
+void check_same_frames(const std::vector<hvd::worker::Frame>& got,
+                       const std::vector<hvd::worker::Frame>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("frame " << i);
+    REQUIRE(got[i].type == want[i].type);
+    REQUIRE(got[i].payload == want[i].payload);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+TEST_CASE("encode_frame writes a big-endian length and the type", "[protocol]") {
+  CHECK(hvd::worker::encode_frame(FrameType::kDone, "") == header(0, 6));
+  CHECK(hvd::worker::encode_frame(FrameType::kSpec, "abc") == header(3, 16) + "abc");
+  const std::string big(0x010203, 'x');
+  CHECK(hvd::worker::encode_frame(FrameType::kOutput, big).substr(0, 5) == header(0x010203, 3));
+}
+
+TEST_CASE("FrameReader fed byte by byte gives back the same frames", "[protocol]") {
+  const TestFrames t = test_frames();
+  FrameReader reader;
+  std::vector<hvd::worker::Frame> got;
+  for (char c : t.wire) {
+    reader.feed(std::string_view(&c, 1));
+    while (auto f = reader.next()) got.push_back(std::move(*f));
+  }
+  check_same_frames(got, t.frames);
+  CHECK(reader.buffered() == 0);
+  CHECK_FALSE(reader.next().has_value());
+}
+
+TEST_CASE("FrameReader fed random chunks gives back the same frames", "[protocol]") {
+  const TestFrames t = test_frames();
+  for (unsigned seed : {1u, 2u, 3u, 4u}) {
+    INFO("seed " << seed);
+    std::mt19937 rng(seed);
+    FrameReader reader;
+    std::vector<hvd::worker::Frame> got;
+    size_t at = 0;
+    while (at < t.wire.size()) {
+      // Mostly small chunks, sometimes large ones that hold many frames at once.
+      const size_t want = rng() % 4 == 0 ? rng() % 70000 : rng() % 16;
+      const size_t n = std::min(want + 1, t.wire.size() - at);
+      reader.feed(std::string_view(t.wire).substr(at, n));
+      at += n;
+      // Sometimes take only one frame per feed, so bytes pile up in the reader.
+      if (rng() % 3 == 0) {
+        if (auto f = reader.next()) got.push_back(std::move(*f));
+      } else {
+        while (auto f = reader.next()) got.push_back(std::move(*f));
+      }
+    }
+    while (auto f = reader.next()) got.push_back(std::move(*f));
+    check_same_frames(got, t.frames);
+    CHECK(reader.buffered() == 0);
+  }
+}
+
+TEST_CASE("FrameReader waits for the rest of a header and of a payload", "[protocol]") {
+  FrameReader reader;
+  const std::string wire = hvd::worker::encode_frame(FrameType::kError, R"({"message":"x"})");
+  reader.feed(wire.substr(0, 4));
+  CHECK_FALSE(reader.next().has_value());
+  reader.feed(wire.substr(4, 3));
+  CHECK_FALSE(reader.next().has_value());
+  CHECK(reader.buffered() == 7);
+  reader.feed(wire.substr(7));
+  const auto frame = reader.next();
+  REQUIRE(frame.has_value());
+  CHECK(frame->type == FrameType::kError);
+  CHECK(frame->payload == R"({"message":"x"})");
+}
+
+TEST_CASE("FrameReader accepts a header of exactly kMaxFramePayload", "[protocol]") {
+  FrameReader reader;
+  reader.feed(header(kMaxFramePayload, static_cast<uint8_t>(FrameType::kSpec)));
+  CHECK_NOTHROW(reader.next());
+  CHECK_FALSE(reader.next().has_value());  // waits for 16 MiB of payload
+}
+
+TEST_CASE("FrameReader refuses a frame longer than kMaxFramePayload", "[protocol]") {
+  FrameReader reader;
+  reader.feed(header(kMaxFramePayload + 1, static_cast<uint8_t>(FrameType::kSpec)));
+  require_error([&] { reader.next(); }, {"protocol error"});
+}
+
+TEST_CASE("FrameReader refuses text where a frame should be", "[protocol]") {
+  // The usual cause: a login script printing on the agent's stdout.
+  FrameReader reader;
+  reader.feed("Welcome to Ubuntu 22.04 LTS\n");
+  try {
+    reader.next();
+    FAIL("expected an hvd::Error");
+  } catch (const hvd::Error& e) {
+    CHECK_THAT(e.what(), Contains("protocol error"));
+    CHECK_THAT(e.what(), Contains("Welcome"));  // shows what came instead
+    CHECK_THAT(e.hint(), Contains("login script"));
+  }
+}
+
+TEST_CASE("FrameReader refuses unknown frame types", "[protocol]") {
+  for (uint8_t type : {0, 7, 15, 19, 255}) {
+    INFO("type " << static_cast<int>(type));
+    FrameReader reader;
+    reader.feed(header(0, type));
+    require_error([&] { reader.next(); }, {"protocol error"});
+  }
+  for (uint8_t type : {1, 6, 16, 18}) {
+    INFO("type " << static_cast<int>(type));
+    FrameReader reader;
+    reader.feed(header(0, type));
+    std::optional<hvd::worker::Frame> frame;
+    REQUIRE_NOTHROW(frame = reader.next());
+    REQUIRE(frame.has_value());
+    CHECK(static_cast<int>(frame->type) == type);
+  }
+}
+
+TEST_CASE("FrameReader refuses a bad frame after good ones", "[protocol]") {
+  FrameReader reader;
+  reader.feed(hvd::worker::encode_frame(FrameType::kDone, "") + header(3, 99) + "abc");
+  const auto first = reader.next();
+  REQUIRE(first.has_value());
+  CHECK(first->type == FrameType::kDone);
+  require_error([&] { reader.next(); }, {"protocol error"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed payloads
+
+TEST_CASE("output payloads round-trip bytes of both streams", "[protocol]") {
+  std::string bytes = "line\n\0\xff\xfe\r partial"s;
+  for (auto stream : {hvd::worker::Stream::kStdout, hvd::worker::Stream::kStderr}) {
+    for (uint32_t rank : {0u, 1u, 4095u, 0xffffffffu}) {
+      const auto decoded =
+          hvd::worker::decode_output(hvd::worker::encode_output({rank, stream, bytes}));
+      CHECK(decoded.rank == rank);
+      CHECK(decoded.stream == stream);
+      CHECK(decoded.bytes == bytes);
+    }
+  }
+  const auto empty =
+      hvd::worker::decode_output(hvd::worker::encode_output({7, hvd::worker::Stream::kStderr, ""}));
+  CHECK(empty.rank == 7);
+  CHECK(empty.bytes.empty());
+}
+
+TEST_CASE("started and exited payloads round-trip", "[protocol]") {
+  for (uint32_t v : {0u, 1u, 255u, 256u, 65536u, 0x7fffffffu, 0xffffffffu}) {
+    const auto started =
+        hvd::worker::decode_started(hvd::worker::encode_started({v, v ^ 0x5a5a5a5au}));
+    CHECK(started.rank == v);
+    CHECK(started.pid == (v ^ 0x5a5a5a5au));
+    for (bool signaled : {false, true}) {
+      const auto exited =
+          hvd::worker::decode_exited(hvd::worker::encode_exited({v, signaled, 255 - (v & 0xff)}));
+      CHECK(exited.rank == v);
+      CHECK(exited.signaled == signaled);
+      CHECK(exited.value == 255 - (v & 0xff));
+    }
+  }
+}
+
+TEST_CASE("short or malformed packed payloads throw", "[protocol]") {
+  const std::string output = hvd::worker::encode_output({1, hvd::worker::Stream::kStdout, ""});
+  const std::string started = hvd::worker::encode_started({1, 2});
+  const std::string exited = hvd::worker::encode_exited({1, true, 9});
+  for (size_t n = 0; n < output.size(); ++n) {
+    require_error([&] { hvd::worker::decode_output(output.substr(0, n)); }, {"output", "short"});
+  }
+  for (size_t n = 0; n < started.size(); ++n) {
+    require_error([&] { hvd::worker::decode_started(started.substr(0, n)); }, {"started", "short"});
+  }
+  for (size_t n = 0; n < exited.size(); ++n) {
+    require_error([&] { hvd::worker::decode_exited(exited.substr(0, n)); }, {"exited", "short"});
+  }
+  // A stream other than stdout (1) or stderr (2).
+  for (char stream : {'\0', '\3', '\xff'}) {
+    std::string bad = output;
+    bad[4] = stream;
+    require_error([&] { hvd::worker::decode_output(bad); }, {"stream"});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Job spec
+
+namespace {
+
+hvd::worker::JobSpec sample_spec() {
+  hvd::worker::JobSpec spec;
+  spec.protocol = hvd::worker::kProtocolVersion;
+  spec.host = "worker-1";
+  spec.argv = {"./train", "--name=caf\xc3\xa9",        "\xff\xfe not utf-8", "two\nlines",
+               "",        "tab\tand \"quotes\" and \\"};
+  spec.cwd = "/data/run-\xe9";  // latin-1 directory name
+  spec.grace_seconds = 2.5;
+  hvd::worker::RankSpec r0;
+  r0.rank = 0;
+  r0.env = {{"HOROVOD_RANK", "0"},    {"BINARY", "\x80\x81\x82\0\xc0\xaf"s},
+            {"MULTI", "a\nb\r\nc\n"}, {"EMPTY", ""},
+            {"HAS_EQUALS", "k=v=w"},  {"_lower_ok9", "\xf0\x9f\x98\x80"}};
+  hvd::worker::RankSpec r1;
+  r1.rank = 5;
+  r1.env = {{"HOROVOD_RANK", "5"}, {"SURROGATE", "\xed\xa0\x80"}};
+  spec.ranks = {r0, r1};
+  return spec;
+}
+
+std::string spec_with(const std::function<void(nlohmann::json&)>& change) {
+  nlohmann::json doc = nlohmann::json::parse(hvd::worker::encode_spec(sample_spec()));
+  change(doc);
+  return doc.dump();
+}
+
+}  // namespace
+
+TEST_CASE("job spec round-trips argv and env bytes that are not UTF-8", "[protocol]") {
+  const hvd::worker::JobSpec spec = sample_spec();
+  const std::string text = hvd::worker::encode_spec(spec);
+  // The text itself is valid JSON (and UTF-8), whatever the bytes inside.
+  CHECK(hvd::is_valid_utf8(text));
+  nlohmann::json doc;
+  REQUIRE_NOTHROW(doc = nlohmann::json::parse(text));
+  CHECK(doc["argv"][0] == "./train");        // text stays readable
+  CHECK(doc["argv"][2].contains("base64"));  // bytes travel encoded
+  CHECK(doc["ranks"][0]["env"][1][1].contains("base64"));
+  CHECK(text.find('\n') == std::string::npos);  // one line of JSON
+
+  const hvd::worker::JobSpec back = hvd::worker::decode_spec(text);
+  CHECK(back == spec);
+  CHECK(back.argv[2] == "\xff\xfe not utf-8");
+  CHECK(back.ranks[0].env[1].second == "\x80\x81\x82\0\xc0\xaf"s);
+  CHECK(back.ranks[0].env[1].second.size() == 6);
+  CHECK(back.ranks[0].env[2].second == "a\nb\r\nc\n");
+  CHECK(back.cwd == "/data/run-\xe9");
+}
+
+TEST_CASE("job spec round-trips random binary values", "[protocol]") {
+  std::mt19937 rng(99);
+  hvd::worker::JobSpec spec = sample_spec();
+  for (int i = 0; i < 50; ++i) {
+    std::string value;
+    const size_t size = rng() % 40;
+    for (size_t k = 0; k < size; ++k) value += static_cast<char>(rng() & 0xff);
+    spec.argv.push_back(value);
+    spec.ranks[1].env.emplace_back("V" + std::to_string(i), value);
+  }
+  CHECK(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)) == spec);
+}
+
+TEST_CASE("decode_spec rejects a wrong protocol version", "[protocol]") {
+  const std::string text = spec_with([](nlohmann::json& d) { d["protocol"] = 2; });
+  try {
+    hvd::worker::decode_spec(text);
+    FAIL("expected an hvd::Error");
+  } catch (const hvd::Error& e) {
+    CHECK_THAT(e.what(), Contains("protocol 2"));
+    CHECK_THAT(e.what(), Contains(std::to_string(hvd::worker::kProtocolVersion)));
+    CHECK_THAT(e.hint(), Contains("same hvdrun version"));
+  }
+}
+
+TEST_CASE("decode_spec rejects an empty command", "[protocol]") {
+  require_error(
+      [] {
+        hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"] = nlohmann::json::array(); }));
+      },
+      {"job spec", "command"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"] = {""}; })); },
+                {"job spec", "command"});
+}
+
+TEST_CASE("decode_spec rejects a relative working directory", "[protocol]") {
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["cwd"] = "data/run"; })); },
+                {"working directory", "data/run", "absolute"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["cwd"] = ""; })); },
+                {"working directory", "absolute"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d.erase("cwd"); })); },
+                {"cwd"});
+}
+
+TEST_CASE("decode_spec rejects a spec without ranks", "[protocol]") {
+  require_error(
+      [] {
+        hvd::worker::decode_spec(spec_with([](auto& d) { d["ranks"] = nlohmann::json::array(); }));
+      },
+      {"no ranks"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d.erase("ranks"); })); },
+                {"'ranks'", "missing"});
+  require_error(
+      [] { hvd::worker::decode_spec(spec_with([](auto& d) { d["ranks"][0]["rank"] = "0"; })); },
+      {"rank"});
+}
+
+TEST_CASE("decode_spec rejects bad environment variable names", "[protocol]") {
+  for (const std::string name : {"1ABC", "A=B", "", "WITH SPACE", "DASH-NAME", "caf\xc3\xa9"}) {
+    INFO("name '" << name << "'");
+    const std::string text = spec_with([&](nlohmann::json& d) {
+      d["ranks"][1]["env"].push_back({name, "value"});
+    });
+    require_error([&] { hvd::worker::decode_spec(text); }, {"rank 5", "not a valid variable name"});
+  }
+  require_error(
+      [] {
+        hvd::worker::decode_spec(
+            spec_with([](auto& d) { d["ranks"][0]["env"] = {{"ONLY_NAME"}}; }));
+      },
+      {"rank 0", "env"});
+}
+
+TEST_CASE("decode_spec rejects text that is not a JSON object", "[protocol]") {
+  for (const std::string text : {"", "not json", "{\"protocol\": 1", "[]", "42", "null"}) {
+    INFO("text '" << text << "'");
+    require_error([&] { hvd::worker::decode_spec(text); }, {"job spec", "JSON"});
+  }
+}
+
+TEST_CASE("decode_spec names a missing or mistyped field", "[protocol]") {
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d.erase("argv"); })); },
+                {"'argv'", "missing"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"] = "./train"; })); },
+                {"'argv'", "wrong type"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["protocol"] = "1"; })); },
+                {"'protocol'", "wrong type"});
+  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"][0] = 7; })); },
+                {"argv"});
+  require_error(
+      [] {
+        hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"][0] = {{"base64", "!!"}}; }));
+      },
+      {"argv"});
+  require_error(
+      [] { hvd::worker::decode_spec(spec_with([](auto& d) { d["grace_seconds"] = -1; })); },
+      {"grace"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// UTF-8 and base64 (common/bytes.h)
+
+TEST_CASE("is_valid_utf8 accepts well-formed text", "[bytes]") {
+  CHECK(hvd::is_valid_utf8(""));
+  CHECK(hvd::is_valid_utf8("plain ascii\n\t"));
+  CHECK(hvd::is_valid_utf8("nul\0inside"s));
+  CHECK(hvd::is_valid_utf8("\x7f"));
+  CHECK(hvd::is_valid_utf8("\xc2\x80"));          // U+0080, smallest 2-byte
+  CHECK(hvd::is_valid_utf8("caf\xc3\xa9"));       // é
+  CHECK(hvd::is_valid_utf8("\xe0\xa0\x80"));      // U+0800, smallest 3-byte
+  CHECK(hvd::is_valid_utf8("\xe2\x82\xac"));      // €
+  CHECK(hvd::is_valid_utf8("\xed\x9f\xbf"));      // U+D7FF, just below the surrogates
+  CHECK(hvd::is_valid_utf8("\xee\x80\x80"));      // U+E000, just above
+  CHECK(hvd::is_valid_utf8("\xef\xbf\xbf"));      // U+FFFF
+  CHECK(hvd::is_valid_utf8("\xf0\x90\x80\x80"));  // U+10000, smallest 4-byte
+  CHECK(hvd::is_valid_utf8("\xf0\x9f\x98\x80"));  // 😀
+  CHECK(hvd::is_valid_utf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF, the last code point
+  CHECK(hvd::is_valid_utf8("a\xf0\x9f\x98\x80z\xc3\xa9"));
+}
+
+TEST_CASE("is_valid_utf8 refuses malformed sequences", "[bytes]") {
+  // Overlong forms.
+  CHECK_FALSE(hvd::is_valid_utf8("\xc0\xaf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xc1\xbf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xc0\x80"));  // "modified UTF-8" NUL
+  CHECK_FALSE(hvd::is_valid_utf8("\xe0\x80\xaf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xe0\x9f\xbf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xf0\x80\x80\xaf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xf0\x8f\xbf\xbf"));
+  // Surrogates (CESU-8).
+  CHECK_FALSE(hvd::is_valid_utf8("\xed\xa0\x80"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xed\xbf\xbf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xed\xa0\xbd\xed\xb8\x80"));
+  // Past U+10FFFF and bytes that never occur.
+  CHECK_FALSE(hvd::is_valid_utf8("\xf4\x90\x80\x80"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xf5\x80\x80\x80"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xf8\x88\x80\x80\x80"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xfe"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xff"));
+  // Truncated sequences, at the end and before another character.
+  CHECK_FALSE(hvd::is_valid_utf8("\xc3"));
+  CHECK_FALSE(hvd::is_valid_utf8("abc\xe2\x82"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xf0\x9f\x98"));
+  CHECK_FALSE(
+      hvd::is_valid_utf8("\xc3"
+                         "A"));
+  CHECK_FALSE(
+      hvd::is_valid_utf8("\xe2\x82"
+                         "A"));
+  CHECK_FALSE(
+      hvd::is_valid_utf8("\xf0\x9f\x98"
+                         "A"));
+  // A continuation byte with no lead.
+  CHECK_FALSE(hvd::is_valid_utf8("\x80"));
+  CHECK_FALSE(hvd::is_valid_utf8("a\xbf"));
+  CHECK_FALSE(hvd::is_valid_utf8("\xc3\xa9\xa9"));
+}
+
+TEST_CASE("base64 matches the RFC 4648 test vectors", "[bytes]") {
+  const std::vector<std::pair<std::string, std::string>> vectors{{"", ""},
+                                                                 {"f", "Zg=="},
+                                                                 {"fo", "Zm8="},
+                                                                 {"foo", "Zm9v"},
+                                                                 {"foob", "Zm9vYg=="},
+                                                                 {"fooba", "Zm9vYmE="},
+                                                                 {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, encoded] : vectors) {
+    INFO("'" << plain << "'");
+    CHECK(hvd::base64_encode(plain) == encoded);
+    const auto decoded = hvd::base64_decode(encoded);
+    REQUIRE(decoded.has_value());
+    CHECK(*decoded == plain);
+  }
+  CHECK(hvd::base64_encode("\xff\xfe\xfd\x00"s) == "//79AA==");
+  CHECK(hvd::base64_encode("\xfb\xff") == "+/8=");
+}
+
+TEST_CASE("base64 decodes without padding and across whitespace", "[bytes]") {
+  CHECK(hvd::base64_decode("Zg") == std::optional<std::string>("f"));
+  CHECK(hvd::base64_decode("Zm8") == std::optional<std::string>("fo"));
+  CHECK(hvd::base64_decode("Zm9v\nYmFy\r\n") == std::optional<std::string>("foobar"));
+  CHECK(hvd::base64_decode(" Zm9v YmE= ") == std::optional<std::string>("fooba"));
+}
+
+TEST_CASE("base64 refuses bytes outside its alphabet", "[bytes]") {
+  CHECK_FALSE(hvd::base64_decode("Zm9v!").has_value());
+  CHECK_FALSE(hvd::base64_decode("Zm9v-_").has_value());  // the URL-safe alphabet is not ours
+  CHECK_FALSE(hvd::base64_decode("Zm\xc3\xa9").has_value());
+  CHECK_FALSE(hvd::base64_decode("Zm9v\0"s).has_value());
+}
+
+TEST_CASE("base64 round-trips every byte and every length", "[bytes]") {
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  for (size_t n = 0; n <= all.size(); ++n) {
+    const std::string bytes = all.substr(all.size() - n);
+    const std::string encoded = hvd::base64_encode(bytes);
+    INFO("length " << n);
+    CHECK(encoded.size() == (n + 2) / 3 * 4);
+    CHECK(hvd::is_valid_utf8(encoded));
+    const auto decoded = hvd::base64_decode(encoded);
+    REQUIRE(decoded.has_value());
+    CHECK(*decoded == bytes);
+  }
+}
