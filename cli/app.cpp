@@ -142,7 +142,20 @@ int launch(const Options& o, const launcher::Plan& plan) {
   options.output_dir = o.output_filename;
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;
+  options.ssh = ssh_options(o);
   const launcher::LaunchResult result = launcher::run_native(plan, options);
+  if (!result.ssh_failures.empty()) {
+    // The same rows as --check-ssh: nothing was started.
+    launcher::CheckReport report{result.ssh_failures};
+    if (o.json) {
+      const std::string doc = launcher::format_check_json(report);
+      std::fwrite(doc.data(), 1, doc.size(), stdout);
+    } else {
+      fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
+                 launcher::format_check_table(report, false));
+    }
+    return result.exit_code;
+  }
   const std::string report = launcher::format_failure_report(plan, result);
   std::fwrite(report.data(), 1, report.size(), stderr);
   if (o.json) {

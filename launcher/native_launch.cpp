@@ -16,7 +16,9 @@
 
 #include "common/error.h"
 #include "hvd/build_config.h"
+#include "launcher/agent_conn.h"
 #include "launcher/local_agent.h"
+#include "launcher/remote_start.h"
 #include "launcher/output_router.h"
 #include "worker/contract/env_table.h"
 #include "worker/job_spec.h"
@@ -28,32 +30,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using worker::FrameType;
 
-struct AgentConn {
-  int host_index = 0;
-  AgentProcess process;
-  worker::FrameReader reader;
-  std::string log_partial;
-  bool done = false;
-  bool eof = false;
-  bool reaped = false;
+// Values only known once the agents said hello.
+struct LaunchFacts {
+  int master_port = 0;           // free on rank 0's host
+  std::string launcher_address;  // this machine as the remote hosts reach it
 };
 
-// A free TCP port on this machine for MASTER_PORT (the kernel picks; we release it at once).
-int free_local_port() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    return 29500;  // torchrun's default
-  }
-  return ntohs(sa.sin_port);
-}
-
 worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
-                          int master_port) {
+                          const LaunchFacts& facts) {
   worker::JobSpec spec;
   spec.protocol = worker::kProtocolVersion;
   spec.host = plan.hosts[host_index].spec.host;
@@ -68,7 +52,11 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
       if (!e.deferred) {
         r.env.emplace_back(e.name, e.value);
       } else if (e.name == contract::kMasterPort.name) {
-        r.env.emplace_back(e.name, std::to_string(master_port));
+        r.env.emplace_back(e.name, std::to_string(facts.master_port));
+      } else if ((e.name == contract::kMasterAddr.name ||
+                  e.name == contract::kAdvertiseAddr.name) &&
+                 !facts.launcher_address.empty()) {
+        r.env.emplace_back(e.name, facts.launcher_address);
       }
       // The rendezvous variables come with the rendezvous server (native launch part 2).
     }
@@ -79,8 +67,10 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
 
 class Launch {
  public:
-  Launch(const Plan& plan, const LaunchOptions& options)
-      : plan_(plan),
+  Launch(const Plan& plan, const LaunchOptions& options,
+         std::vector<std::optional<ssh::RemoteAgent>> remote_agents)
+      : remote_agents_(std::move(remote_agents)),
+        plan_(plan),
         options_(options),
         router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
                 options.output_dir) {}
@@ -89,15 +79,20 @@ class Launch {
  private:
   void on_frame(AgentConn& agent, const worker::Frame& frame);
   void on_hello(AgentConn& agent, const std::string& payload);
+  void send_specs();
+  void report_shared_machines() const;
   void on_exited(const worker::RankExited& exited);
   void on_agent_log(AgentConn& agent);
   void on_signal();
+  void agent_lost(AgentConn& agent);
   void stop_all(FrameType how);
   bool console_pending() const;
-  void fail(std::string message, std::string hint);
+  // Records the first host-level failure (with the exit code it stands for) and stops the job.
+  void fail(std::string message, std::string hint, ExitCode code = ExitCode::kInternal);
   bool finished() const;
   int exit_code() const;
 
+  std::vector<std::optional<ssh::RemoteAgent>> remote_agents_;  // moved into agents_ at start
   const Plan& plan_;
   const LaunchOptions& options_;
   OutputRouter router_;
@@ -106,9 +101,9 @@ class Launch {
   UniqueFd signal_fd_;
   bool stopping_ = false;
   bool killing_ = false;
+  ExitCode error_code_ = ExitCode::kInternal;
   int started_ = 0;
   Clock::time_point start_ = Clock::now();
-  int master_port_ = 0;
 };
 
 void Launch::stop_all(FrameType how) {
@@ -116,11 +111,16 @@ void Launch::stop_all(FrameType how) {
   stopping_ = true;
   killing_ |= how == FrameType::kKill;
   for (AgentConn& a : agents_) {
-    if (!a.eof) worker::write_all(a.process.to_agent.get(), worker::encode_frame(how, ""));
+    if (a.eof) continue;
+    if (a.spec_sent) {
+      worker::write_all(a.write_fd(), worker::encode_frame(how, ""));
+    } else {
+      a.close_input();  // no job yet: EOF tells the agent there will be none
+    }
   }
 }
 
-void Launch::fail(std::string message, std::string hint) {
+void Launch::fail(std::string message, std::string hint, ExitCode code) {
   if (result_.interrupted_by != 0) {
     // After an interrupt, an agent that gives up is a consequence, not the cause.
     spdlog::debug("after the interrupt: {}", message);
@@ -130,31 +130,74 @@ void Launch::fail(std::string message, std::string hint) {
   if (result_.error.empty()) {
     result_.error = std::move(message);
     result_.error_hint = std::move(hint);
+    error_code_ = code;
   }
   stop_all(FrameType::kTerminate);
 }
 
 void Launch::on_hello(AgentConn& agent, const std::string& payload) {
-  const auto hello = nlohmann::json::parse(payload, nullptr, false);
+  const auto json = nlohmann::json::parse(payload, nullptr, false);
   const std::string& host = plan_.hosts[agent.host_index].spec.host;
-  if (hello.is_discarded() || hello.value("protocol", -1) != worker::kProtocolVersion ||
-      hello.value("version", "") != HVD_VERSION_STRING) {
+  AgentHello hello;
+  if (!json.is_discarded() && json.is_object()) {
+    hello.protocol = json.value("protocol", -1);
+    hello.version = json.value("version", "?");
+    hello.hostname = json.value("hostname", "");
+    hello.boot_id = json.value("boot_id", "");
+    hello.ssh_connection = json.value("ssh_connection", "");
+    hello.free_port = json.value("free_port", 0);
+  }
+  if (hello.protocol != worker::kProtocolVersion || hello.version != HVD_VERSION_STRING) {
     fail(fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
                      "hvdrun {} with protocol {}",
-                     host, hello.is_discarded() ? "?" : hello.value("version", "?"),
-                     hello.is_discarded() ? -1 : hello.value("protocol", -1), HVD_VERSION_STRING,
+                     host, hello.version, hello.protocol, HVD_VERSION_STRING,
                      worker::kProtocolVersion),
-         "install the same hvdrun version on every host (or point --agent-path at it)");
+         "install the same hvdrun version on every host (or point --agent-path at it)",
+         ExitCode::kCannotStart);
     return;
   }
+  agent.hello = hello;
+  // Specs go out once every agent is there: MASTER_PORT comes from rank 0's host, and the
+  // launcher's own address from a remote host's view.
+  for (const AgentConn& a : agents_) {
+    if (!a.hello) return;
+  }
+  send_specs();
+}
+
+void Launch::send_specs() {
   if (stopping_) {
-    // Stopped before this host got its job: closing its input tells the agent there is none.
-    agent.process.to_agent.reset();
+    for (AgentConn& a : agents_) a.close_input();
     return;
   }
-  const std::string spec =
-      worker::encode_spec(host_spec(plan_, agent.host_index, options_, master_port_));
-  worker::write_all(agent.process.to_agent.get(), worker::encode_frame(FrameType::kSpec, spec));
+  LaunchFacts facts;
+  for (const AgentConn& a : agents_) {
+    if (a.host_index == 0) facts.master_port = a.hello->free_port;
+    const auto space = a.hello->ssh_connection.find(' ');
+    if (a.is_remote() && facts.launcher_address.empty() && space != std::string::npos) {
+      facts.launcher_address = a.hello->ssh_connection.substr(0, space);
+    }
+  }
+  report_shared_machines();
+  for (AgentConn& a : agents_) {
+    const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts));
+    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kSpec, spec));
+    a.spec_sent = true;
+  }
+}
+
+// Two host entries with one boot id are one machine (BRIEF.md section 4): worth knowing.
+void Launch::report_shared_machines() const {
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!agents_[i].hello->boot_id.empty() &&
+          agents_[i].hello->boot_id == agents_[j].hello->boot_id) {
+        spdlog::info("hosts {} and {} are the same machine (boot id {})",
+                     plan_.hosts[agents_[j].host_index].spec.host,
+                     plan_.hosts[agents_[i].host_index].spec.host, agents_[i].hello->boot_id);
+      }
+    }
+  }
 }
 
 void Launch::on_exited(const worker::RankExited& exited) {
@@ -200,8 +243,10 @@ void Launch::on_frame(AgentConn& agent, const worker::Frame& frame) {
       break;
     case FrameType::kError: {
       const auto error = nlohmann::json::parse(frame.payload, nullptr, false);
+      // The agent gives up only when it cannot start the job (a bad spec, a missing program
+      // or directory).
       fail(error.is_discarded() ? frame.payload : error.value("message", frame.payload),
-           error.is_discarded() ? "" : error.value("hint", ""));
+           error.is_discarded() ? "" : error.value("hint", ""), ExitCode::kCannotStart);
       break;
     }
     case FrameType::kDone:
@@ -216,18 +261,40 @@ void Launch::on_frame(AgentConn& agent, const worker::Frame& frame) {
 
 void Launch::on_agent_log(AgentConn& agent) {
   std::array<char, 4096> buf{};
-  const long n = worker::read_some(agent.process.agent_log.get(), buf.data(), buf.size());
+  const long n = worker::read_some(agent.log().get(), buf.data(), buf.size());
   if (n <= 0) {
-    agent.process.agent_log.reset();
+    agent.log().reset();
     return;
   }
   agent.log_partial.append(buf.data(), static_cast<size_t>(n));
   size_t newline = 0;
   while ((newline = agent.log_partial.find('\n')) != std::string::npos) {
-    spdlog::warn("agent on {}: {}", plan_.hosts[agent.host_index].spec.host,
-                 agent.log_partial.substr(0, newline));
+    const std::string line = agent.log_partial.substr(0, newline);
+    spdlog::warn("agent on {}: {}", plan_.hosts[agent.host_index].spec.host, line);
+    agent.log_tail.push_back(line);
+    if (agent.log_tail.size() > 5) agent.log_tail.pop_front();
     agent.log_partial.erase(0, newline + 1);
   }
+}
+
+void Launch::agent_lost(AgentConn& agent) {
+  const std::string& host = plan_.hosts[agent.host_index].spec.host;
+  std::string said;
+  for (const std::string& line : agent.log_tail) said += (said.empty() ? "" : " / ") + line;
+  if (!agent.hello) {
+    fail(fmt::format("no hvdrun agent answered on {} (tried: {} --agent){}", host,
+                     options_.ssh.agent_path,
+                     said.empty() ? "" : fmt::format("; the host said: {}", said)),
+         "install the same hvdrun at that path on every host, or give its path with "
+         "--agent-path; `hvdrun --check-ssh` shows which hosts have it",
+         ExitCode::kCannotStart);
+    return;
+  }
+  fail(fmt::format("lost the agent on {} while the job ran{}", host,
+                   agent.is_remote() ? " (the SSH connection closed)" : ""),
+       "the host may have rebooted or dropped the connection; the agent stops its ranks when "
+       "its link goes away",
+       agent.is_remote() ? ExitCode::kSshCheckFailed : ExitCode::kInternal);
 }
 
 void Launch::on_signal() {
@@ -235,11 +302,7 @@ void Launch::on_signal() {
   while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) {
-      for (AgentConn& a : agents_) {
-        if (!a.reaped && ::waitpid(a.process.pid, nullptr, WNOHANG) == a.process.pid) {
-          a.reaped = true;
-        }
-      }
+      for (AgentConn& a : agents_) a.try_reap();
       continue;
     }
     if (result_.interrupted_by == 0) {
@@ -267,7 +330,7 @@ bool Launch::finished() const {
 
 int Launch::exit_code() const {
   if (result_.first_failure) return result_.ranks[*result_.first_failure].exit_code();
-  if (!result_.error.empty()) return to_int(ExitCode::kCannotStart);
+  if (!result_.error.empty()) return to_int(error_code_);
   if (result_.interrupted_by != 0) return 128 + result_.interrupted_by;
   return 0;
 }
@@ -280,8 +343,6 @@ LaunchResult Launch::run() {
     o.local_rank = r.topology.local_rank;
     result_.ranks.push_back(o);
   }
-  master_port_ = free_local_port();
-
   sigset_t mask, old_mask;
   sigemptyset(&mask);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
@@ -290,10 +351,11 @@ LaunchResult Launch::run() {
   signal_fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
 
   for (int h = 0; h < static_cast<int>(plan_.hosts.size()); ++h) {
-    AgentConn agent;
-    agent.host_index = h;
-    agent.process = start_local_agent(options_.hvdrun_path);
-    agents_.push_back(std::move(agent));
+    if (plan_.hosts[h].local) {
+      agents_.emplace_back(h, start_local_agent(options_.hvdrun_path));
+    } else {
+      agents_.emplace_back(h, std::move(*remote_agents_[h]));
+    }
   }
 
   while (!finished()) {
@@ -304,9 +366,9 @@ LaunchResult Launch::run() {
     }
     const bool back_pressure = router_.queued_bytes() > kMaxQueuedBytes;
     std::vector<pollfd> fds{{signal_fd_.get(), POLLIN, 0}};
-    for (const AgentConn& a : agents_) {
-      fds.push_back({a.eof || back_pressure ? -1 : a.process.from_agent.get(), POLLIN, 0});
-      fds.push_back({a.process.agent_log.valid() ? a.process.agent_log.get() : -1, POLLIN, 0});
+    for (AgentConn& a : agents_) {
+      fds.push_back({a.eof || back_pressure ? -1 : a.read_fd(), POLLIN, 0});
+      fds.push_back({a.log().valid() ? a.log().get() : -1, POLLIN, 0});
     }
     const size_t console = fds.size();
     for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
@@ -322,14 +384,11 @@ LaunchResult Launch::run() {
       if (fds[1 + 2 * i + 1].revents != 0) on_agent_log(a);
       if (fds[1 + 2 * i].revents == 0) continue;
       std::array<char, 64 * 1024> buf{};
-      const long n = worker::read_some(a.process.from_agent.get(), buf.data(), buf.size());
+      const long n = worker::read_some(a.read_fd(), buf.data(), buf.size());
       if (n <= 0) {
         a.eof = true;
-        if (!a.done && !stopping_) {
-          fail(fmt::format("the agent on {} exited unexpectedly",
-                           plan_.hosts[a.host_index].spec.host),
-               "run with --log-level debug; the agent's messages above may say why");
-        }
+        a.try_reap();
+        if (!a.done && !stopping_) agent_lost(a);
         continue;
       }
       a.reader.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
@@ -350,15 +409,14 @@ LaunchResult Launch::run() {
 }  // namespace
 
 LaunchResult run_native(const Plan& plan, const LaunchOptions& options) {
-  for (const HostPlan& host : plan.hosts) {
-    if (!host.local) {
-      throw Error(fmt::format("host {} is remote: starting ranks over SSH is not in this build "
-                              "yet (only local hosts)",
-                              host.spec.host),
-                  "run on localhost, or check the plan with --dry-run and SSH with --check-ssh");
-    }
+  RemoteStart remote = start_remote_agents(plan, options.ssh);
+  if (!remote.failures.empty()) {
+    LaunchResult result;
+    result.ssh_failures = std::move(remote.failures);
+    result.exit_code = to_int(ExitCode::kSshCheckFailed);
+    return result;
   }
-  Launch launch(plan, options);
+  Launch launch(plan, options, std::move(remote.agents));
   return launch.run();
 }
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "launcher/plan.h"
+#include "ssh/options.h"
+#include "ssh/probe_result.h"
 
 namespace hvd::launcher {
 
@@ -18,6 +20,7 @@ struct LaunchOptions {
   double grace_seconds = 5.0;             // SIGTERM -> SIGKILL
   std::optional<std::string> output_dir;  // --output-filename
   std::string hvdrun_path;                // the agent binary (this hvdrun)
+  ssh::SshOptions ssh;     // how remote hosts are reached
   bool stdout_to_stderr = false;          // --json keeps stdout for the result document
 };
 
@@ -45,11 +48,12 @@ struct LaunchResult {
   int interrupted_by = 0;                   // the signal that interrupted hvdrun, or 0
   std::chrono::milliseconds start_time{0};  // until every rank was started
   std::chrono::milliseconds total_time{0};
+  std::vector<ssh::ProbeResult> ssh_failures;  // hosts that failed an SSH stage: nothing ran
   int exit_code = 0;
 };
 
-// Runs the plan. Throws hvd::Error only for what stops it before anything started (a remote
-// host in the plan, an agent that cannot be spawned).
+// Runs the plan. Throws hvd::Error only for what stops it before anything started (an agent
+// that cannot be spawned, bad local SSH input).
 LaunchResult run_native(const Plan& plan, const LaunchOptions& options);
 
 }  // namespace hvd::launcher

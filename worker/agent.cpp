@@ -1,6 +1,9 @@
 #include "worker/agent.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -51,14 +54,30 @@ std::string read_first_line(const char* path) {
   return line;
 }
 
+// A TCP port free on every address of this host right now (for MASTER_PORT).
+int free_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  socklen_t len = sizeof sa;
+  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    return 0;
+  }
+  return ntohs(sa.sin_port);
+}
+
 std::string hello_payload() {
+  const char* ssh_connection = std::getenv("SSH_CONNECTION");
   std::array<char, 256> name{};
   ::gethostname(name.data(), name.size() - 1);
   const nlohmann::json hello = {{"protocol", kProtocolVersion},
                                 {"version", HVD_VERSION_STRING},
                                 {"hostname", name.data()},
                                 {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
-                                {"pid", ::getpid()}};
+                                {"pid", ::getpid()},
+                                {"ssh_connection", ssh_connection != nullptr ? ssh_connection : ""},
+                                {"free_port", free_port()}};
   return hello.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

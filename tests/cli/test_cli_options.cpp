@@ -45,13 +45,15 @@ TEST_CASE("help", "[cli]") {
   CHECK(r.err.empty());
 }
 
-TEST_CASE("launch on a remote host is not available yet", "[cli]") {
-  // Pins today's build: local hosts launch, SSH hosts do not yet. Replace when they do.
-  const RunResult r = run_hvdrun({"-np", "1", "-H", "127.0.0.2", "true"});
+TEST_CASE("a launch on an unreachable host starts nothing and exits 69", "[cli]") {
+  // 127.0.1.250 port 1: nothing listens there (loopback only).
+  const RunResult r = run_hvdrun({"-np", "2", "-H", "localhost,127.0.1.250", "-p", "1",
+                                  "--ssh-known-hosts", "/dev/null", "true"});
   INFO(show(r));
-  CHECK(r.exit_code == kInternal);
+  CHECK(r.exit_code == 69);
   CHECK(r.out.empty());
-  CHECK_THAT(r.err, Contains("host 127.0.0.2 is remote"));
+  CHECK_THAT(r.err, Contains("nothing was started"));
+  CHECK_THAT(r.err, Contains("connection_refused"));
 }
 
 TEST_CASE("a local launch runs the command on every rank", "[cli]") {

@@ -1,0 +1,55 @@
+#include "launcher/remote_start.h"
+
+#include <memory>
+#include <thread>
+
+#include "common/error.h"
+#include "common/shell_quote.h"
+#include "ssh/connection.h"
+
+namespace hvd::launcher {
+
+RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options) {
+  const size_t n = plan.hosts.size();
+  std::vector<ssh::ProbeControl> controls(n);  // outlives `logins`: connections unwatch on exit
+  std::vector<std::optional<ssh::Login>> logins(n);
+  std::vector<std::exception_ptr> errors(n);
+  ssh::CpuSlots slots(std::max(1, options.concurrency));
+  {
+    std::vector<std::jthread> threads;
+    for (size_t h = 0; h < n; ++h) {
+      if (plan.hosts[h].local) continue;
+      threads.emplace_back([&, h] {
+        const HostPlan& host = plan.hosts[h];
+        try {
+          logins[h] = ssh::connect_and_login({host.spec.host, host.spec.port, host.spec.user},
+                                             options, slots, controls[h],
+                                             ssh::Clock::now());
+        } catch (...) {
+          errors[h] = std::current_exception();
+        }
+      });
+    }
+  }  // all joined
+
+  RemoteStart out;
+  out.agents.resize(n);
+  for (size_t h = 0; h < n; ++h) {
+    if (errors[h]) std::rethrow_exception(errors[h]);
+    if (logins[h] && !logins[h]->connection) out.failures.push_back(logins[h]->result);
+  }
+  if (!out.failures.empty()) return out;  // the sessions close here; nothing was started
+
+  // sshd runs this through the user's shell; `exec` leaves no shell in between.
+  const std::string command = "exec " + shell_quote(options.agent_path) + " --agent";
+  for (size_t h = 0; h < n; ++h) {
+    if (!logins[h]) continue;
+    // The controls die with this function; the connection lives on in the agent's pump thread.
+    controls[h].unwatch();
+    logins[h]->connection->control = nullptr;
+    out.agents[h].emplace(std::move(logins[h]->connection), command);
+  }
+  return out;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,23 @@
+// The SSH half of a launch: every remote host's session set up in parallel (the same stages and
+// codes as --check-ssh: one session per host serves as both check and transport), then the agent
+// started on it. If any host fails a stage, none is started and the failures are returned.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "launcher/plan.h"
+#include "ssh/options.h"
+#include "ssh/probe_result.h"
+#include "ssh/remote_agent.h"
+
+namespace hvd::launcher {
+
+struct RemoteStart {
+  std::vector<std::optional<ssh::RemoteAgent>> agents;  // by host index; empty for local hosts
+  std::vector<ssh::ProbeResult> failures;               // in host order
+};
+
+RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options);
+
+}  // namespace hvd::launcher

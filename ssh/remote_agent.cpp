@@ -1,0 +1,114 @@
+#include "ssh/remote_agent.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+
+#include "common/error.h"
+
+namespace hvd::ssh {
+namespace {
+
+void write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the launcher is gone; the agent notices EOF on its stdin
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Moves bytes between the channel and the local sockets until the agent exits or the link or
+// the launcher goes away. Runs on its own thread, which owns the session.
+void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log,
+          std::shared_ptr<int> exit_status) {
+  ssh_channel ch = channel.get();
+  std::array<char, 64 * 1024> buf{};
+  bool input_open = true;
+  // From the agent: everything libssh has, so poll() below only waits for new bytes.
+  auto drain = [&] {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int is_stderr : {0, 1}) {
+        const int n = ssh_channel_read_nonblocking(ch, buf.data(), buf.size(), is_stderr);
+        if (n > 0) {
+          const int fd = is_stderr ? log.get() : frames.get();
+          if (fd >= 0) write_all(fd, buf.data(), static_cast<size_t>(n));
+          progress = true;
+        }
+      }
+    }
+  };
+  while (true) {
+    drain();
+    if (ssh_channel_is_eof(ch) || !ssh_channel_is_open(ch)) {
+      drain();  // the EOF may have come in the same packets as the last output
+      break;
+    }
+
+    std::array<pollfd, 2> fds{{{ssh_get_fd(connection->session.get()), POLLIN, 0},
+                               {input_open ? frames.get() : -1, POLLIN, 0}}};
+    if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) {
+      const ssize_t n = ::read(frames.get(), buf.data(), buf.size());
+      if (n <= 0) {
+        ssh_channel_send_eof(ch);  // the launcher is done with this agent
+        input_open = false;
+      } else if (ssh_channel_write(ch, buf.data(), static_cast<uint32_t>(n)) == SSH_ERROR) {
+        break;
+      }
+    }
+    if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      // The link went away; let libssh notice and report what is left.
+      ssh_channel_read_nonblocking(ch, buf.data(), 0, 0);
+      if (!ssh_channel_is_open(ch) || ssh_is_connected(connection->session.get()) == 0) break;
+    }
+    if (ssh_is_connected(connection->session.get()) == 0) break;
+  }
+  *exit_status = ssh_channel_get_exit_status(ch);
+  // Closing our ends tells the launcher the agent is gone (EOF on both sockets).
+  frames.reset();
+  log.reset();
+  channel.reset();
+  connection.reset();
+}
+
+}  // namespace
+
+RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::string& command)
+    : exit_status_(std::make_shared<int>(-1)) {
+  Channel channel(ssh_channel_new(connection->session.get()));
+  if (!channel || ssh_channel_open_session(channel.get()) != SSH_OK ||
+      ssh_channel_request_exec(channel.get(), command.c_str()) != SSH_OK) {
+    throw Error(fmt::format("cannot start the agent on {}: {}", connection->target.host,
+                            last_error(connection->session)));
+  }
+  int frames[2], log[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, frames) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, log) != 0) {
+    throw Error("cannot create sockets for the remote agent");
+  }
+  frames_.reset(frames[0]);
+  log_.reset(log[0]);
+  pump_ = std::thread(pump, std::move(connection), std::move(channel), UniqueFd(frames[1]),
+                      UniqueFd(log[1]), exit_status_);
+}
+
+void RemoteAgent::close_input() {
+  if (frames_.valid()) ::shutdown(frames_.get(), SHUT_WR);
+}
+
+RemoteAgent::~RemoteAgent() {
+  if (pump_.joinable()) {
+    close_input();
+    pump_.join();
+  }
+}
+
+}  // namespace hvd::ssh

@@ -1,0 +1,42 @@
+// The host agent on a remote host: one exec channel (`AGENT_PATH --agent`) on the session that
+// passed the SSH stages (ssh/connection.h), bridged to local sockets so the launcher's event loop
+// treats it like a local agent's pipes. A pump thread owns the session from then on (libssh
+// sessions are used by one thread only).
+//
+// Closing the launcher's end of `frames` (or shutting down its write side) sends EOF to the
+// agent: its dead-man switch stops the ranks. A cut link ends the pump, which closes `frames`.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/unique_fd.h"
+#include "ssh/connection.h"
+
+namespace hvd::ssh {
+
+class RemoteAgent {
+ public:
+  // Starts `command` on the connection. Throws hvd::Error if the channel cannot be opened.
+  RemoteAgent(std::unique_ptr<Connection> connection, const std::string& command);
+  RemoteAgent(RemoteAgent&&) = default;
+  RemoteAgent& operator=(RemoteAgent&&) = default;
+  ~RemoteAgent();  // joins the pump: close `frames` first, or it waits for the agent to exit
+
+  int frames_fd() const { return frames_.get(); }  // bidirectional: frames both ways
+  int log_fd() const { return log_.get(); }        // the agent's stderr
+  UniqueFd& log() { return log_; }
+  // Closes our side of the frames socket for writing: the agent sees EOF on its stdin.
+  void close_input();
+  // The remote command's exit status once the pump ended (-1 unknown or a signal).
+  int exit_status() const { return *exit_status_; }
+
+ private:
+  UniqueFd frames_;
+  UniqueFd log_;
+  std::shared_ptr<int> exit_status_;
+  std::thread pump_;
+};
+
+}  // namespace hvd::ssh
