@@ -16,36 +16,17 @@
 #include <thread>
 #include <utility>
 
+#include "common/unique_fd.h"
+
 extern char** environ;
 
 namespace hvd::test {
 namespace {
 
+using hvd::UniqueFd;
+
 using Clock = std::chrono::steady_clock;
 
-// An owned file descriptor: closed exactly once, on every path out of run_hvdrun.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct Pipe {
   UniqueFd read_end;
