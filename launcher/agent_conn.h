@@ -28,8 +28,7 @@ struct AgentHello {
 class AgentConn {
  public:
   AgentConn(int host, AgentProcess local) : host_index(host), local_(std::move(local)) {}
-  AgentConn(int host, ssh::RemoteAgent remote)
-      : host_index(host), remote_(std::move(remote)) {}
+  AgentConn(int host, ssh::RemoteAgent remote) : host_index(host), remote_(std::move(remote)) {}
 
   int read_fd() const { return local_ ? local_->from_agent.get() : remote_->frames_fd(); }
   int write_fd() const { return local_ ? local_->to_agent.get() : remote_->frames_fd(); }

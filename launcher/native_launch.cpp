@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 
@@ -18,8 +19,9 @@
 #include "hvd/build_config.h"
 #include "launcher/agent_conn.h"
 #include "launcher/local_agent.h"
-#include "launcher/remote_start.h"
 #include "launcher/output_router.h"
+#include "launcher/remote_start.h"
+#include "launcher/rendezvous_server.h"
 #include "worker/contract/env_table.h"
 #include "worker/job_spec.h"
 #include "worker/protocol.h"
@@ -32,9 +34,17 @@ using worker::FrameType;
 
 // Values only known once the agents said hello.
 struct LaunchFacts {
-  int master_port = 0;           // free on rank 0's host
-  std::string launcher_address;  // this machine as the remote hosts reach it
+  int master_port = 0;                           // free on rank 0's host
+  std::string launcher_address;                  // this machine as the remote hosts reach it
+  std::vector<std::string> launcher_address_of;  // by host: this machine as that host sees it
+  int rendezvous_port = 0;
+  std::string rendezvous_token;
 };
+
+std::string host_port(const std::string& address, int port) {
+  return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
+                                                : fmt::format("{}:{}", address, port);
+}
 
 worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
                           const LaunchFacts& facts) {
@@ -57,8 +67,12 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
                   e.name == contract::kAdvertiseAddr.name) &&
                  !facts.launcher_address.empty()) {
         r.env.emplace_back(e.name, facts.launcher_address);
+      } else if (e.name == contract::kRendezvousAddr.name) {
+        r.env.emplace_back(e.name,
+                           host_port(facts.launcher_address_of[host_index], facts.rendezvous_port));
+      } else if (e.name == contract::kRendezvousToken.name) {
+        r.env.emplace_back(e.name, facts.rendezvous_token);
       }
-      // The rendezvous variables come with the rendezvous server (native launch part 2).
     }
     spec.ranks.push_back(std::move(r));
   }
@@ -80,6 +94,7 @@ class Launch {
   void on_frame(AgentConn& agent, const worker::Frame& frame);
   void on_hello(AgentConn& agent, const std::string& payload);
   void send_specs();
+  void start_rendezvous(LaunchFacts& facts);
   void report_shared_machines() const;
   void on_exited(const worker::RankExited& exited);
   void on_agent_log(AgentConn& agent);
@@ -101,6 +116,7 @@ class Launch {
   UniqueFd signal_fd_;
   bool stopping_ = false;
   bool killing_ = false;
+  std::unique_ptr<RendezvousServer> rendezvous_;  // from the first spec to the end
   ExitCode error_code_ = ExitCode::kInternal;
   int started_ = 0;
   Clock::time_point start_ = Clock::now();
@@ -171,19 +187,42 @@ void Launch::send_specs() {
     return;
   }
   LaunchFacts facts;
+  facts.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
   for (const AgentConn& a : agents_) {
     if (a.host_index == 0) facts.master_port = a.hello->free_port;
     const auto space = a.hello->ssh_connection.find(' ');
-    if (a.is_remote() && facts.launcher_address.empty() && space != std::string::npos) {
-      facts.launcher_address = a.hello->ssh_connection.substr(0, space);
+    if (a.is_remote() && space != std::string::npos) {
+      facts.launcher_address_of[a.host_index] = a.hello->ssh_connection.substr(0, space);
+      if (facts.launcher_address.empty()) {
+        facts.launcher_address = facts.launcher_address_of[a.host_index];
+      }
     }
   }
   report_shared_machines();
+  start_rendezvous(facts);
   for (AgentConn& a : agents_) {
     const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts));
     worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kSpec, spec));
     a.spec_sent = true;
   }
+}
+
+// The rendezvous server listens where the hosts reach this machine: one address if they all
+// see the same one (127.0.0.1 for a local job), else every address (the token still guards it).
+void Launch::start_rendezvous(LaunchFacts& facts) {
+  std::vector<std::string> seen = facts.launcher_address_of;
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  const std::string bind = seen.size() == 1 ? seen.front() : "0.0.0.0";
+  if (bind == "0.0.0.0") {
+    spdlog::info(
+        "the hosts reach this machine at {} addresses; the rendezvous server listens on "
+        "all of them",
+        seen.size());
+  }
+  rendezvous_ = std::make_unique<RendezvousServer>(random_token());
+  facts.rendezvous_port = rendezvous_->start(bind);
+  facts.rendezvous_token = rendezvous_->token();
 }
 
 // Two host entries with one boot id are one machine (BRIEF.md section 4): worth knowing.

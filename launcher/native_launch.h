@@ -20,7 +20,7 @@ struct LaunchOptions {
   double grace_seconds = 5.0;             // SIGTERM -> SIGKILL
   std::optional<std::string> output_dir;  // --output-filename
   std::string hvdrun_path;                // the agent binary (this hvdrun)
-  ssh::SshOptions ssh;     // how remote hosts are reached
+  ssh::SshOptions ssh;                    // how remote hosts are reached
   bool stdout_to_stderr = false;          // --json keeps stdout for the result document
 };
 

@@ -23,8 +23,7 @@ RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options
         const HostPlan& host = plan.hosts[h];
         try {
           logins[h] = ssh::connect_and_login({host.spec.host, host.spec.port, host.spec.user},
-                                             options, slots, controls[h],
-                                             ssh::Clock::now());
+                                             options, slots, controls[h], ssh::Clock::now());
         } catch (...) {
           errors[h] = std::current_exception();
         }

@@ -1,0 +1,115 @@
+#include "launcher/rendezvous_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <random>
+
+#include "common/error.h"
+
+namespace hvd::launcher {
+namespace {
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && name.size() <= kMaxRendezvousName &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+         });
+}
+
+// Compares without an early exit, so the time taken says nothing about the token.
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+void reply(httplib::Response& res, int status, const std::string& text) {
+  res.status = status;
+  res.set_content(text, "text/plain");
+}
+
+}  // namespace
+
+std::string random_token() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 8; ++i) out += fmt::format("{:08x}", rd());
+  return out;
+}
+
+RendezvousServer::RendezvousServer(std::string token)
+    : token_(std::move(token)), server_(std::make_unique<httplib::Server>()) {
+  httplib::Server& s = *server_;
+  s.set_payload_max_length(kMaxRendezvousValue);
+  s.set_read_timeout(10, 0);
+  s.set_write_timeout(10, 0);
+  s.set_keep_alive_max_count(1000);
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string expected = "Bearer " + token_;
+    if (!same_secret(req.get_header_value("Authorization"), expected)) {
+      reply(res, 401, "missing or wrong bearer token\n");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  const std::string pattern = R"(/([^/]+)/([^/]+))";
+  auto key_of = [](const httplib::Request& req, httplib::Response& res) -> std::string {
+    const std::string scope = req.matches[1];
+    const std::string key = req.matches[2];
+    if (!valid_name(scope) || !valid_name(key)) {
+      reply(res, 400, "scope and key: 1-256 characters of [A-Za-z0-9._-]\n");
+      return "";
+    }
+    return scope + "/" + key;
+  };
+  s.Put(pattern, [this, key_of](const httplib::Request& req, httplib::Response& res) {
+    const std::string key = key_of(req, res);
+    if (key.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    store_[key] = req.body;
+    reply(res, 200, "");
+  });
+  s.Get(pattern, [this, key_of](const httplib::Request& req, httplib::Response& res) {
+    const std::string key = key_of(req, res);
+    if (key.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = store_.find(key);
+    if (it == store_.end()) {
+      reply(res, 404, "no such key\n");
+    } else {
+      res.status = 200;
+      res.set_content(it->second, "application/octet-stream");
+    }
+  });
+  s.Delete(pattern, [this, key_of](const httplib::Request& req, httplib::Response& res) {
+    const std::string key = key_of(req, res);
+    if (key.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    reply(res, store_.erase(key) == 1 ? 200 : 404, "");
+  });
+}
+
+int RendezvousServer::start(const std::string& address) {
+  const int port = server_->bind_to_any_port(address);
+  if (port <= 0) {
+    throw Error(fmt::format("the rendezvous server cannot listen on {}", address),
+                "check that this address belongs to this machine");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return port;
+}
+
+size_t RendezvousServer::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return store_.size();
+}
+
+RendezvousServer::~RendezvousServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace hvd::launcher

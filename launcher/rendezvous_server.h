@@ -1,0 +1,48 @@
+// The launcher's rendezvous server: a small HTTP/1.1 key-value store the ranks bootstrap from
+// (Gloo's Store, NCCL's unique id), modelled on Horovod's: PUT/GET/DELETE /<scope>/<key>, 404
+// for a missing key. Unlike Horovod's, every request needs the job's random bearer token
+// (`Authorization: Bearer <token>`, else 401), it binds only the address the hosts reach the
+// launcher at, and it limits request sizes and times. Built on cpp-httplib (BRIEF section 4).
+//
+// Threading: start() serves on a background thread pool; the store is guarded by a mutex; the
+// destructor stops the server and joins.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace httplib {
+class Server;
+}
+
+namespace hvd::launcher {
+
+inline constexpr size_t kMaxRendezvousValue = 16u << 20;  // NCCL ids, Gloo addresses: tiny
+inline constexpr size_t kMaxRendezvousName = 256;         // scope and key each
+
+class RendezvousServer {
+ public:
+  explicit RendezvousServer(std::string token);
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+  ~RendezvousServer();
+
+  // Binds `address` on a free port and starts serving; returns the port. Throws hvd::Error.
+  int start(const std::string& address);
+  const std::string& token() const { return token_; }
+  size_t size() const;  // keys stored, for tests
+
+ private:
+  std::string token_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::string> store_;  // "scope/key" -> value
+};
+
+// A random token (256 bits, hex) for one job.
+std::string random_token();
+
+}  // namespace hvd::launcher

@@ -1,0 +1,124 @@
+// The rendezvous server in-process, over real HTTP on 127.0.0.1: the key-value protocol, the
+// token, the limits, and garbage that must not bring it down.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+#include <vector>
+
+#include "launcher/rendezvous_server.h"
+
+using hvd::launcher::RendezvousServer;
+
+namespace {
+
+httplib::Headers auth(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+
+// Sends raw bytes and returns what came back (possibly nothing).
+std::string raw_exchange(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+    (void)!::write(fd, bytes.data(), bytes.size());
+    ::shutdown(fd, SHUT_WR);
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[512];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: put, get, delete and 404", "[rendezvous]") {
+  RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  httplib::Client client("127.0.0.1", port);
+  const auto h = auth(server.token());
+  auto put =
+      client.Put("/gloo/rank0", h, std::string("addr\x00\xff", 6), "application/octet-stream");
+  REQUIRE(put);
+  CHECK(put->status == 200);
+  auto get = client.Get("/gloo/rank0", h);
+  REQUIRE(get);
+  CHECK(get->status == 200);
+  CHECK(get->body == std::string("addr\x00\xff", 6));
+  CHECK(client.Get("/gloo/rank1", h)->status == 404);
+  CHECK(client.Get("/other/rank0", h)->status == 404);  // scopes are separate
+  CHECK(client.Delete("/gloo/rank0", h)->status == 200);
+  CHECK(client.Delete("/gloo/rank0", h)->status == 404);
+  CHECK(client.Get("/gloo/rank0", h)->status == 404);
+  CHECK(server.size() == 0);
+}
+
+TEST_CASE("rendezvous: a missing or wrong token is refused", "[rendezvous]") {
+  RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  httplib::Client client("127.0.0.1", port);
+  CHECK(client.Put("/s/k", "v", "text/plain")->status == 401);
+  CHECK(client.Get("/s/k", auth("0123"))->status == 401);
+  CHECK(client.Get("/s/k", auth(server.token() + "x"))->status == 401);
+  CHECK(client.Get("/s/k", {{"Authorization", server.token()}})->status == 401);  // no Bearer
+  CHECK(server.size() == 0);
+  CHECK(server.token().size() == 64);
+  CHECK(server.token() != hvd::launcher::random_token());
+}
+
+TEST_CASE("rendezvous: bad names and oversized values get a 4xx", "[rendezvous]") {
+  RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  httplib::Client client("127.0.0.1", port);
+  const auto h = auth(server.token());
+  CHECK(client.Get("/s/a%20b", h)->status == 400);
+  CHECK(client.Get("/s/" + std::string(300, 'k'), h)->status == 400);
+  CHECK(client.Get("/only-one-part", h)->status == 404);
+  const std::string huge(hvd::launcher::kMaxRendezvousValue + 1, 'x');
+  auto res = client.Put("/s/big", h, huge, "application/octet-stream");
+  CHECK((!res || res->status == 413));
+  CHECK(server.size() == 0);
+}
+
+TEST_CASE("rendezvous: garbage on the socket does not bring it down", "[rendezvous]") {
+  RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  for (const std::string& junk :
+       {std::string("\x16\x03\x01\x02\x00garbage", 10), std::string("GET\r\n\r\n"),
+        std::string("PUT /s/k HTTP/1.1\r\nContent-Length: 99999999999999\r\n\r\n"),
+        std::string(100000, 'A'), std::string("")}) {
+    const std::string answer = raw_exchange(port, junk);
+    if (!answer.empty()) CHECK_THAT(answer, Catch::Matchers::StartsWith("HTTP/1.1 4"));
+  }
+  httplib::Client client("127.0.0.1", port);
+  auto res = client.Put("/s/k", auth(server.token()), "still here", "text/plain");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+}
+
+TEST_CASE("rendezvous: many ranks at once", "[rendezvous]") {
+  RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  std::vector<int> status(16, 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 16; ++r) {
+    ranks.emplace_back([&, r] {
+      httplib::Client client("127.0.0.1", port);
+      auto res = client.Put("/job/rank" + std::to_string(r), auth(server.token()),
+                            std::to_string(r), "text/plain");
+      status[r] = res ? res->status : -1;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int s : status) CHECK(s == 200);  // asserted on the main thread
+  CHECK(server.size() == 16);
+}
