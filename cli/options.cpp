@@ -120,6 +120,11 @@ void define_options(CLI::App& app, Options& o) {
          "--grace", [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v); },
          "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5)")
       ->type_name("SECONDS");
+  app.add_option_function<std::string>(
+         "--start-timeout",
+         [&o](const std::string& v) { o.start_timeout_s = parse_seconds("--start-timeout", v); },
+         "Seconds for every agent to answer and every rank to start (default 30)")
+      ->type_name("SECONDS");
   app.add_option("--output-filename", o.output_filename,
                  "Also write each rank's output, untagged, to DIR/rank.N/stdout and stderr")
       ->type_name("DIR");

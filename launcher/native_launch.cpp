@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -100,6 +101,8 @@ class Launch {
   void on_agent_log(AgentConn& agent);
   void on_signal();
   void agent_lost(AgentConn& agent);
+  void start_timed_out();
+  int poll_timeout_ms() const;
   void stop_all(FrameType how);
   bool console_pending() const;
   // Records the first host-level failure (with the exit code it stands for) and stops the job.
@@ -336,6 +339,42 @@ void Launch::agent_lost(AgentConn& agent) {
        agent.is_remote() ? ExitCode::kSshCheckFailed : ExitCode::kInternal);
 }
 
+// Names the phase that did not finish and the hosts that are late (BRIEF section 2: start-up
+// timeouts that name no host and no phase are what users hate).
+void Launch::start_timed_out() {
+  std::vector<std::string> no_hello, not_started;
+  for (const AgentConn& a : agents_) {
+    const std::string& host = plan_.hosts[a.host_index].spec.host;
+    if (!a.hello) {
+      no_hello.push_back(host);
+      continue;
+    }
+    for (const RankOutcome& r : result_.ranks) {
+      if (r.host_index == a.host_index && !r.started) {
+        not_started.push_back(host);
+        break;
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(options_.start_timeout).count();
+  const bool handshake = !no_hello.empty();
+  fail(fmt::format("start-up timed out after {:.0f} s in the {} phase; late: {}", seconds,
+                   handshake ? "agent handshake" : "ranks started",
+                   fmt::join(handshake ? no_hello : not_started, ", ")),
+       handshake ? "the agent did not answer: a slow login (~/.bashrc), or a host that stalls; "
+                   "raise --start-timeout or check the host with --check-ssh"
+                 : "the ranks did not start in time: a slow file system or an overloaded host; "
+                   "raise --start-timeout",
+       ExitCode::kStartupTimeout);
+}
+
+int Launch::poll_timeout_ms() const {
+  if (stopping_ || started_ == static_cast<int>(result_.ranks.size())) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      start_ + options_.start_timeout - Clock::now());
+  return static_cast<int>(std::max<long>(0, left.count()));
+}
+
 void Launch::on_signal() {
   signalfd_siginfo info{};
   while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
@@ -413,7 +452,9 @@ LaunchResult Launch::run() {
     for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
       fds.push_back({router_.pending(fd) ? fd : -1, POLLOUT, 0});
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
+    const int timeout = poll_timeout_ms();
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (timeout >= 0 && poll_timeout_ms() == 0) start_timed_out();
     if (fds[0].revents != 0) on_signal();
     for (size_t i = console; i < fds.size(); ++i) {
       if (fds[i].revents != 0) router_.drain(fds[i].fd);

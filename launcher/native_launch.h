@@ -16,12 +16,13 @@
 namespace hvd::launcher {
 
 struct LaunchOptions {
-  std::string cwd;                        // absolute; the ranks' working directory
-  double grace_seconds = 5.0;             // SIGTERM -> SIGKILL
-  std::optional<std::string> output_dir;  // --output-filename
-  std::string hvdrun_path;                // the agent binary (this hvdrun)
-  ssh::SshOptions ssh;                    // how remote hosts are reached
-  bool stdout_to_stderr = false;          // --json keeps stdout for the result document
+  std::string cwd;                                 // absolute; the ranks' working directory
+  double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
+  std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
+  std::optional<std::string> output_dir;           // --output-filename
+  std::string hvdrun_path;                         // the agent binary (this hvdrun)
+  ssh::SshOptions ssh;                             // how remote hosts are reached
+  bool stdout_to_stderr = false;                   // --json keeps stdout for the result document
 };
 
 struct RankOutcome {

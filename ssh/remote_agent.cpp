@@ -7,11 +7,14 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 
 #include "common/error.h"
 
 namespace hvd::ssh {
 namespace {
+
+constexpr auto kLingerAfterEof = std::chrono::seconds(3);
 
 void write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
@@ -30,6 +33,7 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
   ssh_channel ch = channel.get();
   std::array<char, 64 * 1024> buf{};
   bool input_open = true;
+  std::chrono::steady_clock::time_point input_closed_at;
   // From the agent: everything libssh has, so poll() below only waits for new bytes.
   auto drain = [&] {
     bool progress = true;
@@ -60,6 +64,7 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
       if (n <= 0) {
         ssh_channel_send_eof(ch);  // the launcher is done with this agent
         input_open = false;
+        input_closed_at = std::chrono::steady_clock::now();
       } else if (ssh_channel_write(ch, buf.data(), static_cast<uint32_t>(n)) == SSH_ERROR) {
         break;
       }
@@ -70,6 +75,11 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
       if (!ssh_channel_is_open(ch) || ssh_is_connected(connection->session.get()) == 0) break;
     }
     if (ssh_is_connected(connection->session.get()) == 0) break;
+    // An agent that does not finish after its input closed (stuck before its hello, say) is
+    // cut off: closing the session makes sshd close its stdin, and its dead-man switch fires.
+    if (!input_open && std::chrono::steady_clock::now() - input_closed_at > kLingerAfterEof) {
+      break;
+    }
   }
   *exit_status = ssh_channel_get_exit_status(ch);
   // Closing our ends tells the launcher the agent is gone (EOF on both sockets).
