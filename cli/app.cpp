@@ -11,11 +11,13 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <string_view>
 
 #include "cli/options.h"
 #include "common/error.h"
 #include "launcher/launch_report.h"
+#include "launcher/mpi_launch.h"
 #include "launcher/native_launch.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
@@ -135,6 +137,18 @@ std::string working_directory(const Options& o) {
   return std::filesystem::absolute(*o.working_dir, ec).lexically_normal().string();
 }
 
+launcher::MpiLaunchOptions mpi_options(const Options& o, const launcher::LaunchOptions& native) {
+  launcher::MpiLaunchOptions m;
+  m.cwd = native.cwd;
+  m.output_dir = native.output_dir;
+  m.ssh = native.ssh;
+  if (o.mpi_args) {
+    std::istringstream words(*o.mpi_args);
+    for (std::string w; words >> w;) m.extra_args.push_back(w);
+  }
+  return m;
+}
+
 int launch(const Options& o, const launcher::Plan& plan) {
   launcher::LaunchOptions options;
   options.cwd = working_directory(o);
@@ -144,7 +158,8 @@ int launch(const Options& o, const launcher::Plan& plan) {
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;
   options.ssh = ssh_options(o);
-  const launcher::LaunchResult result = launcher::run_native(plan, options);
+  const launcher::LaunchResult result = o.mpi ? launcher::run_mpi(plan, mpi_options(o, options))
+                                              : launcher::run_native(plan, options);
   if (!result.ssh_failures.empty()) {
     // The same rows as --check-ssh: nothing was started.
     launcher::CheckReport report{result.ssh_failures};

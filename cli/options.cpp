@@ -104,6 +104,14 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvdrun on the hosts (default: this hvdrun's own path)")
       ->type_name("PATH");
+  auto* mpi = app.add_flag("--mpi", o.mpi,
+                           "Launch through Open MPI's mpirun (same checks, output and exit codes)");
+  auto* native =
+      app.add_flag("--native", o.native, "Launch with hvdrun's own agents (the default)");
+  mpi->excludes(native);
+  app.add_option("--mpi-args", o.mpi_args,
+                 "Extra mpirun options, split on spaces and appended as given (with --mpi)")
+      ->type_name("ARGS");
   app.add_flag("--check-ssh", o.check_ssh,
                "Diagnose SSH to every host and exit; no command needed (docs/check-ssh.md)");
   app.add_option("-x", o.forward,

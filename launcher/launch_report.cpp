@@ -37,8 +37,12 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
     for (const RankOutcome& o : result.ranks) stopped += o.stopped_by_hvdrun ? 1 : 0;
     out += fmt::format("hvdrun: rank {} (host {}, local rank {}) {}.\n", r.rank,
                        plan.hosts[r.host_index].spec.host, r.local_rank, describe_exit(r));
-    out += fmt::format("hvdrun: it was the first rank to fail; hvdrun stopped {} other rank{}.\n",
-                       stopped, stopped == 1 ? "" : "s");
+    if (result.via_mpirun) {
+      out += "hvdrun: it was the first rank to fail; mpirun stopped the others.\n";
+    } else {
+      out += fmt::format("hvdrun: it was the first rank to fail; hvdrun stopped {} other rank{}.\n",
+                         stopped, stopped == 1 ? "" : "s");
+    }
     if (r.last_stderr.empty()) {
       out += fmt::format("hvdrun: rank {} wrote nothing on stderr.\n", r.rank);
     } else {

@@ -50,6 +50,7 @@ struct LaunchResult {
   std::chrono::milliseconds start_time{0};  // until every rank was started
   std::chrono::milliseconds total_time{0};
   std::vector<ssh::ProbeResult> ssh_failures;  // hosts that failed an SSH stage: nothing ran
+  bool via_mpirun = false;                     // MPI mode: mpirun stopped the other ranks
   int exit_code = 0;
 };
 

@@ -1,0 +1,156 @@
+#include "launcher/mpi_command.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
+#include <regex>
+
+#include "common/error.h"
+
+namespace hvd::launcher {
+namespace {
+
+bool has_space(std::string_view s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+}
+
+// plm_rsh_args is split on spaces by Open MPI and handed to every daemon launch: keep the
+// hermetic ssh options and hvdrun's host-key policy, and refuse what would split wrongly.
+std::string rsh_args(const Plan& plan, const ssh::SshOptions& ssh) {
+  std::vector<std::string> words{"-o", "BatchMode=yes", "-o",
+                                 ssh.host_key_policy == ssh::HostKeyPolicy::kStrict
+                                     ? "StrictHostKeyChecking=yes"
+                                     : "StrictHostKeyChecking=accept-new"};
+  auto path = [](const char* flag, const std::string& p) {
+    if (has_space(p)) {
+      throw UsageError(fmt::format("--mpi: {} {} contains a space, which mpirun's plm_rsh_args "
+                                   "cannot carry",
+                                   flag, p),
+                       "use a path without spaces (a symlink will do)");
+    }
+    return p;
+  };
+  if (ssh.config_file) words.insert(words.end(), {"-F", path("--ssh-config", *ssh.config_file)});
+  if (ssh.known_hosts_file) {
+    words.insert(words.end(),
+                 {"-o", "UserKnownHostsFile=" + path("--ssh-known-hosts", *ssh.known_hosts_file)});
+  }
+  if (ssh.identity_file) words.insert(words.end(), {"-i", path("-i", *ssh.identity_file)});
+  // One port and one user for every host: that is all mpirun can say.
+  std::optional<int> port;
+  std::optional<std::string> user;
+  for (const HostPlan& h : plan.hosts) {
+    if (h.local) continue;
+    if (port && *port != h.ssh_port) {
+      throw UsageError("--mpi: the hosts use different SSH ports, which mpirun cannot express",
+                       "use one port for every host, or native mode (without --mpi)");
+    }
+    if (user && *user != h.ssh_user) {
+      throw UsageError("--mpi: the hosts use different SSH users, which mpirun cannot express",
+                       "use one user for every host, or native mode (without --mpi)");
+    }
+    port = h.ssh_port;
+    user = h.ssh_user;
+  }
+  if (port && (ssh.port || *port != kDefaultSshPort)) {
+    words.insert(words.end(), {"-p", std::to_string(*port)});
+  }
+  if (user && std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                          [](const HostPlan& h) { return h.spec.user.has_value(); })) {
+    words.insert(words.end(), {"-l", *user});
+  }
+  return fmt::format("{}", fmt::join(words, " "));
+}
+
+}  // namespace
+
+MpiVersion parse_mpirun_version(std::string_view output) {
+  static const std::regex kOpenMpi(R"(\(Open MPI\) ([0-9]+)\.([0-9]+)(\.[0-9]+)?)");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_search(output.begin(), output.end(), m, kOpenMpi)) {
+    const std::string first(output.substr(0, output.find('\n')));
+    const bool mpich = output.find("HYDRA") != std::string_view::npos ||
+                       output.find("MPICH") != std::string_view::npos;
+    const bool intel = output.find("Intel") != std::string_view::npos;
+    throw UsageError(
+        fmt::format("--mpi needs Open MPI 4.x, but mpirun is {}: \"{}\"",
+                    mpich   ? "MPICH"
+                    : intel ? "Intel MPI"
+                            : "not Open MPI",
+                    first),
+        "install Open MPI 4 (Debian: openmpi-bin) and put its mpirun first on PATH, or use "
+        "native mode (without --mpi)");
+  }
+  MpiVersion v{"Open MPI", std::stoi(m[1].str()), std::stoi(m[2].str()),
+               m[1].str() + "." + m[2].str() + m[3].str()};
+  if (v.major != 4) {
+    throw UsageError(fmt::format("--mpi supports Open MPI 4.x; this mpirun is Open MPI {}", v.text),
+                     "install Open MPI 4 (Debian 12: openmpi-bin), or use native mode");
+  }
+  return v;
+}
+
+std::vector<std::string> forwarded_names(const Plan& plan) {
+  std::vector<std::string> names;
+  if (plan.ranks.empty()) return names;
+  for (const EnvEntry& e : plan.ranks.front().env) {
+    if (e.source == EnvSource::kInherited || e.source == EnvSource::kExplicit) {
+      names.push_back(e.name);
+    }
+  }
+  return names;
+}
+
+std::string tcp_include(const std::vector<std::string>& addresses) {
+  std::vector<std::string> cidrs;
+  for (const std::string& a : addresses) {
+    const std::string cidr = a.starts_with("127.") ? "127.0.0.0/8" : a + "/32";
+    if (std::find(cidrs.begin(), cidrs.end(), cidr) == cidrs.end()) cidrs.push_back(cidr);
+  }
+  return fmt::format("{}", fmt::join(cidrs, ","));
+}
+
+std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& input) {
+  std::vector<std::string> argv{input.mpirun};
+  if (input.as_root) argv.emplace_back("--allow-run-as-root");
+  std::vector<std::string> hosts;
+  for (const HostPlan& h : plan.hosts) {
+    hosts.push_back(fmt::format("{}:{}", h.spec.host, h.num_ranks));
+  }
+  argv.insert(argv.end(), {"-np",
+                           std::to_string(plan.ranks.size()),
+                           "-H",
+                           fmt::format("{}", fmt::join(hosts, ",")),
+                           "-bind-to",
+                           "none",
+                           "-map-by",
+                           "slot",
+                           "--tag-output",
+                           "-mca",
+                           "pml",
+                           "ob1",
+                           "-mca",
+                           "btl",
+                           input.same_machine ? "^openib,vader" : "^openib",
+                           "-mca",
+                           "plm_rsh_no_tree_spawn",
+                           "1",
+                           "-mca",
+                           "plm_rsh_args",
+                           rsh_args(plan, input.ssh)});
+  if (!input.host_addresses.empty()) {
+    const std::string include = tcp_include(input.host_addresses);
+    argv.insert(argv.end(),
+                {"-mca", "btl_tcp_if_include", include, "-mca", "oob_tcp_if_include", include});
+  }
+  for (const std::string& name : forwarded_names(plan)) argv.insert(argv.end(), {"-x", name});
+  argv.insert(argv.end(), {"-wd", input.cwd});
+  argv.insert(argv.end(), input.extra_args.begin(), input.extra_args.end());
+  argv.insert(argv.end(), plan.command.begin(), plan.command.end());
+  return argv;
+}
+
+}  // namespace hvd::launcher

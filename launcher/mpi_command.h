@@ -1,0 +1,48 @@
+// MPI mode (`hvdrun --mpi`): the Open MPI `mpirun` command line users never have to write, from
+// the same plan, SSH options and environment rules as native mode (BRIEF.md sections 3, 7).
+// Pure: the caller runs `mpirun --version` and the SSH check and passes what they found.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/plan.h"
+#include "ssh/options.h"
+
+namespace hvd::launcher {
+
+struct MpiVersion {
+  std::string implementation;  // "Open MPI"
+  int major = 0;
+  int minor = 0;
+  std::string text;  // the version as printed, "4.1.4"
+};
+
+// Parses `mpirun --version` output. Only Open MPI 4.x is supported: anything else (Open MPI 5,
+// MPICH, Intel MPI, unrecognisable output) is a UsageError saying what was found and what to do.
+MpiVersion parse_mpirun_version(std::string_view output);
+
+struct MpiCommandInput {
+  std::string mpirun = "mpirun";
+  bool as_root = false;
+  bool same_machine = false;  // two host entries share a boot id: Open MPI's vader would crash
+  std::vector<std::string> host_addresses;  // numeric address each host was reached at
+  ssh::SshOptions ssh;
+  std::string cwd;
+  std::vector<std::string> extra_args;  // --mpi-args, split into words
+};
+
+// The argv to exec: every forwarded variable as `-x NAME` (values stay in mpirun's environment,
+// never on its command line), then the user's command as separate words. Throws UsageError for
+// what mpirun cannot express (per-host ports or users, paths with spaces in plm_rsh_args).
+std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& input);
+
+// Names of the variables to forward with -x, from a rank's planned environment.
+std::vector<std::string> forwarded_names(const Plan& plan);
+
+// The CIDRs for btl_tcp_if_include / oob_tcp_if_include: 127.0.0.0/8 for loopback hosts (Open
+// MPI excludes 127/8 by default), each other address as a /32.
+std::string tcp_include(const std::vector<std::string>& addresses);
+
+}  // namespace hvd::launcher

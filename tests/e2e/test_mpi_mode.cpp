@@ -1,0 +1,67 @@
+// hvdrun --mpi over the sshd test hosts, with no MCA arguments from the test: hvdrun's generated
+// mpirun command must work as it is (loopback hosts, one machine twice, root).
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "tests/cli/process.h"
+#include "tests/support/test_hosts.h"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+hvd::test::RunResult run_mpi(const std::string& host_list, const std::string& np,
+                             std::vector<std::string> program_args = {}) {
+  const auto hosts = hvd::test::TestHosts::load();
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  std::vector<std::string> args{"--mpi",
+                                "-np",
+                                np,
+                                "-H",
+                                host_list,
+                                "-p",
+                                std::to_string(hosts.port),
+                                "--ssh-config",
+                                hosts.ssh_config,
+                                "--ssh-known-hosts",
+                                known_hosts.string(),
+                                MPI_CHECK};
+  args.insert(args.end(), program_args.begin(), program_args.end());
+  return hvd::test::run_hvdrun(args);
+}
+
+}  // namespace
+
+TEST_CASE("mpi mode: 2 ranks on 2 hosts allreduce and land on their hosts", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  const auto r = run_mpi(hosts.host_list(2), "2");
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0 of 2 sum 1 host " + hosts.addresses[0] + " ok"));
+  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1 of 2 sum 1 host " + hosts.addresses[1] + " ok"));
+}
+
+TEST_CASE("mpi mode: 4 ranks on 2 hosts x 2 slots", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  const auto r = run_mpi(hosts.host_list(2, 2), "4");
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(r.out,
+               Contains("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+                        " of 4 sum 6 host " + hosts.addresses[rank / 2] + " ok"));
+  }
+  CHECK_THAT(r.err, Contains("same machine"));  // the vader notice
+}
+
+TEST_CASE("mpi mode: a failing rank's code and root cause come back", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  const auto r = run_mpi(hosts.host_list(2), "2", {"1", "3"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Contains("hvdrun: rank 1 (host " + hosts.addresses[1] +
+                             ", local rank 0) exited with code 3."));
+  CHECK_THAT(r.err, Contains("rank 1 fails on purpose"));
+}

@@ -1,0 +1,147 @@
+// MPI mode's pure parts: the mpirun version check, the generated argv for the main cases (hostile
+// argument strings included), what mpirun cannot express, and parsing mpirun's output.
+#include <catch2/catch.hpp>
+
+#include "launcher/mpi_command.h"
+#include "launcher/mpi_launch.h"
+#include "test_helpers.h"
+
+using namespace hvd::launcher;
+using hvd::test::require_usage_error;
+using Args = std::vector<std::string>;
+
+namespace {
+
+Plan plan_for(const std::string& hosts, std::vector<std::string> command,
+              const EnvList& env = {{"PATH", "/bin"}}, std::vector<std::string> x = {}) {
+  PlanRequest r;
+  r.hosts =
+      hosts.find('\n') != std::string::npos ? parse_hostfile(hosts, "hf") : parse_host_list(hosts);
+  r.default_user = "root";
+  r.ssh_port = 2222;
+  r.command = std::move(command);
+  for (const auto& spec : x) r.forward.push_back(parse_forward_spec(spec));
+  return make_plan(r, LocalIdentity{"box", {"127.0.0.1"}}, env);
+}
+
+MpiCommandInput input() {
+  MpiCommandInput in;
+  in.as_root = true;
+  in.cwd = "/shared";
+  in.host_addresses = {"127.0.0.2", "127.0.0.3"};
+  in.ssh.config_file = "/t/ssh_config";
+  in.ssh.known_hosts_file = "/t/known_hosts";
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun version: Open MPI 4 only, others named", "[mpi]") {
+  const auto v = parse_mpirun_version("mpirun (Open MPI) 4.1.4\n\nReport bugs to ...\n");
+  CHECK(v.major == 4);
+  CHECK(v.text == "4.1.4");
+  require_usage_error([] { parse_mpirun_version("mpirun (Open MPI) 5.0.3\n"); },
+                      "this mpirun is Open MPI 5.0.3", "Open MPI 4");
+  require_usage_error([] { parse_mpirun_version("HYDRA build details:\n    Version: 4.1\n"); },
+                      "mpirun is MPICH");
+  require_usage_error([] { parse_mpirun_version("Intel(R) MPI Library for Linux* OS\n"); },
+                      "mpirun is Intel MPI");
+  require_usage_error([] { parse_mpirun_version("bash: mpirun: command not found\n"); },
+                      "not Open MPI: \"bash: mpirun: command not found\"");
+}
+
+TEST_CASE("mpirun argv: 2 hosts x 2 slots with the hermetic ssh options", "[mpi]") {
+  const Plan plan = plan_for("127.0.0.2:2,127.0.0.3:2", {"./train", "--epochs", "3"},
+                             {{"PATH", "/bin"}, {"SECRET", "s3cret"}}, {"SECRET"});
+  const Args argv = mpirun_argv(plan, input());
+  CHECK(argv == Args{"mpirun",
+                     "--allow-run-as-root",
+                     "-np",
+                     "4",
+                     "-H",
+                     "127.0.0.2:2,127.0.0.3:2",
+                     "-bind-to",
+                     "none",
+                     "-map-by",
+                     "slot",
+                     "--tag-output",
+                     "-mca",
+                     "pml",
+                     "ob1",
+                     "-mca",
+                     "btl",
+                     "^openib",
+                     "-mca",
+                     "plm_rsh_no_tree_spawn",
+                     "1",
+                     "-mca",
+                     "plm_rsh_args",
+                     "-o BatchMode=yes -o StrictHostKeyChecking=accept-new -F /t/ssh_config -o "
+                     "UserKnownHostsFile=/t/known_hosts -p 2222",
+                     "-mca",
+                     "btl_tcp_if_include",
+                     "127.0.0.0/8",
+                     "-mca",
+                     "oob_tcp_if_include",
+                     "127.0.0.0/8",
+                     "-x",
+                     "PATH",
+                     "-x",
+                     "SECRET",
+                     "-wd",
+                     "/shared",
+                     "./train",
+                     "--epochs",
+                     "3"});
+  for (const std::string& word : argv) CHECK(word.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("mpirun argv: one machine twice drops vader; strict policy; key; extra args", "[mpi]") {
+  MpiCommandInput in = input();
+  in.same_machine = true;
+  in.ssh.host_key_policy = hvd::ssh::HostKeyPolicy::kStrict;
+  in.ssh.identity_file = "/k/id";
+  in.extra_args = {"-mca", "btl_base_verbose", "1"};
+  in.host_addresses = {"10.0.0.1", "10.0.0.2"};
+  const Args argv = mpirun_argv(plan_for("a:1,b:1", {"x"}), in);
+  auto after = [&](const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
+  };
+  CHECK(std::find(argv.begin(), argv.end(), "^openib,vader") != argv.end());
+  CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::Contains("StrictHostKeyChecking=yes"));
+  CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::Contains("-i /k/id"));
+  CHECK(after("btl_tcp_if_include") == "10.0.0.1/32,10.0.0.2/32");
+  CHECK(Args(argv.end() - 4, argv.end()) == Args{"-mca", "btl_base_verbose", "1", "x"});
+}
+
+TEST_CASE("mpirun argv: hostile command words stay separate words", "[mpi]") {
+  const Args command{"./train", "a b", "it's", "$HOME", "line\nbreak", "--x=\"y\""};
+  const Args argv = mpirun_argv(plan_for("a:1", command), input());
+  CHECK(Args(argv.end() - 6, argv.end()) == command);
+}
+
+TEST_CASE("mpirun argv: what mpirun cannot express is a usage error", "[mpi]") {
+  require_usage_error(
+      [] { mpirun_argv(plan_for("a slots=1 port=22\nb slots=1 port=2200\n", {"x"}), input()); },
+      "different SSH ports", "native mode");
+  require_usage_error([] { mpirun_argv(plan_for("u@a:1,v@b:1", {"x"}), input()); },
+                      "different SSH users");
+  MpiCommandInput spaced = input();
+  spaced.ssh.config_file = "/my configs/ssh_config";
+  require_usage_error([&] { mpirun_argv(plan_for("a:1", {"x"}), spaced); },
+                      "--ssh-config /my configs/ssh_config contains a space");
+}
+
+TEST_CASE("mpirun output: tagged lines and the failed rank", "[mpi]") {
+  const auto line = parse_tagged_line("[1,3]<stderr>:oops: [1,2] inside");
+  REQUIRE(line.has_value());
+  CHECK(line->rank == 3);
+  CHECK(line->is_stderr);
+  CHECK(line->text == "oops: [1,2] inside");
+  CHECK(parse_tagged_line("[1,0]<stdout>:")->text.empty());
+  CHECK_FALSE(parse_tagged_line("mpirun detected that one or more processes exited").has_value());
+  CHECK(failed_rank_from_mpirun("The first process to do so was:\n\n  Process name: "
+                                "[[20648,1],2]\n  Exit code:    3\n") == 2);
+  CHECK_FALSE(failed_rank_from_mpirun("nothing here").has_value());
+}
