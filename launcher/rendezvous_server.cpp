@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <random>
 
@@ -47,6 +49,13 @@ RendezvousServer::RendezvousServer(std::string token)
   s.set_read_timeout(10, 0);
   s.set_write_timeout(10, 0);
   s.set_keep_alive_max_count(1000);
+  // cpp-httplib listens with a backlog of 5 (compiled into Debian's library), which drops
+  // connections when many ranks start at once: remember the socket to raise it after bind.
+  s.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const std::string expected = "Bearer " + token_;
     if (!same_secret(req.get_header_value("Authorization"), expected)) {
@@ -94,6 +103,7 @@ RendezvousServer::RendezvousServer(std::string token)
 
 int RendezvousServer::start(const std::string& address) {
   const int port = server_->bind_to_any_port(address);
+  if (port > 0 && listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);  // Linux: re-listen
   if (port <= 0) {
     throw Error(fmt::format("the rendezvous server cannot listen on {}", address),
                 "check that this address belongs to this machine");

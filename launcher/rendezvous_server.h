@@ -35,7 +35,9 @@ class RendezvousServer {
   size_t size() const;  // keys stored, for tests
 
  private:
+  static constexpr int kListenBacklog = 1024;
   std::string token_;
+  int listen_fd_ = -1;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   mutable std::mutex mutex_;
