@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,8 +108,14 @@ RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::stri
   }
   frames_.reset(frames[0]);
   log_.reset(log[0]);
+  // The pump must never receive the launcher's signals (SIGINT, SIGTERM, SIGCHLD go to its event
+  // loop's signalfd): it starts with every signal blocked.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old);
   pump_ = std::thread(pump, std::move(connection), std::move(channel), UniqueFd(frames[1]),
                       UniqueFd(log[1]), exit_status_);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void RemoteAgent::close_input() {
