@@ -26,9 +26,9 @@ struct Options {
   int ssh_concurrency = 16;
   std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
   bool check_ssh = false;
-  bool mpi = false;                    // --mpi: launch through Open MPI's mpirun
-  bool native = false;                 // --native: the default, spelled out
-  std::optional<std::string> mpi_args;  // --mpi-args "...": appended to mpirun's options
+  bool mpi = false;                            // --mpi: launch through Open MPI's mpirun
+  bool native = false;                         // --native: the default, spelled out
+  std::optional<std::string> mpi_args;         // --mpi-args "...": appended to mpirun's options
   std::optional<std::string> working_dir;      // --wd; default: hvdrun's current directory
   double grace_s = 5.0;                        // --grace
   double start_timeout_s = 30.0;               // --start-timeout

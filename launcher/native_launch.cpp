@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "hvd/build_config.h"
 #include "launcher/agent_conn.h"
+#include "launcher/job_specs.h"
 #include "launcher/local_agent.h"
 #include "launcher/output_router.h"
 #include "launcher/remote_start.h"
@@ -32,53 +33,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using worker::FrameType;
-
-// Values only known once the agents said hello.
-struct LaunchFacts {
-  int master_port = 0;                           // free on rank 0's host
-  std::string launcher_address;                  // this machine as the remote hosts reach it
-  std::vector<std::string> launcher_address_of;  // by host: this machine as that host sees it
-  int rendezvous_port = 0;
-  std::string rendezvous_token;
-};
-
-std::string host_port(const std::string& address, int port) {
-  return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
-                                                : fmt::format("{}:{}", address, port);
-}
-
-worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
-                          const LaunchFacts& facts) {
-  worker::JobSpec spec;
-  spec.protocol = worker::kProtocolVersion;
-  spec.host = plan.hosts[host_index].spec.host;
-  spec.argv = plan.command;
-  spec.cwd = options.cwd;
-  spec.grace_seconds = options.grace_seconds;
-  for (const RankPlan& rank : plan.ranks) {
-    if (rank.host_index != host_index) continue;
-    worker::RankSpec r;
-    r.rank = rank.topology.rank;
-    for (const EnvEntry& e : rank.env) {
-      if (!e.deferred) {
-        r.env.emplace_back(e.name, e.value);
-      } else if (e.name == contract::kMasterPort.name) {
-        r.env.emplace_back(e.name, std::to_string(facts.master_port));
-      } else if ((e.name == contract::kMasterAddr.name ||
-                  e.name == contract::kAdvertiseAddr.name) &&
-                 !facts.launcher_address.empty()) {
-        r.env.emplace_back(e.name, facts.launcher_address);
-      } else if (e.name == contract::kRendezvousAddr.name) {
-        r.env.emplace_back(e.name,
-                           host_port(facts.launcher_address_of[host_index], facts.rendezvous_port));
-      } else if (e.name == contract::kRendezvousToken.name) {
-        r.env.emplace_back(e.name, facts.rendezvous_token);
-      }
-    }
-    spec.ranks.push_back(std::move(r));
-  }
-  return spec;
-}
 
 class Launch {
  public:

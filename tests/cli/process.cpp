@@ -27,7 +27,6 @@ using hvd::UniqueFd;
 
 using Clock = std::chrono::steady_clock;
 
-
 struct Pipe {
   UniqueFd read_end;
   UniqueFd write_end;

@@ -1,0 +1,51 @@
+#include "launcher/job_specs.h"
+
+#include <fmt/format.h>
+
+#include "worker/contract/env_table.h"
+#include "worker/protocol.h"
+
+namespace hvd::launcher {
+namespace {
+
+std::string host_port(const std::string& address, int port) {
+  return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
+                                                : fmt::format("{}:{}", address, port);
+}
+
+}  // namespace
+
+worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
+                          const LaunchFacts& facts) {
+  worker::JobSpec spec;
+  spec.protocol = worker::kProtocolVersion;
+  spec.host = plan.hosts[host_index].spec.host;
+  spec.argv = plan.command;
+  spec.cwd = options.cwd;
+  spec.grace_seconds = options.grace_seconds;
+  for (const RankPlan& rank : plan.ranks) {
+    if (rank.host_index != host_index) continue;
+    worker::RankSpec r;
+    r.rank = rank.topology.rank;
+    for (const EnvEntry& e : rank.env) {
+      if (!e.deferred) {
+        r.env.emplace_back(e.name, e.value);
+      } else if (e.name == contract::kMasterPort.name) {
+        r.env.emplace_back(e.name, std::to_string(facts.master_port));
+      } else if ((e.name == contract::kMasterAddr.name ||
+                  e.name == contract::kAdvertiseAddr.name) &&
+                 !facts.launcher_address.empty()) {
+        r.env.emplace_back(e.name, facts.launcher_address);
+      } else if (e.name == contract::kRendezvousAddr.name) {
+        r.env.emplace_back(e.name,
+                           host_port(facts.launcher_address_of[host_index], facts.rendezvous_port));
+      } else if (e.name == contract::kRendezvousToken.name) {
+        r.env.emplace_back(e.name, facts.rendezvous_token);
+      }
+    }
+    spec.ranks.push_back(std::move(r));
+  }
+  return spec;
+}
+
+}  // namespace hvd::launcher
