@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tests/cli/process.h"
+#include "tests/e2e/launch_helpers.h"
 #include "tests/support/test_hosts.h"
 
 namespace fs = std::filesystem;
@@ -64,4 +65,45 @@ TEST_CASE("mpi mode: a failing rank's code and root cause come back", "[mpi]") {
   CHECK_THAT(r.err, Contains("hvdrun: rank 1 (host " + hosts.addresses[1] +
                              ", local rank 0) exited with code 3."));
   CHECK_THAT(r.err, Contains("rank 1 fails on purpose"));
+}
+
+TEST_CASE("mpi mode: 4 ranks on 4 hosts", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  const auto r = run_mpi(hosts.host_list(4), "4");
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(r.out,
+               Contains("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+                        " of 4 sum 6 host " + hosts.addresses[rank] + " ok"));
+  }
+}
+
+TEST_CASE("mpi mode: -x values stay off every command line and nothing is left", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_secret_known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  hvd::test::JobMarker marker;
+  const std::string secret = "hvdsecret" + hvd::test::random_token();
+  hvd::test::Hvdrun run(
+      {.args = {"--mpi", "-np", "2", "-H", hosts.host_list(2), "-p", std::to_string(hosts.port),
+                "--ssh-config", hosts.ssh_config, "--ssh-known-hosts", known_hosts.string(), "-x",
+                marker.forward(), "-x", "MPI_SECRET", "sh", "-c", "echo seen=$MPI_SECRET; sleep 2"},
+       .env = {marker.env(), {"MPI_SECRET", secret}},
+       .out_path = (fs::temp_directory_path() / "hvd_mpi_secret.out").string(),
+       .err_path = (fs::temp_directory_path() / "hvd_mpi_secret.err").string()});
+  const bool ranks_up =
+      hvd::test::wait_until([&] { return marker.ranks().size() >= 2; }, std::chrono::seconds(15));
+  // While the ranks run: no process has the secret on its command line (mpirun, orted, ranks).
+  const auto on_cmdline = hvd::test::pids_with("cmdline", secret);
+  const int code = run.wait(std::chrono::seconds(30));
+  const std::string out =
+      hvd::test::read_file((fs::temp_directory_path() / "hvd_mpi_secret.out").string());
+  const bool gone =
+      hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(5));
+  CHECK(ranks_up);
+  CHECK(on_cmdline.empty());
+  CHECK(code == 0);
+  CHECK_THAT(out, Contains("<stdout>:seen=" + secret));
+  CHECK(gone);
 }
