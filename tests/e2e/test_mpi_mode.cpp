@@ -5,6 +5,7 @@
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
+#include "tests/support/fake_servers.h"
 #include "tests/support/test_hosts.h"
 
 namespace fs = std::filesystem;
@@ -106,4 +107,47 @@ TEST_CASE("mpi mode: -x values stay off every command line and nothing is left",
   CHECK(code == 0);
   CHECK_THAT(out, Contains("<stdout>:seen=" + secret));
   CHECK(gone);
+}
+
+TEST_CASE("mpi mode: after a failing rank nothing of the job is left", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_fail_known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  hvd::test::JobMarker marker;
+  const auto r = hvd::test::run_hvdrun(
+      {"--mpi", "-np", "2", "-H", hosts.host_list(2), "-p", std::to_string(hosts.port),
+       "--ssh-config", hosts.ssh_config, "--ssh-known-hosts", known_hosts.string(), "-x",
+       marker.forward(), "sh", "-c",
+       "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then exit 3; fi; sleep 30"});
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(5)));
+}
+
+TEST_CASE("mpi mode: the daemons log in over the hosts' sshd", "[mpi]") {
+  const auto hosts = hvd::test::TestHosts::load();
+  hvd::test::SshdInstance first("127.0.1.70", {});
+  hvd::test::SshdInstance second("127.0.1.71", {}, first.port());  // mpirun: one port for all
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_daemons_known_hosts";
+  fs::remove(known_hosts);
+  const auto r = hvd::test::run_hvdrun({"--mpi", "-np", "2", "-H", "127.0.1.70:1,127.0.1.71:1",
+                                        "-p", std::to_string(first.port()), "-i", hosts.key,
+                                        "--ssh-known-hosts", known_hosts.string(), MPI_CHECK});
+  INFO("stderr:\n"
+       << r.err << "\nsshd log 1:\n"
+       << first.log() << "\nsshd log 2:\n"
+       << second.log());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1 of 2 sum 1 host 127.0.1.71 ok"));
+  // Each host: hvdrun's SSH check, then the Open MPI daemon.
+  for (const auto* sshd : {&first, &second}) {
+    const std::string log = sshd->log();
+    size_t logins = 0;
+    for (size_t at = log.find("Accepted publickey"); at != std::string::npos;
+         at = log.find("Accepted publickey", at + 1)) {
+      ++logins;
+    }
+    CHECK(logins == 2);
+  }
+  fs::remove(known_hosts);
 }
