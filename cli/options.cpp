@@ -60,7 +60,19 @@ std::string cli11_message(const CLI::ParseError& e) {
   return text;
 }
 
+// CLI11 2.1 has no usage override: its formatter's make_usage is the place to say that a
+// command follows the options.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: hvdrun [OPTIONS] COMMAND [ARGS...]\n"
+           "       hvdrun --check-ssh [OPTIONS]\n"
+           "       hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]\n";
+  }
+};
+
 void define_options(CLI::App& app, Options& o) {
+  app.formatter(std::make_shared<HelpFormatter>());
   app.set_help_flag("-h,--help", "Print this help and exit");
   app.set_version_flag("--version", fmt::format("hvdrun {}", HVD_VERSION_STRING),
                        "Print the version and exit");
