@@ -85,13 +85,6 @@ void reject_reserved(std::string_view name, std::string_view text) {
 
 }  // namespace
 
-bool is_valid_env_name(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
 bool is_session_variable(std::string_view name) {
   return std::find(kSessionNames.begin(), kSessionNames.end(), name) != kSessionNames.end() ||
          starts_with_any(name, kSessionPrefixes);

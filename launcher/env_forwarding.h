@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "worker/contract/env_table.h"
+
 namespace hvd::launcher {
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
@@ -29,7 +31,7 @@ struct ForwardSpec {
 // or session variable, or a malformed pattern.
 ForwardSpec parse_forward_spec(std::string_view text);
 
-bool is_valid_env_name(std::string_view name);
+using contract::is_valid_env_name;  // one rule for names, in the launcher<->rank contract
 bool is_session_variable(std::string_view name);
 
 struct ForwardedVar {

@@ -2,19 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "launcher/host_spec.h"
 #include "worker/contract/env_table.h"
 #include "worker/protocol.h"
 
 namespace hvd::launcher {
-namespace {
-
-std::string host_port(const std::string& address, int port) {
-  return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
-                                                : fmt::format("{}:{}", address, port);
-}
-
-}  // namespace
-
 worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
                           const LaunchFacts& facts) {
   worker::JobSpec spec;
@@ -38,7 +30,8 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
         r.env.emplace_back(e.name, facts.launcher_address);
       } else if (e.name == contract::kRendezvousAddr.name) {
         r.env.emplace_back(e.name,
-                           host_port(facts.launcher_address_of[host_index], facts.rendezvous_port));
+                           fmt::format("{}:{}", format_host(facts.launcher_address_of[host_index]),
+                                       facts.rendezvous_port));
       } else if (e.name == contract::kRendezvousToken.name) {
         r.env.emplace_back(e.name, facts.rendezvous_token);
       }

@@ -1,10 +1,8 @@
 #include "launcher/mpi_launch.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -16,6 +14,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "launcher/child_process.h"
 #include "launcher/mpi_command.h"
 #include "launcher/output_router.h"
 #include "ssh/check.h"
@@ -80,49 +79,23 @@ class LineSplitter {
 };
 
 LaunchResult run_mpirun_process(const Plan& plan, const std::vector<std::string>& argv,
-                                std::vector<std::string> env, const MpiLaunchOptions& options,
-                                LaunchResult result) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    throw Error("cannot create pipes for mpirun");
-  }
-  UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
-  std::vector<char*> c_argv, c_env;
-  std::vector<std::string> argv_copy = argv;
-  for (auto& a : argv_copy) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  for (auto& e : env) c_env.push_back(e.data());
-  c_env.push_back(nullptr);
-
+                                const std::vector<std::string>& env,
+                                const MpiLaunchOptions& options, LaunchResult result) {
   sigset_t mask, old_mask;
   sigemptyset(&mask);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
   ::sigprocmask(SIG_BLOCK, &mask, &old_mask);
   UniqueFd signal_fd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_w.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_w.get(), STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);  // Ctrl-C reaches hvdrun, which forwards it once
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, c_argv[0], &actions, &attr, c_argv.data(), c_env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  out_w.reset();
-  err_w.reset();
-  if (rc != 0) {
+  ChildProcess child = spawn_child(argv, env, /*stdin_pipe=*/false);
+  if (child.error != 0) {
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    throw UsageError(fmt::format("--mpi: cannot start {}: {}", argv.front(), std::strerror(rc)),
-                     "install Open MPI 4 (Debian: openmpi-bin)");
+    throw UsageError(
+        fmt::format("--mpi: cannot start {}: {}", argv.front(), std::strerror(child.error)),
+        "install Open MPI 4 (Debian: openmpi-bin)");
   }
+  const pid_t pid = child.pid;
+  UniqueFd out_r = std::move(child.stdout_r), err_r = std::move(child.stderr_r);
 
   OutputRouter router(STDOUT_FILENO, STDERR_FILENO, options.output_dir);
   std::string mpirun_text;  // mpirun's own (untagged) lines, for the failure report

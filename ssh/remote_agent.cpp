@@ -12,21 +12,12 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "common/fd_io.h"
 
 namespace hvd::ssh {
 namespace {
 
 constexpr auto kLingerAfterEof = std::chrono::seconds(3);
-
-void write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the launcher is gone; the agent notices EOF on its stdin
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
 
 // Moves bytes between the channel and the local sockets until the agent exits or the link or
 // the launcher goes away. Runs on its own thread, which owns the session.
@@ -45,7 +36,8 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
         const int n = ssh_channel_read_nonblocking(ch, buf.data(), buf.size(), is_stderr);
         if (n > 0) {
           const int fd = is_stderr ? log.get() : frames.get();
-          if (fd >= 0) write_all(fd, buf.data(), static_cast<size_t>(n));
+          // A failed write means the launcher is gone; the agent then sees EOF on its stdin.
+          if (fd >= 0) write_all(fd, std::string_view(buf.data(), static_cast<size_t>(n)));
           progress = true;
         }
       }

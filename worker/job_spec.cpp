@@ -6,6 +6,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "worker/contract/env_table.h"
 #include "worker/protocol.h"
 
 namespace hvd::worker {
@@ -33,14 +34,6 @@ const json& need(const json& doc, const char* key, json::value_t type) {
   return value;
 }
 
-bool valid_env_name(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  }
-  return true;
-}
-
 void validate(const JobSpec& spec) {
   if (spec.protocol != kProtocolVersion) {
     throw Error(fmt::format("job spec: protocol {} but this agent speaks {}", spec.protocol,
@@ -60,7 +53,7 @@ void validate(const JobSpec& spec) {
   for (const RankSpec& rank : spec.ranks) {
     if (rank.rank < 0) throw Error(fmt::format("job spec: negative rank {}", rank.rank));
     for (const auto& [name, value] : rank.env) {
-      if (!valid_env_name(name)) {
+      if (!contract::is_valid_env_name(name)) {
         throw Error(
             fmt::format("job spec: rank {}: '{}' is not a valid variable name", rank.rank, name));
       }

@@ -1,9 +1,6 @@
 #include "worker/protocol.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <cerrno>
 
 #include "common/error.h"
 
@@ -104,25 +101,6 @@ RankStarted decode_started(std::string_view payload) {
 RankExited decode_exited(std::string_view payload) {
   require_size(payload, 9, "exited");
   return {get_u32(payload, 0), payload[4] != 0, get_u32(payload, 5)};
-}
-
-bool write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-long read_some(int fd, char* buf, size_t size) {
-  while (true) {
-    const ssize_t n = ::read(fd, buf, size);
-    if (n >= 0 || errno != EINTR) return n;
-  }
 }
 
 }  // namespace hvd::worker

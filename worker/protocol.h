@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/fd_io.h"
+
 namespace hvd::worker {
 
 inline constexpr int kProtocolVersion = 1;
@@ -77,9 +79,8 @@ OutputChunk decode_output(std::string_view payload);
 RankStarted decode_started(std::string_view payload);
 RankExited decode_exited(std::string_view payload);
 
-// Blocking helpers on a file descriptor (EINTR-safe). write_all returns false if the peer is
-// gone (EPIPE); read_some returns 0 at EOF.
-bool write_all(int fd, std::string_view bytes);
-long read_some(int fd, char* buf, size_t size);
+// The fd helpers live in common/fd_io.h; re-exported here for the protocol's users.
+using hvd::read_some;
+using hvd::write_all;
 
 }  // namespace hvd::worker

@@ -1,6 +1,8 @@
 #include "worker/contract/env_table.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 
 namespace hvd::contract {
 namespace {
@@ -29,6 +31,13 @@ constexpr std::array<const EnvVar*, 18> kTable{
 }  // namespace
 
 std::span<const EnvVar* const> env_table() { return kTable; }
+
+bool is_valid_env_name(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
 
 const EnvVar* find_env_var(std::string_view name) {
   for (const EnvVar* var : kTable) {

@@ -73,6 +73,9 @@ std::span<const EnvVar* const> env_table();
 // The variable named `name`, or nullptr.
 const EnvVar* find_env_var(std::string_view name);
 
+// Letters, digits and '_', not starting with a digit: what a rank's environment may name.
+bool is_valid_env_name(std::string_view name);
+
 // The prefix reserved for kInternal variables.
 inline constexpr std::string_view kInternalPrefix = "HVD_";
 
