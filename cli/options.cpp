@@ -216,6 +216,10 @@ void validate(const Options& o) {
         "use accept-new (record unknown host keys) or strict (refuse them); hvdrun never "
         "accepts a changed key");
   }
+  if (o.mpi_args && !o.mpi) {
+    throw UsageError("--mpi-args was given without --mpi",
+                     "add --mpi to launch through mpirun, or drop --mpi-args");
+  }
   if (o.ssh_concurrency < 1 || o.ssh_concurrency > 1024) {
     throw UsageError(fmt::format("--ssh-concurrency {}: must be 1 to 1024", o.ssh_concurrency),
                      "e.g. --ssh-concurrency 16");
