@@ -28,9 +28,13 @@ constexpr std::array<const EnvVar*, 18> kTable{
     &kAdvertiseAddr,
 };
 
+constexpr std::array<const EnvVar*, 3> kKnobs{&kCpuOperations, &kGlooTimeout, &kLogLevel};
+
 }  // namespace
 
 std::span<const EnvVar* const> env_table() { return kTable; }
+
+std::span<const EnvVar* const> knob_table() { return kKnobs; }
 
 bool is_valid_env_name(std::string_view name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;

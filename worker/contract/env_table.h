@@ -13,6 +13,7 @@ namespace hvd::contract {
 enum class EnvKind {
   kPerRank,   // set by hvdrun for each rank; always wins over an inherited value
   kInternal,  // HVD_*: launcher->runtime internals; set by hvdrun, never forwarded from the user
+  kKnob,      // HOROVOD_* settings the user (or an hvdrun flag) sets and libhvd reads
 };
 
 enum class EnvType { kInt, kString, kAddress, kPort, kSecret };
@@ -22,6 +23,7 @@ struct EnvVar {
   EnvKind kind;
   EnvType type;
   std::string_view meaning;
+  std::string_view default_value = {};  // knobs: the value when unset
 };
 
 // Horovod's names (https://horovod.readthedocs.io: hvd.rank() etc.).
@@ -67,8 +69,21 @@ inline constexpr EnvVar kAdvertiseAddr{
     "HVD_ADVERTISE_ADDR", EnvKind::kInternal, EnvType::kAddress,
     "address this rank's TCP transport binds to: the one its host was reached at"};
 
-// Every variable above, in documentation order.
+// libhvd's knobs (Horovod's names). Forwarded by the HOROVOD_* allow-list, never per rank.
+inline constexpr EnvVar kCpuOperations{"HOROVOD_CPU_OPERATIONS", EnvKind::kKnob, EnvType::kString,
+                                       "engine for host tensors: mpi or gloo", "automatic"};
+inline constexpr EnvVar kGlooTimeout{
+    "HOROVOD_GLOO_TIMEOUT_SECONDS", EnvKind::kKnob, EnvType::kInt,
+    "seconds a Gloo rendezvous or collective may wait for a peer before failing", "30"};
+inline constexpr EnvVar kLogLevel{"HOROVOD_LOG_LEVEL", EnvKind::kKnob, EnvType::kString,
+                                  "libhvd's log level: trace, debug, info, warning, error",
+                                  "warning"};
+
+// Every contract variable above (per rank and internal), in documentation order.
 std::span<const EnvVar* const> env_table();
+
+// Every knob, in documentation order.
+std::span<const EnvVar* const> knob_table();
 
 // The variable named `name`, or nullptr.
 const EnvVar* find_env_var(std::string_view name);

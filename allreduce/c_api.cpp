@@ -1,0 +1,136 @@
+// The C API (hvd/hvd.h): the C++ API with exceptions turned into a status and a per-thread
+// last-error message.
+#include <string>
+#include <vector>
+
+#include "hvd/hvd.h"
+#include "hvd/hvd.hpp"
+
+namespace {
+
+thread_local std::string last_error;
+thread_local std::string backend;  // keeps hvd_backend_name()'s string alive
+
+template <class Body>
+hvd_status guarded(Body&& body) {
+  try {
+    body();
+    return HVD_OK;
+  } catch (const hvd::RuntimeError& e) {
+    last_error = e.what();
+    return e.status();
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return HVD_ERR_INTERNAL;
+  }
+}
+
+hvd_status bad_argument(const char* what) {
+  last_error = what;
+  return HVD_ERR_INVALID_ARGUMENT;
+}
+
+hvd::Tensor flat(const void* data, size_t count, hvd_dtype dtype) {
+  return hvd::Tensor{const_cast<void*>(data), static_cast<hvd::DataType>(dtype),
+                     {static_cast<std::int64_t>(count)}};
+}
+
+hvd::Allocator c_allocator(hvd_alloc_fn alloc, void* user, size_t* out_count) {
+  return [=](const std::vector<std::int64_t>& shape, size_t bytes) -> void* {
+    *out_count = static_cast<size_t>(shape.at(0));
+    return alloc(bytes, user);
+  };
+}
+
+template <class F>
+hvd_status topology(int* out, F getter) {
+  if (out == nullptr) return bad_argument("the output pointer is NULL");
+  return guarded([&] { *out = getter(); });
+}
+
+}  // namespace
+
+extern "C" {
+
+hvd_status hvd_init(void) { return guarded([] { hvd::init(); }); }
+hvd_status hvd_shutdown(void) { return guarded([] { hvd::shutdown(); }); }
+int hvd_is_initialized(void) { return hvd::is_initialized() ? 1 : 0; }
+
+hvd_status hvd_rank(int* out) { return topology(out, hvd::rank); }
+hvd_status hvd_size(int* out) { return topology(out, hvd::size); }
+hvd_status hvd_local_rank(int* out) { return topology(out, hvd::local_rank); }
+hvd_status hvd_local_size(int* out) { return topology(out, hvd::local_size); }
+hvd_status hvd_cross_rank(int* out) { return topology(out, hvd::cross_rank); }
+hvd_status hvd_cross_size(int* out) { return topology(out, hvd::cross_size); }
+
+const char* hvd_backend_name(void) {
+  if (!hvd::is_initialized()) return nullptr;
+  if (guarded([] { backend = hvd::backend_name(); }) != HVD_OK) return nullptr;
+  return backend.c_str();
+}
+
+hvd_status hvd_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype, hvd_op op,
+                         double prescale, double postscale) {
+  return guarded([&] {
+    hvd::allreduce(flat(in, count, dtype), flat(out, count, dtype),
+                   hvd::AllreduceOptions{static_cast<hvd::ReduceOp>(op), prescale, postscale});
+  });
+}
+
+hvd_status hvd_broadcast(void* data, size_t count, hvd_dtype dtype, int root) {
+  return guarded([&] { hvd::broadcast(flat(data, count, dtype), root); });
+}
+
+hvd_status hvd_allgather(const void* in, size_t count, hvd_dtype dtype, hvd_alloc_fn alloc,
+                         void* user, size_t* out_count) {
+  if (alloc == nullptr || out_count == nullptr) {
+    return bad_argument("hvd_allgather: alloc and out_count must not be NULL");
+  }
+  return guarded(
+      [&] { hvd::allgather(flat(in, count, dtype), c_allocator(alloc, user, out_count)); });
+}
+
+hvd_status hvd_reducescatter(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
+                             hvd_alloc_fn alloc, void* user, size_t* out_count) {
+  if (alloc == nullptr || out_count == nullptr) {
+    return bad_argument("hvd_reducescatter: alloc and out_count must not be NULL");
+  }
+  return guarded([&] {
+    hvd::reducescatter(flat(in, count, dtype), c_allocator(alloc, user, out_count),
+                       static_cast<hvd::ReduceOp>(op));
+  });
+}
+
+hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* splits, hvd_dtype dtype,
+                        hvd_alloc_fn alloc, void* user, size_t* out_count, int64_t* recv_splits) {
+  if (alloc == nullptr || out_count == nullptr) {
+    return bad_argument("hvd_alltoall: alloc and out_count must not be NULL");
+  }
+  return guarded([&] {
+    std::vector<std::int64_t> send;
+    if (splits != nullptr) send.assign(splits, splits + hvd::size());
+    const auto received =
+        hvd::alltoall(flat(in, count, dtype), send, c_allocator(alloc, user, out_count));
+    if (recv_splits != nullptr) std::copy(received.begin(), received.end(), recv_splits);
+  });
+}
+
+hvd_status hvd_barrier(void) { return guarded([] { hvd::barrier(); }); }
+
+const char* hvd_last_error(void) { return last_error.c_str(); }
+
+const char* hvd_status_name(hvd_status status) {
+  switch (status) {
+    case HVD_OK: return "HVD_OK";
+    case HVD_ERR_NOT_INITIALIZED: return "HVD_ERR_NOT_INITIALIZED";
+    case HVD_ERR_INVALID_ARGUMENT: return "HVD_ERR_INVALID_ARGUMENT";
+    case HVD_ERR_UNSUPPORTED: return "HVD_ERR_UNSUPPORTED";
+    case HVD_ERR_CONFIG: return "HVD_ERR_CONFIG";
+    case HVD_ERR_BACKEND: return "HVD_ERR_BACKEND";
+    case HVD_ERR_TIMEOUT: return "HVD_ERR_TIMEOUT";
+    case HVD_ERR_INTERNAL: return "HVD_ERR_INTERNAL";
+  }
+  return "HVD_ERR_UNKNOWN";
+}
+
+}  // extern "C"

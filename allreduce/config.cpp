@@ -1,0 +1,163 @@
+#include "allreduce/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "allreduce/status_error.h"
+#include "worker/contract/env_table.h"
+
+namespace hvd::runtime {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string value_of(const contract::EnvGetter& getenv, std::string_view name) {
+  const char* v = getenv(std::string(name).c_str());
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+[[noreturn]] void bad_value(std::string_view name, const std::string& value,
+                            const std::string& allowed) {
+  throw StatusError(HVD_ERR_CONFIG, fmt::format("{}={:?} is not valid", name, value),
+                    fmt::format("use {}, or unset it", allowed));
+}
+
+std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
+  const std::string v = value_of(getenv, contract::kGlooTimeout.name);
+  if (v.empty()) return std::chrono::seconds(30);
+  int seconds = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
+  if (ec != std::errc() || end != v.data() + v.size() || seconds < 1 || seconds > 86400) {
+    bad_value(contract::kGlooTimeout.name, v, "a whole number of seconds from 1 to 86400");
+  }
+  return std::chrono::seconds(seconds);
+}
+
+Launcher detect_launcher(const contract::EnvGetter& getenv) {
+  if (!value_of(getenv, contract::kRendezvousAddr.name).empty()) return Launcher::kHvdrunNative;
+  if (!value_of(getenv, "OMPI_COMM_WORLD_SIZE").empty()) return Launcher::kMpirun;
+  return Launcher::kNone;
+}
+
+BackendKind choose_backend(const contract::EnvGetter& getenv, Launcher launcher,
+                           BuildFacts build) {
+  const std::string requested = lower(value_of(getenv, contract::kCpuOperations.name));
+  BackendKind kind;
+  if (requested.empty()) {
+    kind = launcher == Launcher::kMpirun                  ? BackendKind::kMpi
+           : launcher == Launcher::kHvdrunNative           ? BackendKind::kGloo
+           : build.has_gloo                                ? BackendKind::kGloo
+                                                           : BackendKind::kMpi;
+  } else if (requested == "mpi") {
+    kind = BackendKind::kMpi;
+  } else if (requested == "gloo") {
+    kind = BackendKind::kGloo;
+  } else {
+    bad_value(contract::kCpuOperations.name, value_of(getenv, contract::kCpuOperations.name),
+              "mpi or gloo");
+  }
+  const bool built = kind == BackendKind::kMpi ? build.has_mpi : build.has_gloo;
+  if (!built) {
+    throw StatusError(
+        HVD_ERR_UNSUPPORTED,
+        fmt::format("this libhvd was built without the {} backend{}", backend_name(kind),
+                    requested.empty() ? "" : fmt::format(" ({}={})", contract::kCpuOperations.name,
+                                                         requested)),
+        kind == BackendKind::kMpi
+            ? "rebuild with Open MPI (libopenmpi-dev, -DHVD_WITH_MPI=ON), or use Gloo"
+            : "rebuild with Gloo (libgloo-dev, -DHVD_WITH_GLOO=ON), or run under mpirun");
+  }
+  if (kind == BackendKind::kGloo && launcher == Launcher::kMpirun) {
+    throw StatusError(HVD_ERR_CONFIG,
+                      "Gloo needs hvdrun's rendezvous, but this process was started by mpirun "
+                      "(OMPI_COMM_WORLD_SIZE is set, HVD_RENDEZVOUS_ADDR is not)",
+                      fmt::format("unset {} (MPI is used under mpirun), or launch with hvdrun "
+                                  "without --mpi",
+                                  contract::kCpuOperations.name));
+  }
+  if (kind == BackendKind::kMpi && launcher == Launcher::kHvdrunNative) {
+    throw StatusError(HVD_ERR_CONFIG,
+                      fmt::format("{}=mpi, but hvdrun started this rank natively, not through "
+                                  "mpirun, so MPI cannot connect the ranks",
+                                  contract::kCpuOperations.name),
+                      "launch with `hvdrun --mpi ...`, or unset HOROVOD_CPU_OPERATIONS");
+  }
+  return kind;
+}
+
+}  // namespace
+
+const char* backend_name(BackendKind kind) { return kind == BackendKind::kMpi ? "mpi" : "gloo"; }
+
+const char* launcher_name(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kHvdrunNative: return "hvdrun";
+    case Launcher::kMpirun: return "mpirun";
+    case Launcher::kNone: return "none";
+  }
+  return "none";
+}
+
+RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
+  RuntimeConfig config;
+  config.launcher = detect_launcher(getenv);
+  config.backend = choose_backend(getenv, config.launcher, build);
+  config.gloo_timeout = read_timeout(getenv);
+  const std::string level = lower(value_of(getenv, contract::kLogLevel.name));
+  if (!level.empty()) {
+    static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warning", "error",
+                                                   "fatal"};
+    if (std::find(std::begin(kLevels), std::end(kLevels), level) == std::end(kLevels)) {
+      bad_value(contract::kLogLevel.name, value_of(getenv, contract::kLogLevel.name),
+                "trace, debug, info, warning, error or fatal");
+    }
+    config.log_level = level;
+  }
+
+  if (config.launcher == Launcher::kHvdrunNative) {
+    const auto topology = contract::read_topology(getenv);
+    if (!topology) {
+      throw StatusError(HVD_ERR_CONFIG,
+                        "HVD_RENDEZVOUS_ADDR is set but HOROVOD_RANK is not: this environment "
+                        "is not a complete hvdrun launch",
+                        "start the program with hvdrun, or unset HVD_RENDEZVOUS_ADDR");
+    }
+    config.topology = *topology;
+    config.rendezvous_addr = value_of(getenv, contract::kRendezvousAddr.name);
+    config.rendezvous_token = value_of(getenv, contract::kRendezvousToken.name);
+    config.job_id = value_of(getenv, contract::kJobId.name);
+    config.advertise_addr = value_of(getenv, contract::kAdvertiseAddr.name);
+    for (auto [name, value] : {std::pair{contract::kRendezvousToken.name, &config.rendezvous_token},
+                               std::pair{contract::kJobId.name, &config.job_id},
+                               std::pair{contract::kAdvertiseAddr.name, &config.advertise_addr}}) {
+      if (value->empty()) {
+        throw StatusError(HVD_ERR_CONFIG,
+                          fmt::format("HVD_RENDEZVOUS_ADDR is set but {} is empty or unset: this "
+                                      "environment is not a complete hvdrun launch",
+                                      name),
+                          "start the program with hvdrun; HVD_* variables are hvdrun's own");
+      }
+    }
+  } else if (config.launcher == Launcher::kNone) {
+    const auto topology = contract::read_topology(getenv);
+    if (topology && topology->size > 1) {
+      throw StatusError(
+          HVD_ERR_CONFIG,
+          fmt::format("HOROVOD_SIZE={} but neither hvdrun's rendezvous (HVD_RENDEZVOUS_ADDR) nor "
+                      "mpirun's environment (OMPI_COMM_WORLD_SIZE) is present",
+                      topology->size),
+          "start the program with hvdrun or mpirun, or unset the HOROVOD_* topology variables");
+    }
+    config.advertise_addr = "127.0.0.1";
+  }
+  return config;
+}
+
+}  // namespace hvd::runtime

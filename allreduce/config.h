@@ -1,0 +1,46 @@
+// What libhvd learns from its environment at init(): who launched it, where it sits, which
+// engine to use and the engine's settings. Read once, strictly: a bad value is an error naming
+// the variable, its value and what is allowed. Pure (the environment comes in as a getter).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "worker/contract/topology.h"
+
+namespace hvd::runtime {
+
+enum class Launcher {
+  kHvdrunNative,  // hvdrun's native launch: HOROVOD_* topology and a rendezvous (HVD_*)
+  kMpirun,        // Open MPI's mpirun (also hvdrun --mpi): OMPI_COMM_WORLD_*
+  kNone,          // a process started on its own: size 1
+};
+
+enum class BackendKind { kMpi, kGloo };
+
+struct BuildFacts {
+  bool has_mpi = false;
+  bool has_gloo = false;
+};
+
+struct RuntimeConfig {
+  Launcher launcher = Launcher::kNone;
+  BackendKind backend = BackendKind::kGloo;
+  contract::RankTopology topology;  // native: from HOROVOD_*; mpirun: filled in by MPI
+  std::string rendezvous_addr;      // host:port, native launch only
+  std::string rendezvous_token;
+  std::string job_id;
+  std::string advertise_addr;  // where this rank's Gloo device binds; 127.0.0.1 alone
+  std::chrono::seconds gloo_timeout{30};
+  std::string log_level = "warning";
+};
+
+// Throws StatusError(HVD_ERR_CONFIG) for a bad or inconsistent environment, and
+// StatusError(HVD_ERR_UNSUPPORTED) for an engine this build lacks.
+RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build);
+
+const char* backend_name(BackendKind kind);
+const char* launcher_name(Launcher launcher);
+
+}  // namespace hvd::runtime

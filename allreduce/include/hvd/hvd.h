@@ -1,0 +1,105 @@
+/* libhvd's C API: collectives for programs in any language.
+ *
+ * Every call returns an hvd_status; on failure hvd_last_error() holds a message (per thread) that
+ * says what failed, where, and what to do. Calls are thread-safe; collectives run one at a time in
+ * the order each rank calls them, and every rank must call the same collectives in the same order.
+ * Buffers are host memory (the C++ API, hvd/hvd.hpp, also describes device tensors).
+ *
+ * This header includes nothing but the C standard library, so any program can use it. */
+#ifndef HVD_HVD_H_
+#define HVD_HVD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define HVD_API __attribute__((visibility("default")))
+#else
+#define HVD_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hvd_status {
+  HVD_OK = 0,
+  HVD_ERR_NOT_INITIALIZED = 1, /* called before hvd_init() or after hvd_shutdown() */
+  HVD_ERR_INVALID_ARGUMENT = 2, /* a bad buffer, count, type, op or root on this rank */
+  HVD_ERR_UNSUPPORTED = 3,      /* this build or backend cannot do it (e.g. no NCCL) */
+  HVD_ERR_CONFIG = 4,           /* bad environment: HOROVOD_* / HVD_* values, backend choice */
+  HVD_ERR_BACKEND = 5,          /* the engine (MPI, Gloo) failed: usually a peer died */
+  HVD_ERR_TIMEOUT = 6,          /* a peer did not join or answer in time */
+  HVD_ERR_INTERNAL = 7          /* a bug in libhvd: please report it */
+} hvd_status;
+
+typedef enum hvd_dtype {
+  HVD_UINT8 = 0,
+  HVD_INT8 = 1,
+  HVD_INT32 = 2,
+  HVD_INT64 = 3,
+  HVD_FLOAT16 = 4,  /* IEEE 754 binary16 */
+  HVD_BFLOAT16 = 5, /* the upper 16 bits of a float32 */
+  HVD_FLOAT32 = 6,
+  HVD_FLOAT64 = 7
+} hvd_dtype;
+
+typedef enum hvd_op {
+  HVD_SUM = 0,
+  HVD_AVERAGE = 1, /* sum / size; integer types truncate toward zero */
+  HVD_MIN = 2,
+  HVD_MAX = 3,
+  HVD_PRODUCT = 4
+} hvd_op;
+
+/* Allocates `bytes` bytes for an output whose size is known only during the call (allgather,
+ * reducescatter, alltoall). Returns NULL to fail the call. `user` is passed through. */
+typedef void* (*hvd_alloc_fn)(size_t bytes, void* user);
+
+HVD_API hvd_status hvd_init(void);     /* idempotent; reads the launcher's environment */
+HVD_API hvd_status hvd_shutdown(void); /* idempotent; no call but hvd_last_error after it */
+HVD_API int hvd_is_initialized(void);
+
+HVD_API hvd_status hvd_rank(int* out);
+HVD_API hvd_status hvd_size(int* out);
+HVD_API hvd_status hvd_local_rank(int* out);
+HVD_API hvd_status hvd_local_size(int* out);
+HVD_API hvd_status hvd_cross_rank(int* out);
+HVD_API hvd_status hvd_cross_size(int* out);
+/* "mpi" or "gloo"; NULL when not initialised. The string lives until hvd_shutdown(). */
+HVD_API const char* hvd_backend_name(void);
+
+/* `count` elements of `in` reduced across ranks into `out` (in == out for in place). The input
+ * is multiplied by `prescale` before and the result by `postscale` after the reduction
+ * (floating-point types only; pass 1.0 otherwise). */
+HVD_API hvd_status hvd_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype,
+                                 hvd_op op, double prescale, double postscale);
+/* `count` elements of `data` on rank `root` copied to every rank's `data`. */
+HVD_API hvd_status hvd_broadcast(void* data, size_t count, hvd_dtype dtype, int root);
+/* Every rank's `count` elements (counts may differ), concatenated in rank order into a buffer
+ * from `alloc`; its element count goes to *out_count. */
+HVD_API hvd_status hvd_allgather(const void* in, size_t count, hvd_dtype dtype, hvd_alloc_fn alloc,
+                                 void* user, size_t* out_count);
+/* The element-wise reduction (HVD_SUM or HVD_AVERAGE) of every rank's `count` elements (the same
+ * count everywhere), split into `size` blocks, the first count % size one element longer; rank r
+ * receives block r. */
+HVD_API hvd_status hvd_reducescatter(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
+                                     hvd_alloc_fn alloc, void* user, size_t* out_count);
+/* `splits[i]` elements (in order) go to rank i; splits == NULL sends count / size to each rank
+ * (count must divide evenly). Received blocks are concatenated in rank order; if `recv_splits`
+ * is not NULL it receives `size` entries: the elements received from each rank. */
+HVD_API hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* splits,
+                                hvd_dtype dtype, hvd_alloc_fn alloc, void* user, size_t* out_count,
+                                int64_t* recv_splits);
+HVD_API hvd_status hvd_barrier(void);
+
+/* The message of this thread's last failed call ("" if none). Valid until the next call. */
+HVD_API const char* hvd_last_error(void);
+/* "HVD_OK", "HVD_ERR_TIMEOUT", ... */
+HVD_API const char* hvd_status_name(hvd_status status);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HVD_HVD_H_ */

@@ -1,0 +1,220 @@
+// libhvd's C++ API: Horovod's collectives for a C++ training program.
+//
+//   hvd::init();                                   // reads hvdrun's or mpirun's environment
+//   std::vector<float> grad = ...;
+//   hvd::allreduce(std::span<float>(grad));        // average across ranks, in place
+//   hvd::shutdown();
+//
+// Every op takes a Tensor: a non-owning view of a buffer (data, dtype, shape, device, stream).
+// Ops whose output size is known only during the call (allgather, reducescatter, alltoall) take
+// an Allocator, or return an owning Buffer. Errors are thrown as hvd::RuntimeError with a
+// status (hvd_status in hvd/hvd.h) and a message that says what to do.
+//
+// Threading: calls are thread-safe and run one at a time; every rank must issue the same
+// collectives in the same order. This header includes only the C++ standard library.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "hvd/hvd.h"
+
+namespace hvd {
+
+enum class DataType : int {
+  kUInt8 = HVD_UINT8,
+  kInt8 = HVD_INT8,
+  kInt32 = HVD_INT32,
+  kInt64 = HVD_INT64,
+  kFloat16 = HVD_FLOAT16,
+  kBFloat16 = HVD_BFLOAT16,
+  kFloat32 = HVD_FLOAT32,
+  kFloat64 = HVD_FLOAT64,
+};
+
+enum class ReduceOp : int {
+  kSum = HVD_SUM,
+  kAverage = HVD_AVERAGE,  // sum / size; integer types truncate toward zero
+  kMin = HVD_MIN,
+  kMax = HVD_MAX,
+  kProduct = HVD_PRODUCT,
+};
+
+// 16-bit floating-point storage types. Convert with to_float()/from_float().
+struct float16 {
+  std::uint16_t bits = 0;
+};
+struct bfloat16 {
+  std::uint16_t bits = 0;
+};
+HVD_API float to_float(float16 value);
+HVD_API float to_float(bfloat16 value);
+HVD_API float16 float16_from(float value);    // round to nearest even
+HVD_API bfloat16 bfloat16_from(float value);  // round to nearest even
+
+HVD_API std::size_t element_size(DataType dtype);
+HVD_API const char* dtype_name(DataType dtype);  // "float32", ...
+HVD_API const char* op_name(ReduceOp op);        // "sum", ...
+
+// Where a tensor's memory lives.
+struct Device {
+  enum class Kind : int { kCPU = 0, kCUDA = 1 };
+  Kind kind = Kind::kCPU;
+  int id = -1;  // CUDA device ordinal; -1 for the CPU
+  static Device cpu() { return {}; }
+  static Device cuda(int ordinal) { return {Kind::kCUDA, ordinal}; }
+  bool operator==(const Device&) const = default;
+};
+
+// A non-owning view of a dense, row-major buffer. The caller keeps the memory alive (and, for
+// CUDA tensors, ordered on `stream`) until the op that uses it has completed.
+struct Tensor {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<std::int64_t> shape;  // empty: a scalar (one element)
+  Device device{};
+  void* stream = nullptr;  // cudaStream_t for CUDA tensors; nullptr: the default stream
+
+  std::int64_t num_elements() const {
+    std::int64_t n = 1;
+    for (std::int64_t d : shape) n *= d;
+    return n;
+  }
+  std::size_t byte_size() const {
+    return static_cast<std::size_t>(num_elements()) * element_size(dtype);
+  }
+};
+
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<std::uint8_t> : std::integral_constant<DataType, DataType::kUInt8> {};
+template <>
+struct dtype_of<std::int8_t> : std::integral_constant<DataType, DataType::kInt8> {};
+template <>
+struct dtype_of<std::int32_t> : std::integral_constant<DataType, DataType::kInt32> {};
+template <>
+struct dtype_of<std::int64_t> : std::integral_constant<DataType, DataType::kInt64> {};
+template <>
+struct dtype_of<float16> : std::integral_constant<DataType, DataType::kFloat16> {};
+template <>
+struct dtype_of<bfloat16> : std::integral_constant<DataType, DataType::kBFloat16> {};
+template <>
+struct dtype_of<float> : std::integral_constant<DataType, DataType::kFloat32> {};
+template <>
+struct dtype_of<double> : std::integral_constant<DataType, DataType::kFloat64> {};
+
+// A 1-D CPU tensor over `count` elements at `data`.
+template <class T>
+Tensor tensor(T* data, std::size_t count) {
+  using U = std::remove_const_t<T>;
+  return Tensor{const_cast<U*>(data), dtype_of<U>::value, {static_cast<std::int64_t>(count)}};
+}
+template <class T>
+Tensor tensor(std::span<T> data) {
+  return tensor(data.data(), data.size());
+}
+
+// The error every call throws. status() is the same code the C API returns.
+class HVD_API RuntimeError : public std::runtime_error {
+ public:
+  RuntimeError(hvd_status status, const std::string& message);
+  hvd_status status() const noexcept { return status_; }
+
+ private:
+  hvd_status status_;
+};
+
+// An owning result for ops whose output size is known only during the call.
+struct Buffer {
+  DataType dtype = DataType::kFloat32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> bytes;
+
+  Tensor view() { return Tensor{bytes.data(), dtype, shape}; }
+  template <class T>
+  std::span<const T> as() const {
+    return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
+};
+
+// Returns `bytes` bytes of storage for an output of `shape` (on the input's device).
+using Allocator = std::function<void*(const std::vector<std::int64_t>& shape, std::size_t bytes)>;
+
+// ---- Lifecycle and topology ----
+HVD_API void init();      // idempotent; throws RuntimeError on a bad environment or engine
+HVD_API void shutdown();  // idempotent; nothing but init() may be called after it
+HVD_API bool is_initialized();
+HVD_API int rank();
+HVD_API int size();
+HVD_API int local_rank();
+HVD_API int local_size();
+HVD_API int cross_rank();
+HVD_API int cross_size();
+HVD_API std::string backend_name();  // "mpi" or "gloo"
+
+// ---- Collectives ----
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kAverage;  // Horovod's default
+  double prescale = 1.0;             // floating-point types only
+  double postscale = 1.0;
+};
+
+// out = reduce over ranks of (prescale * in), times postscale. `out` may be `in` (in place);
+// both must have the same dtype, element count and device.
+HVD_API void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options = {});
+inline void allreduce(const Tensor& inout, const AllreduceOptions& options = {}) {
+  allreduce(inout, inout, options);
+}
+template <class T>
+void allreduce(std::span<T> data, ReduceOp op = ReduceOp::kAverage) {
+  allreduce(tensor(data), AllreduceOptions{op});
+}
+
+// Root's data to every rank, in place. Every rank passes the same root, dtype and shape.
+HVD_API void broadcast(const Tensor& inout, int root);
+template <class T>
+void broadcast(std::span<T> data, int root) {
+  broadcast(tensor(data), root);
+}
+
+// Every rank's tensor concatenated along the first dimension, in rank order. The first
+// dimension may differ between ranks; the others must match.
+HVD_API void allgather(const Tensor& in, const Allocator& allocate);
+HVD_API Buffer allgather(const Tensor& in);
+template <class T>
+std::vector<T> allgather(std::span<const T> data) {
+  std::vector<T> out;
+  allgather(tensor(data), [&out](const std::vector<std::int64_t>& shape, std::size_t) -> void* {
+    out.resize(static_cast<std::size_t>(shape.at(0)));
+    return out.data();
+  });
+  return out;
+}
+
+// The reduction (kSum or kAverage) of every rank's tensor (same shape everywhere), split along
+// the first dimension into size() blocks, the first (dim0 % size) one row longer; rank r gets
+// block r.
+HVD_API void reducescatter(const Tensor& in, const Allocator& allocate,
+                           ReduceOp op = ReduceOp::kAverage);
+HVD_API Buffer reducescatter(const Tensor& in, ReduceOp op = ReduceOp::kAverage);
+
+// Rows [offset_i, offset_i + splits[i]) of `in` go to rank i (empty splits: dim0 / size each).
+// Received blocks are concatenated in rank order; returns the rows received from each rank.
+HVD_API std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
+                                           const Allocator& allocate);
+struct AlltoallResult {
+  Buffer output;
+  std::vector<std::int64_t> received_splits;
+};
+HVD_API AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits = {});
+
+HVD_API void barrier();
+
+}  // namespace hvd

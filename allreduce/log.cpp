@@ -1,0 +1,28 @@
+#include "allreduce/log.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+
+namespace hvd::runtime {
+
+spdlog::logger& logger() {
+  static spdlog::logger instance = [] {
+    spdlog::logger l("hvd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l.set_pattern("[hvd] %l: %v");
+    l.set_level(spdlog::level::warn);
+    return l;
+  }();
+  return instance;
+}
+
+void configure_logger(int rank, const std::string& level) {
+  logger().set_pattern(fmt::format("[hvd rank {}] %l: %v", rank));
+  if (level == "fatal") {
+    logger().set_level(spdlog::level::critical);
+  } else if (level == "warning") {
+    logger().set_level(spdlog::level::warn);
+  } else {
+    logger().set_level(spdlog::level::from_str(level));
+  }
+}
+
+}  // namespace hvd::runtime

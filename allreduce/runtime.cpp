@@ -1,0 +1,310 @@
+#include "allreduce/runtime.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "allreduce/dtype.h"
+#include "allreduce/kernels.h"
+#include "allreduce/log.h"
+#include "allreduce/status_error.h"
+#include "hvd/build_config.h"
+
+#if HVD_BUILD_HAS_GLOO
+#include <gloo/rendezvous/hash_store.h>
+
+#include "allreduce/gloo_backend.h"
+#include "allreduce/http_store.h"
+#endif
+#if HVD_BUILD_HAS_MPI
+#include "allreduce/mpi_backend.h"
+#endif
+
+namespace hvd::runtime {
+namespace {
+
+constexpr std::size_t kMaxDims = 10;  // allgather/alltoall/reducescatter shape records
+
+[[noreturn]] void invalid(const std::string& what, std::string hint = {}) {
+  throw StatusError(HVD_ERR_INVALID_ARGUMENT, what, std::move(hint));
+}
+
+void check_tensor(const char* op, const char* role, const Tensor& t) {
+  if (!is_valid(t.dtype)) {
+    invalid(fmt::format("{}: the {} has an invalid dtype ({})", op, role,
+                        static_cast<int>(t.dtype)));
+  }
+  for (std::int64_t d : t.shape) {
+    if (d < 0) invalid(fmt::format("{}: the {} has a negative dimension: {}", op, role, describe(t)));
+  }
+  if (t.device.kind == Device::Kind::kCUDA) {
+    throw StatusError(HVD_ERR_UNSUPPORTED,
+                      fmt::format("{} of a {}: this libhvd has no GPU backend yet", op, describe(t)),
+                      "copy the tensor to host memory; NCCL support is a later release");
+  }
+  if (t.device.kind != Device::Kind::kCPU) {
+    invalid(fmt::format("{}: the {} has an unknown device kind", op, role));
+  }
+  if (t.data == nullptr && t.num_elements() > 0) {
+    invalid(fmt::format("{}: the {} ({}) has a null data pointer", op, role, describe(t)));
+  }
+}
+
+void check_rows(const char* op, const Tensor& t) {
+  if (t.shape.empty() || t.shape.size() > kMaxDims) {
+    invalid(fmt::format("{} needs a tensor with 1 to {} dimensions, got {}", op, kMaxDims,
+                        describe(t)),
+            "give a scalar the shape [1]");
+  }
+}
+
+std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+std::int64_t trailing_elements(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopology& topology) {
+  if (config.backend == BackendKind::kMpi) {
+#if HVD_BUILD_HAS_MPI
+    auto backend = std::make_unique<MpiBackend>();
+    topology = backend->topology();
+    return backend;
+#endif
+  } else {
+#if HVD_BUILD_HAS_GLOO
+    topology = config.topology;
+    GlooOptions options{topology.rank, topology.size, config.advertise_addr,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout)};
+    if (config.launcher == Launcher::kHvdrunNative) {
+      HttpStore store({.address = config.rendezvous_addr,
+                       .token = config.rendezvous_token,
+                       .scope = config.job_id + ".global",
+                       .rank = topology.rank,
+                       .timeout = options.timeout});
+      return std::make_unique<GlooBackend>(options, store, store.where());
+    }
+    gloo::rendezvous::HashStore store;  // alone: size 1, nothing to meet
+    return std::make_unique<GlooBackend>(options, store, "an in-process store");
+#endif
+  }
+  throw StatusError(HVD_ERR_INTERNAL, "the configured backend is not built in");
+}
+
+}  // namespace
+
+Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(config.topology) {
+  configure_logger(topology_.rank, config.log_level);
+  backend_ = connect(config_, topology_);
+  configure_logger(topology_.rank, config.log_level);
+  logger().debug("initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
+                 "launcher {}",
+                 topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
+                 topology_.cross_rank, topology_.cross_size, backend_->name(),
+                 launcher_name(config_.launcher));
+}
+
+Runtime::~Runtime() = default;
+
+void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
+  if (is_floating(dtype)) {
+    scale(data, count, dtype, 1.0 / topology_.size);
+  } else {
+    divide_integers(data, count, dtype, topology_.size);
+  }
+}
+
+void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
+  check_tensor("allreduce", "input", in);
+  check_tensor("allreduce", "output", out);
+  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() ||
+      in.device != out.device) {
+    invalid(fmt::format("allreduce: the input ({}) and the output ({}) differ", describe(in),
+                        describe(out)),
+            "give the output the input's dtype, element count and device");
+  }
+  if (!is_valid(options.op)) {
+    invalid(fmt::format("allreduce: invalid reduce op {}", static_cast<int>(options.op)));
+  }
+  for (double s : {options.prescale, options.postscale}) {
+    if (!std::isfinite(s)) invalid(fmt::format("allreduce: scale factor {} is not finite", s));
+    if (s != 1.0 && !is_floating(in.dtype)) {
+      invalid(fmt::format("allreduce: prescale/postscale {} on a {}", s, describe(in)),
+              "scaling needs a floating-point dtype; scale integer data yourself");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto count = to_size(in.num_elements());
+  if (count == 0) return;
+  if (in.data != out.data) std::memcpy(out.data, in.data, in.byte_size());
+  if (options.prescale != 1.0) scale(out.data, count, in.dtype, options.prescale);
+  const ReduceOp op = options.op == ReduceOp::kAverage ? ReduceOp::kSum : options.op;
+  backend_->allreduce(out.data, count, in.dtype, op);
+  if (options.op == ReduceOp::kAverage) finish_average(out.data, count, in.dtype);
+  if (options.postscale != 1.0) scale(out.data, count, in.dtype, options.postscale);
+}
+
+void Runtime::broadcast(const Tensor& inout, int root) {
+  check_tensor("broadcast", "tensor", inout);
+  if (root < 0 || root >= topology_.size) {
+    invalid(fmt::format("broadcast: root rank {} is not a rank of this job (size {})", root,
+                        topology_.size),
+            fmt::format("give a root from 0 to {}", topology_.size - 1));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (inout.byte_size() == 0) return;
+  backend_->broadcast(inout.data, inout.byte_size(), root);
+}
+
+std::vector<Runtime::ShapeRecord> Runtime::exchange_shapes(const Tensor& t) {
+  // [dtype, ndim, d0 .. d9] as int64 from every rank.
+  constexpr std::size_t kWords = 2 + kMaxDims;
+  std::vector<std::int64_t> mine(kWords, 0);
+  mine[0] = static_cast<std::int64_t>(t.dtype);
+  mine[1] = static_cast<std::int64_t>(t.shape.size());
+  std::copy(t.shape.begin(), t.shape.end(), mine.begin() + 2);
+  const auto n = static_cast<std::size_t>(topology_.size);
+  std::vector<std::int64_t> all(kWords * n);
+  backend_->allgatherv(mine.data(), all.data(),
+                       std::vector<std::size_t>(n, kWords * sizeof(std::int64_t)));
+  std::vector<ShapeRecord> out(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::int64_t* w = all.data() + r * kWords;
+    out[r].dtype = static_cast<DataType>(w[0]);
+    out[r].shape.assign(w + 2, w + 2 + std::clamp<std::int64_t>(w[1], 0, kMaxDims));
+  }
+  return out;
+}
+
+void Runtime::check_same_trailing(const char* op, const std::vector<ShapeRecord>& shapes) {
+  const ShapeRecord& mine = shapes[static_cast<std::size_t>(topology_.rank)];
+  for (std::size_t r = 0; r < shapes.size(); ++r) {
+    const ShapeRecord& other = shapes[r];
+    const bool same = other.dtype == mine.dtype && other.shape.size() == mine.shape.size() &&
+                      std::equal(other.shape.begin() + 1, other.shape.end(), mine.shape.begin() + 1);
+    if (!same) {
+      invalid(fmt::format("{}: rank {} has a {} tensor of shape [{}], rank {} a {} tensor of "
+                          "shape [{}]",
+                          op, topology_.rank, dtype_name(mine.dtype), fmt::join(mine.shape, ", "),
+                          r, dtype_name(other.dtype), fmt::join(other.shape, ", ")),
+              "every rank must pass the same dtype and the same dimensions after the first");
+    }
+  }
+}
+
+void* Runtime::allocate_output(const char* op, const Allocator& allocate,
+                               const std::vector<std::int64_t>& shape, std::size_t bytes) {
+  if (!allocate) invalid(fmt::format("{}: no output allocator given", op));
+  void* p = allocate(shape, bytes);
+  if (p == nullptr && bytes > 0) {
+    invalid(fmt::format("{}: the output allocator returned null for {} bytes", op, bytes));
+  }
+  return p;
+}
+
+void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
+  check_tensor("allgather", "input", in);
+  check_rows("allgather", in);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto shapes = exchange_shapes(in);
+  check_same_trailing("allgather", shapes);
+  const std::size_t row_bytes = to_size(trailing_elements(in.shape)) * element_size(in.dtype);
+  std::vector<std::size_t> bytes;
+  std::vector<std::int64_t> out_shape = in.shape;
+  out_shape[0] = 0;
+  for (const ShapeRecord& s : shapes) {
+    bytes.push_back(to_size(s.shape[0]) * row_bytes);
+    out_shape[0] += s.shape[0];
+  }
+  const std::size_t total = to_size(out_shape[0]) * row_bytes;
+  void* out = allocate_output("allgather", allocate, out_shape, total);
+  if (total > 0) backend_->allgatherv(in.data, out, bytes);
+}
+
+void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op) {
+  check_tensor("reducescatter", "input", in);
+  check_rows("reducescatter", in);
+  if (op != ReduceOp::kSum && op != ReduceOp::kAverage) {
+    invalid(fmt::format("reducescatter supports sum and average, not {}",
+                        is_valid(op) ? op_name(op) : "an invalid op"));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto shapes = exchange_shapes(in);
+  for (std::size_t r = 0; r < shapes.size(); ++r) {
+    if (shapes[r].dtype != in.dtype || shapes[r].shape != in.shape) {
+      invalid(fmt::format("reducescatter: rank {} has a {}, rank {} a {} tensor of shape [{}]",
+                          topology_.rank, describe(in), r, dtype_name(shapes[r].dtype),
+                          fmt::join(shapes[r].shape, ", ")),
+              "every rank must pass the same dtype and shape");
+    }
+  }
+  const auto size = static_cast<std::int64_t>(topology_.size);
+  const std::int64_t rows = in.shape[0], trailing = trailing_elements(in.shape);
+  std::vector<std::size_t> counts;
+  for (std::int64_t r = 0; r < size; ++r) {
+    counts.push_back(to_size((rows / size + (r < rows % size ? 1 : 0)) * trailing));
+  }
+  std::vector<std::int64_t> out_shape = in.shape;
+  const std::size_t mine = counts[static_cast<std::size_t>(topology_.rank)];
+  out_shape[0] = static_cast<std::int64_t>(mine) / std::max<std::int64_t>(trailing, 1);
+  if (trailing == 0) out_shape[0] = rows / size + (topology_.rank < rows % size ? 1 : 0);
+  void* out = allocate_output("reducescatter", allocate, out_shape, mine * element_size(in.dtype));
+  if (in.num_elements() == 0) return;
+  backend_->reducescatter(in.data, out, counts, in.dtype, ReduceOp::kSum);
+  if (op == ReduceOp::kAverage) finish_average(out, mine, in.dtype);
+}
+
+std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const std::int64_t> splits,
+                                            const Allocator& allocate) {
+  check_tensor("alltoall", "input", in);
+  check_rows("alltoall", in);
+  const auto n = static_cast<std::size_t>(topology_.size);
+  const std::int64_t rows = in.shape[0];
+  std::vector<std::int64_t> send(splits.begin(), splits.end());
+  if (send.empty()) {
+    if (rows % topology_.size != 0) {
+      invalid(fmt::format("alltoall: {} rows do not split evenly over {} ranks", rows, n),
+              "pass splits (rows per destination rank)");
+    }
+    send.assign(n, rows / topology_.size);
+  }
+  std::int64_t sum = 0;
+  for (std::int64_t s : send) {
+    if (s < 0) invalid(fmt::format("alltoall: negative split {}", s));
+    sum += s;
+  }
+  if (send.size() != n || sum != rows) {
+    invalid(fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
+                        "dimension {}",
+                        fmt::join(send, ", "), n, rows));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_same_trailing("alltoall", exchange_shapes(in));
+  std::vector<std::int64_t> recv(n);
+  backend_->alltoallv(send.data(), std::vector<std::size_t>(n, sizeof(std::int64_t)), recv.data(),
+                      std::vector<std::size_t>(n, sizeof(std::int64_t)));
+  const std::size_t row_bytes = to_size(trailing_elements(in.shape)) * element_size(in.dtype);
+  std::vector<std::size_t> send_bytes, recv_bytes;
+  std::vector<std::int64_t> out_shape = in.shape;
+  out_shape[0] = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    send_bytes.push_back(to_size(send[r]) * row_bytes);
+    recv_bytes.push_back(to_size(recv[r]) * row_bytes);
+    out_shape[0] += recv[r];
+  }
+  const std::size_t total = to_size(out_shape[0]) * row_bytes;
+  void* out = allocate_output("alltoall", allocate, out_shape, total);
+  backend_->alltoallv(in.data, send_bytes, out, recv_bytes);  // even empty: it is collective
+  return recv;
+}
+
+void Runtime::barrier() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  backend_->barrier();
+}
+
+}  // namespace hvd::runtime
