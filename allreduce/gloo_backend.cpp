@@ -64,6 +64,10 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
                       "ranks' output");
   }
   context_ = std::move(context);
+  // connectFullMesh returns when this rank's own pairs are connected, while a peer may still be
+  // connecting its side: a rank that left at once (a short program) would cut that peer off.
+  // One barrier makes init() return only when every rank is connected.
+  barrier();
 }
 
 GlooBackend::~GlooBackend() = default;

@@ -46,8 +46,14 @@ std::string encode_key(const std::string& key) {
   return out;
 }
 
+// Gloo's full-mesh connect publishes each rank's address under the rank number ("3"; newer
+// Gloo versions use "rank_3").
 std::string missing_peer(const std::string& key) {
-  if (key.rfind("rank_", 0) == 0) return fmt::format("rank {} never joined", key.substr(5));
+  std::string rank = key.rfind("rank_", 0) == 0 ? key.substr(5) : key;
+  if (!rank.empty() && std::all_of(rank.begin(), rank.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return fmt::format("rank {} never joined", rank);
+  }
   return fmt::format("key {:?} was never published", key);
 }
 

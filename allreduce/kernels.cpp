@@ -68,7 +68,10 @@ ReduceFn for_op(DataType dtype) {
 template <class T>
 void divide_as(void* data, std::size_t n, int divisor) {
   auto* p = static_cast<T*>(data);
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(divisor));
+  // In int64: the divisor (the world size) need not fit T (int8 and 200 ranks, uint8 and 256).
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = static_cast<T>(static_cast<std::int64_t>(p[i]) / divisor);
+  }
 }
 
 }  // namespace

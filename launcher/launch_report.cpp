@@ -90,6 +90,14 @@ std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
                      : json{{"message", result.error}, {"hint", result.error_hint}};
   doc["interrupted_by"] =
       result.interrupted_by != 0 ? json(signal_name(result.interrupted_by)) : json(nullptr);
+  if (result.rendezvous) {
+    const RendezvousStats& rv = *result.rendezvous;
+    doc["rendezvous"] = {{"requests", rv.requests},
+                         {"rejected", rv.rejected},
+                         {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
+  } else {
+    doc["rendezvous"] = nullptr;
+  }
   doc["timings_ms"] = {{"start", result.start_time.count()}, {"total", result.total_time.count()}};
   doc["ranks"] = std::move(ranks);
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -437,6 +437,7 @@ LaunchResult Launch::run() {
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   result_.total_time = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
   result_.exit_code = exit_code();
+  if (rendezvous_) result_.rendezvous = rendezvous_->stats();
   return std::move(result_);
 }
 

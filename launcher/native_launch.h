@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/plan.h"
+#include "launcher/rendezvous_server.h"
 #include "ssh/options.h"
 #include "ssh/probe_result.h"
 
@@ -51,6 +52,7 @@ struct LaunchResult {
   std::chrono::milliseconds total_time{0};
   std::vector<ssh::ProbeResult> ssh_failures;  // hosts that failed an SSH stage: nothing ran
   bool via_mpirun = false;                     // MPI mode: mpirun stopped the other ranks
+  std::optional<RendezvousStats> rendezvous;   // native mode, once the server started
   int exit_code = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <charconv>
 #include <random>
 
 #include "common/error.h"
@@ -58,7 +59,22 @@ RendezvousServer::RendezvousServer(std::string token)
   });
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const std::string expected = "Bearer " + token_;
-    if (!same_secret(req.get_header_value("Authorization"), expected)) {
+    const bool authorized = same_secret(req.get_header_value("Authorization"), expected);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!authorized) {
+        ++stats_.rejected;
+      } else {
+        ++stats_.requests;
+        const std::string rank = req.get_header_value("X-Hvd-Rank");
+        int r = -1;
+        if (!rank.empty() && std::from_chars(rank.data(), rank.data() + rank.size(), r).ec ==
+                                 std::errc() && r >= 0) {
+          stats_.ranks_seen.insert(r);
+        }
+      }
+    }
+    if (!authorized) {
       reply(res, 401, "missing or wrong bearer token\n");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -110,6 +126,11 @@ int RendezvousServer::start(const std::string& address) {
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return port;
+}
+
+RendezvousStats RendezvousServer::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
 }
 
 size_t RendezvousServer::size() const {

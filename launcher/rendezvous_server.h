@@ -10,6 +10,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -22,6 +23,13 @@ namespace hvd::launcher {
 inline constexpr size_t kMaxRendezvousValue = 16u << 20;  // NCCL ids, Gloo addresses: tiny
 inline constexpr size_t kMaxRendezvousName = 256;         // scope and key each
 
+// Who talked to the server: ranks identify themselves with an X-Hvd-Rank header.
+struct RendezvousStats {
+  std::set<int> ranks_seen;  // ranks that made an authenticated request
+  size_t requests = 0;       // authenticated requests
+  size_t rejected = 0;       // requests refused for a missing or wrong token
+};
+
 class RendezvousServer {
  public:
   explicit RendezvousServer(std::string token);
@@ -33,6 +41,7 @@ class RendezvousServer {
   int start(const std::string& address);
   const std::string& token() const { return token_; }
   size_t size() const;  // keys stored, for tests
+  RendezvousStats stats() const;
 
  private:
   static constexpr int kListenBacklog = 1024;
@@ -42,6 +51,7 @@ class RendezvousServer {
   std::thread thread_;
   mutable std::mutex mutex_;
   std::map<std::string, std::string> store_;  // "scope/key" -> value
+  RendezvousStats stats_;
 };
 
 // A random token (256 bits, hex) for one job.

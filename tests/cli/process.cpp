@@ -105,9 +105,9 @@ class Child {
   pid_t pid_;
 };
 
-std::string describe(const std::vector<std::string>& args) {
-  std::string text = "hvdrun";
-  for (const std::string& a : args) text += " '" + a + "'";
+std::string describe(const std::vector<std::string>& argv) {
+  std::string text = argv.front();
+  for (size_t i = 1; i < argv.size(); ++i) text += " '" + argv[i] + "'";
   return text;
 }
 
@@ -197,10 +197,16 @@ RunResult run_hvdrun(const std::vector<std::string>& args,
                      const std::vector<std::pair<std::string, std::string>>& extra_env) {
   std::vector<std::string> argv{HVDRUN_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, extra_env, kRunTimeout);
+}
+
+RunResult run_program(const std::vector<std::string>& argv,
+                      const std::vector<std::pair<std::string, std::string>>& extra_env,
+                      std::chrono::seconds timeout) {
   Pipe out = make_pipe();
   Pipe err = make_pipe();
-  const Clock::time_point deadline = Clock::now() + kRunTimeout;
-  Child child(spawn(std::move(argv), child_environment(extra_env), out, err));
+  const Clock::time_point deadline = Clock::now() + timeout;
+  Child child(spawn(argv, child_environment(extra_env), out, err));
   // Our copies of the write ends must go, or the reads would never see end-of-file.
   out.write_end.reset();
   err.write_end.reset();
@@ -211,7 +217,7 @@ RunResult run_hvdrun(const std::vector<std::string>& args,
   if (!status) {
     child.kill_and_reap();
     throw std::runtime_error(
-        describe(args) + ": still running after " + std::to_string(kRunTimeout.count()) +
+        describe(argv) + ": still running after " + std::to_string(timeout.count()) +
         " s, killed it.\nstdout so far:\n" + result.out + "\nstderr so far:\n" + result.err);
   }
   result.exit_code = exit_code_of(*status);

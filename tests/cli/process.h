@@ -34,4 +34,9 @@ struct RunResult {
 RunResult run_hvdrun(const std::vector<std::string>& args,
                      const std::vector<std::pair<std::string, std::string>>& extra_env = {});
 
+// The same for any program: argv[0] is its path. `timeout` replaces kRunTimeout.
+RunResult run_program(const std::vector<std::string>& argv,
+                      const std::vector<std::pair<std::string, std::string>>& extra_env,
+                      std::chrono::seconds timeout);
+
 }  // namespace hvd::test

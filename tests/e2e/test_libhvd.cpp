@@ -1,0 +1,86 @@
+// libhvd across real processes: the same rank program (tests/libhvd/libhvd_check.cpp) checks
+// every collective against exact values at 2, 3 and 4 ranks, natively over the sshd test hosts
+// (Gloo, bootstrapped through hvdrun's rendezvous) and under `hvdrun --mpi` (Open MPI).
+#include <catch2/catch.hpp>
+#include <numeric>
+
+#include "tests/cli/process.h"
+#include "tests/e2e/launch_ssh_helpers.h"
+
+using Catch::Matchers::Contains;
+using hvd::test::launch_ssh::Hosts;
+using hvd::test::launch_ssh::show;
+using nlohmann::json;
+
+namespace {
+
+struct Layout {
+  int np;
+  std::string hosts;  // -H list
+};
+
+// 2 ranks on 2 hosts, 3 ranks on 2 hosts (2 + 1), 4 ranks on 2 hosts x 2 slots.
+Layout layout(const Hosts& h, int np) {
+  if (np == 2) return {2, h.addr(10) + "," + h.addr(11)};
+  return {np, h.addr(10) + ":2," + h.addr(11) + ":2"};
+}
+
+// The topology line libhvd_check prints, computed from Horovod's slot order on 2 hosts.
+std::string topology_line(int np, int rank, const std::string& backend) {
+  const int host = np == 2 ? rank : rank / 2;
+  const int local = np == 2 ? 0 : rank % 2;
+  const int local_size = np == 2 ? 1 : (host == 0 ? 2 : np - 2);
+  const int cross_size = np == 2 ? 2 : (local == 0 || np == 4 ? 2 : 1);
+  const int cross_rank = local == 0 ? host : (np == 4 ? host : 0);
+  return "rank " + std::to_string(rank) + " of " + std::to_string(np) + ": local " +
+         std::to_string(local) + " of " + std::to_string(local_size) + ", cross " +
+         std::to_string(cross_rank) + " of " + std::to_string(cross_size) + ", backend " +
+         backend;
+}
+
+}  // namespace
+
+TEST_CASE("libhvd native (Gloo) over sshd hosts: every collective at 2, 3 and 4 ranks",
+          "[libhvd]") {
+  const int np = GENERATE(2, 3, 4);
+  Hosts h;
+  const Layout l = layout(h, np);
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--json", "-np", std::to_string(np), "-H", l.hosts, LIBHVD_CHECK, "collectives"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  // --json: rank output goes to stderr, the result document to stdout.
+  for (int rank = 0; rank < np; ++rank) {
+    CHECK_THAT(r.err, Contains(topology_line(np, rank, "gloo")));
+    CHECK_THAT(r.err, Contains("rank " + std::to_string(rank) + ": all checks passed"));
+  }
+  const json doc = json::parse(r.out);
+  std::vector<int> all(static_cast<size_t>(np));
+  std::iota(all.begin(), all.end(), 0);
+  CHECK(doc["rendezvous"]["ranks_seen"].get<std::vector<int>>() == all);
+  CHECK(doc["rendezvous"]["rejected"] == 0);
+}
+
+TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 ranks",
+          "[libhvd]") {
+  const int np = GENERATE(2, 3, 4);
+  Hosts h;
+  const Layout l = layout(h, np);
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--mpi", "-np", std::to_string(np), "-H", l.hosts, LIBHVD_CHECK, "collectives"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < np; ++rank) {
+    const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:";
+    CHECK_THAT(r.out, Contains(tag + topology_line(np, rank, "mpi")));
+    CHECK_THAT(r.out, Contains(tag + "rank " + std::to_string(rank) + ": all checks passed"));
+  }
+}
+
+TEST_CASE("libhvd native on localhost: 2 ranks without SSH", "[libhvd]") {
+  const auto r = hvd::test::run_hvdrun({"-np", "2", LIBHVD_CHECK, "collectives"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0: all checks passed"));
+  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
+}

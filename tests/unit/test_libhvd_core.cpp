@@ -1,0 +1,749 @@
+// libhvd's engine-free parts: the 16-bit float conversions, dtype helpers, the host reduction and
+// scaling kernels, and read_config (the environment -> RuntimeConfig step of init()).
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "allreduce/config.h"
+#include "allreduce/dtype.h"
+#include "allreduce/kernels.h"
+#include "allreduce/status_error.h"
+#include "common/error.h"
+#include "hvd/hvd.hpp"
+
+using hvd::bfloat16;
+using hvd::DataType;
+using hvd::float16;
+using hvd::ReduceOp;
+
+namespace {
+
+constexpr DataType kAllDtypes[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,
+                                   DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16,
+                                   DataType::kFloat32, DataType::kFloat64};
+constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
+                                   ReduceOp::kProduct};
+
+std::uint16_t f16_bits(float v) { return hvd::float16_from(v).bits; }
+std::uint16_t bf16_bits(float v) { return hvd::bfloat16_from(v).bits; }
+float f16(std::uint16_t bits) { return hvd::to_float(float16{bits}); }
+float bf16(std::uint16_t bits) { return hvd::to_float(bfloat16{bits}); }
+
+bool is_f16_nan(std::uint16_t bits) { return (bits & 0x7C00u) == 0x7C00u && (bits & 0x3FFu) != 0; }
+
+// The value of a binary16 bit pattern, computed independently in double.
+double f16_reference(std::uint16_t bits) {
+  const double sign = (bits & 0x8000u) != 0 ? -1.0 : 1.0;
+  const int exp = (bits >> 10) & 0x1F;
+  const int mant = bits & 0x3FF;
+  if (exp == 0x1F) return sign * std::numeric_limits<double>::infinity();  // NaN handled apart
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  return sign * std::ldexp(1024 + mant, exp - 25);
+}
+
+}  // namespace
+
+// ---- float16 ----
+
+TEST_CASE("float16: every bit pattern converts exactly and round-trips", "[libhvd]") {
+  for (std::uint32_t i = 0; i <= 0xFFFFu; ++i) {
+    const auto bits = static_cast<std::uint16_t>(i);
+    const float f = f16(bits);
+    if (is_f16_nan(bits)) {
+      INFO("bits " << i);
+      REQUIRE(std::isnan(f));
+      REQUIRE(std::isnan(f16(f16_bits(f))));
+      REQUIRE(is_f16_nan(f16_bits(f)));
+      continue;
+    }
+    INFO("bits " << i);
+    REQUIRE(static_cast<double>(f) == f16_reference(bits));
+    REQUIRE(std::signbit(f) == ((bits & 0x8000u) != 0));
+    REQUIRE(f16_bits(f) == bits);
+  }
+  // Both signed zeros survive.
+  CHECK(f16_bits(0.0f) == 0x0000);
+  CHECK(f16_bits(-0.0f) == 0x8000);
+  CHECK(std::signbit(f16(0x8000)));
+}
+
+TEST_CASE("float16: known values", "[libhvd]") {
+  CHECK(f16_bits(1.0f) == 0x3C00);
+  CHECK(f16(0x3C00) == 1.0f);
+  CHECK(f16_bits(-2.0f) == 0xC000);
+  CHECK(f16_bits(65504.0f) == 0x7BFF);
+  CHECK(f16(0x7BFF) == 65504.0f);
+  CHECK(f16(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(f16_bits(std::ldexp(1.0f, -24)) == 0x0001);
+  CHECK(f16(0x0400) == std::ldexp(1.0f, -14));  // smallest normal
+  CHECK(f16_bits(65519.0f) == 0x7BFF);           // just below the max/inf midpoint
+  CHECK(f16_bits(65520.0f) == 0x7C00);           // the midpoint rounds to infinity
+  CHECK(f16_bits(-65520.0f) == 0xFC00);
+  CHECK(f16_bits(1e10f) == 0x7C00);
+  CHECK(f16_bits(std::numeric_limits<float>::infinity()) == 0x7C00);
+  CHECK(f16_bits(-std::numeric_limits<float>::infinity()) == 0xFC00);
+  CHECK(std::isinf(f16(0x7C00)));
+  CHECK(f16_bits(0.1f) == 0x2E66);
+  CHECK(is_f16_nan(f16_bits(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(is_f16_nan(f16_bits(std::bit_cast<float>(0x7F800001u))));  // low-payload NaN stays NaN
+  CHECK(f16_bits(std::ldexp(1.0f, -26)) == 0x0000);                 // underflow to zero
+  CHECK(f16_bits(-std::ldexp(1.0f, -26)) == 0x8000);
+}
+
+TEST_CASE("float16: round to nearest even", "[libhvd]") {
+  // Spacing is 2 in [2048, 4096).
+  CHECK(f16_bits(2049.0f) == 0x6800);  // tie -> 2048 (even)
+  CHECK(f16(0x6800) == 2048.0f);
+  CHECK(f16_bits(2051.0f) == 0x6802);  // tie -> 2052 (even)
+  CHECK(f16(0x6802) == 2052.0f);
+  CHECK(f16_bits(std::nextafter(2049.0f, 3000.0f)) == 0x6801);  // above the tie: up
+  CHECK(f16_bits(-2049.0f) == 0xE800);
+  CHECK(f16_bits(std::ldexp(1.0f, -25)) == 0x0000);      // tie between 0 and 2^-24 -> 0
+  CHECK(f16_bits(3 * std::ldexp(1.0f, -25)) == 0x0002);  // tie between 1 and 2 ulps -> 2
+
+  // Every midpoint between adjacent finite halves (subnormals, the subnormal/normal boundary
+  // and max/inf included): the tie goes to the even pattern, a float either side to its side.
+  for (std::uint32_t lo = 0; lo < 0x7C00u; ++lo) {
+    const auto lo16 = static_cast<std::uint16_t>(lo);
+    const auto hi16 = static_cast<std::uint16_t>(lo + 1);
+    const double mid = (f16_reference(lo16) + (hi16 == 0x7C00 ? 65536.0 : f16_reference(hi16))) / 2;
+    const auto midf = static_cast<float>(mid);
+    REQUIRE(static_cast<double>(midf) == mid);  // exact: 12 significant bits
+    const std::uint16_t even = (lo & 1u) == 0 ? lo16 : hi16;
+    INFO("between " << lo << " and " << lo + 1);
+    for (int sign = 0; sign < 2; ++sign) {
+      const float s = sign == 0 ? 1.0f : -1.0f;
+      const auto sbit = static_cast<std::uint16_t>(sign == 0 ? 0 : 0x8000);
+      REQUIRE(f16_bits(s * midf) == (even | sbit));
+      REQUIRE(f16_bits(s * std::nextafter(midf, 0.0f)) == (lo16 | sbit));
+      REQUIRE(f16_bits(s * std::nextafter(midf, 1e30f)) == (hi16 | sbit));
+    }
+  }
+}
+
+// ---- bfloat16 ----
+
+TEST_CASE("bfloat16: every non-NaN bit pattern round-trips", "[libhvd]") {
+  for (std::uint32_t i = 0; i <= 0xFFFFu; ++i) {
+    const auto bits = static_cast<std::uint16_t>(i);
+    const float f = bf16(bits);
+    INFO("bits " << i);
+    REQUIRE(std::bit_cast<std::uint32_t>(f) == (i << 16));  // the upper half of a float32
+    if (std::isnan(f)) {
+      REQUIRE(std::isnan(bf16(bf16_bits(f))));
+      continue;
+    }
+    REQUIRE(bf16_bits(f) == bits);
+  }
+}
+
+TEST_CASE("bfloat16: known values and round to nearest even", "[libhvd]") {
+  CHECK(bf16_bits(1.0f) == 0x3F80);
+  CHECK(bf16(0x3F80) == 1.0f);
+  CHECK(bf16_bits(-2.0f) == 0xC000);
+  CHECK(bf16_bits(-0.0f) == 0x8000);
+  // 1.00390625 = 0x3F808000: a tie between 0x3F80 (even) and 0x3F81 -> 0x3F80.
+  CHECK(bf16_bits(1.00390625f) == 0x3F80);
+  // 1.01171875 = 0x3F818000: a tie between 0x3F81 and 0x3F82 (even) -> 0x3F82 = 1.015625.
+  CHECK(bf16_bits(1.01171875f) == 0x3F82);
+  CHECK(bf16(0x3F82) == 1.015625f);
+  CHECK(bf16_bits(std::bit_cast<float>(0x3F808001u)) == 0x3F81);  // above the tie: up
+  CHECK(bf16_bits(std::bit_cast<float>(0x3F817FFFu)) == 0x3F81);  // below the tie: down
+  CHECK(bf16_bits(std::numeric_limits<float>::max()) == 0x7F80);  // rounds to infinity
+  CHECK(bf16_bits(std::bit_cast<float>(0x7F7F7FFFu)) == 0x7F7F);
+  CHECK(bf16_bits(std::numeric_limits<float>::infinity()) == 0x7F80);
+  CHECK(bf16_bits(-std::numeric_limits<float>::infinity()) == 0xFF80);
+  // A NaN whose payload is only in the dropped bits must not become infinity.
+  CHECK(std::isnan(bf16(bf16_bits(std::bit_cast<float>(0x7F800001u)))));
+  CHECK(std::isnan(bf16(bf16_bits(std::bit_cast<float>(0xFF800001u)))));
+  CHECK(std::isnan(bf16(bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
+
+  // Every midpoint between adjacent finite bfloat16 values.
+  for (std::uint32_t lo = 0; lo < 0x7F80u; ++lo) {
+    const std::uint32_t mid = (lo << 16) | 0x8000u;
+    const auto even = static_cast<std::uint16_t>((lo & 1u) == 0 ? lo : lo + 1);
+    INFO("between " << lo << " and " << lo + 1);
+    REQUIRE(bf16_bits(std::bit_cast<float>(mid)) == even);
+    REQUIRE(bf16_bits(std::bit_cast<float>(mid - 1)) == lo);
+    REQUIRE(bf16_bits(std::bit_cast<float>(mid + 1)) == lo + 1);
+    REQUIRE(bf16_bits(std::bit_cast<float>(mid | 0x80000000u)) == (even | 0x8000u));
+  }
+}
+
+// ---- dtype helpers ----
+
+TEST_CASE("dtype: sizes, names, validity, describe", "[libhvd]") {
+  using hvd::runtime::is_floating;
+  using hvd::runtime::is_valid;
+  CHECK(hvd::element_size(DataType::kUInt8) == 1);
+  CHECK(hvd::element_size(DataType::kInt8) == 1);
+  CHECK(hvd::element_size(DataType::kInt32) == 4);
+  CHECK(hvd::element_size(DataType::kInt64) == 8);
+  CHECK(hvd::element_size(DataType::kFloat16) == 2);
+  CHECK(hvd::element_size(DataType::kBFloat16) == 2);
+  CHECK(hvd::element_size(DataType::kFloat32) == 4);
+  CHECK(hvd::element_size(DataType::kFloat64) == 8);
+  CHECK(hvd::element_size(static_cast<DataType>(99)) == 0);
+
+  CHECK(std::string(hvd::dtype_name(DataType::kUInt8)) == "uint8");
+  CHECK(std::string(hvd::dtype_name(DataType::kInt8)) == "int8");
+  CHECK(std::string(hvd::dtype_name(DataType::kInt32)) == "int32");
+  CHECK(std::string(hvd::dtype_name(DataType::kInt64)) == "int64");
+  CHECK(std::string(hvd::dtype_name(DataType::kFloat16)) == "float16");
+  CHECK(std::string(hvd::dtype_name(DataType::kBFloat16)) == "bfloat16");
+  CHECK(std::string(hvd::dtype_name(DataType::kFloat32)) == "float32");
+  CHECK(std::string(hvd::dtype_name(DataType::kFloat64)) == "float64");
+  CHECK(std::string(hvd::dtype_name(static_cast<DataType>(-1))) == "invalid dtype");
+
+  CHECK(std::string(hvd::op_name(ReduceOp::kSum)) == "sum");
+  CHECK(std::string(hvd::op_name(ReduceOp::kAverage)) == "average");
+  CHECK(std::string(hvd::op_name(ReduceOp::kMin)) == "min");
+  CHECK(std::string(hvd::op_name(ReduceOp::kMax)) == "max");
+  CHECK(std::string(hvd::op_name(ReduceOp::kProduct)) == "product");
+  CHECK(std::string(hvd::op_name(static_cast<ReduceOp>(5))) == "invalid op");
+
+  for (DataType t : kAllDtypes) {
+    INFO(hvd::dtype_name(t));
+    CHECK(is_valid(t));
+    const bool floating = t == DataType::kFloat16 || t == DataType::kBFloat16 ||
+                          t == DataType::kFloat32 || t == DataType::kFloat64;
+    CHECK(is_floating(t) == floating);
+  }
+  CHECK_FALSE(is_valid(static_cast<DataType>(8)));
+  CHECK_FALSE(is_valid(static_cast<DataType>(-1)));
+  for (ReduceOp op : kKernelOps) CHECK(is_valid(op));
+  CHECK(is_valid(ReduceOp::kAverage));
+  CHECK_FALSE(is_valid(static_cast<ReduceOp>(5)));
+  CHECK_FALSE(is_valid(static_cast<ReduceOp>(-1)));
+
+  hvd::Tensor t{nullptr, DataType::kFloat32, {2, 3}};
+  CHECK(hvd::runtime::describe(t) == "float32 tensor of shape [2, 3]");
+  t.dtype = DataType::kBFloat16;
+  t.shape = {};
+  t.device = hvd::Device::cuda(1);
+  CHECK(hvd::runtime::describe(t) == "bfloat16 tensor of shape [] on CUDA device 1");
+}
+
+// ---- reduce_fn ----
+
+namespace {
+
+template <class T>
+struct Case {
+  std::vector<T> a, b, sum, min, max, product;
+};
+
+const std::vector<double>& expected_for(const Case<double>& c, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c.sum;
+    case ReduceOp::kMin: return c.min;
+    case ReduceOp::kMax: return c.max;
+    default: return c.product;
+  }
+}
+
+template <class T>
+const std::vector<T>& expected_of(const Case<T>& c, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c.sum;
+    case ReduceOp::kMin: return c.min;
+    case ReduceOp::kMax: return c.max;
+    default: return c.product;
+  }
+}
+
+// Native types: out separate, out == a and out == b.
+template <class T>
+void check_native(DataType dtype, const Case<T>& c) {
+  for (ReduceOp op : kKernelOps) {
+    INFO(hvd::dtype_name(dtype) << " " << hvd::op_name(op));
+    const auto fn = hvd::runtime::reduce_fn(dtype, op);
+    REQUIRE(fn != nullptr);
+    const auto& want = expected_of(c, op);
+    std::vector<T> out(c.a.size());
+    fn(out.data(), c.a.data(), c.b.data(), c.a.size());
+    CHECK(out == want);
+    std::vector<T> a = c.a;
+    fn(a.data(), a.data(), c.b.data(), a.size());  // out aliases a
+    CHECK(a == want);
+    std::vector<T> b = c.b;
+    fn(b.data(), c.a.data(), b.data(), b.size());  // out aliases b
+    CHECK(b == want);
+    // n limits the work: the element past n is untouched.
+    std::vector<T> partial = c.a;
+    fn(partial.data(), partial.data(), c.b.data(), 1);
+    CHECK(partial[0] == want[0]);
+    CHECK(partial[1] == c.a[1]);
+  }
+}
+
+// 16-bit floats, from values exact in both formats: compare as floats.
+template <class H, H (*From)(float)>
+void check_half(DataType dtype, const Case<double>& c) {
+  auto pack = [](const std::vector<double>& v) {
+    std::vector<H> out;
+    for (double x : v) out.push_back(From(static_cast<float>(x)));
+    return out;
+  };
+  auto unpack = [](const std::vector<H>& v) {
+    std::vector<double> out;
+    for (H x : v) out.push_back(static_cast<double>(hvd::to_float(x)));
+    return out;
+  };
+  const auto a = pack(c.a);
+  const auto b = pack(c.b);
+  REQUIRE(unpack(a) == c.a);
+  REQUIRE(unpack(b) == c.b);
+  for (ReduceOp op : kKernelOps) {
+    INFO(hvd::dtype_name(dtype) << " " << hvd::op_name(op));
+    const auto fn = hvd::runtime::reduce_fn(dtype, op);
+    REQUIRE(fn != nullptr);
+    std::vector<H> out(a.size());
+    fn(out.data(), a.data(), b.data(), a.size());
+    CHECK(unpack(out) == expected_for(c, op));
+    auto inplace = a;
+    fn(inplace.data(), inplace.data(), b.data(), inplace.size());
+    CHECK(unpack(inplace) == expected_for(c, op));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reduce_fn: integer kernels, wrapping instead of overflow", "[libhvd]") {
+  check_native<std::uint8_t>(DataType::kUInt8, {.a = {1, 200, 7, 0},
+                                                .b = {2, 100, 7, 255},
+                                                .sum = {3, 44, 14, 255},
+                                                .min = {1, 100, 7, 0},
+                                                .max = {2, 200, 7, 255},
+                                                .product = {2, 32, 49, 0}});
+  check_native<std::int8_t>(DataType::kInt8, {.a = {-3, 100, 5, -128},
+                                              .b = {4, 100, -6, -1},
+                                              .sum = {1, -56, -1, 127},
+                                              .min = {-3, 100, -6, -128},
+                                              .max = {4, 100, 5, -1},
+                                              .product = {-12, 16, -30, -128}});
+  constexpr std::int32_t i32max = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int32_t i32min = std::numeric_limits<std::int32_t>::min();
+  check_native<std::int32_t>(DataType::kInt32, {.a = {-5, i32max, 3, -2},
+                                                .b = {3, 1, -4, -2},
+                                                .sum = {-2, i32min, -1, -4},
+                                                .min = {-5, 1, -4, -2},
+                                                .max = {3, i32max, 3, -2},
+                                                .product = {-15, i32max, -12, 4}});
+  constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t i64min = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t p40 = std::int64_t{1} << 40;
+  constexpr std::int64_t p30 = std::int64_t{1} << 30;
+  check_native<std::int64_t>(DataType::kInt64, {.a = {-5, i64max, p40, -3},
+                                                .b = {3, 1, p30, 7},
+                                                .sum = {-2, i64min, p40 + p30, 4},
+                                                .min = {-5, 1, p30, -3},
+                                                .max = {3, i64max, p40, 7},
+                                                .product = {-15, i64max, 0, -21}});  // 2^70 wraps
+
+  // The example, alone: int8 100 + 100 wraps to -56.
+  const auto sum8 = hvd::runtime::reduce_fn(DataType::kInt8, ReduceOp::kSum);
+  REQUIRE(sum8 != nullptr);
+  std::int8_t x = 100;
+  const std::int8_t y = 100;
+  sum8(&x, &x, &y, 1);
+  CHECK(x == -56);
+}
+
+TEST_CASE("reduce_fn: floating-point kernels", "[libhvd]") {
+  const Case<double> c{.a = {1.5, -2, 0.25, 3},
+                       .b = {2, -3, -0.5, 3},
+                       .sum = {3.5, -5, -0.25, 6},
+                       .min = {1.5, -3, -0.5, 3},
+                       .max = {2, -2, 0.25, 3},
+                       .product = {3, 6, -0.125, 9}};
+  check_native<double>(DataType::kFloat64, c);
+  auto to_f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  check_native<float>(DataType::kFloat32, {.a = to_f(c.a),
+                                           .b = to_f(c.b),
+                                           .sum = to_f(c.sum),
+                                           .min = to_f(c.min),
+                                           .max = to_f(c.max),
+                                           .product = to_f(c.product)});
+  check_half<float16, hvd::float16_from>(DataType::kFloat16, c);
+  check_half<bfloat16, hvd::bfloat16_from>(DataType::kBFloat16, c);
+}
+
+TEST_CASE("reduce_fn: 16-bit results are rounded to nearest even", "[libhvd]") {
+  const auto sum16 = hvd::runtime::reduce_fn(DataType::kFloat16, ReduceOp::kSum);
+  REQUIRE(sum16 != nullptr);
+  const float16 a[2] = {hvd::float16_from(2048.0f), hvd::float16_from(2048.0f)};
+  const float16 b[2] = {hvd::float16_from(1.0f), hvd::float16_from(3.0f)};
+  float16 out[2];
+  sum16(out, a, b, 2);
+  CHECK(out[0].bits == 0x6800);  // 2049 -> 2048
+  CHECK(out[1].bits == 0x6802);  // 2051 -> 2052
+  const float16 big[1] = {hvd::float16_from(65504.0f)};
+  sum16(out, big, big, 1);
+  CHECK(out[0].bits == 0x7C00);  // overflow -> inf
+
+  const auto sumbf = hvd::runtime::reduce_fn(DataType::kBFloat16, ReduceOp::kSum);
+  REQUIRE(sumbf != nullptr);
+  const bfloat16 c[2] = {hvd::bfloat16_from(256.0f), hvd::bfloat16_from(256.0f)};
+  const bfloat16 d[2] = {hvd::bfloat16_from(1.0f), hvd::bfloat16_from(3.0f)};
+  bfloat16 outb[2];
+  sumbf(outb, c, d, 2);
+  CHECK(hvd::to_float(outb[0]) == 256.0f);  // 257 is a tie -> 256 (even)
+  CHECK(hvd::to_float(outb[1]) == 260.0f);  // 259 is a tie -> 260 (even)
+}
+
+TEST_CASE("reduce_fn: every valid pair has a kernel; average and invalid pairs have none",
+          "[libhvd]") {
+  for (DataType t : kAllDtypes) {
+    INFO(hvd::dtype_name(t));
+    for (ReduceOp op : kKernelOps) CHECK(hvd::runtime::reduce_fn(t, op) != nullptr);
+    CHECK(hvd::runtime::reduce_fn(t, ReduceOp::kAverage) == nullptr);
+  }
+  CHECK(hvd::runtime::reduce_fn(static_cast<DataType>(99), ReduceOp::kSum) == nullptr);
+  CHECK(hvd::runtime::reduce_fn(DataType::kFloat32, static_cast<ReduceOp>(7)) == nullptr);
+  // Different ops give different kernels.
+  CHECK(hvd::runtime::reduce_fn(DataType::kInt32, ReduceOp::kSum) !=
+        hvd::runtime::reduce_fn(DataType::kInt32, ReduceOp::kProduct));
+}
+
+// ---- scale and divide_integers ----
+
+TEST_CASE("scale: floating-point types, rounded back for 16-bit", "[libhvd]") {
+  std::vector<float> f32 = {1.0f, -3.0f, 0.5f};
+  hvd::runtime::scale(f32.data(), f32.size(), DataType::kFloat32, 0.25);
+  CHECK(f32 == std::vector<float>{0.25f, -0.75f, 0.125f});
+  f32 = {1.0f};
+  hvd::runtime::scale(f32.data(), 1, DataType::kFloat32, 0.1);
+  CHECK(f32[0] == 0.1f);
+
+  std::vector<double> f64 = {1.0, -3.0, 10.0};
+  hvd::runtime::scale(f64.data(), f64.size(), DataType::kFloat64, 0.1);
+  CHECK(f64[0] == 0.1);  // computed in double: 0.1 exactly as double, not as float
+  CHECK(f64[1] == -3.0 * 0.1);
+  CHECK(f64[2] == 10.0 * 0.1);
+
+  std::vector<float16> h = {hvd::float16_from(1.0f), hvd::float16_from(-6.0f),
+                            hvd::float16_from(2048.0f)};
+  hvd::runtime::scale(h.data(), h.size(), DataType::kFloat16, 0.5);
+  CHECK(h[0].bits == f16_bits(0.5f));
+  CHECK(h[1].bits == f16_bits(-3.0f));
+  CHECK(h[2].bits == f16_bits(1024.0f));
+  h = {hvd::float16_from(1.0f), hvd::float16_from(2047.0f)};
+  hvd::runtime::scale(h.data(), h.size(), DataType::kFloat16, 0.1);
+  CHECK(h[0].bits == 0x2E66);  // 0.1 rounded to half
+  CHECK(hvd::to_float(h[1]) == 204.75f);  // 204.7 to the nearest 1/8 (half spacing at 128..256)
+}
+
+TEST_CASE("scale: bfloat16 and integer no-op", "[libhvd]") {
+  std::vector<bfloat16> b = {hvd::bfloat16_from(1.0f), hvd::bfloat16_from(-6.0f)};
+  hvd::runtime::scale(b.data(), b.size(), DataType::kBFloat16, 0.5);
+  CHECK(hvd::to_float(b[0]) == 0.5f);
+  CHECK(hvd::to_float(b[1]) == -3.0f);
+  b = {hvd::bfloat16_from(1.0f)};
+  hvd::runtime::scale(b.data(), 1, DataType::kBFloat16, 0.1);
+  CHECK(b[0].bits == bf16_bits(0.1f));
+  CHECK(b[0].bits == 0x3DCD);  // 0.1f = 0x3DCCCCCD: rounds up
+
+  std::vector<std::int32_t> ints = {7, -7};
+  hvd::runtime::scale(ints.data(), ints.size(), DataType::kInt32, 0.5);
+  CHECK(ints == std::vector<std::int32_t>{7, -7});
+}
+
+TEST_CASE("divide_integers: truncates toward zero", "[libhvd]") {
+  std::vector<std::int32_t> i32 = {-7, 7, -1, 6, std::numeric_limits<std::int32_t>::min()};
+  hvd::runtime::divide_integers(i32.data(), i32.size(), DataType::kInt32, 2);
+  CHECK(i32 == std::vector<std::int32_t>{-3, 3, 0, 3, std::numeric_limits<std::int32_t>::min() / 2});
+
+  std::vector<std::int64_t> i64 = {-(std::int64_t{1} << 40) - 1, 10};
+  hvd::runtime::divide_integers(i64.data(), i64.size(), DataType::kInt64, 4);
+  CHECK(i64 == std::vector<std::int64_t>{-(std::int64_t{1} << 38), 2});
+
+  std::vector<std::int8_t> i8 = {-128, 127, -5};
+  hvd::runtime::divide_integers(i8.data(), i8.size(), DataType::kInt8, 3);
+  CHECK(i8 == std::vector<std::int8_t>{-42, 42, -1});
+
+  std::vector<std::uint8_t> u8 = {255, 1};
+  hvd::runtime::divide_integers(u8.data(), u8.size(), DataType::kUInt8, 2);
+  CHECK(u8 == std::vector<std::uint8_t>{127, 0});
+
+  std::vector<float> f = {3.0f};  // floating types are scale()'s job: untouched
+  hvd::runtime::divide_integers(f.data(), 1, DataType::kFloat32, 2);
+  CHECK(f[0] == 3.0f);
+}
+
+// The divisor is the world size, which need not fit the element type: an int8 average over 200
+// ranks must not divide by int8_t(200) = -56, nor a uint8 one over 256 ranks by zero.
+TEST_CASE("divide_integers: a divisor wider than the element type", "[libhvd]") {
+  std::vector<std::int8_t> i8 = {100, -100};
+  hvd::runtime::divide_integers(i8.data(), i8.size(), DataType::kInt8, 200);
+  CHECK(i8 == std::vector<std::int8_t>{0, 0});
+  std::vector<std::uint8_t> u8 = {255, 7};
+  hvd::runtime::divide_integers(u8.data(), u8.size(), DataType::kUInt8, 256);
+  CHECK(u8 == std::vector<std::uint8_t>{0, 0});
+}
+
+// ---- read_config ----
+
+namespace {
+
+using hvd::runtime::BackendKind;
+using hvd::runtime::BuildFacts;
+using hvd::runtime::Launcher;
+using hvd::runtime::read_config;
+using hvd::runtime::RuntimeConfig;
+using Env = std::map<std::string, std::string>;
+
+constexpr BuildFacts kBoth{.has_mpi = true, .has_gloo = true};
+constexpr BuildFacts kGlooOnly{.has_mpi = false, .has_gloo = true};
+constexpr BuildFacts kMpiOnly{.has_mpi = true, .has_gloo = false};
+constexpr BuildFacts kNeither{};
+
+hvd::contract::EnvGetter getter_for(const Env& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+RuntimeConfig config_of(const Env& env, BuildFacts build = kBoth) {
+  return read_config(getter_for(env), build);
+}
+
+struct Failure {
+  hvd_status status = HVD_OK;  // HVD_OK: read_config did not throw
+  std::string what;
+  std::string hint;
+};
+
+Failure failure_of(const Env& env, BuildFacts build = kBoth) {
+  try {
+    read_config(getter_for(env), build);
+  } catch (const hvd::runtime::StatusError& e) {
+    return {e.status(), e.what(), e.hint()};
+  }
+  return {};
+}
+
+Env native_env() {
+  return {{"HVD_RENDEZVOUS_ADDR", "10.0.0.1:4000"},
+          {"HVD_RENDEZVOUS_TOKEN", "tok-123"},
+          {"HVD_JOB_ID", "job-7"},
+          {"HVD_ADVERTISE_ADDR", "10.0.0.2"},
+          {"HOROVOD_RANK", "3"},
+          {"HOROVOD_SIZE", "4"},
+          {"HOROVOD_LOCAL_RANK", "1"},
+          {"HOROVOD_LOCAL_SIZE", "2"},
+          {"HOROVOD_CROSS_RANK", "1"},
+          {"HOROVOD_CROSS_SIZE", "2"}};
+}
+
+Env mpirun_env() {
+  return {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}};
+}
+
+}  // namespace
+
+TEST_CASE("read_config: a process on its own", "[libhvd]") {
+  const auto c = config_of({}, kBoth);
+  CHECK(c.launcher == Launcher::kNone);
+  CHECK(c.backend == BackendKind::kGloo);
+  CHECK(c.advertise_addr == "127.0.0.1");
+  CHECK(c.topology == hvd::contract::RankTopology{});
+  CHECK(c.topology.size == 1);
+  CHECK(c.gloo_timeout == std::chrono::seconds(30));
+  CHECK(c.log_level == "warning");
+  CHECK(c.rendezvous_addr.empty());
+
+  CHECK(config_of({}, kGlooOnly).backend == BackendKind::kGloo);
+  const auto m = config_of({}, kMpiOnly);
+  CHECK(m.backend == BackendKind::kMpi);
+  CHECK(m.launcher == Launcher::kNone);
+  CHECK(m.advertise_addr == "127.0.0.1");
+
+  // A size-1 HOROVOD_* topology alone is fine.
+  const auto one = config_of({{"HOROVOD_RANK", "0"},
+                              {"HOROVOD_SIZE", "1"},
+                              {"HOROVOD_LOCAL_RANK", "0"},
+                              {"HOROVOD_LOCAL_SIZE", "1"},
+                              {"HOROVOD_CROSS_RANK", "0"},
+                              {"HOROVOD_CROSS_SIZE", "1"}});
+  CHECK(one.launcher == Launcher::kNone);
+}
+
+TEST_CASE("read_config: under mpirun", "[libhvd]") {
+  const auto c = config_of(mpirun_env(), kBoth);
+  CHECK(c.launcher == Launcher::kMpirun);
+  CHECK(c.backend == BackendKind::kMpi);
+  CHECK(c.rendezvous_addr.empty());
+  CHECK(config_of(mpirun_env(), kMpiOnly).backend == BackendKind::kMpi);
+  auto env = mpirun_env();
+  env["HOROVOD_CPU_OPERATIONS"] = "MPI";
+  CHECK(config_of(env).backend == BackendKind::kMpi);
+  // An empty OMPI_COMM_WORLD_SIZE is not mpirun.
+  CHECK(config_of({{"OMPI_COMM_WORLD_SIZE", ""}}).launcher == Launcher::kNone);
+
+  CHECK(std::string(hvd::runtime::launcher_name(Launcher::kMpirun)) == "mpirun");
+  CHECK(std::string(hvd::runtime::launcher_name(Launcher::kHvdrunNative)) == "hvdrun");
+  CHECK(std::string(hvd::runtime::launcher_name(Launcher::kNone)) == "none");
+  CHECK(std::string(hvd::runtime::backend_name(BackendKind::kMpi)) == "mpi");
+  CHECK(std::string(hvd::runtime::backend_name(BackendKind::kGloo)) == "gloo");
+}
+
+TEST_CASE("read_config: hvdrun's native launch", "[libhvd]") {
+  for (BuildFacts build : {kBoth, kGlooOnly}) {
+    const auto c = config_of(native_env(), build);
+    CHECK(c.launcher == Launcher::kHvdrunNative);
+    CHECK(c.backend == BackendKind::kGloo);
+    CHECK(c.topology == hvd::contract::RankTopology{3, 4, 1, 2, 1, 2});
+    CHECK(c.rendezvous_addr == "10.0.0.1:4000");
+    CHECK(c.rendezvous_token == "tok-123");
+    CHECK(c.job_id == "job-7");
+    CHECK(c.advertise_addr == "10.0.0.2");
+  }
+  // Native wins over a stray mpirun variable.
+  auto env = native_env();
+  env["OMPI_COMM_WORLD_SIZE"] = "4";
+  CHECK(config_of(env).launcher == Launcher::kHvdrunNative);
+  // Native with MPI only built: no Gloo to use.
+  CHECK(failure_of(native_env(), kMpiOnly).status == HVD_ERR_UNSUPPORTED);
+}
+
+TEST_CASE("read_config: HOROVOD_CPU_OPERATIONS", "[libhvd]") {
+  for (const char* v : {"gloo", "GLOO", "Gloo"}) {
+    INFO(v);
+    auto env = native_env();
+    env["HOROVOD_CPU_OPERATIONS"] = v;
+    CHECK(config_of(env).backend == BackendKind::kGloo);
+    CHECK(config_of({{"HOROVOD_CPU_OPERATIONS", v}}).backend == BackendKind::kGloo);
+  }
+  CHECK(config_of({{"HOROVOD_CPU_OPERATIONS", "mpi"}}).backend == BackendKind::kMpi);
+  CHECK(config_of({{"HOROVOD_CPU_OPERATIONS", "Mpi"}}, kMpiOnly).backend == BackendKind::kMpi);
+
+  for (const char* v : {"ccl", "nccl", " gloo", "gloo,mpi"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_CPU_OPERATIONS", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_CPU_OPERATIONS"));
+    CHECK_THAT(f.what, Catch::Matchers::Contains(v));
+    CHECK_THAT(f.hint, Catch::Matchers::Contains("mpi or gloo"));
+  }
+}
+
+TEST_CASE("read_config: backend and launcher that cannot work together", "[libhvd]") {
+  auto env = mpirun_env();
+  env["HOROVOD_CPU_OPERATIONS"] = "gloo";
+  const auto gloo_under_mpirun = failure_of(env);
+  CHECK(gloo_under_mpirun.status == HVD_ERR_CONFIG);
+  CHECK_THAT(gloo_under_mpirun.what, Catch::Matchers::Contains("mpirun"));
+
+  env = native_env();
+  env["HOROVOD_CPU_OPERATIONS"] = "mpi";
+  const auto mpi_native = failure_of(env);
+  CHECK(mpi_native.status == HVD_ERR_CONFIG);
+  CHECK_THAT(mpi_native.what, Catch::Matchers::Contains("HOROVOD_CPU_OPERATIONS=mpi"));
+  CHECK_THAT(mpi_native.hint, Catch::Matchers::Contains("--mpi"));
+}
+
+TEST_CASE("read_config: a backend this build lacks", "[libhvd]") {
+  for (const Env& env : {Env{}, mpirun_env(), native_env()}) {
+    const auto f = failure_of(env, kNeither);
+    CHECK(f.status == HVD_ERR_UNSUPPORTED);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("built without"));
+  }
+  const auto no_gloo = failure_of({{"HOROVOD_CPU_OPERATIONS", "gloo"}}, kMpiOnly);
+  CHECK(no_gloo.status == HVD_ERR_UNSUPPORTED);
+  CHECK_THAT(no_gloo.what, Catch::Matchers::Contains("gloo"));
+  const auto no_mpi = failure_of(mpirun_env(), kGlooOnly);
+  CHECK(no_mpi.status == HVD_ERR_UNSUPPORTED);
+  CHECK_THAT(no_mpi.what, Catch::Matchers::Contains("mpi"));
+  CHECK(failure_of({{"HOROVOD_CPU_OPERATIONS", "mpi"}}, kGlooOnly).status == HVD_ERR_UNSUPPORTED);
+}
+
+TEST_CASE("read_config: HOROVOD_GLOO_TIMEOUT_SECONDS", "[libhvd]") {
+  CHECK(config_of({{"HOROVOD_GLOO_TIMEOUT_SECONDS", "45"}}).gloo_timeout ==
+        std::chrono::seconds(45));
+  CHECK(config_of({{"HOROVOD_GLOO_TIMEOUT_SECONDS", "1"}}).gloo_timeout ==
+        std::chrono::seconds(1));
+  CHECK(config_of({{"HOROVOD_GLOO_TIMEOUT_SECONDS", "86400"}}).gloo_timeout ==
+        std::chrono::seconds(86400));
+  auto env = native_env();
+  env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = "120";
+  CHECK(config_of(env).gloo_timeout == std::chrono::seconds(120));
+
+  for (const char* v : {"0", "abc", "10s", "-1", "86401", " 5", "1.5", "99999999999"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_GLOO_TIMEOUT_SECONDS", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_TIMEOUT_SECONDS"));
+    CHECK_THAT(f.what, Catch::Matchers::Contains(v));
+  }
+}
+
+TEST_CASE("read_config: HOROVOD_LOG_LEVEL", "[libhvd]") {
+  CHECK(config_of({{"HOROVOD_LOG_LEVEL", "DEBUG"}}).log_level == "debug");
+  for (const char* v : {"trace", "debug", "info", "warning", "error", "fatal"}) {
+    CHECK(config_of({{"HOROVOD_LOG_LEVEL", v}}).log_level == v);
+  }
+  for (const char* v : {"bogus", "warn", "debug2"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_LOG_LEVEL", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_LOG_LEVEL"));
+    CHECK_THAT(f.what, Catch::Matchers::Contains(v));
+  }
+}
+
+TEST_CASE("read_config: a multi-rank topology without a launcher", "[libhvd]") {
+  Env env = native_env();
+  for (const char* hvd_var :
+       {"HVD_RENDEZVOUS_ADDR", "HVD_RENDEZVOUS_TOKEN", "HVD_JOB_ID", "HVD_ADVERTISE_ADDR"}) {
+    env.erase(hvd_var);
+  }
+  const auto f = failure_of(env);
+  CHECK(f.status == HVD_ERR_CONFIG);
+  CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_SIZE=4"));
+
+  env = {{"HOROVOD_RANK", "1"},       {"HOROVOD_SIZE", "2"},       {"HOROVOD_LOCAL_RANK", "0"},
+         {"HOROVOD_LOCAL_SIZE", "1"}, {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "2"}};
+  const auto two = failure_of(env);
+  CHECK(two.status == HVD_ERR_CONFIG);
+  CHECK_THAT(two.what, Catch::Matchers::Contains("HOROVOD_SIZE=2"));
+
+  // A bad HOROVOD_* value is the rank contract's error, naming the variable.
+  env["HOROVOD_SIZE"] = "x";
+  CHECK_THROWS_AS(config_of(env), hvd::ContractError);
+  CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_SIZE='x'"));
+}
+
+TEST_CASE("read_config: an incomplete native launch", "[libhvd]") {
+  for (const char* name : {"HVD_RENDEZVOUS_TOKEN", "HVD_JOB_ID", "HVD_ADVERTISE_ADDR"}) {
+    INFO(name);
+    for (bool empty : {false, true}) {
+      auto env = native_env();
+      if (empty) {
+        env[name] = "";
+      } else {
+        env.erase(name);
+      }
+      const auto f = failure_of(env);
+      CHECK(f.status == HVD_ERR_CONFIG);
+      CHECK_THAT(f.what, Catch::Matchers::Contains(name));
+    }
+  }
+  auto env = native_env();
+  env.erase("HOROVOD_RANK");
+  const auto no_rank = failure_of(env);
+  CHECK(no_rank.status == HVD_ERR_CONFIG);
+  CHECK_THAT(no_rank.what, Catch::Matchers::Contains("HOROVOD_RANK"));
+
+  env = native_env();
+  env["HOROVOD_LOCAL_RANK"] = "2";  // not less than HOROVOD_LOCAL_SIZE=2
+  CHECK_THROWS_AS(config_of(env), hvd::ContractError);
+  CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_LOCAL_RANK=2"));
+}
