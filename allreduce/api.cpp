@@ -49,9 +49,10 @@ void init() {
     Process& p = process();
     std::lock_guard<std::mutex> lock(p.mutex);
     if (p.runtime) return;
-    const auto config = runtime::read_config(
-        [](const char* name) { return std::getenv(name); },
-        runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0, .has_gloo = HVD_BUILD_HAS_GLOO != 0});
+    const auto config =
+        runtime::read_config([](const char* name) { return std::getenv(name); },
+                             runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
+                                                 .has_gloo = HVD_BUILD_HAS_GLOO != 0});
     p.runtime = std::make_shared<Runtime>(config);
     p.shut_down = false;
   });

@@ -31,7 +31,8 @@ hvd_status bad_argument(const char* what) {
 }
 
 hvd::Tensor flat(const void* data, size_t count, hvd_dtype dtype) {
-  return hvd::Tensor{const_cast<void*>(data), static_cast<hvd::DataType>(dtype),
+  return hvd::Tensor{const_cast<void*>(data),
+                     static_cast<hvd::DataType>(dtype),
                      {static_cast<std::int64_t>(count)}};
 }
 
@@ -52,8 +53,12 @@ hvd_status topology(int* out, F getter) {
 
 extern "C" {
 
-hvd_status hvd_init(void) { return guarded([] { hvd::init(); }); }
-hvd_status hvd_shutdown(void) { return guarded([] { hvd::shutdown(); }); }
+hvd_status hvd_init(void) {
+  return guarded([] { hvd::init(); });
+}
+hvd_status hvd_shutdown(void) {
+  return guarded([] { hvd::shutdown(); });
+}
 int hvd_is_initialized(void) { return hvd::is_initialized() ? 1 : 0; }
 
 hvd_status hvd_rank(int* out) { return topology(out, hvd::rank); }
@@ -115,20 +120,30 @@ hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* splits, hvd
   });
 }
 
-hvd_status hvd_barrier(void) { return guarded([] { hvd::barrier(); }); }
+hvd_status hvd_barrier(void) {
+  return guarded([] { hvd::barrier(); });
+}
 
 const char* hvd_last_error(void) { return last_error.c_str(); }
 
 const char* hvd_status_name(hvd_status status) {
   switch (status) {
-    case HVD_OK: return "HVD_OK";
-    case HVD_ERR_NOT_INITIALIZED: return "HVD_ERR_NOT_INITIALIZED";
-    case HVD_ERR_INVALID_ARGUMENT: return "HVD_ERR_INVALID_ARGUMENT";
-    case HVD_ERR_UNSUPPORTED: return "HVD_ERR_UNSUPPORTED";
-    case HVD_ERR_CONFIG: return "HVD_ERR_CONFIG";
-    case HVD_ERR_BACKEND: return "HVD_ERR_BACKEND";
-    case HVD_ERR_TIMEOUT: return "HVD_ERR_TIMEOUT";
-    case HVD_ERR_INTERNAL: return "HVD_ERR_INTERNAL";
+    case HVD_OK:
+      return "HVD_OK";
+    case HVD_ERR_NOT_INITIALIZED:
+      return "HVD_ERR_NOT_INITIALIZED";
+    case HVD_ERR_INVALID_ARGUMENT:
+      return "HVD_ERR_INVALID_ARGUMENT";
+    case HVD_ERR_UNSUPPORTED:
+      return "HVD_ERR_UNSUPPORTED";
+    case HVD_ERR_CONFIG:
+      return "HVD_ERR_CONFIG";
+    case HVD_ERR_BACKEND:
+      return "HVD_ERR_BACKEND";
+    case HVD_ERR_TIMEOUT:
+      return "HVD_ERR_TIMEOUT";
+    case HVD_ERR_INTERNAL:
+      return "HVD_ERR_INTERNAL";
   }
   return "HVD_ERR_UNKNOWN";
 }

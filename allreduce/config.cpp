@@ -46,15 +46,14 @@ Launcher detect_launcher(const contract::EnvGetter& getenv) {
   return Launcher::kNone;
 }
 
-BackendKind choose_backend(const contract::EnvGetter& getenv, Launcher launcher,
-                           BuildFacts build) {
+BackendKind choose_backend(const contract::EnvGetter& getenv, Launcher launcher, BuildFacts build) {
   const std::string requested = lower(value_of(getenv, contract::kCpuOperations.name));
   BackendKind kind;
   if (requested.empty()) {
-    kind = launcher == Launcher::kMpirun                  ? BackendKind::kMpi
-           : launcher == Launcher::kHvdrunNative           ? BackendKind::kGloo
-           : build.has_gloo                                ? BackendKind::kGloo
-                                                           : BackendKind::kMpi;
+    kind = launcher == Launcher::kMpirun         ? BackendKind::kMpi
+           : launcher == Launcher::kHvdrunNative ? BackendKind::kGloo
+           : build.has_gloo                      ? BackendKind::kGloo
+                                                 : BackendKind::kMpi;
   } else if (requested == "mpi") {
     kind = BackendKind::kMpi;
   } else if (requested == "gloo") {
@@ -68,8 +67,9 @@ BackendKind choose_backend(const contract::EnvGetter& getenv, Launcher launcher,
     throw StatusError(
         HVD_ERR_UNSUPPORTED,
         fmt::format("this libhvd was built without the {} backend{}", backend_name(kind),
-                    requested.empty() ? "" : fmt::format(" ({}={})", contract::kCpuOperations.name,
-                                                         requested)),
+                    requested.empty()
+                        ? ""
+                        : fmt::format(" ({}={})", contract::kCpuOperations.name, requested)),
         kind == BackendKind::kMpi
             ? "rebuild with Open MPI (libopenmpi-dev, -DHVD_WITH_MPI=ON), or use Gloo"
             : "rebuild with Gloo (libgloo-dev, -DHVD_WITH_GLOO=ON), or run under mpirun");
@@ -98,9 +98,12 @@ const char* backend_name(BackendKind kind) { return kind == BackendKind::kMpi ? 
 
 const char* launcher_name(Launcher launcher) {
   switch (launcher) {
-    case Launcher::kHvdrunNative: return "hvdrun";
-    case Launcher::kMpirun: return "mpirun";
-    case Launcher::kNone: return "none";
+    case Launcher::kHvdrunNative:
+      return "hvdrun";
+    case Launcher::kMpirun:
+      return "mpirun";
+    case Launcher::kNone:
+      return "none";
   }
   return "none";
 }
@@ -112,8 +115,8 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
   config.gloo_timeout = read_timeout(getenv);
   const std::string level = lower(value_of(getenv, contract::kLogLevel.name));
   if (!level.empty()) {
-    static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warning", "error",
-                                                   "fatal"};
+    static constexpr std::string_view kLevels[] = {"trace",   "debug", "info",
+                                                   "warning", "error", "fatal"};
     if (std::find(std::begin(kLevels), std::end(kLevels), level) == std::end(kLevels)) {
       bad_value(contract::kLogLevel.name, value_of(getenv, contract::kLogLevel.name),
                 "trace, debug, info, warning, error or fatal");

@@ -36,11 +36,11 @@ float16 float16_from(float value) {
   const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
   const std::uint32_t sign = (f >> 16) & 0x8000u;
   const std::uint32_t abs = f & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return {static_cast<std::uint16_t>(sign | 0x7E00u)};  // NaN
+  if (abs > 0x7F800000u) return {static_cast<std::uint16_t>(sign | 0x7E00u)};   // NaN
   if (abs >= 0x47800000u) return {static_cast<std::uint16_t>(sign | 0x7C00u)};  // overflow: inf
   if (abs < 0x38800000u) {  // half subnormal or zero: value * 2^24 rounded
     const float scaled = std::bit_cast<float>(abs) * 16777216.0f;  // exact power-of-two scaling
-    const float rounded = scaled + 12582912.0f - 12582912.0f;     // round to nearest even
+    const float rounded = scaled + 12582912.0f - 12582912.0f;      // round to nearest even
     return {static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(rounded))};
   }
   // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
@@ -82,25 +82,38 @@ std::size_t element_size(DataType dtype) {
 
 const char* dtype_name(DataType dtype) {
   switch (dtype) {
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kFloat16: return "float16";
-    case DataType::kBFloat16: return "bfloat16";
-    case DataType::kFloat32: return "float32";
-    case DataType::kFloat64: return "float64";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
   }
   return "invalid dtype";
 }
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "average";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "invalid op";
 }

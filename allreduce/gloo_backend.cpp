@@ -25,10 +25,14 @@ bool is_timeout(const std::string& what) {
 template <class F>
 void with_element_type(DataType dtype, F&& f) {
   switch (element_size(dtype)) {
-    case 1: return f(std::uint8_t{});
-    case 2: return f(std::uint16_t{});
-    case 4: return f(std::uint32_t{});
-    default: return f(std::uint64_t{});
+    case 1:
+      return f(std::uint8_t{});
+    case 2:
+      return f(std::uint16_t{});
+    case 4:
+      return f(std::uint32_t{});
+    default:
+      return f(std::uint64_t{});
   }
 }
 
@@ -75,10 +79,10 @@ GlooBackend::~GlooBackend() = default;
 template <class Body>
 void GlooBackend::guarded(const char* op, Body&& body) {
   if (dead_) {
-    throw StatusError(HVD_ERR_BACKEND,
-                      fmt::format("{} on the Gloo backend: the Gloo context failed earlier ({})",
-                                  op, *dead_),
-                      "a failed Gloo context cannot be reused: restart the job");
+    throw StatusError(
+        HVD_ERR_BACKEND,
+        fmt::format("{} on the Gloo backend: the Gloo context failed earlier ({})", op, *dead_),
+        "a failed Gloo context cannot be reused: restart the job");
   }
   try {
     body();
@@ -96,9 +100,8 @@ void GlooBackend::allreduce(void* data, std::size_t count, DataType dtype, Reduc
   const ReduceFn fn = reduce_fn(dtype, op);
   guarded("allreduce", [&] {
     gloo::AllreduceOptions opts(context_);
-    with_element_type(dtype, [&](auto t) {
-      opts.setOutput(static_cast<decltype(t)*>(data), count);
-    });
+    with_element_type(dtype,
+                      [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(data), count); });
     opts.setReduceFunction(fn);
     opts.setTag(next_tag_++);
     gloo::allreduce(opts);

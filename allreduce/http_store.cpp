@@ -50,8 +50,8 @@ std::string encode_key(const std::string& key) {
 // Gloo versions use "rank_3").
 std::string missing_peer(const std::string& key) {
   std::string rank = key.rfind("rank_", 0) == 0 ? key.substr(5) : key;
-  if (!rank.empty() && std::all_of(rank.begin(), rank.end(),
-                                   [](char c) { return c >= '0' && c <= '9'; })) {
+  if (!rank.empty() &&
+      std::all_of(rank.begin(), rank.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return fmt::format("rank {} never joined", rank);
   }
   return fmt::format("key {:?} was never published", key);
@@ -86,19 +86,18 @@ void HttpStore::set(const std::string& key, const std::vector<char>& data) {
     auto res = client_->Put(path(key), data.data(), data.size(), "application/octet-stream");
     if (res && res->status == 200) return;
     if (res && res->status == 401) {
-      throw StatusError(HVD_ERR_CONFIG,
-                        fmt::format("the rendezvous store {} refused this rank's token (401)",
-                                    where()),
-                        "HVD_RENDEZVOUS_TOKEN must be the launch's own: start every rank with "
-                        "the same hvdrun");
+      throw StatusError(
+          HVD_ERR_CONFIG,
+          fmt::format("the rendezvous store {} refused this rank's token (401)", where()),
+          "HVD_RENDEZVOUS_TOKEN must be the launch's own: start every rank with "
+          "the same hvdrun");
     }
     if (res || std::chrono::steady_clock::now() >= deadline) {
-      throw StatusError(HVD_ERR_BACKEND,
-                        fmt::format("storing {:?} in the rendezvous store {} failed: {}", key,
-                                    where(),
-                                    res ? fmt::format("HTTP {}", res->status)
-                                        : httplib::to_string(res.error())),
-                        "is the launcher still running? see its output");
+      throw StatusError(
+          HVD_ERR_BACKEND,
+          fmt::format("storing {:?} in the rendezvous store {} failed: {}", key, where(),
+                      res ? fmt::format("HTTP {}", res->status) : httplib::to_string(res.error())),
+          "is the launcher still running? see its output");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // connection hiccup: retry
   }
@@ -109,11 +108,11 @@ std::optional<std::vector<char>> HttpStore::try_get(const std::string& key) {
   if (!res) return std::nullopt;  // connection trouble: the caller retries until its deadline
   if (res->status == 404) return std::nullopt;
   if (res->status == 401) {
-    throw StatusError(HVD_ERR_CONFIG,
-                      fmt::format("the rendezvous store {} refused this rank's token (401)",
-                                  where()),
-                      "HVD_RENDEZVOUS_TOKEN must be the launch's own: start every rank with the "
-                      "same hvdrun");
+    throw StatusError(
+        HVD_ERR_CONFIG,
+        fmt::format("the rendezvous store {} refused this rank's token (401)", where()),
+        "HVD_RENDEZVOUS_TOKEN must be the launch's own: start every rank with the "
+        "same hvdrun");
   }
   if (res->status != 200) {
     throw StatusError(HVD_ERR_BACKEND,
@@ -143,8 +142,8 @@ void HttpStore::wait(const std::vector<std::string>& keys,
         throw StatusError(
             HVD_ERR_TIMEOUT,
             fmt::format("Gloo rendezvous timed out after {} s in {}: {}",
-                        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
-                        where(), missing_peer(key)),
+                        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), where(),
+                        missing_peer(key)),
             "check that rank's output; HOROVOD_GLOO_TIMEOUT_SECONDS sets how long to wait");
       }
       std::this_thread::sleep_for(pause);

@@ -3,7 +3,8 @@
 // bearer token. One scope per Gloo context, so each context gets a fresh key prefix.
 //
 // get() and wait() block until the keys exist or the timeout passes; the timeout error names the
-// missing rank when the key is one of Gloo's rank keys. Not thread-safe: one context connects at a time.
+// missing rank when the key is one of Gloo's rank keys. Not thread-safe: one context connects at a
+// time.
 #pragma once
 
 #include <gloo/rendezvous/store.h>

@@ -8,19 +8,27 @@ namespace {
 
 struct Sum {
   template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a + b); }
+  static T apply(T a, T b) {
+    return static_cast<T>(a + b);
+  }
 };
 struct Min {
   template <class T>
-  static T apply(T a, T b) { return std::min(a, b); }
+  static T apply(T a, T b) {
+    return std::min(a, b);
+  }
 };
 struct Max {
   template <class T>
-  static T apply(T a, T b) { return std::max(a, b); }
+  static T apply(T a, T b) {
+    return std::max(a, b);
+  }
 };
 struct Product {
   template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a * b); }
+  static T apply(T a, T b) {
+    return static_cast<T>(a * b);
+  }
 };
 
 // Native arithmetic types. Integer sums wrap (computed unsigned) rather than being undefined.
@@ -53,14 +61,22 @@ void reduce_half(void* out, const void* a, const void* b, std::size_t n) {
 template <class Op>
 ReduceFn for_op(DataType dtype) {
   switch (dtype) {
-    case DataType::kUInt8: return reduce_native<std::uint8_t, Op>;
-    case DataType::kInt8: return reduce_native<std::int8_t, Op>;
-    case DataType::kInt32: return reduce_native<std::int32_t, Op>;
-    case DataType::kInt64: return reduce_native<std::int64_t, Op>;
-    case DataType::kFloat16: return reduce_half<float16, float16_from, Op>;
-    case DataType::kBFloat16: return reduce_half<bfloat16, bfloat16_from, Op>;
-    case DataType::kFloat32: return reduce_native<float, Op>;
-    case DataType::kFloat64: return reduce_native<double, Op>;
+    case DataType::kUInt8:
+      return reduce_native<std::uint8_t, Op>;
+    case DataType::kInt8:
+      return reduce_native<std::int8_t, Op>;
+    case DataType::kInt32:
+      return reduce_native<std::int32_t, Op>;
+    case DataType::kInt64:
+      return reduce_native<std::int64_t, Op>;
+    case DataType::kFloat16:
+      return reduce_half<float16, float16_from, Op>;
+    case DataType::kBFloat16:
+      return reduce_half<bfloat16, bfloat16_from, Op>;
+    case DataType::kFloat32:
+      return reduce_native<float, Op>;
+    case DataType::kFloat64:
+      return reduce_native<double, Op>;
   }
   return nullptr;
 }
@@ -78,11 +94,16 @@ void divide_as(void* data, std::size_t n, int divisor) {
 
 ReduceFn reduce_fn(DataType dtype, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return for_op<Sum>(dtype);
-    case ReduceOp::kMin: return for_op<Min>(dtype);
-    case ReduceOp::kMax: return for_op<Max>(dtype);
-    case ReduceOp::kProduct: return for_op<Product>(dtype);
-    case ReduceOp::kAverage: return nullptr;
+    case ReduceOp::kSum:
+      return for_op<Sum>(dtype);
+    case ReduceOp::kMin:
+      return for_op<Min>(dtype);
+    case ReduceOp::kMax:
+      return for_op<Max>(dtype);
+    case ReduceOp::kProduct:
+      return for_op<Product>(dtype);
+    case ReduceOp::kAverage:
+      return nullptr;
   }
   return nullptr;
 }
@@ -119,11 +140,16 @@ void scale(void* data, std::size_t n, DataType dtype, double factor) {
 
 void divide_integers(void* data, std::size_t n, DataType dtype, int divisor) {
   switch (dtype) {
-    case DataType::kUInt8: return divide_as<std::uint8_t>(data, n, divisor);
-    case DataType::kInt8: return divide_as<std::int8_t>(data, n, divisor);
-    case DataType::kInt32: return divide_as<std::int32_t>(data, n, divisor);
-    case DataType::kInt64: return divide_as<std::int64_t>(data, n, divisor);
-    default: return;
+    case DataType::kUInt8:
+      return divide_as<std::uint8_t>(data, n, divisor);
+    case DataType::kInt8:
+      return divide_as<std::int8_t>(data, n, divisor);
+    case DataType::kInt32:
+      return divide_as<std::int32_t>(data, n, divisor);
+    case DataType::kInt64:
+      return divide_as<std::int64_t>(data, n, divisor);
+    default:
+      return;
   }
 }
 

@@ -32,14 +32,21 @@ int to_int(std::size_t n, const char* what) {
 
 MPI_Datatype mpi_type(DataType dtype) {
   switch (dtype) {
-    case DataType::kUInt8: return MPI_UINT8_T;
-    case DataType::kInt8: return MPI_INT8_T;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kInt64: return MPI_INT64_T;
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt8:
+      return MPI_INT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
     case DataType::kFloat16:
-    case DataType::kBFloat16: return MPI_UINT16_T;
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kFloat64: return MPI_DOUBLE;
+    case DataType::kBFloat16:
+      return MPI_UINT16_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -62,10 +69,14 @@ std::array<MPI_Op, 4> make_half_ops() {
 
 int op_index(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMin: return 1;
-    case ReduceOp::kMax: return 2;
-    case ReduceOp::kProduct: return 3;
-    default: return 0;
+    case ReduceOp::kMin:
+      return 1;
+    case ReduceOp::kMax:
+      return 2;
+    case ReduceOp::kProduct:
+      return 3;
+    default:
+      return 0;
   }
 }
 
@@ -144,10 +155,14 @@ MPI_Op MpiBackend::op_for(DataType dtype, ReduceOp op) const {
     return half_ops_[dtype == DataType::kBFloat16 ? 1 : 0][static_cast<std::size_t>(op_index(op))];
   }
   switch (op) {
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kProduct: return MPI_PROD;
-    default: return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
+    default:
+      return MPI_SUM;
   }
 }
 

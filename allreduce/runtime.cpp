@@ -33,16 +33,18 @@ constexpr std::size_t kMaxDims = 10;  // allgather/alltoall/reducescatter shape 
 
 void check_tensor(const char* op, const char* role, const Tensor& t) {
   if (!is_valid(t.dtype)) {
-    invalid(fmt::format("{}: the {} has an invalid dtype ({})", op, role,
-                        static_cast<int>(t.dtype)));
+    invalid(
+        fmt::format("{}: the {} has an invalid dtype ({})", op, role, static_cast<int>(t.dtype)));
   }
   for (std::int64_t d : t.shape) {
-    if (d < 0) invalid(fmt::format("{}: the {} has a negative dimension: {}", op, role, describe(t)));
+    if (d < 0)
+      invalid(fmt::format("{}: the {} has a negative dimension: {}", op, role, describe(t)));
   }
   if (t.device.kind == Device::Kind::kCUDA) {
-    throw StatusError(HVD_ERR_UNSUPPORTED,
-                      fmt::format("{} of a {}: this libhvd has no GPU backend yet", op, describe(t)),
-                      "copy the tensor to host memory; NCCL support is a later release");
+    throw StatusError(
+        HVD_ERR_UNSUPPORTED,
+        fmt::format("{} of a {}: this libhvd has no GPU backend yet", op, describe(t)),
+        "copy the tensor to host memory; NCCL support is a later release");
   }
   if (t.device.kind != Device::Kind::kCPU) {
     invalid(fmt::format("{}: the {} has an unknown device kind", op, role));
@@ -54,9 +56,9 @@ void check_tensor(const char* op, const char* role, const Tensor& t) {
 
 void check_rows(const char* op, const Tensor& t) {
   if (t.shape.empty() || t.shape.size() > kMaxDims) {
-    invalid(fmt::format("{} needs a tensor with 1 to {} dimensions, got {}", op, kMaxDims,
-                        describe(t)),
-            "give a scalar the shape [1]");
+    invalid(
+        fmt::format("{} needs a tensor with 1 to {} dimensions, got {}", op, kMaxDims, describe(t)),
+        "give a scalar the shape [1]");
   }
 }
 
@@ -101,11 +103,12 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   configure_logger(topology_.rank, config.log_level);
   backend_ = connect(config_, topology_);
   configure_logger(topology_.rank, config.log_level);
-  logger().debug("initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
-                 "launcher {}",
-                 topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
-                 topology_.cross_rank, topology_.cross_size, backend_->name(),
-                 launcher_name(config_.launcher));
+  logger().debug(
+      "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
+      "launcher {}",
+      topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
+      topology_.cross_rank, topology_.cross_size, backend_->name(),
+      launcher_name(config_.launcher));
 }
 
 Runtime::~Runtime() = default;
@@ -121,8 +124,7 @@ void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
 void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
   check_tensor("allreduce", "input", in);
   check_tensor("allreduce", "output", out);
-  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() ||
-      in.device != out.device) {
+  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() || in.device != out.device) {
     invalid(fmt::format("allreduce: the input ({}) and the output ({}) differ", describe(in),
                         describe(out)),
             "give the output the input's dtype, element count and device");
@@ -184,8 +186,9 @@ void Runtime::check_same_trailing(const char* op, const std::vector<ShapeRecord>
   const ShapeRecord& mine = shapes[static_cast<std::size_t>(topology_.rank)];
   for (std::size_t r = 0; r < shapes.size(); ++r) {
     const ShapeRecord& other = shapes[r];
-    const bool same = other.dtype == mine.dtype && other.shape.size() == mine.shape.size() &&
-                      std::equal(other.shape.begin() + 1, other.shape.end(), mine.shape.begin() + 1);
+    const bool same =
+        other.dtype == mine.dtype && other.shape.size() == mine.shape.size() &&
+        std::equal(other.shape.begin() + 1, other.shape.end(), mine.shape.begin() + 1);
     if (!same) {
       invalid(fmt::format("{}: rank {} has a {} tensor of shape [{}], rank {} a {} tensor of "
                           "shape [{}]",
@@ -278,9 +281,10 @@ std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const st
     sum += s;
   }
   if (send.size() != n || sum != rows) {
-    invalid(fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
-                        "dimension {}",
-                        fmt::join(send, ", "), n, rows));
+    invalid(
+        fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
+                    "dimension {}",
+                    fmt::join(send, ", "), n, rows));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   check_same_trailing("alltoall", exchange_shapes(in));

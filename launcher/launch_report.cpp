@@ -92,9 +92,10 @@ std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
       result.interrupted_by != 0 ? json(signal_name(result.interrupted_by)) : json(nullptr);
   if (result.rendezvous) {
     const RendezvousStats& rv = *result.rendezvous;
-    doc["rendezvous"] = {{"requests", rv.requests},
-                         {"rejected", rv.rejected},
-                         {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
+    doc["rendezvous"] = {
+        {"requests", rv.requests},
+        {"rejected", rv.rejected},
+        {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
   } else {
     doc["rendezvous"] = nullptr;
   }

@@ -68,8 +68,9 @@ RendezvousServer::RendezvousServer(std::string token)
         ++stats_.requests;
         const std::string rank = req.get_header_value("X-Hvd-Rank");
         int r = -1;
-        if (!rank.empty() && std::from_chars(rank.data(), rank.data() + rank.size(), r).ec ==
-                                 std::errc() && r >= 0) {
+        if (!rank.empty() &&
+            std::from_chars(rank.data(), rank.data() + rank.size(), r).ec == std::errc() &&
+            r >= 0) {
           stats_.ranks_seen.insert(r);
         }
       }

@@ -216,9 +216,9 @@ RunResult run_program(const std::vector<std::string>& argv,
   if (drain(out.read_end, err.read_end, result, deadline)) status = child.wait_until(deadline);
   if (!status) {
     child.kill_and_reap();
-    throw std::runtime_error(
-        describe(argv) + ": still running after " + std::to_string(timeout.count()) +
-        " s, killed it.\nstdout so far:\n" + result.out + "\nstderr so far:\n" + result.err);
+    throw std::runtime_error(describe(argv) + ": still running after " +
+                             std::to_string(timeout.count()) + " s, killed it.\nstdout so far:\n" +
+                             result.out + "\nstderr so far:\n" + result.err);
   }
   result.exit_code = exit_code_of(*status);
   return result;

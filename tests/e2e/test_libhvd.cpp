@@ -34,8 +34,7 @@ std::string topology_line(int np, int rank, const std::string& backend) {
   const int cross_rank = local == 0 ? host : (np == 4 ? host : 0);
   return "rank " + std::to_string(rank) + " of " + std::to_string(np) + ": local " +
          std::to_string(local) + " of " + std::to_string(local_size) + ", cross " +
-         std::to_string(cross_rank) + " of " + std::to_string(cross_size) + ", backend " +
-         backend;
+         std::to_string(cross_rank) + " of " + std::to_string(cross_size) + ", backend " + backend;
 }
 
 }  // namespace

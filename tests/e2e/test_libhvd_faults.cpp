@@ -22,12 +22,17 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // The environment hvdrun gives rank `rank` of `size` ranks on one host at 127.0.0.1.
 Env rank_env(int rank, int size, int port, const std::string& token) {
   const std::string r = std::to_string(rank), n = std::to_string(size);
-  return {{"HOROVOD_RANK", r},        {"HOROVOD_SIZE", n},
-          {"HOROVOD_LOCAL_RANK", r},  {"HOROVOD_LOCAL_SIZE", n},
-          {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "1"},
+  return {{"HOROVOD_RANK", r},
+          {"HOROVOD_SIZE", n},
+          {"HOROVOD_LOCAL_RANK", r},
+          {"HOROVOD_LOCAL_SIZE", n},
+          {"HOROVOD_CROSS_RANK", "0"},
+          {"HOROVOD_CROSS_SIZE", "1"},
           {"HVD_RENDEZVOUS_ADDR", "127.0.0.1:" + std::to_string(port)},
-          {"HVD_RENDEZVOUS_TOKEN", token}, {"HVD_JOB_ID", "faults" + std::to_string(port)},
-          {"HVD_ADVERTISE_ADDR", "127.0.0.1"}, {"HOROVOD_GLOO_TIMEOUT_SECONDS", "5"}};
+          {"HVD_RENDEZVOUS_TOKEN", token},
+          {"HVD_JOB_ID", "faults" + std::to_string(port)},
+          {"HVD_ADVERTISE_ADDR", "127.0.0.1"},
+          {"HOROVOD_GLOO_TIMEOUT_SECONDS", "5"}};
 }
 
 // Starts the given ranks of a `size`-rank job at once and waits for all of them.
@@ -52,8 +57,8 @@ std::vector<RunResult> run_ranks(const std::vector<int>& ranks, int size, int po
 std::string show(const std::vector<RunResult>& results) {
   std::string text;
   for (size_t i = 0; i < results.size(); ++i) {
-    text += "--- process " + std::to_string(i) + ": exit " +
-            std::to_string(results[i].exit_code) + "\n" + results[i].out + results[i].err;
+    text += "--- process " + std::to_string(i) + ": exit " + std::to_string(results[i].exit_code) +
+            "\n" + results[i].out + results[i].err;
   }
   return text;
 }
@@ -63,8 +68,7 @@ std::string show(const std::vector<RunResult>& results) {
 TEST_CASE("libhvd: a rank with a wrong rendezvous token fails naming the store", "[libhvd]") {
   hvd::launcher::RendezvousServer server(hvd::launcher::random_token());
   const int port = server.start("127.0.0.1");
-  const auto results =
-      run_ranks({0}, 2, port, "not-the-token", {"info"});
+  const auto results = run_ranks({0}, 2, port, "not-the-token", {"info"});
   INFO(show(results));
   CHECK(results[0].exit_code == 3);
   CHECK_THAT(results[0].err, Contains("HVD_ERR_CONFIG"));
@@ -89,9 +93,10 @@ TEST_CASE("libhvd: a rank that never joins is named within the Gloo timeout", "[
   hvd::launcher::RendezvousServer server(hvd::launcher::random_token());
   const int port = server.start("127.0.0.1");
   const auto start = std::chrono::steady_clock::now();
-  const auto results = run_ranks({0}, 2, port, server.token(), {"info"},
-                                 {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "2"}});
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto results =
+      run_ranks({0}, 2, port, server.token(), {"info"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "2"}});
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(show(results));
   CHECK(results[0].exit_code == 3);
   CHECK_THAT(results[0].err, Contains("HVD_ERR_TIMEOUT"));
@@ -132,9 +137,8 @@ TEST_CASE("libhvd: Gloo under mpirun's environment is a clear error", "[libhvd]"
 }
 
 TEST_CASE("libhvd: a bad knob value names the variable", "[libhvd]") {
-  const auto r = hvd::test::run_program({LIBHVD_CHECK, "info"},
-                                        {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "soon"}},
-                                        std::chrono::seconds(30));
+  const auto r = hvd::test::run_program(
+      {LIBHVD_CHECK, "info"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "soon"}}, std::chrono::seconds(30));
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Contains("HOROVOD_GLOO_TIMEOUT_SECONDS=\"soon\" is not valid"));

@@ -27,13 +27,13 @@ namespace {
 using hvd::DataType;
 using hvd::ReduceOp;
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16,
+constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
                                   DataType::kFloat32, DataType::kFloat64};
 constexpr DataType kMainTypes[] = {DataType::kFloat32, DataType::kInt32, DataType::kFloat16,
                                    DataType::kBFloat16};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                                ReduceOp::kMax, ReduceOp::kProduct};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kProduct};
 
 int g_rank = 0, g_size = 1;
 long g_checks = 0, g_failures = 0;
@@ -50,27 +50,51 @@ struct Data {
 
   static double get_from(const std::byte* p, DataType t, std::size_t i) {
     switch (t) {
-      case DataType::kUInt8: return reinterpret_cast<const std::uint8_t*>(p)[i];
-      case DataType::kInt8: return reinterpret_cast<const std::int8_t*>(p)[i];
-      case DataType::kInt32: return reinterpret_cast<const std::int32_t*>(p)[i];
-      case DataType::kInt64: return static_cast<double>(reinterpret_cast<const std::int64_t*>(p)[i]);
-      case DataType::kFloat16: return hvd::to_float(reinterpret_cast<const hvd::float16*>(p)[i]);
-      case DataType::kBFloat16: return hvd::to_float(reinterpret_cast<const hvd::bfloat16*>(p)[i]);
-      case DataType::kFloat32: return reinterpret_cast<const float*>(p)[i];
-      case DataType::kFloat64: return reinterpret_cast<const double*>(p)[i];
+      case DataType::kUInt8:
+        return reinterpret_cast<const std::uint8_t*>(p)[i];
+      case DataType::kInt8:
+        return reinterpret_cast<const std::int8_t*>(p)[i];
+      case DataType::kInt32:
+        return reinterpret_cast<const std::int32_t*>(p)[i];
+      case DataType::kInt64:
+        return static_cast<double>(reinterpret_cast<const std::int64_t*>(p)[i]);
+      case DataType::kFloat16:
+        return hvd::to_float(reinterpret_cast<const hvd::float16*>(p)[i]);
+      case DataType::kBFloat16:
+        return hvd::to_float(reinterpret_cast<const hvd::bfloat16*>(p)[i]);
+      case DataType::kFloat32:
+        return reinterpret_cast<const float*>(p)[i];
+      case DataType::kFloat64:
+        return reinterpret_cast<const double*>(p)[i];
     }
     return 0;
   }
   static void set_in(std::byte* p, DataType t, std::size_t i, double v) {
     switch (t) {
-      case DataType::kUInt8: reinterpret_cast<std::uint8_t*>(p)[i] = static_cast<std::uint8_t>(v); return;
-      case DataType::kInt8: reinterpret_cast<std::int8_t*>(p)[i] = static_cast<std::int8_t>(v); return;
-      case DataType::kInt32: reinterpret_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(v); return;
-      case DataType::kInt64: reinterpret_cast<std::int64_t*>(p)[i] = static_cast<std::int64_t>(v); return;
-      case DataType::kFloat16: reinterpret_cast<hvd::float16*>(p)[i] = hvd::float16_from(static_cast<float>(v)); return;
-      case DataType::kBFloat16: reinterpret_cast<hvd::bfloat16*>(p)[i] = hvd::bfloat16_from(static_cast<float>(v)); return;
-      case DataType::kFloat32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); return;
-      case DataType::kFloat64: reinterpret_cast<double*>(p)[i] = v; return;
+      case DataType::kUInt8:
+        reinterpret_cast<std::uint8_t*>(p)[i] = static_cast<std::uint8_t>(v);
+        return;
+      case DataType::kInt8:
+        reinterpret_cast<std::int8_t*>(p)[i] = static_cast<std::int8_t>(v);
+        return;
+      case DataType::kInt32:
+        reinterpret_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(v);
+        return;
+      case DataType::kInt64:
+        reinterpret_cast<std::int64_t*>(p)[i] = static_cast<std::int64_t>(v);
+        return;
+      case DataType::kFloat16:
+        reinterpret_cast<hvd::float16*>(p)[i] = hvd::float16_from(static_cast<float>(v));
+        return;
+      case DataType::kBFloat16:
+        reinterpret_cast<hvd::bfloat16*>(p)[i] = hvd::bfloat16_from(static_cast<float>(v));
+        return;
+      case DataType::kFloat32:
+        reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
+        return;
+      case DataType::kFloat64:
+        reinterpret_cast<double*>(p)[i] = v;
+        return;
     }
   }
   hvd::Tensor tensor(std::vector<std::int64_t> shape = {}) {
@@ -90,12 +114,14 @@ bool is_signed(DataType t) { return t != DataType::kUInt8; }
 // included) at up to 4 ranks: sums <= 24, products <= 16, min/max within [-4, 4].
 double input(ReduceOp op, DataType t, int rank, std::size_t i) {
   switch (op) {
-    case ReduceOp::kProduct: return 1.0 + static_cast<double>((i + static_cast<std::size_t>(rank)) % 2);
+    case ReduceOp::kProduct:
+      return 1.0 + static_cast<double>((i + static_cast<std::size_t>(rank)) % 2);
     case ReduceOp::kMin:
     case ReduceOp::kMax:
       return static_cast<double>((i * 5 + static_cast<std::size_t>(rank) * 3) % 9) -
              (is_signed(t) ? 4.0 : 0.0);
-    default: return static_cast<double>((i + 3 * static_cast<std::size_t>(rank)) % 7);
+    default:
+      return static_cast<double>((i + 3 * static_cast<std::size_t>(rank)) % 7);
   }
 }
 
@@ -105,10 +131,17 @@ double expected_reduction(ReduceOp op, DataType t, std::size_t i, double prescal
   for (int r = 1; r < g_size; ++r) {
     const double v = input(op, t, r, i) * prescale;
     switch (op) {
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kProduct: acc *= v; break;
-      default: acc += v;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::kProduct:
+        acc *= v;
+        break;
+      default:
+        acc += v;
     }
   }
   if (op == ReduceOp::kAverage) acc = is_float(t) ? acc / g_size : std::trunc(acc / g_size);
@@ -118,11 +151,16 @@ double expected_reduction(ReduceOp op, DataType t, std::size_t i, double prescal
 // Average and scaled results of 16-bit types carry rounding: a relative tolerance per type.
 double tolerance(DataType t) {
   switch (t) {
-    case DataType::kFloat16: return 2e-3;
-    case DataType::kBFloat16: return 1.6e-2;
-    case DataType::kFloat32: return 1e-6;
-    case DataType::kFloat64: return 1e-12;
-    default: return 0;
+    case DataType::kFloat16:
+      return 2e-3;
+    case DataType::kBFloat16:
+      return 1.6e-2;
+    case DataType::kFloat32:
+      return 1e-6;
+    case DataType::kFloat64:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 
@@ -142,15 +180,15 @@ bool close_enough(double got, double want, DataType t) {
 template <class Want>
 void expect_elements(const Data& got, std::size_t n, Want want, const std::string& what) {
   if (got.size() != n) {
-    expect(false, what + ": " + std::to_string(got.size()) + " elements, want " +
-                      std::to_string(n));
+    expect(false,
+           what + ": " + std::to_string(got.size()) + " elements, want " + std::to_string(n));
     return;
   }
   for (std::size_t i = 0; i < n; ++i) {
     const double w = want(i);
     if (!close_enough(got.get(i), w, got.dtype)) {
-      expect(false, what + ": element " + std::to_string(i) + " is " +
-                        std::to_string(got.get(i)) + ", want " + std::to_string(w));
+      expect(false, what + ": element " + std::to_string(i) + " is " + std::to_string(got.get(i)) +
+                        ", want " + std::to_string(w));
       return;
     }
   }
@@ -171,16 +209,18 @@ void check_allreduce() {
         if (n <= 1000) {  // out of place for the small counts, in place for all
           Data out(t, n);
           hvd::allreduce(in.tensor(), out.tensor(), {op});
-          expect_elements(out, n, [&](std::size_t i) { return expected_reduction(op, t, i); },
-                          what + " (out of place)");
+          expect_elements(
+              out, n, [&](std::size_t i) { return expected_reduction(op, t, i); },
+              what + " (out of place)");
         }
         hvd::allreduce(in.tensor(), {op});
-        expect_elements(in, n, [&](std::size_t i) { return expected_reduction(op, t, i); }, what);
+        expect_elements(
+            in, n, [&](std::size_t i) { return expected_reduction(op, t, i); }, what);
       }
     }
   }
-  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
-                     DataType::kFloat64}) {
+  for (DataType t :
+       {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64}) {
     Data in(t, 1000);
     for (std::size_t i = 0; i < 1000; ++i) in.set(i, input(ReduceOp::kSum, t, g_rank, i));
     hvd::allreduce(in.tensor(), {ReduceOp::kSum, 0.5, 3.0});
@@ -197,9 +237,10 @@ void check_broadcast() {
         Data d(t, n);
         for (std::size_t i = 0; i < n; ++i) d.set(i, input(ReduceOp::kSum, t, g_rank, i));
         hvd::broadcast(d.tensor(), root);
-        expect_elements(d, n, [&](std::size_t i) { return input(ReduceOp::kSum, t, root, i); },
-                        "broadcast " + name(t) + " from root " + std::to_string(root) + " x" +
-                            std::to_string(n));
+        expect_elements(
+            d, n, [&](std::size_t i) { return input(ReduceOp::kSum, t, root, i); },
+            "broadcast " + name(t) + " from root " + std::to_string(root) + " x" +
+                std::to_string(n));
       }
     }
   }
@@ -211,11 +252,13 @@ void check_allgather() {
     for (int extra : {0, 1}) {  // rank r sends r + extra rows: uneven, rank 0 maybe none
       const auto rows_of = [&](int r) { return static_cast<std::int64_t>(r + extra); };
       Data in(t, static_cast<std::size_t>(rows_of(g_rank) * kCols));
-      for (std::size_t i = 0; i < in.size(); ++i) in.set(i, 10 * g_rank + static_cast<double>(i % 7));
+      for (std::size_t i = 0; i < in.size(); ++i)
+        in.set(i, 10 * g_rank + static_cast<double>(i % 7));
       hvd::Buffer out = hvd::allgather(in.tensor({rows_of(g_rank), kCols}));
       std::vector<double> want;
       for (int r = 0; r < g_size; ++r) {
-        for (std::int64_t i = 0; i < rows_of(r) * kCols; ++i) want.push_back(10 * r + static_cast<double>(i % 7));
+        for (std::int64_t i = 0; i < rows_of(r) * kCols; ++i)
+          want.push_back(10 * r + static_cast<double>(i % 7));
       }
       Data got(t, 0);
       got.bytes = out.bytes;
@@ -223,8 +266,9 @@ void check_allgather() {
       for (int r = 0; r < g_size; ++r) total_rows += rows_of(r);
       expect(out.shape == std::vector<std::int64_t>{total_rows, kCols},
              "allgather " + name(t) + " output shape");
-      expect_elements(got, want.size(), [&](std::size_t i) { return want[i]; },
-                      "allgather " + name(t) + " uneven rows +" + std::to_string(extra));
+      expect_elements(
+          got, want.size(), [&](std::size_t i) { return want[i]; },
+          "allgather " + name(t) + " uneven rows +" + std::to_string(extra));
     }
   }
 }
@@ -243,12 +287,15 @@ void check_reducescatter() {
         const std::int64_t mine = rows / g_size + (g_rank < rows % g_size ? 1 : 0);
         Data got(t, 0);
         got.bytes = out.bytes;
-        const std::string what = "reducescatter " + name(op) + " " + name(t) + " rows " +
-                                 std::to_string(rows);
+        const std::string what =
+            "reducescatter " + name(op) + " " + name(t) + " rows " + std::to_string(rows);
         expect(out.shape == std::vector<std::int64_t>{mine, kCols}, what + " output shape");
-        expect_elements(got, static_cast<std::size_t>(mine * kCols), [&](std::size_t i) {
-          return expected_reduction(op, t, static_cast<std::size_t>(first * kCols) + i);
-        }, what);
+        expect_elements(
+            got, static_cast<std::size_t>(mine * kCols),
+            [&](std::size_t i) {
+              return expected_reduction(op, t, static_cast<std::size_t>(first * kCols) + i);
+            },
+            what);
       }
     }
   }
@@ -267,7 +314,8 @@ void check_alltoall() {
     Data in(t, static_cast<std::size_t>(rows * kCols));
     std::size_t at = 0;
     for (int d = 0; d < g_size; ++d) {
-      for (std::int64_t i = 0; i < splits[static_cast<std::size_t>(d)] * kCols; ++i) in.set(at++, 10 * g_rank + d);
+      for (std::int64_t i = 0; i < splits[static_cast<std::size_t>(d)] * kCols; ++i)
+        in.set(at++, 10 * g_rank + d);
     }
     const auto result = hvd::alltoall(in.tensor({rows, kCols}), splits);
     std::vector<double> want;
@@ -279,8 +327,8 @@ void check_alltoall() {
     Data got(t, 0);
     got.bytes = result.output.bytes;
     expect(result.received_splits == want_splits, "alltoall " + name(t) + " received splits");
-    expect_elements(got, want.size(), [&](std::size_t i) { return want[i]; },
-                    "alltoall " + name(t));
+    expect_elements(
+        got, want.size(), [&](std::size_t i) { return want[i]; }, "alltoall " + name(t));
   }
 }
 
@@ -313,7 +361,8 @@ void check_errors() {
       hvd::reducescatter(rs.tensor(), ReduceOp::kSum);
       expect(false, "reducescatter with mismatched counts did not throw");
     } catch (const hvd::RuntimeError& e) {
-      expect(e.status() == HVD_ERR_INVALID_ARGUMENT, std::string("reducescatter mismatch: ") + e.what());
+      expect(e.status() == HVD_ERR_INVALID_ARGUMENT,
+             std::string("reducescatter mismatch: ") + e.what());
     }
   }
   hvd::barrier();  // still in step
@@ -344,7 +393,8 @@ int die(int victim) {
     try {
       hvd::allreduce(std::span<float>(data), ReduceOp::kSum);
     } catch (const hvd::RuntimeError& e) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("rank %d: error after %.2f s (status %s): %s\n", g_rank, s,
                   hvd_status_name(e.status()), e.what());
       return 3;
@@ -366,10 +416,14 @@ int main(int argc, char** argv) {
                 hvd::local_rank(), hvd::local_size(), hvd::cross_rank(), hvd::cross_size(),
                 hvd::backend_name().c_str());
     int rc = 2;
-    if (mode == "collectives") rc = collectives();
-    else if (mode == "die" && argc > 2) rc = die(std::atoi(argv[2]));
-    else if (mode == "info") rc = 0;
-    else std::fprintf(stderr, "usage: libhvd_check [collectives | die RANK | info]\n");
+    if (mode == "collectives")
+      rc = collectives();
+    else if (mode == "die" && argc > 2)
+      rc = die(std::atoi(argv[2]));
+    else if (mode == "info")
+      rc = 0;
+    else
+      std::fprintf(stderr, "usage: libhvd_check [collectives | die RANK | info]\n");
     hvd::shutdown();
     return rc;
   } catch (const hvd::RuntimeError& e) {

@@ -1,31 +1,64 @@
 // docs/environment.md and the contract table must list the same variables.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "worker/contract/env_table.h"
 
-TEST_CASE("docs/environment.md documents exactly the contract table", "[docs]") {
-  std::ifstream in(std::string(HVD_SOURCE_DIR) + "/docs/environment.md");
+namespace {
+
+std::string read_doc(const std::string& name) {
+  std::ifstream in(std::string(HVD_SOURCE_DIR) + "/docs/" + name);
   REQUIRE(in.good());
   std::stringstream text;
   text << in.rdbuf();
-  const std::string doc = text.str();
+  return text.str();
+}
 
-  // The contract section's table rows: | `NAME` | kind | ...
-  const auto start = doc.find("## Set by hvdrun for every rank");
-  const auto end = doc.find("\n## ", start + 1);
+// The table rows "| `NAME` | cell | cell |" of the section under `heading`: NAME -> the rest.
+std::map<std::string, std::string> table_rows(const std::string& doc, const std::string& heading) {
+  const auto start = doc.find(heading);
   REQUIRE(start != std::string::npos);
+  const auto end = doc.find("\n## ", start + 1);
   const std::string section = doc.substr(start, end - start);
-  std::set<std::string> documented;
-  const std::regex row(R"(\n\| `([A-Z_]+)` \|)");
+  std::map<std::string, std::string> rows;
+  const std::regex row(R"(\n\| `([A-Z_]+)` \|([^\n]*))");
   for (auto it = std::sregex_iterator(section.begin(), section.end(), row);
        it != std::sregex_iterator(); ++it) {
-    documented.insert((*it)[1]);
+    rows[(*it)[1]] = (*it)[2];
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("docs/environment.md documents exactly the contract table", "[docs]") {
+  std::set<std::string> documented;
+  for (const auto& [name, rest] :
+       table_rows(read_doc("environment.md"), "## Set by hvdrun for every rank")) {
+    documented.insert(name);
   }
   std::set<std::string> table;
   for (const auto* var : hvd::contract::env_table()) table.insert(std::string(var->name));
   CHECK(documented == table);
+}
+
+TEST_CASE("docs list libhvd's knobs with the table's defaults and meanings", "[docs]") {
+  const auto env_rows = table_rows(read_doc("environment.md"), "## Read by libhvd");
+  const auto libhvd_rows = table_rows(read_doc("libhvd.md"), "## Knobs");
+  CHECK(env_rows.size() == hvd::contract::knob_table().size());
+  CHECK(libhvd_rows.size() == hvd::contract::knob_table().size());
+  for (const auto* var : hvd::contract::knob_table()) {
+    const std::string name(var->name);
+    INFO(name);
+    REQUIRE(env_rows.count(name) == 1);
+    REQUIRE(libhvd_rows.count(name) == 1);
+    const std::string expected =
+        " " + std::string(var->default_value) + " | " + std::string(var->meaning) + " |";
+    CHECK(env_rows.at(name) == expected);
+    CHECK(libhvd_rows.at(name).find(" " + std::string(var->default_value) + " |") == 0);
+  }
 }
