@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "allreduce/boundary.h"
+#include "allreduce/op_state.h"
 #include "allreduce/runtime.h"
 #include "hvd/build_config.h"
 #include "hvd/hvd.hpp"
@@ -84,23 +85,26 @@ int cross_rank() { return current("cross_rank")->topology().cross_rank; }
 int cross_size() { return current("cross_size")->topology().cross_size; }
 std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
 
-void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  auto rt = current("allreduce");
-  runtime::at_boundary([&] { rt->allreduce(in, out, options); });
-}
+// ---- Ops: every one goes through the engine ----
 
-void broadcast(const Tensor& inout, int root) {
-  auto rt = current("broadcast");
-  runtime::at_boundary([&] { rt->broadcast(inout, root); });
-}
-
-void allgather(const Tensor& in, const Allocator& allocate) {
-  auto rt = current("allgather");
-  runtime::at_boundary([&] { rt->allgather(in, allocate); });
-}
+struct HandleAccess {
+  static Handle make(std::shared_ptr<detail::OpState> state) {
+    Handle h;
+    h.state_ = std::move(state);
+    return h;
+  }
+  static detail::OpState& state(const Handle& h) {
+    if (!h.state_) throw RuntimeError(HVD_ERR_INVALID_ARGUMENT, "this hvd::Handle holds no op");
+    return *h.state_;
+  }
+};
 
 namespace {
-// An Allocator that fills `buffer` (shape and bytes) for the Buffer-returning overloads.
+
+using detail::OpState;
+using runtime::OpKind;
+
+// An Allocator that fills `buffer` (shape and bytes) for the Buffer-returning forms.
 Allocator into(Buffer& buffer, DataType dtype) {
   buffer.dtype = dtype;
   return [&buffer](const std::vector<std::int64_t>& shape, std::size_t bytes) -> void* {
@@ -109,40 +113,152 @@ Allocator into(Buffer& buffer, DataType dtype) {
     return buffer.bytes.data();
   };
 }
-}  // namespace
 
-Buffer allgather(const Tensor& in) {
-  Buffer out;
-  allgather(in, into(out, in.dtype));
-  return out;
+std::shared_ptr<OpState> new_op(const char* call, OpKind kind, const std::string& name,
+                                const Tensor& in, std::shared_ptr<Runtime>& rt) {
+  rt = current(call);
+  auto op = std::make_shared<OpState>();
+  op->request.kind = kind;
+  op->request.name = name.empty() ? rt->auto_name(kind) : name;
+  op->in = in;
+  op->out = in;
+  return op;
 }
 
-void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op) {
-  auto rt = current("reducescatter");
-  runtime::at_boundary([&] { rt->reducescatter(in, allocate, op); });
+Handle submit(const std::shared_ptr<Runtime>& rt, const std::shared_ptr<OpState>& op) {
+  runtime::at_boundary([&] { rt->submit(op); });
+  return HandleAccess::make(op);
+}
+
+}  // namespace
+
+const std::string& Handle::name() const { return HandleAccess::state(*this).request.name; }
+
+bool Handle::poll() const {
+  OpState& s = HandleAccess::state(*this);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.done;
+}
+
+bool Handle::wait(std::chrono::milliseconds timeout) const {
+  OpState& s = HandleAccess::state(*this);
+  if (s.wakeup) s.wakeup->flush();  // someone waits: no point batching any longer
+  std::unique_lock<std::mutex> lock(s.mutex);
+  if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
+  if (s.error) std::rethrow_exception(s.error);
+  return true;
+}
+
+void Handle::wait() const {
+  OpState& s = HandleAccess::state(*this);
+  if (s.wakeup) s.wakeup->flush();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.cv.wait(lock, [&] { return s.done; });
+  if (s.error) std::rethrow_exception(s.error);
+}
+
+const Buffer& Handle::output() const { return HandleAccess::state(*this).buffer; }
+
+const std::vector<std::int64_t>& Handle::received_splits() const {
+  return HandleAccess::state(*this).received_splits;
+}
+
+Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
+                       const AllreduceOptions& options) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("allreduce_async", OpKind::kAllreduce, name, in, rt);
+  op->out = out;
+  op->options = options;
+  return submit(rt, op);
+}
+
+Handle broadcast_async(const std::string& name, const Tensor& inout, int root) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("broadcast_async", OpKind::kBroadcast, name, inout, rt);
+  op->request.root = root;
+  return submit(rt, op);
+}
+
+Handle allgather_async(const std::string& name, const Tensor& in) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("allgather_async", OpKind::kAllgather, name, in, rt);
+  op->allocate = into(op->buffer, in.dtype);
+  return submit(rt, op);
+}
+
+Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp op_kind) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("reducescatter_async", OpKind::kReducescatter, name, in, rt);
+  op->request.op = op_kind;
+  op->allocate = into(op->buffer, in.dtype);
+  return submit(rt, op);
+}
+
+Handle alltoall_async(const std::string& name, const Tensor& in,
+                      std::span<const std::int64_t> splits) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("alltoall_async", OpKind::kAlltoall, name, in, rt);
+  op->splits.assign(splits.begin(), splits.end());
+  op->allocate = into(op->buffer, in.dtype);
+  return submit(rt, op);
+}
+
+// ---- The synchronous forms: submit under an automatic name, then wait ----
+
+void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
+  allreduce_async({}, in, out, options).wait();
+}
+
+void broadcast(const Tensor& inout, int root) { broadcast_async({}, inout, root).wait(); }
+
+void allgather(const Tensor& in, const Allocator& allocate) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("allgather", OpKind::kAllgather, {}, in, rt);
+  op->allocate = allocate;
+  submit(rt, op).wait();
+}
+
+Buffer allgather(const Tensor& in) {
+  Handle h = allgather_async({}, in);
+  h.wait();
+  return std::move(HandleAccess::state(h).buffer);
+}
+
+void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("reducescatter", OpKind::kReducescatter, {}, in, rt);
+  op->request.op = op_kind;
+  op->allocate = allocate;
+  submit(rt, op).wait();
 }
 
 Buffer reducescatter(const Tensor& in, ReduceOp op) {
-  Buffer out;
-  reducescatter(in, into(out, in.dtype), op);
-  return out;
+  Handle h = reducescatter_async({}, in, op);
+  h.wait();
+  return std::move(HandleAccess::state(h).buffer);
 }
 
 std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
                                    const Allocator& allocate) {
-  auto rt = current("alltoall");
-  return runtime::at_boundary([&] { return rt->alltoall(in, splits, allocate); });
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("alltoall", OpKind::kAlltoall, {}, in, rt);
+  op->splits.assign(splits.begin(), splits.end());
+  op->allocate = allocate;
+  submit(rt, op).wait();
+  return op->received_splits;
 }
 
 AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits) {
-  AlltoallResult result;
-  result.received_splits = alltoall(in, splits, into(result.output, in.dtype));
-  return result;
+  Handle h = alltoall_async({}, in, splits);
+  h.wait();
+  auto& s = HandleAccess::state(h);
+  return AlltoallResult{std::move(s.buffer), s.received_splits};
 }
 
 void barrier() {
-  auto rt = current("barrier");
-  runtime::at_boundary([&] { rt->barrier(); });
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("barrier", OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}, rt);
+  submit(rt, op).wait();
 }
 
 }  // namespace hvd

@@ -29,15 +29,48 @@ std::string value_of(const contract::EnvGetter& getenv, std::string_view name) {
                     fmt::format("use {}, or unset it", allowed));
 }
 
-std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
-  const std::string v = value_of(getenv, contract::kGlooTimeout.name);
-  if (v.empty()) return std::chrono::seconds(30);
-  int seconds = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
-  if (ec != std::errc() || end != v.data() + v.size() || seconds < 1 || seconds > 86400) {
-    bad_value(contract::kGlooTimeout.name, v, "a whole number of seconds from 1 to 86400");
+// A whole number in [min, max]; `fallback` when unset.
+long long read_integer(const contract::EnvGetter& getenv, const contract::EnvVar& var,
+                       long long min, long long max, long long fallback, const char* unit) {
+  const std::string v = value_of(getenv, var.name);
+  if (v.empty()) return fallback;
+  long long n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < min || n > max) {
+    bad_value(var.name, v,
+              *unit == '\0' ? fmt::format("{} or {}", min, max)
+                             : fmt::format("a whole number of {} from {} to {}", unit, min, max));
   }
-  return std::chrono::seconds(seconds);
+  return n;
+}
+
+std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
+  return std::chrono::seconds(read_integer(getenv, contract::kGlooTimeout, 1, 86400, 30, "seconds"));
+}
+
+// HOROVOD_CYCLE_TIME: milliseconds, fractional (Horovod's unit), 0 to 1000.
+std::chrono::microseconds read_cycle_time(const contract::EnvGetter& getenv) {
+  const std::string v = value_of(getenv, contract::kCycleTime.name);
+  if (v.empty()) return std::chrono::microseconds(200);
+  double ms = -1;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+  if (ec != std::errc() || end != v.data() + v.size() || !(ms >= 0 && ms <= 1000)) {
+    bad_value(contract::kCycleTime.name, v, "milliseconds from 0 to 1000, e.g. 0.2");
+  }
+  return std::chrono::microseconds(static_cast<long long>(ms * 1000));
+}
+
+void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config) {
+  config.fusion_threshold = static_cast<std::size_t>(
+      read_integer(getenv, contract::kFusionThreshold, 0, 1ll << 40, 64ll << 20, "bytes"));
+  config.cycle_time = read_cycle_time(getenv);
+  const bool disabled = read_integer(getenv, contract::kStallCheckDisable, 0, 1, 0, "") == 1;
+  config.stall_warning = std::chrono::seconds(
+      disabled ? 0 : read_integer(getenv, contract::kStallCheckTime, 1, 86400, 60, "seconds"));
+  config.stall_shutdown = std::chrono::seconds(
+      disabled ? 0
+               : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, 0, "seconds"));
+  config.timeline = value_of(getenv, contract::kTimeline.name);
 }
 
 Launcher detect_launcher(const contract::EnvGetter& getenv) {
@@ -113,6 +146,7 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
   config.launcher = detect_launcher(getenv);
   config.backend = choose_backend(getenv, config.launcher, build);
   config.gloo_timeout = read_timeout(getenv);
+  read_engine_knobs(getenv, config);
   const std::string level = lower(value_of(getenv, contract::kLogLevel.name));
   if (!level.empty()) {
     static constexpr std::string_view kLevels[] = {"trace",   "debug", "info",

@@ -34,6 +34,12 @@ struct RuntimeConfig {
   std::string advertise_addr;  // where this rank's Gloo device binds; 127.0.0.1 alone
   std::chrono::seconds gloo_timeout{30};
   std::string log_level = "warning";
+  // The engine (named ops, negotiation, fusion, stalls, timeline).
+  std::size_t fusion_threshold = 64u << 20;
+  std::chrono::microseconds cycle_time{200};
+  std::chrono::seconds stall_warning{60};  // 0: the stall inspector is off
+  std::chrono::seconds stall_shutdown{0};  // 0: stalls only warn
+  std::string timeline;                    // HOROVOD_TIMELINE; written by rank 0
 };
 
 // Throws StatusError(HVD_ERR_CONFIG) for a bad or inconsistent environment, and

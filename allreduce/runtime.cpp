@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "allreduce/dtype.h"
+#include "allreduce/control_plane.h"
 #include "allreduce/kernels.h"
 #include "allreduce/log.h"
 #include "allreduce/status_error.h"
@@ -64,6 +65,72 @@ void check_rows(const char* op, const Tensor& t) {
 
 std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
+void check_allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
+  check_tensor("allreduce", "input", in);
+  check_tensor("allreduce", "output", out);
+  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() ||
+      in.device != out.device) {
+    invalid(fmt::format("allreduce: the input ({}) and the output ({}) differ", describe(in),
+                        describe(out)),
+            "give the output the input's dtype, element count and device");
+  }
+  if (!is_valid(options.op)) {
+    invalid(fmt::format("allreduce: invalid reduce op {}", static_cast<int>(options.op)));
+  }
+  for (double s : {options.prescale, options.postscale}) {
+    if (!std::isfinite(s)) invalid(fmt::format("allreduce: scale factor {} is not finite", s));
+    if (s != 1.0 && !is_floating(in.dtype)) {
+      invalid(fmt::format("allreduce: prescale/postscale {} on a {}", s, describe(in)),
+              "scaling needs a floating-point dtype; scale integer data yourself");
+    }
+  }
+}
+
+void check_broadcast(const Tensor& t, int root, int size) {
+  check_tensor("broadcast", "tensor", t);
+  if (root < 0 || root >= size) {
+    invalid(fmt::format("broadcast: root rank {} is not a rank of this job (size {})", root, size),
+            fmt::format("give a root from 0 to {}", size - 1));
+  }
+}
+
+void check_reducescatter(const Tensor& in, ReduceOp op) {
+  check_tensor("reducescatter", "input", in);
+  check_rows("reducescatter", in);
+  if (op != ReduceOp::kSum && op != ReduceOp::kAverage) {
+    invalid(fmt::format("reducescatter supports sum and average, not {}",
+                        is_valid(op) ? op_name(op) : "an invalid op"));
+  }
+}
+
+// The rows going to each rank: `splits`, or equal parts when empty.
+std::vector<std::int64_t> alltoall_splits(const Tensor& in, std::span<const std::int64_t> splits,
+                                          int size) {
+  check_tensor("alltoall", "input", in);
+  check_rows("alltoall", in);
+  const auto n = static_cast<std::size_t>(size);
+  const std::int64_t rows = in.shape[0];
+  std::vector<std::int64_t> send(splits.begin(), splits.end());
+  if (send.empty()) {
+    if (rows % size != 0) {
+      invalid(fmt::format("alltoall: {} rows do not split evenly over {} ranks", rows, n),
+              "pass splits (rows per destination rank)");
+    }
+    send.assign(n, rows / size);
+  }
+  std::int64_t sum = 0;
+  for (std::int64_t s : send) {
+    if (s < 0) invalid(fmt::format("alltoall: negative split {}", s));
+    sum += s;
+  }
+  if (send.size() != n || sum != rows) {
+    invalid(fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
+                        "dimension {}",
+                        fmt::join(send, ", "), n, rows));
+  }
+  return send;
+}
+
 std::int64_t trailing_elements(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
@@ -103,15 +170,166 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   configure_logger(topology_.rank, config.log_level);
   backend_ = connect(config_, topology_);
   configure_logger(topology_.rank, config.log_level);
-  logger().debug(
-      "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
-      "launcher {}",
-      topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
-      topology_.cross_rank, topology_.cross_size, backend_->name(),
-      launcher_name(config_.launcher));
+  ControlPlane control =
+      ControlPlane::connect(*backend_, topology_.rank, topology_.size, config_.advertise_addr,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                config_.gloo_timeout));
+  if (topology_.rank == 0 && !config_.timeline.empty()) {
+    timeline_ = std::make_unique<Timeline>(config_.timeline);
+  }
+  EngineOptions engine{.rank = topology_.rank,
+                       .size = topology_.size,
+                       .controller = {.size = topology_.size,
+                                      .fusion_threshold = config_.fusion_threshold,
+                                      .stall_warning = config_.stall_warning,
+                                      .stall_shutdown = config_.stall_shutdown},
+                       .cycle_time = config_.cycle_time,
+                       .timeline = timeline_.get()};
+  engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
+  logger().debug("initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
+                 "launcher {}",
+                 topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
+                 topology_.cross_rank, topology_.cross_size, backend_->name(),
+                 launcher_name(config_.launcher));
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  engine_.reset();  // joins the background thread before the backend goes
+}
+
+std::string Runtime::auto_name(OpKind kind) {
+  const auto n = name_counters_[static_cast<std::size_t>(kind)]++;
+  return fmt::format("hvd.{}.{}", op_kind_name(kind), n);
+}
+
+void Runtime::submit(const std::shared_ptr<detail::OpState>& op) {
+  Request& q = op->request;
+  if (q.name.empty()) invalid(fmt::format("{}: the tensor name is empty", op_kind_name(q.kind)));
+  switch (q.kind) {
+    case OpKind::kAllreduce: check_allreduce(op->in, op->out, op->options); break;
+    case OpKind::kBroadcast: check_broadcast(op->in, q.root, topology_.size); break;
+    case OpKind::kAllgather:
+      check_tensor("allgather", "input", op->in);
+      check_rows("allgather", op->in);
+      break;
+    case OpKind::kReducescatter: check_reducescatter(op->in, q.op); break;
+    case OpKind::kAlltoall: alltoall_splits(op->in, op->splits, topology_.size); break;
+    case OpKind::kBarrier: break;
+  }
+  q.dtype = op->in.dtype;
+  q.device = op->in.device;
+  q.shape = op->in.shape;
+  if (q.kind == OpKind::kAllreduce) {
+    q.op = op->options.op;
+    q.prescale = op->options.prescale;
+    q.postscale = op->options.postscale;
+  }
+  engine_->submit(op);
+}
+
+void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) {
+  if (ops.empty()) return;
+  const OpKind kind = ops.front()->request.kind;
+  if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
+  if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
+  const std::string phase = fmt::format("{}_{}", backend_->name(), op_kind_name(kind));
+  if (timeline != nullptr) {
+    timeline->end(ops.front()->request.name, "QUEUE");
+    timeline->begin(ops.front()->request.name, phase);
+  }
+  for (const auto& op : ops) run_one(*op);
+  if (timeline != nullptr) timeline->end(ops.front()->request.name, phase);
+}
+
+void Runtime::run_one(detail::OpState& op) {
+  switch (op.request.kind) {
+    case OpKind::kAllreduce: return allreduce(op.in, op.out, op.options);
+    case OpKind::kBroadcast: return broadcast(op.in, op.request.root);
+    case OpKind::kAllgather: return allgather(op.in, op.allocate);
+    case OpKind::kReducescatter: return reducescatter(op.in, op.allocate, op.request.op);
+    case OpKind::kAlltoall:
+      op.received_splits = alltoall(op.in, op.splits, op.allocate);
+      return;
+    case OpKind::kBarrier: return backend_->barrier();
+  }
+}
+
+namespace {
+// Timeline phases for every op of a fused response.
+void phase(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState>>& ops,
+           const std::string& name, bool begin) {
+  if (timeline == nullptr) return;
+  for (const auto& op : ops) {
+    if (begin) {
+      timeline->begin(op->request.name, name);
+    } else {
+      timeline->end(op->request.name, name);
+    }
+  }
+}
+}  // namespace
+
+// Several allreduces with the same dtype, op and scale factors (the coordinator checked) as one
+// collective over the reused fusion buffer.
+void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                              Timeline* timeline) {
+  const detail::OpState& head = *ops.front();
+  const DataType dtype = head.in.dtype;
+  std::size_t total = 0;
+  for (const auto& op : ops) total += op->in.byte_size();
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  const std::string collective = fmt::format("{}_allreduce", backend_->name());
+  phase(timeline, ops, "QUEUE", false);
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
+  std::size_t at = 0;
+  for (const auto& op : ops) {
+    std::memcpy(fusion_buffer_.data() + at, op->in.data, op->in.byte_size());
+    at += op->in.byte_size();
+  }
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", false);
+  phase(timeline, ops, collective, true);
+  const Tensor fused{fusion_buffer_.data(), dtype,
+                     {static_cast<std::int64_t>(total / element_size(dtype))}};
+  allreduce(fused, fused, head.options);
+  phase(timeline, ops, collective, false);
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
+  at = 0;
+  for (const auto& op : ops) {
+    std::memcpy(op->out.data, fusion_buffer_.data() + at, op->out.byte_size());
+    at += op->out.byte_size();
+  }
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
+}
+
+// Several broadcasts from one root as one.
+void Runtime::broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                              Timeline* timeline) {
+  const int root = ops.front()->request.root;
+  std::size_t total = 0;
+  for (const auto& op : ops) total += op->in.byte_size();
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  const std::string collective = fmt::format("{}_broadcast", backend_->name());
+  phase(timeline, ops, "QUEUE", false);
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
+  std::size_t at = 0;
+  if (topology_.rank == root) {
+    for (const auto& op : ops) {
+      std::memcpy(fusion_buffer_.data() + at, op->in.data, op->in.byte_size());
+      at += op->in.byte_size();
+    }
+  }
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", false);
+  phase(timeline, ops, collective, true);
+  if (total > 0) backend_->broadcast(fusion_buffer_.data(), total, root);
+  phase(timeline, ops, collective, false);
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
+  at = 0;
+  for (const auto& op : ops) {
+    std::memcpy(op->in.data, fusion_buffer_.data() + at, op->in.byte_size());
+    at += op->in.byte_size();
+  }
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
+}
 
 void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
   if (is_floating(dtype)) {
@@ -122,24 +340,7 @@ void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
 }
 
 void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  check_tensor("allreduce", "input", in);
-  check_tensor("allreduce", "output", out);
-  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() || in.device != out.device) {
-    invalid(fmt::format("allreduce: the input ({}) and the output ({}) differ", describe(in),
-                        describe(out)),
-            "give the output the input's dtype, element count and device");
-  }
-  if (!is_valid(options.op)) {
-    invalid(fmt::format("allreduce: invalid reduce op {}", static_cast<int>(options.op)));
-  }
-  for (double s : {options.prescale, options.postscale}) {
-    if (!std::isfinite(s)) invalid(fmt::format("allreduce: scale factor {} is not finite", s));
-    if (s != 1.0 && !is_floating(in.dtype)) {
-      invalid(fmt::format("allreduce: prescale/postscale {} on a {}", s, describe(in)),
-              "scaling needs a floating-point dtype; scale integer data yourself");
-    }
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
+  check_allreduce(in, out, options);
   const auto count = to_size(in.num_elements());
   if (count == 0) return;
   if (in.data != out.data) std::memcpy(out.data, in.data, in.byte_size());
@@ -151,13 +352,7 @@ void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOpti
 }
 
 void Runtime::broadcast(const Tensor& inout, int root) {
-  check_tensor("broadcast", "tensor", inout);
-  if (root < 0 || root >= topology_.size) {
-    invalid(fmt::format("broadcast: root rank {} is not a rank of this job (size {})", root,
-                        topology_.size),
-            fmt::format("give a root from 0 to {}", topology_.size - 1));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
+  check_broadcast(inout, root, topology_.size);
   if (inout.byte_size() == 0) return;
   backend_->broadcast(inout.data, inout.byte_size(), root);
 }
@@ -212,7 +407,6 @@ void* Runtime::allocate_output(const char* op, const Allocator& allocate,
 void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
   check_tensor("allgather", "input", in);
   check_rows("allgather", in);
-  std::lock_guard<std::mutex> lock(mutex_);
   const auto shapes = exchange_shapes(in);
   check_same_trailing("allgather", shapes);
   const std::size_t row_bytes = to_size(trailing_elements(in.shape)) * element_size(in.dtype);
@@ -229,13 +423,7 @@ void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
 }
 
 void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op) {
-  check_tensor("reducescatter", "input", in);
-  check_rows("reducescatter", in);
-  if (op != ReduceOp::kSum && op != ReduceOp::kAverage) {
-    invalid(fmt::format("reducescatter supports sum and average, not {}",
-                        is_valid(op) ? op_name(op) : "an invalid op"));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
+  check_reducescatter(in, op);
   const auto shapes = exchange_shapes(in);
   for (std::size_t r = 0; r < shapes.size(); ++r) {
     if (shapes[r].dtype != in.dtype || shapes[r].shape != in.shape) {
@@ -263,30 +451,8 @@ void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceO
 
 std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const std::int64_t> splits,
                                             const Allocator& allocate) {
-  check_tensor("alltoall", "input", in);
-  check_rows("alltoall", in);
   const auto n = static_cast<std::size_t>(topology_.size);
-  const std::int64_t rows = in.shape[0];
-  std::vector<std::int64_t> send(splits.begin(), splits.end());
-  if (send.empty()) {
-    if (rows % topology_.size != 0) {
-      invalid(fmt::format("alltoall: {} rows do not split evenly over {} ranks", rows, n),
-              "pass splits (rows per destination rank)");
-    }
-    send.assign(n, rows / topology_.size);
-  }
-  std::int64_t sum = 0;
-  for (std::int64_t s : send) {
-    if (s < 0) invalid(fmt::format("alltoall: negative split {}", s));
-    sum += s;
-  }
-  if (send.size() != n || sum != rows) {
-    invalid(
-        fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
-                    "dimension {}",
-                    fmt::join(send, ", "), n, rows));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
+  const std::vector<std::int64_t> send = alltoall_splits(in, splits, topology_.size);
   check_same_trailing("alltoall", exchange_shapes(in));
   std::vector<std::int64_t> recv(n);
   backend_->alltoallv(send.data(), std::vector<std::size_t>(n, sizeof(std::int64_t)), recv.data(),
@@ -306,9 +472,6 @@ std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const st
   return recv;
 }
 
-void Runtime::barrier() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  backend_->barrier();
-}
+
 
 }  // namespace hvd::runtime

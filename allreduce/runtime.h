@@ -1,37 +1,55 @@
-// One libhvd runtime: the configuration read at init, the topology and the backend, and the
-// collectives' common part (validation, scaling, averaging, size exchange, output allocation).
+// One libhvd runtime: the configuration read at init, the topology, the backend, the engine, and
+// the collectives' common part (validation, scaling, averaging, size exchange, fusion buffer,
+// output allocation).
 //
-// Thread-safe: each op holds the runtime's mutex, so ops run one at a time, in call order.
-// The public free functions (api.cpp) use one process-wide Runtime, as Horovod's hvd.init() does.
+// Callers submit() ops from any thread; the engine's background thread negotiates them and calls
+// run(), so the backend only ever sees that one thread. The public free functions (api.cpp) use
+// one process-wide Runtime, as Horovod's hvd.init() does.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
 #include "allreduce/backend.h"
 #include "allreduce/config.h"
+#include "allreduce/engine.h"
+#include "allreduce/timeline.h"
 
 namespace hvd::runtime {
 
 class Runtime {
  public:
-  explicit Runtime(const RuntimeConfig& config);  // connects the backend; throws StatusError
-  ~Runtime();
+  // Connects the backend and the engine's control plane; throws StatusError.
+  explicit Runtime(const RuntimeConfig& config);
+  ~Runtime();  // stops the engine first
 
   const contract::RankTopology& topology() const { return topology_; }
   std::string_view backend_name() const { return backend_->name(); }
 
+  // Checks what this rank alone can check (throws StatusError at once), then queues the op.
+  void submit(const std::shared_ptr<detail::OpState>& op);
+  // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
+  std::string auto_name(OpKind kind);
+
+  // The engine's thread: runs one response's ops (several: a fused allreduce or broadcast).
+  void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline);
+
+ private:
   void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options);
+  void allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                       Timeline* timeline);
+  void broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                       Timeline* timeline);
   void broadcast(const Tensor& inout, int root);
   void allgather(const Tensor& in, const Allocator& allocate);
   void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op);
   std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
                                      const Allocator& allocate);
-  void barrier();
+  void run_one(detail::OpState& op);
 
- private:
   // Every rank's dtype and shape (one small allgather), for checks and output sizes.
   struct ShapeRecord {
     DataType dtype;
@@ -46,7 +64,10 @@ class Runtime {
   RuntimeConfig config_;
   contract::RankTopology topology_;
   std::unique_ptr<Backend> backend_;
-  std::mutex mutex_;
+  std::vector<std::byte> fusion_buffer_;  // reused; grows up to the fusion threshold
+  std::array<std::atomic<long long>, 6> name_counters_{};
+  std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
+  std::unique_ptr<Engine> engine_;      // last: stopped before everything above
 };
 
 }  // namespace hvd::runtime

@@ -28,7 +28,9 @@ constexpr std::array<const EnvVar*, 18> kTable{
     &kAdvertiseAddr,
 };
 
-constexpr std::array<const EnvVar*, 3> kKnobs{&kCpuOperations, &kGlooTimeout, &kLogLevel};
+constexpr std::array<const EnvVar*, 9> kKnobs{
+    &kCpuOperations,  &kGlooTimeout,     &kLogLevel,         &kFusionThreshold,  &kCycleTime,
+    &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
 }  // namespace
 

@@ -79,6 +79,27 @@ inline constexpr EnvVar kLogLevel{"HOROVOD_LOG_LEVEL", EnvKind::kKnob, EnvType::
                                   "libhvd's log level: trace, debug, info, warning, error",
                                   "warning"};
 
+inline constexpr EnvVar kFusionThreshold{
+    "HOROVOD_FUSION_THRESHOLD", EnvKind::kKnob, EnvType::kInt,
+    "bytes: ready allreduces and broadcasts are fused into one collective up to this size; 0 "
+    "disables fusion",
+    "67108864"};
+inline constexpr EnvVar kCycleTime{
+    "HOROVOD_CYCLE_TIME", EnvKind::kKnob, EnvType::kString,
+    "milliseconds (fractional): how long a rank batches submissions before negotiating them",
+    "0.2"};
+inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,
+                                           EnvType::kInt, "1 turns the stall inspector off", "0"};
+inline constexpr EnvVar kStallCheckTime{
+    "HOROVOD_STALL_CHECK_TIME_SECONDS", EnvKind::kKnob, EnvType::kInt,
+    "seconds a tensor may wait for missing ranks before rank 0 warns, naming them", "60"};
+inline constexpr EnvVar kStallShutdownTime{
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", EnvKind::kKnob, EnvType::kInt,
+    "seconds after which a stall fails every pending op on every rank; 0: never", "0"};
+inline constexpr EnvVar kTimeline{"HOROVOD_TIMELINE", EnvKind::kKnob, EnvType::kString,
+                                  "file rank 0 writes a Chrome trace of every tensor to",
+                                  "unset"};
+
 // Every contract variable above (per rank and internal), in documentation order.
 std::span<const EnvVar* const> env_table();
 

@@ -10,13 +10,18 @@
 // an Allocator, or return an owning Buffer. Errors are thrown as hvd::RuntimeError with a
 // status (hvd_status in hvd/hvd.h) and a message that says what to do.
 //
-// Threading: calls are thread-safe and run one at a time; every rank must issue the same
-// collectives in the same order. This header includes only the C++ standard library.
+// Named async ops (allreduce_async(name, ...) -> Handle) may be submitted in any order on each
+// rank, from any thread: a coordinator agrees on one order, fuses small allreduces, and checks
+// that every rank submitted the same thing. The synchronous calls are submit + wait, named
+// automatically ("hvd.allreduce.N"), so every rank must make them in the same order.
+// This header includes only the C++ standard library.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -216,5 +221,46 @@ struct AlltoallResult {
 HVD_API AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits = {});
 
 HVD_API void barrier();
+
+// ---- Named asynchronous ops ----
+namespace detail {
+struct OpState;
+}
+
+// The pending result of an async op. Copies share the op. The tensors it was given must stay
+// alive until it finished.
+class HVD_API Handle {
+ public:
+  Handle() = default;
+  const std::string& name() const;
+  bool poll() const;  // finished (successfully or not)?
+  // Blocks until finished; rethrows the op's RuntimeError.
+  void wait() const;
+  // false if not finished within `timeout`; rethrows the op's RuntimeError if it failed.
+  bool wait(std::chrono::milliseconds timeout) const;
+  // The output of allgather_async / reducescatter_async / alltoall_async (after wait()).
+  const Buffer& output() const;
+  // alltoall_async: the rows received from each rank (after wait()).
+  const std::vector<std::int64_t>& received_splits() const;
+
+ private:
+  friend struct HandleAccess;
+  std::shared_ptr<detail::OpState> state_;
+};
+
+// `name` identifies the op across ranks: every rank submits the same names (in any order), and
+// a name cannot be submitted again until its op finished.
+HVD_API Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
+                               const AllreduceOptions& options = {});
+inline Handle allreduce_async(const std::string& name, const Tensor& inout,
+                              const AllreduceOptions& options = {}) {
+  return allreduce_async(name, inout, inout, options);
+}
+HVD_API Handle broadcast_async(const std::string& name, const Tensor& inout, int root);
+HVD_API Handle allgather_async(const std::string& name, const Tensor& in);
+HVD_API Handle reducescatter_async(const std::string& name, const Tensor& in,
+                                   ReduceOp op = ReduceOp::kAverage);
+HVD_API Handle alltoall_async(const std::string& name, const Tensor& in,
+                              std::span<const std::int64_t> splits = {});
 
 }  // namespace hvd

@@ -1,0 +1,233 @@
+#include "allreduce/controller.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "allreduce/dtype.h"
+
+namespace hvd::runtime {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+std::string device_text(const Device& d) {
+  return d.kind == Device::Kind::kCUDA ? fmt::format("GPU (CUDA device {})", d.id) : "CPU";
+}
+
+std::size_t byte_size(const Request& r) {
+  std::size_t n = 1;
+  for (std::int64_t d : r.shape) n *= static_cast<std::size_t>(d);
+  return n * element_size(r.dtype);
+}
+
+// Requests that may share one fused collective.
+bool fusable(const Request& a, const Request& b) {
+  if (a.kind != b.kind || a.device != b.device) return false;
+  if (a.kind == OpKind::kAllreduce) {
+    return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
+           a.postscale == b.postscale;
+  }
+  if (a.kind == OpKind::kBroadcast) return a.root == b.root;
+  return false;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return fmt::format("{}", fmt::join(ranks, ", "));
+}
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options) : options_(options) {}
+
+void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
+  for (const Request& request : list.requests) {
+    Entry& entry = table_[request.name];
+    if (entry.by_rank.empty()) {
+      entry.first_seen = now;
+      entry.last_warned = now;
+    }
+    if (entry.by_rank.count(rank) != 0) {
+      out_.push_back({request.kind, {request.name},
+                      fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
+                                  request.name, rank)});
+      continue;
+    }
+    entry.by_rank.emplace(rank, request);
+    if (!shut_down_.empty()) {
+      std::vector<int> gone(shut_down_.begin(), shut_down_.end());
+      out_.push_back({request.kind, {request.name},
+                      fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
+                                  request.name, ranks_text(gone))});
+      table_.erase(request.name);
+      continue;
+    }
+    if (static_cast<int>(entry.by_rank.size()) == options_.size) {
+      complete(request.name, entry);
+      table_.erase(request.name);
+    }
+  }
+  if (list.shutdown) {
+    shut_down_.insert(rank);
+    fail_waiting_for(rank, fmt::format("rank {} called hvd::shutdown() before submitting it",
+                                       rank));
+  }
+  fuse_ready();
+}
+
+void Controller::rank_left(int rank) {
+  if (shut_down_.count(rank) != 0) return;  // a normal goodbye
+  if (fatal_.empty()) {
+    fatal_ = fmt::format("rank {} left the job without calling hvd::shutdown() (its control "
+                         "connection closed): it probably crashed or was killed",
+                         rank);
+  }
+  shut_down_.insert(rank);
+}
+
+void Controller::fail_waiting_for(int rank, const std::string& why) {
+  for (auto it = table_.begin(); it != table_.end();) {
+    if (it->second.by_rank.count(rank) == 0) {
+      const Request& any = it->second.by_rank.begin()->second;
+      out_.push_back({any.kind, {it->first}, fmt::format("tensor '{}': {}", it->first, why)});
+      it = table_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Controller::complete(const std::string& name, Entry& entry) {
+  ready_.emplace_back(entry.by_rank.begin()->second, validate(name, entry));
+}
+
+std::string Controller::validate(const std::string& name, const Entry& entry) const {
+  const auto& [first_rank, a] = *entry.by_rank.begin();
+  for (const auto& [rank, b] : entry.by_rank) {
+    auto mismatch = [&](const char* field, const std::string& va, const std::string& vb) {
+      return fmt::format("tensor '{}': {} mismatch: rank {} submitted {}, rank {} submitted {}",
+                         name, field, first_rank, va, rank, vb);
+    };
+    if (a.kind != b.kind) {
+      return mismatch("operation", op_kind_name(a.kind), op_kind_name(b.kind));
+    }
+    if (a.device.kind != b.device.kind) {
+      return mismatch("device", device_text(a.device), device_text(b.device));
+    }
+    if (a.kind == OpKind::kBarrier) continue;
+    if (a.dtype != b.dtype) {
+      return mismatch("data type", dtype_name(a.dtype), dtype_name(b.dtype));
+    }
+    const bool first_dim_free = a.kind == OpKind::kAllgather || a.kind == OpKind::kAlltoall;
+    const bool same_shape =
+        first_dim_free
+            ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
+                  std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
+            : a.shape == b.shape;
+    if (!same_shape) {
+      return mismatch(first_dim_free ? "shape (after the first dimension)" : "shape",
+                      shape_text(a.shape), shape_text(b.shape));
+    }
+    if ((a.kind == OpKind::kAllreduce || a.kind == OpKind::kReducescatter) && a.op != b.op) {
+      return mismatch("reduce op", op_name(a.op), op_name(b.op));
+    }
+    if (a.kind == OpKind::kBroadcast && a.root != b.root) {
+      return mismatch("root rank", std::to_string(a.root), std::to_string(b.root));
+    }
+    if (a.kind == OpKind::kAllreduce && a.prescale != b.prescale) {
+      return mismatch("prescale", fmt::format("{}", a.prescale), fmt::format("{}", b.prescale));
+    }
+    if (a.kind == OpKind::kAllreduce && a.postscale != b.postscale) {
+      return mismatch("postscale", fmt::format("{}", a.postscale),
+                      fmt::format("{}", b.postscale));
+    }
+  }
+  return {};
+}
+
+void Controller::fuse_ready() {
+  std::vector<bool> used(ready_.size(), false);
+  for (std::size_t i = 0; i < ready_.size(); ++i) {
+    if (used[i]) continue;
+    used[i] = true;
+    const auto& [head, error] = ready_[i];
+    Response response{head.kind, {head.name}, error};
+    std::size_t bytes = byte_size(head);
+    const bool can_fuse = error.empty() && options_.fusion_threshold > 0 &&
+                          bytes <= options_.fusion_threshold &&
+                          (head.kind == OpKind::kAllreduce || head.kind == OpKind::kBroadcast);
+    for (std::size_t j = i + 1; can_fuse && j < ready_.size(); ++j) {
+      const auto& [next, next_error] = ready_[j];
+      if (used[j] || !next_error.empty() || !fusable(head, next)) continue;
+      if (bytes + byte_size(next) > options_.fusion_threshold) continue;
+      bytes += byte_size(next);
+      response.names.push_back(next.name);
+      used[j] = true;
+    }
+    out_.push_back(std::move(response));
+  }
+  ready_.clear();
+}
+
+ResponseList Controller::take() {
+  ResponseList list;
+  list.responses = std::move(out_);
+  out_.clear();
+  if (!fatal_.empty() && !fatal_sent_) {
+    list.fatal = fatal_;
+    fatal_sent_ = true;
+  }
+  return list;
+}
+
+std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
+  std::vector<std::string> warnings;
+  if (options_.stall_warning.count() == 0 || table_.empty()) return warnings;
+  // Missing rank -> the stalled tensors it has not submitted.
+  std::map<int, std::vector<std::string>> missing;
+  for (auto& [name, entry] : table_) {
+    if (now - entry.last_warned < options_.stall_warning) continue;
+    entry.last_warned = now;
+    for (int r = 0; r < options_.size; ++r) {
+      if (entry.by_rank.count(r) == 0) missing[r].push_back(name);
+    }
+  }
+  for (const auto& [rank, names] : missing) {
+    warnings.push_back(fmt::format(
+        "stall: rank {} has not submitted {} for {:.0f} s or more, while other ranks wait "
+        "on {}: is that rank stuck, or are the ranks submitting different tensors?",
+        rank, names.size() == 1 ? "this tensor" : "these tensors",
+        options_.stall_warning.count() / 1000.0, fmt::join(names, ", ")));
+  }
+  if (options_.stall_shutdown.count() > 0 && fatal_.empty()) {
+    for (const auto& [name, entry] : table_) {
+      if (now - entry.first_seen < options_.stall_shutdown) continue;
+      std::vector<int> absent;
+      for (int r = 0; r < options_.size; ++r) {
+        if (entry.by_rank.count(r) == 0) absent.push_back(r);
+      }
+      fatal_ = fmt::format(
+          "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}' was "
+          "never submitted by rank(s) {}",
+          options_.stall_shutdown.count() / 1000, name, ranks_text(absent));
+      break;
+    }
+  }
+  return warnings;
+}
+
+std::optional<Clock::time_point> Controller::next_stall_check() const {
+  if (options_.stall_warning.count() == 0 || table_.empty()) return std::nullopt;
+  std::optional<Clock::time_point> next;
+  for (const auto& [name, entry] : table_) {
+    Clock::time_point t = entry.last_warned + options_.stall_warning;
+    if (options_.stall_shutdown.count() > 0) {
+      t = std::min(t, entry.first_seen + options_.stall_shutdown);
+    }
+    if (!next || t < *next) next = t;
+  }
+  return next;
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,260 @@
+#include "allreduce/engine.h"
+
+#include <poll.h>
+
+#include <fmt/format.h>
+
+#include "allreduce/boundary.h"
+#include "allreduce/log.h"
+#include "allreduce/runtime.h"
+#include "allreduce/status_error.h"
+#include "allreduce/timeline.h"
+
+namespace hvd::runtime {
+namespace {
+
+constexpr const char* kCoordinatorGone =
+    "rank 0 (the coordinator) is gone: its control connection closed (it exited, crashed, was "
+    "killed or called hvd::shutdown())";
+
+std::exception_ptr failure(hvd_status status, const std::string& message) {
+  return std::make_exception_ptr(RuntimeError(status, message));
+}
+
+}  // namespace
+
+Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
+    : runtime_(runtime), control_(std::move(control)), options_(options) {
+  if (options_.rank == 0) controller_.emplace(options_.controller);
+  thread_ = std::thread([this] {
+    while (run_once()) {
+    }
+  });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::submit(const std::shared_ptr<detail::OpState>& op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_.empty()) {
+      throw StatusError(HVD_ERR_BACKEND,
+                        fmt::format("{} '{}' cannot run: {}", op_kind_name(op->request.kind),
+                                    op->request.name, failed_));
+    }
+    if (stopping_) {
+      throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
+    }
+    if (!in_flight_.insert(op->request.name).second) {
+      throw StatusError(HVD_ERR_INVALID_ARGUMENT,
+                        fmt::format("a tensor named '{}' is already in flight on this rank",
+                                    op->request.name),
+                        "wait for the earlier op of that name, or give this one another name");
+    }
+    op->wakeup = wakeup_;
+    queue_.push_back(op);
+  }
+  wakeup_->notify();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wakeup_->notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Engine::run_once() {
+  // Sleep until a submission, a message, the end of the batching delay or a stall check.
+  std::vector<pollfd> fds{{wakeup_->fd(), POLLIN, 0}};
+  std::vector<int> ranks{-1};
+  for (int r = 0; r < options_.size; ++r) {
+    if (r != options_.rank && control_.peer(r) >= 0) {
+      fds.push_back({control_.peer(r), POLLIN, 0});
+      ranks.push_back(r);
+    }
+  }
+  std::optional<Clock::time_point> wake_at;
+  if (!unsent_.requests.empty()) wake_at = first_unsent_ + options_.cycle_time;
+  if (controller_) {
+    if (auto stall = controller_->next_stall_check(); stall && (!wake_at || *stall < *wake_at)) {
+      wake_at = stall;
+    }
+  }
+  // ppoll: the cycle time is a fraction of a millisecond, finer than poll()'s timeout.
+  timespec timeout{};
+  if (wake_at) {
+    const auto left = std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
+    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
+    timeout.tv_nsec = static_cast<long>(left % 1000000000);
+  }
+  if (::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) < 0 &&
+      errno != EINTR) {
+    fail_everything(fmt::format("the engine's poll() failed: {}", std::strerror(errno)));
+    return false;
+  }
+  const auto now = Clock::now();
+
+  if (fds[0].revents != 0) wakeup_->drain();
+  take_submissions(now);
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping = stopping_;
+  }
+  const bool flush = wakeup_->take_flush();
+  if (!unsent_.requests.empty() &&
+      (flush || stopping || now >= first_unsent_ + options_.cycle_time)) {
+    send_batch(now, false);
+  }
+
+  std::vector<int> readable;
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) readable.push_back(ranks[i]);
+  }
+  if (!read_network(readable, now)) return false;
+  if (controller_) coordinate(now);
+
+  if (stopping && !stopped_) {
+    send_batch(now, true);
+    if (controller_) coordinate(now);
+    stopped_ = true;
+    fail_everything("hvd::shutdown() was called while it was pending");
+  }
+  return !stopped_;
+}
+
+void Engine::take_submissions(Clock::time_point now) {
+  std::deque<std::shared_ptr<detail::OpState>> taken;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken.swap(queue_);
+  }
+  for (auto& op : taken) {
+    if (unsent_.requests.empty()) first_unsent_ = now;
+    unsent_.requests.push_back(op->request);
+    pending_[op->request.name] = op;
+  }
+}
+
+void Engine::send_batch(Clock::time_point now, bool shutdown) {
+  RequestList batch;
+  batch.requests.swap(unsent_.requests);
+  batch.shutdown = shutdown;
+  if (batch.requests.empty() && !shutdown) return;
+  if (controller_) {
+    if (options_.timeline != nullptr) {
+      for (const Request& q : batch.requests) options_.timeline->negotiating(q, 0);
+    }
+    controller_->add(0, batch, now);
+  } else if (!control_.send(0, encode(batch)) && !shutdown) {
+    fail_everything(kCoordinatorGone);
+  }
+}
+
+bool Engine::read_network(const std::vector<int>& readable, Clock::time_point now) {
+  for (int r : readable) {
+    auto messages = control_.receive(r);
+    if (!messages) {
+      control_.close(r);
+      if (controller_) {
+        controller_->rank_left(r);
+        continue;
+      }
+      fail_everything(kCoordinatorGone);
+      return false;
+    }
+    for (const std::string& m : *messages) {
+      if (controller_) {
+        const RequestList list = decode_requests(m);
+        if (options_.timeline != nullptr) {
+          for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
+        }
+        controller_->add(r, list, now);
+      } else {
+        execute(decode_responses(m));
+      }
+    }
+  }
+  return true;
+}
+
+void Engine::coordinate(Clock::time_point now) {
+  for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
+  ResponseList list = controller_->take();
+  if (list.responses.empty() && list.fatal.empty()) return;
+  if (options_.timeline != nullptr) {
+    for (const Response& r : list.responses) options_.timeline->negotiated(r);
+  }
+  const std::string bytes = encode(list);
+  for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);  // a gone rank is ignored
+  execute(list);
+}
+
+std::shared_ptr<detail::OpState> Engine::take_pending(const std::string& name) {
+  auto it = pending_.find(name);
+  if (it == pending_.end()) return nullptr;
+  auto op = std::move(it->second);
+  pending_.erase(it);
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.erase(name);
+  return op;
+}
+
+void Engine::execute(const ResponseList& list) {
+  for (const Response& response : list.responses) run_response(response);
+  if (!list.fatal.empty()) fail_everything(list.fatal);
+}
+
+void Engine::run_response(const Response& response) {
+  std::vector<std::shared_ptr<detail::OpState>> ops;
+  for (const std::string& name : response.names) {
+    if (auto op = take_pending(name)) ops.push_back(std::move(op));
+  }
+  if (ops.size() != response.names.size()) {
+    // A shutdown on this rank failed the op already, or an error names an op this rank never
+    // submitted (another rank's duplicate): nothing to run here.
+    if (response.error.empty()) {
+      for (auto& op : ops) {
+        op->finish(failure(HVD_ERR_INTERNAL,
+                           fmt::format("the coordinator scheduled {} ops of which this rank knows "
+                                       "{}",
+                                       response.names.size(), ops.size())));
+      }
+      return;
+    }
+  }
+  if (!response.error.empty()) {
+    for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    return;
+  }
+  std::exception_ptr error;
+  try {
+    at_boundary([&] { runtime_.run(ops, options_.timeline); });
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (auto& op : ops) op->finish(error);
+}
+
+void Engine::fail_everything(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.empty()) failed_ = why;
+    for (auto& op : queue_) pending_[op->request.name] = op;
+    queue_.clear();
+    in_flight_.clear();
+  }
+  for (auto& [name, op] : pending_) {
+    op->finish(failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_BACKEND,
+                       fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name,
+                                   why)));
+  }
+  pending_.clear();
+  unsent_.requests.clear();
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,86 @@
+// The engine: named ops submitted from any thread, negotiated through the coordinator (rank 0)
+// and run by one background thread per runtime, in the order the coordinator decided.
+//
+// The background thread's loop is `while (run_once())`: it sleeps in poll() on the submission
+// eventfd and the control-plane sockets, so an idle rank uses no CPU. The first submission of a
+// batch starts the cycle time (HOROVOD_CYCLE_TIME); the batch goes to the coordinator when that
+// passes, or at once when someone waits on a handle. Rank 0 also runs the Controller (fusion,
+// validation, stall checks) and sends every rank the same responses.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "allreduce/control_plane.h"
+#include "allreduce/controller.h"
+#include "allreduce/op_state.h"
+
+namespace hvd::runtime {
+
+class Runtime;
+class Timeline;
+
+struct EngineOptions {
+  int rank = 0;
+  int size = 1;
+  ControllerOptions controller;
+  std::chrono::microseconds cycle_time{100};
+  Timeline* timeline = nullptr;  // rank 0 with HOROVOD_TIMELINE set; outlives the engine
+};
+
+class Engine {
+ public:
+  // Starts the background thread. `runtime` runs the collectives and outlives the engine.
+  Engine(Runtime& runtime, ControlPlane control, EngineOptions options);
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues `op` (request filled in). Throws StatusError if its name is already in flight on
+  // this rank or the engine has failed or shut down.
+  void submit(const std::shared_ptr<detail::OpState>& op);
+
+  // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
+  void shutdown();
+
+  const std::shared_ptr<Wakeup>& wakeup() const { return wakeup_; }
+
+ private:
+  bool run_once();
+  void take_submissions(Clock::time_point now);
+  void send_batch(Clock::time_point now, bool shutdown);
+  bool read_network(const std::vector<int>& readable, Clock::time_point now);
+  void coordinate(Clock::time_point now);
+  void execute(const ResponseList& list);
+  void run_response(const Response& response);
+  void fail_everything(const std::string& why);
+  std::shared_ptr<detail::OpState> take_pending(const std::string& name);
+
+  Runtime& runtime_;
+  ControlPlane control_;
+  EngineOptions options_;
+  std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
+
+  // Shared with submitting threads.
+  std::mutex mutex_;
+  std::deque<std::shared_ptr<detail::OpState>> queue_;
+  std::set<std::string> in_flight_;
+  std::string failed_;  // once set, submissions fail with it
+  bool stopping_ = false;
+
+  // The background thread's own.
+  std::map<std::string, std::shared_ptr<detail::OpState>> pending_;
+  RequestList unsent_;
+  Clock::time_point first_unsent_{};
+  std::optional<Controller> controller_;  // rank 0 only
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hvd::runtime

@@ -1,0 +1,67 @@
+// The engine's control-plane messages: what a rank asks for (Request) and what the coordinator
+// decides (Response), in a small binary encoding. Workers send RequestLists to rank 0; rank 0
+// sends every rank the same ResponseLists, in the same order: that order is the order in which
+// every rank runs its collectives.
+//
+// Encoding: little-endian fixed-width integers, strings and vectors prefixed by a u32 count.
+// decode_*() throw StatusError(HVD_ERR_INTERNAL) on a truncated or malformed message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hvd/hvd.hpp"
+
+namespace hvd::runtime {
+
+enum class OpKind : std::uint8_t {
+  kAllreduce = 0,
+  kBroadcast = 1,
+  kAllgather = 2,
+  kReducescatter = 3,
+  kAlltoall = 4,
+  kBarrier = 5,
+};
+const char* op_kind_name(OpKind kind);
+
+// One rank's submission of one named op: everything the coordinator validates across ranks.
+struct Request {
+  std::string name;
+  OpKind kind = OpKind::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  Device device{};
+  std::vector<std::int64_t> shape;
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::int32_t root = 0;
+  bool operator==(const Request&) const = default;
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;  // this rank is shutting down: nothing more will come from it
+  bool operator==(const RequestList&) const = default;
+};
+
+// Run these tensors (one collective; several names = fused), or fail them with `error`.
+struct Response {
+  OpKind kind = OpKind::kAllreduce;
+  std::vector<std::string> names;
+  std::string error;  // non-empty: every rank fails these names' handles with it
+  bool operator==(const Response&) const = default;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  std::string fatal;  // non-empty: the job is broken (stall shutdown, a rank left); stop
+  bool operator==(const ResponseList&) const = default;
+};
+
+std::string encode(const RequestList& list);
+std::string encode(const ResponseList& list);
+RequestList decode_requests(std::string_view bytes);
+ResponseList decode_responses(std::string_view bytes);
+
+}  // namespace hvd::runtime
