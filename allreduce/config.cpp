@@ -39,13 +39,14 @@ long long read_integer(const contract::EnvGetter& getenv, const contract::EnvVar
   if (ec != std::errc() || end != v.data() + v.size() || n < min || n > max) {
     bad_value(var.name, v,
               *unit == '\0' ? fmt::format("{} or {}", min, max)
-                             : fmt::format("a whole number of {} from {} to {}", unit, min, max));
+                            : fmt::format("a whole number of {} from {} to {}", unit, min, max));
   }
   return n;
 }
 
 std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
-  return std::chrono::seconds(read_integer(getenv, contract::kGlooTimeout, 1, 86400, 30, "seconds"));
+  return std::chrono::seconds(
+      read_integer(getenv, contract::kGlooTimeout, 1, 86400, 30, "seconds"));
 }
 
 // HOROVOD_CYCLE_TIME: milliseconds, fractional (Horovod's unit), 0 to 1000.
@@ -68,8 +69,7 @@ void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config)
   config.stall_warning = std::chrono::seconds(
       disabled ? 0 : read_integer(getenv, contract::kStallCheckTime, 1, 86400, 60, "seconds"));
   config.stall_shutdown = std::chrono::seconds(
-      disabled ? 0
-               : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, 0, "seconds"));
+      disabled ? 0 : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, 0, "seconds"));
   config.timeline = value_of(getenv, contract::kTimeline.name);
 }
 

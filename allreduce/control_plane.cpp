@@ -91,9 +91,9 @@ std::pair<UniqueFd, int> listen_on(const std::string& address) {
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof bound;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  const int port = ntohs(bound.ss_family == AF_INET
-                             ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  const int port =
+      ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   return {std::move(fd), port};
 }
 
@@ -205,7 +205,8 @@ ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
       }
       std::uint32_t from = 0;
       std::memcpy(&from, hello + 32, 4);
-      if (from == 0 || from >= static_cast<std::uint32_t>(size) || missing.count(static_cast<int>(from)) == 0) {
+      if (from == 0 || from >= static_cast<std::uint32_t>(size) ||
+          missing.count(static_cast<int>(from)) == 0) {
         continue;
       }
       set_nodelay(conn.get());

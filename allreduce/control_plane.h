@@ -21,8 +21,8 @@ namespace hvd::runtime {
 class ControlPlane {
  public:
   // Throws StatusError (HVD_ERR_TIMEOUT naming the ranks that never connected, ...).
-  static ControlPlane connect(Backend& backend, int rank, int size,
-                              const std::string& bind_address, std::chrono::milliseconds timeout);
+  static ControlPlane connect(Backend& backend, int rank, int size, const std::string& bind_address,
+                              std::chrono::milliseconds timeout);
   ControlPlane() = default;
   ControlPlane(ControlPlane&&) = default;
   ControlPlane& operator=(ControlPlane&&) = default;

@@ -49,7 +49,8 @@ void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
       entry.last_warned = now;
     }
     if (entry.by_rank.count(rank) != 0) {
-      out_.push_back({request.kind, {request.name},
+      out_.push_back({request.kind,
+                      {request.name},
                       fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
                                   request.name, rank)});
       continue;
@@ -57,7 +58,8 @@ void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
     entry.by_rank.emplace(rank, request);
     if (!shut_down_.empty()) {
       std::vector<int> gone(shut_down_.begin(), shut_down_.end());
-      out_.push_back({request.kind, {request.name},
+      out_.push_back({request.kind,
+                      {request.name},
                       fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
                                   request.name, ranks_text(gone))});
       table_.erase(request.name);
@@ -70,8 +72,8 @@ void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
   }
   if (list.shutdown) {
     shut_down_.insert(rank);
-    fail_waiting_for(rank, fmt::format("rank {} called hvd::shutdown() before submitting it",
-                                       rank));
+    fail_waiting_for(rank,
+                     fmt::format("rank {} called hvd::shutdown() before submitting it", rank));
   }
   fuse_ready();
 }
@@ -79,9 +81,10 @@ void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
 void Controller::rank_left(int rank) {
   if (shut_down_.count(rank) != 0) return;  // a normal goodbye
   if (fatal_.empty()) {
-    fatal_ = fmt::format("rank {} left the job without calling hvd::shutdown() (its control "
-                         "connection closed): it probably crashed or was killed",
-                         rank);
+    fatal_ = fmt::format(
+        "rank {} left the job without calling hvd::shutdown() (its control "
+        "connection closed): it probably crashed or was killed",
+        rank);
   }
   shut_down_.insert(rank);
 }
@@ -121,10 +124,9 @@ std::string Controller::validate(const std::string& name, const Entry& entry) co
     }
     const bool first_dim_free = a.kind == OpKind::kAllgather || a.kind == OpKind::kAlltoall;
     const bool same_shape =
-        first_dim_free
-            ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
-                  std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
-            : a.shape == b.shape;
+        first_dim_free ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
+                             std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
+                       : a.shape == b.shape;
     if (!same_shape) {
       return mismatch(first_dim_free ? "shape (after the first dimension)" : "shape",
                       shape_text(a.shape), shape_text(b.shape));
@@ -139,8 +141,7 @@ std::string Controller::validate(const std::string& name, const Entry& entry) co
       return mismatch("prescale", fmt::format("{}", a.prescale), fmt::format("{}", b.prescale));
     }
     if (a.kind == OpKind::kAllreduce && a.postscale != b.postscale) {
-      return mismatch("postscale", fmt::format("{}", a.postscale),
-                      fmt::format("{}", b.postscale));
+      return mismatch("postscale", fmt::format("{}", a.postscale), fmt::format("{}", b.postscale));
     }
   }
   return {};
@@ -194,11 +195,13 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
     }
   }
   for (const auto& [rank, names] : missing) {
+    std::vector<std::string> quoted;
+    for (const std::string& n : names) quoted.push_back("'" + n + "'");
     warnings.push_back(fmt::format(
-        "stall: rank {} has not submitted {} for {:.0f} s or more, while other ranks wait "
-        "on {}: is that rank stuck, or are the ranks submitting different tensors?",
-        rank, names.size() == 1 ? "this tensor" : "these tensors",
-        options_.stall_warning.count() / 1000.0, fmt::join(names, ", ")));
+        "stall: rank {} has not submitted {} {}, which other ranks have been waiting on for {} s "
+        "or more: is that rank stuck, or are the ranks submitting different tensors?",
+        rank, names.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
+        options_.stall_warning.count() / 1000));
   }
   if (options_.stall_shutdown.count() > 0 && fatal_.empty()) {
     for (const auto& [name, entry] : table_) {

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 struct ControllerOptions {
   int size = 1;
-  std::size_t fusion_threshold = 64u << 20;      // bytes; 0 disables fusion
+  std::size_t fusion_threshold = 64u << 20;        // bytes; 0 disables fusion
   std::chrono::milliseconds stall_warning{60000};  // 0: no stall check
   std::chrono::milliseconds stall_shutdown{0};     // 0: stalls only warn
 };

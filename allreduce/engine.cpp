@@ -46,10 +46,10 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op) {
       throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
     }
     if (!in_flight_.insert(op->request.name).second) {
-      throw StatusError(HVD_ERR_INVALID_ARGUMENT,
-                        fmt::format("a tensor named '{}' is already in flight on this rank",
-                                    op->request.name),
-                        "wait for the earlier op of that name, or give this one another name");
+      throw StatusError(
+          HVD_ERR_INVALID_ARGUMENT,
+          fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
+          "wait for the earlier op of that name, or give this one another name");
     }
     op->wakeup = wakeup_;
     queue_.push_back(op);
@@ -249,9 +249,9 @@ void Engine::fail_everything(const std::string& why) {
     in_flight_.clear();
   }
   for (auto& [name, op] : pending_) {
-    op->finish(failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_BACKEND,
-                       fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name,
-                                   why)));
+    op->finish(
+        failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_BACKEND,
+                fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
   pending_.clear();
   unsent_.requests.clear();

@@ -72,12 +72,18 @@ static_assert(std::endian::native == std::endian::little, "the wire format is li
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllreduce: return "allreduce";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kAllgather: return "allgather";
-    case OpKind::kReducescatter: return "reducescatter";
-    case OpKind::kAlltoall: return "alltoall";
-    case OpKind::kBarrier: return "barrier";
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllgather:
+      return "allgather";
+    case OpKind::kReducescatter:
+      return "reducescatter";
+    case OpKind::kAlltoall:
+      return "alltoall";
+    case OpKind::kBarrier:
+      return "barrier";
   }
   return "invalid op kind";
 }

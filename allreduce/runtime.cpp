@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "allreduce/dtype.h"
 #include "allreduce/control_plane.h"
+#include "allreduce/dtype.h"
 #include "allreduce/kernels.h"
 #include "allreduce/log.h"
 #include "allreduce/status_error.h"
@@ -68,8 +68,7 @@ std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 void check_allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
   check_tensor("allreduce", "input", in);
   check_tensor("allreduce", "output", out);
-  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() ||
-      in.device != out.device) {
+  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() || in.device != out.device) {
     invalid(fmt::format("allreduce: the input ({}) and the output ({}) differ", describe(in),
                         describe(out)),
             "give the output the input's dtype, element count and device");
@@ -124,9 +123,10 @@ std::vector<std::int64_t> alltoall_splits(const Tensor& in, std::span<const std:
     sum += s;
   }
   if (send.size() != n || sum != rows) {
-    invalid(fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
-                        "dimension {}",
-                        fmt::join(send, ", "), n, rows));
+    invalid(
+        fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
+                    "dimension {}",
+                    fmt::join(send, ", "), n, rows));
   }
   return send;
 }
@@ -170,10 +170,9 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   configure_logger(topology_.rank, config.log_level);
   backend_ = connect(config_, topology_);
   configure_logger(topology_.rank, config.log_level);
-  ControlPlane control =
-      ControlPlane::connect(*backend_, topology_.rank, topology_.size, config_.advertise_addr,
-                            std::chrono::duration_cast<std::chrono::milliseconds>(
-                                config_.gloo_timeout));
+  ControlPlane control = ControlPlane::connect(
+      *backend_, topology_.rank, topology_.size, config_.advertise_addr,
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
   if (topology_.rank == 0 && !config_.timeline.empty()) {
     timeline_ = std::make_unique<Timeline>(config_.timeline);
   }
@@ -186,11 +185,12 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                        .cycle_time = config_.cycle_time,
                        .timeline = timeline_.get()};
   engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
-  logger().debug("initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
-                 "launcher {}",
-                 topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
-                 topology_.cross_rank, topology_.cross_size, backend_->name(),
-                 launcher_name(config_.launcher));
+  logger().debug(
+      "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
+      "launcher {}",
+      topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
+      topology_.cross_rank, topology_.cross_size, backend_->name(),
+      launcher_name(config_.launcher));
 }
 
 Runtime::~Runtime() {
@@ -206,15 +206,24 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op) {
   Request& q = op->request;
   if (q.name.empty()) invalid(fmt::format("{}: the tensor name is empty", op_kind_name(q.kind)));
   switch (q.kind) {
-    case OpKind::kAllreduce: check_allreduce(op->in, op->out, op->options); break;
-    case OpKind::kBroadcast: check_broadcast(op->in, q.root, topology_.size); break;
+    case OpKind::kAllreduce:
+      check_allreduce(op->in, op->out, op->options);
+      break;
+    case OpKind::kBroadcast:
+      check_broadcast(op->in, q.root, topology_.size);
+      break;
     case OpKind::kAllgather:
       check_tensor("allgather", "input", op->in);
       check_rows("allgather", op->in);
       break;
-    case OpKind::kReducescatter: check_reducescatter(op->in, q.op); break;
-    case OpKind::kAlltoall: alltoall_splits(op->in, op->splits, topology_.size); break;
-    case OpKind::kBarrier: break;
+    case OpKind::kReducescatter:
+      check_reducescatter(op->in, q.op);
+      break;
+    case OpKind::kAlltoall:
+      alltoall_splits(op->in, op->splits, topology_.size);
+      break;
+    case OpKind::kBarrier:
+      break;
   }
   q.dtype = op->in.dtype;
   q.device = op->in.device;
@@ -227,12 +236,16 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op) {
   engine_->submit(op);
 }
 
+namespace {
+std::string collective_phase(std::string_view backend, OpKind kind);
+}  // namespace
+
 void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) {
   if (ops.empty()) return;
   const OpKind kind = ops.front()->request.kind;
   if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
   if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
-  const std::string phase = fmt::format("{}_{}", backend_->name(), op_kind_name(kind));
+  const std::string phase = collective_phase(backend_->name(), kind);
   if (timeline != nullptr) {
     timeline->end(ops.front()->request.name, "QUEUE");
     timeline->begin(ops.front()->request.name, phase);
@@ -243,18 +256,30 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
 
 void Runtime::run_one(detail::OpState& op) {
   switch (op.request.kind) {
-    case OpKind::kAllreduce: return allreduce(op.in, op.out, op.options);
-    case OpKind::kBroadcast: return broadcast(op.in, op.request.root);
-    case OpKind::kAllgather: return allgather(op.in, op.allocate);
-    case OpKind::kReducescatter: return reducescatter(op.in, op.allocate, op.request.op);
+    case OpKind::kAllreduce:
+      return allreduce(op.in, op.out, op.options);
+    case OpKind::kBroadcast:
+      return broadcast(op.in, op.request.root);
+    case OpKind::kAllgather:
+      return allgather(op.in, op.allocate);
+    case OpKind::kReducescatter:
+      return reducescatter(op.in, op.allocate, op.request.op);
     case OpKind::kAlltoall:
       op.received_splits = alltoall(op.in, op.splits, op.allocate);
       return;
-    case OpKind::kBarrier: return backend_->barrier();
+    case OpKind::kBarrier:
+      return backend_->barrier();
   }
 }
 
 namespace {
+// "GLOO_ALLREDUCE": the timeline's name for the collective itself.
+std::string collective_phase(std::string_view backend, OpKind kind) {
+  std::string out = fmt::format("{}_{}", backend, op_kind_name(kind));
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
 // Timeline phases for every op of a fused response.
 void phase(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState>>& ops,
            const std::string& name, bool begin) {
@@ -278,7 +303,7 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   std::size_t total = 0;
   for (const auto& op : ops) total += op->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  const std::string collective = fmt::format("{}_allreduce", backend_->name());
+  const std::string collective = collective_phase(backend_->name(), OpKind::kAllreduce);
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
@@ -288,8 +313,8 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   }
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", false);
   phase(timeline, ops, collective, true);
-  const Tensor fused{fusion_buffer_.data(), dtype,
-                     {static_cast<std::int64_t>(total / element_size(dtype))}};
+  const Tensor fused{
+      fusion_buffer_.data(), dtype, {static_cast<std::int64_t>(total / element_size(dtype))}};
   allreduce(fused, fused, head.options);
   phase(timeline, ops, collective, false);
   phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
@@ -308,7 +333,7 @@ void Runtime::broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>
   std::size_t total = 0;
   for (const auto& op : ops) total += op->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  const std::string collective = fmt::format("{}_broadcast", backend_->name());
+  const std::string collective = collective_phase(backend_->name(), OpKind::kBroadcast);
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
@@ -471,7 +496,5 @@ std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const st
   backend_->alltoallv(in.data, send_bytes, out, recv_bytes);  // even empty: it is collective
   return recv;
 }
-
-
 
 }  // namespace hvd::runtime

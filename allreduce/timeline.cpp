@@ -31,10 +31,10 @@ std::string escape(const std::string& s) {
 
 Timeline::Timeline(const std::string& path) : file_(std::fopen(path.c_str(), "w")) {
   if (file_ == nullptr) {
-    throw StatusError(HVD_ERR_CONFIG,
-                      fmt::format("HOROVOD_TIMELINE={:?}: cannot write it: {}", path,
-                                  std::strerror(errno)),
-                      "give a writable path on rank 0's host");
+    throw StatusError(
+        HVD_ERR_CONFIG,
+        fmt::format("HOROVOD_TIMELINE={:?}: cannot write it: {}", path, std::strerror(errno)),
+        "give a writable path on rank 0's host");
   }
   std::fputs("[\n", file_);
   writer_ = std::thread([this] { write_loop(); });
@@ -60,9 +60,9 @@ long long Timeline::now_us() const {
 int Timeline::row(const std::string& name) {
   auto [it, inserted] = rows_.emplace(name, static_cast<int>(rows_.size()) + 1);
   if (inserted) {
-    queue_.push_back(fmt::format(
-        R"({{"name": "process_name", "ph": "M", "pid": {}, "args": {{"name": "{}"}}}})",
-        it->second, escape(name)));
+    queue_.push_back(
+        fmt::format(R"({{"name": "process_name", "ph": "M", "pid": {}, "args": {{"name": "{}"}}}})",
+                    it->second, escape(name)));
   }
   return it->second;
 }
@@ -110,8 +110,8 @@ void Timeline::begin(const std::string& name, const std::string& phase) {
   const long long ts = now_us();
   std::lock_guard<std::mutex> lock(mutex_);
   const int pid = row(name);
-  queue_.push_back(fmt::format(R"({{"name": "{}", "ph": "B", "ts": {}, "pid": {}, "tid": 1}})",
-                               phase, ts, pid));
+  queue_.push_back(
+      fmt::format(R"({{"name": "{}", "ph": "B", "ts": {}, "pid": {}, "tid": 1}})", phase, ts, pid));
   cv_.notify_one();
 }
 

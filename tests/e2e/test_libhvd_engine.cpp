@@ -1,0 +1,150 @@
+// libhvd's engine across real processes: named async ops in different orders, late submissions,
+// mismatch errors, the stall inspector and the timeline (tests/libhvd/libhvd_check.cpp's modes).
+#include <catch2/catch.hpp>
+
+#include "tests/cli/process.h"
+#include "tests/e2e/launch_ssh_helpers.h"
+
+using Catch::Matchers::Contains;
+using hvd::test::launch_ssh::Hosts;
+using hvd::test::launch_ssh::show;
+using nlohmann::json;
+
+namespace {
+
+hvd::test::RunResult run_local(int np, const std::vector<std::string>& args,
+                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  std::vector<std::string> argv{"-np", std::to_string(np), LIBHVD_CHECK};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return hvd::test::run_hvdrun(argv, env);
+}
+
+std::string tag(int rank) { return "[1," + std::to_string(rank) + "]<stdout>:"; }
+
+}  // namespace
+
+TEST_CASE("engine: 50 named tensors in a different random order on every rank, over sshd hosts",
+          "[engine]") {
+  const int np = GENERATE(2, 4);
+  Hosts h;
+  const std::string hosts =
+      np == 2 ? h.addr(20) + "," + h.addr(21) : h.addr(20) + ":2," + h.addr(21) + ":2";
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"-np", std::to_string(np), "-H", hosts, LIBHVD_CHECK, "async"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < np; ++rank) {
+    CHECK_THAT(r.out, Contains(tag(rank) + "rank " + std::to_string(rank) + ": all checks passed"));
+  }
+}
+
+TEST_CASE("engine: the same under hvdrun --mpi", "[engine]") {
+  Hosts h;
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--mpi", "-np", "2", "-H", h.addr(22) + "," + h.addr(23), LIBHVD_CHECK, "async"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains(tag(0) + "rank 0: all checks passed"));
+  CHECK_THAT(r.out, Contains(tag(1) + "rank 1: all checks passed"));
+}
+
+TEST_CASE("engine: rank 0 submits A then B 2 s later, rank 1 B then A: both complete", "[engine]") {
+  const auto r = run_local(2, {"delayed"});
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains(tag(0) + "rank 0: delayed A and B both completed correctly"));
+  CHECK_THAT(r.out, Contains(tag(1) + "rank 1: delayed A and B both completed correctly"));
+}
+
+TEST_CASE("engine: a mismatch fails every rank's handle with the field and both values",
+          "[engine]") {
+  const auto [field, message] = GENERATE(
+      std::pair<std::string, std::string>{"dtype",
+                                          "data type mismatch: rank 0 submitted float32, rank 1 "
+                                          "submitted float64"},
+      std::pair<std::string, std::string>{"shape",
+                                          "shape mismatch: rank 0 submitted [8], rank 1 submitted "
+                                          "[9]"},
+      std::pair<std::string, std::string>{"op",
+                                          "reduce op mismatch: rank 0 submitted sum, rank 1 "
+                                          "submitted max"},
+      std::pair<std::string, std::string>{"root",
+                                          "root rank mismatch: rank 0 submitted 0, rank 1 "
+                                          "submitted 1"},
+      std::pair<std::string, std::string>{"prescale",
+                                          "prescale mismatch: rank 0 submitted 1, rank 1 "
+                                          "submitted 2"},
+      std::pair<std::string, std::string>{"postscale",
+                                          "postscale mismatch: rank 0 submitted 1, rank 1 "
+                                          "submitted 2"},
+      std::pair<std::string, std::string>{"kind",
+                                          "operation mismatch: rank 0 submitted allreduce, rank 1 "
+                                          "submitted broadcast"});
+  const auto r = run_local(3, {"mismatch", field});
+  INFO(field << "\n" << show(r));
+  CHECK(r.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
+    CHECK_THAT(r.out,
+               Contains(me + "mismatch error (HVD_ERR_INVALID_ARGUMENT): tensor 'x': " + message));
+    CHECK_THAT(r.out, Contains(me + "still in step after the mismatch"));
+  }
+}
+
+TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[engine]") {
+  const auto r = run_local(2, {"stall", "3"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}});
+  INFO(show(r));
+  CHECK(r.exit_code == 0);  // a warning only: the late tensor completes
+  CHECK_THAT(r.err, Contains("[1,0]<stderr>:[hvd rank 0] warning: stall: rank 1 has not "
+                             "submitted tensor 'late'"));
+  CHECK_THAT(r.out, Contains(tag(0) + "rank 0: 'late' completed with 2"));
+}
+
+TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors", "[engine]") {
+  const auto r = run_local(
+      2, {"stall", "20"},
+      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2"}});
+  INFO(show(r));
+  CHECK(r.exit_code == 4);  // rank 0's error ends the job well before rank 1 wakes up
+  CHECK_THAT(r.out, Contains(tag(0) + "rank 0: stall error (HVD_ERR_BACKEND): allreduce 'late' "
+                                      "failed: stalled for more than "
+                                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (2 s): tensor 'late' "
+                                      "was never submitted by rank(s) 1"));
+}
+
+TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engine]") {
+  const auto r =
+      run_local(2, {"stall", "3"},
+                {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}});
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("stall") == std::string::npos);
+  CHECK_THAT(r.out, Contains(tag(1) + "rank 1: 'late' completed with 2"));
+}
+
+TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused responses",
+          "[engine]") {
+  hvd::test::TempDir dir;
+  const std::string path = dir / "timeline.json";
+  const auto r = run_local(2, {"async"}, {{"HOROVOD_TIMELINE", path}});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  const json events = json::parse(hvd::test::read_file(path));
+  REQUIRE(events.is_array());
+  std::set<std::string> phases;
+  int most_fused = 0;
+  std::set<std::string> tensors;
+  for (const json& e : events) {
+    if (e.value("ph", "") == "B") phases.insert(e.value("name", ""));
+    if (e.value("name", "") == "QUEUE")
+      most_fused = std::max(most_fused, e["args"]["fused_with"].get<int>());
+    if (e.value("ph", "") == "M") tensors.insert(e["args"]["name"].get<std::string>());
+  }
+  for (const char* p : {"NEGOTIATE_allreduce", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "GLOO_ALLREDUCE",
+                        "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_broadcast", "GLOO_BROADCAST"}) {
+    CHECK(phases.count(p) == 1);
+  }
+  CHECK(most_fused >= 2);  // at least one response carried 3 or more tensors
+  CHECK(tensors.count("grad.0") == 1);
+  CHECK(tensors.count("grad.49") == 1);
+}
