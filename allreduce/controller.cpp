@@ -49,10 +49,11 @@ void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
       entry.last_warned = now;
     }
     if (entry.by_rank.count(rank) != 0) {
-      out_.push_back({request.kind,
-                      {request.name},
+      // The whole name fails: the ranks that submitted it once get the error too.
+      out_.push_back({request.kind, {request.name},
                       fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
                                   request.name, rank)});
+      table_.erase(request.name);
       continue;
     }
     entry.by_rank.emplace(rank, request);
@@ -184,7 +185,8 @@ ResponseList Controller::take() {
 
 std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
   std::vector<std::string> warnings;
-  if (options_.stall_warning.count() == 0 || table_.empty()) return warnings;
+  // After a fatal error every rank has stopped: nothing to warn about any more.
+  if (options_.stall_warning.count() == 0 || table_.empty() || !fatal_.empty()) return warnings;
   // Missing rank -> the stalled tensors it has not submitted.
   std::map<int, std::vector<std::string>> missing;
   for (auto& [name, entry] : table_) {
@@ -221,7 +223,9 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
 }
 
 std::optional<Clock::time_point> Controller::next_stall_check() const {
-  if (options_.stall_warning.count() == 0 || table_.empty()) return std::nullopt;
+  if (options_.stall_warning.count() == 0 || table_.empty() || !fatal_.empty()) {
+    return std::nullopt;
+  }
   std::optional<Clock::time_point> next;
   for (const auto& [name, entry] : table_) {
     Clock::time_point t = entry.last_warned + options_.stall_warning;

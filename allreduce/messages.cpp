@@ -68,6 +68,16 @@ class Reader {
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
+// Enum values read off the wire, range-checked: a bad one is a malformed message.
+template <class E>
+E checked(std::int64_t value, std::int64_t max) {
+  if (value < 0 || value > max) {
+    throw StatusError(HVD_ERR_INTERNAL, "malformed engine control message (enum out of range)",
+                      "every rank must run the same libhvd version");
+  }
+  return static_cast<E>(value);
+}
+
 }  // namespace
 
 const char* op_kind_name(OpKind kind) {
@@ -116,13 +126,13 @@ RequestList decode_requests(std::string_view bytes) {
   for (std::uint32_t i = 0; i < n; ++i) {
     Request q;
     q.name = r.get_string();
-    q.kind = static_cast<OpKind>(r.get<std::uint8_t>());
-    q.dtype = static_cast<DataType>(r.get<std::int32_t>());
-    q.device.kind = static_cast<Device::Kind>(r.get<std::int32_t>());
+    q.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
+    q.dtype = checked<DataType>(r.get<std::int32_t>(), HVD_FLOAT64);
+    q.device.kind = checked<Device::Kind>(r.get<std::int32_t>(), 1);
     q.device.id = r.get<std::int32_t>();
     const auto dims = r.get_count(8);
     for (std::uint32_t d = 0; d < dims; ++d) q.shape.push_back(r.get<std::int64_t>());
-    q.op = static_cast<ReduceOp>(r.get<std::int32_t>());
+    q.op = checked<ReduceOp>(r.get<std::int32_t>(), HVD_PRODUCT);
     q.prescale = r.get<double>();
     q.postscale = r.get<double>();
     q.root = r.get<std::int32_t>();
@@ -152,7 +162,7 @@ ResponseList decode_responses(std::string_view bytes) {
   const auto n = r.get_count(9);
   for (std::uint32_t i = 0; i < n; ++i) {
     Response p;
-    p.kind = static_cast<OpKind>(r.get<std::uint8_t>());
+    p.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
     p.error = r.get_string();
     const auto names = r.get_count(4);
     for (std::uint32_t k = 0; k < names; ++k) p.names.push_back(r.get_string());
