@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "cli/engine_flags.h"
 #include "cli/options.h"
 #include "common/error.h"
 #include "launcher/launch_report.h"
@@ -113,6 +114,10 @@ launcher::PlanRequest plan_request(const Options& o) {
   request.default_user = current_user();
   for (const std::string& x : o.forward) {
     request.forward.push_back(launcher::parse_forward_spec(x));
+  }
+  request.knobs = o.knobs;
+  if (o.log_level_given) {
+    request.knobs.emplace_back("HOROVOD_LOG_LEVEL", libhvd_log_level(o.log_level));
   }
   request.command = o.command;
   request.job_id = random_job_id();

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <utility>
 
+#include "cli/engine_flags.h"
 #include "common/error.h"
 #include "hvd/build_config.h"
 
@@ -153,8 +154,15 @@ void define_options(CLI::App& app, Options& o) {
   app.add_flag("--show-env-values", o.show_env_values,
                "Show -x values in --dry-run output instead of <redacted>");
   app.add_flag("-v,--verbose", o.verbose, "More detail: each rank's environment, debug logs");
-  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error or off")
+  app.add_option_function<std::string>(
+         "--log-level",
+         [&o](const std::string& v) {
+           o.log_level = v;
+           o.log_level_given = true;
+         },
+         "hvdrun's and (as HOROVOD_LOG_LEVEL) libhvd's: trace, debug, info, warn, error or off")
       ->type_name("LEVEL");
+  define_engine_flags(app, o.knobs);
   app.footer(
       "The command and its arguments follow hvdrun's own options (or `--`) and are passed on "
       "untouched.\nExit codes: docs/exit-codes.md. Environment: docs/environment.md.");
@@ -229,6 +237,7 @@ void validate(const Options& o) {
     throw UsageError(fmt::format("--log-level {}: unknown level", o.log_level),
                      "use trace, debug, info, warn, error or off");
   }
+
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hvd::cli {
@@ -39,6 +40,9 @@ struct Options {
   bool show_env_values = false;
   bool verbose = false;
   std::string log_level = "info";
+  bool log_level_given = false;  // --log-level also sets HOROVOD_LOG_LEVEL for the ranks
+  // HOROVOD_* knobs from the engine flags (cli/engine_flags.h), in the order given.
+  std::vector<std::pair<std::string, std::string>> knobs;
   std::vector<std::string> command;
 };
 

@@ -97,7 +97,8 @@ std::vector<std::string> forwarded_names(const Plan& plan) {
   std::vector<std::string> names;
   if (plan.ranks.empty()) return names;
   for (const EnvEntry& e : plan.ranks.front().env) {
-    if (e.source == EnvSource::kInherited || e.source == EnvSource::kExplicit) {
+    if (e.source == EnvSource::kInherited || e.source == EnvSource::kExplicit ||
+        e.source == EnvSource::kKnob) {
       names.push_back(e.name);
     }
   }

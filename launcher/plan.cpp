@@ -54,7 +54,8 @@ std::optional<std::string> reachable_address(const HostPlan& host, bool all_loca
 }
 
 std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const Plan& plan,
-                               bool all_local, const ForwardResult& forwarded) {
+                               bool all_local, const ForwardResult& forwarded,
+                               const std::vector<std::pair<std::string, std::string>>& knobs) {
   using contract::EnvVar;
   std::vector<EnvEntry> env;
   for (auto& [name, value] : contract::topology_env(placement)) {
@@ -85,8 +86,16 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                                      EnvSource::kInternal));
 
   for (const ForwardedVar& var : forwarded.vars) {
+    if (std::any_of(knobs.begin(), knobs.end(), [&](const auto& k) { return k.first == var.name; })) {
+      continue;  // an hvdrun flag sets it
+    }
     env.push_back({var.name, var.value,
                    var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false, false});
+  }
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    const bool later = std::any_of(knobs.begin() + static_cast<std::ptrdiff_t>(i) + 1, knobs.end(),
+                                   [&](const auto& k) { return k.first == knobs[i].first; });
+    if (!later) env.push_back({knobs[i].first, knobs[i].second, EnvSource::kKnob, false, false});
   }
   return env;
 }
@@ -160,7 +169,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
     plan.ranks.push_back({placement.host_index, placement.topology,
-                          rank_env(placement, plan, all_local, forwarded)});
+                          rank_env(placement, plan, all_local, forwarded, request.knobs)});
   }
   return plan;
 }

@@ -33,11 +33,13 @@ struct PlanRequest {
   std::optional<int> ssh_port;  // -p; a hostfile port= wins for its host
   std::string default_user;     // for hosts without user@ / user=
   std::vector<ForwardSpec> forward;
+  // HOROVOD_* knobs from hvdrun's engine flags: set on every rank, over any forwarded value.
+  std::vector<std::pair<std::string, std::string>> knobs;
   std::vector<std::string> command;
   std::string job_id;
 };
 
-enum class EnvSource { kPerRank, kInternal, kInherited, kExplicit };
+enum class EnvSource { kPerRank, kInternal, kInherited, kExplicit, kKnob };
 
 struct EnvEntry {
   std::string name;

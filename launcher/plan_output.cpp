@@ -19,7 +19,10 @@ std::string forwarded_summary(const RankPlan& rank) {
   std::string names;
   int count = 0;
   for (const EnvEntry& e : rank.env) {
-    if (e.source != EnvSource::kInherited && e.source != EnvSource::kExplicit) continue;
+    if (e.source != EnvSource::kInherited && e.source != EnvSource::kExplicit &&
+        e.source != EnvSource::kKnob) {
+      continue;
+    }
     names += (count++ == 0 ? "" : ", ") + e.name;
   }
   return count == 0 ? "none" : fmt::format("{} ({})", count, names);

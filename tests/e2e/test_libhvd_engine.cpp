@@ -148,3 +148,20 @@ TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused 
   CHECK(tensors.count("grad.0") == 1);
   CHECK(tensors.count("grad.49") == 1);
 }
+
+TEST_CASE("engine flags reach every rank, native and --mpi", "[engine]") {
+  const bool mpi = GENERATE(false, true);
+  std::vector<std::string> args;
+  if (mpi) args.push_back("--mpi");
+  for (const char* a : {"-np", "2", "--fusion-threshold-mb", "2", "--cycle-time-ms", "0.3",
+                        "--no-stall-check", "sh", "-c",
+                        "echo knobs $HOROVOD_FUSION_THRESHOLD $HOROVOD_CYCLE_TIME "
+                        "$HOROVOD_STALL_CHECK_DISABLE"}) {
+    args.push_back(a);
+  }
+  const auto r = hvd::test::run_hvdrun(args);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains(tag(0) + "knobs 2097152 0.3 1"));
+  CHECK_THAT(r.out, Contains(tag(1) + "knobs 2097152 0.3 1"));
+}
