@@ -125,8 +125,10 @@ std::shared_ptr<OpState> new_op(const char* call, OpKind kind, const std::string
   return op;
 }
 
-Handle submit(const std::shared_ptr<Runtime>& rt, const std::shared_ptr<OpState>& op) {
-  runtime::at_boundary([&] { rt->submit(op); });
+// `now`: a synchronous call, which waits at once: no batching delay.
+Handle submit(const std::shared_ptr<Runtime>& rt, const std::shared_ptr<OpState>& op,
+              bool now = false) {
+  runtime::at_boundary([&] { rt->submit(op, now); });
   return HandleAccess::make(op);
 }
 
@@ -206,16 +208,25 @@ Handle alltoall_async(const std::string& name, const Tensor& in,
 // ---- The synchronous forms: submit under an automatic name, then wait ----
 
 void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  allreduce_async({}, in, out, options).wait();
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("allreduce", OpKind::kAllreduce, {}, in, rt);
+  op->out = out;
+  op->options = options;
+  submit(rt, op, true).wait();
 }
 
-void broadcast(const Tensor& inout, int root) { broadcast_async({}, inout, root).wait(); }
+void broadcast(const Tensor& inout, int root) {
+  std::shared_ptr<Runtime> rt;
+  auto op = new_op("broadcast", OpKind::kBroadcast, {}, inout, rt);
+  op->request.root = root;
+  submit(rt, op, true).wait();
+}
 
 void allgather(const Tensor& in, const Allocator& allocate) {
   std::shared_ptr<Runtime> rt;
   auto op = new_op("allgather", OpKind::kAllgather, {}, in, rt);
   op->allocate = allocate;
-  submit(rt, op).wait();
+  submit(rt, op, true).wait();
 }
 
 Buffer allgather(const Tensor& in) {
@@ -229,7 +240,7 @@ void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind
   auto op = new_op("reducescatter", OpKind::kReducescatter, {}, in, rt);
   op->request.op = op_kind;
   op->allocate = allocate;
-  submit(rt, op).wait();
+  submit(rt, op, true).wait();
 }
 
 Buffer reducescatter(const Tensor& in, ReduceOp op) {
@@ -244,7 +255,7 @@ std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_
   auto op = new_op("alltoall", OpKind::kAlltoall, {}, in, rt);
   op->splits.assign(splits.begin(), splits.end());
   op->allocate = allocate;
-  submit(rt, op).wait();
+  submit(rt, op, true).wait();
   return op->received_splits;
 }
 
@@ -258,7 +269,7 @@ AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits) 
 void barrier() {
   std::shared_ptr<Runtime> rt;
   auto op = new_op("barrier", OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}, rt);
-  submit(rt, op).wait();
+  submit(rt, op, true).wait();
 }
 
 }  // namespace hvd

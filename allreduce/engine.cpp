@@ -34,7 +34,7 @@ Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
 
 Engine::~Engine() { shutdown(); }
 
-void Engine::submit(const std::shared_ptr<detail::OpState>& op) {
+void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failed_.empty()) {
@@ -54,7 +54,11 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op) {
     op->wakeup = wakeup_;
     queue_.push_back(op);
   }
-  wakeup_->notify();
+  if (now) {
+    wakeup_->flush();
+  } else {
+    wakeup_->notify();
+  }
 }
 
 void Engine::shutdown() {

@@ -42,9 +42,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues `op` (request filled in). Throws StatusError if its name is already in flight on
-  // this rank or the engine has failed or shut down.
-  void submit(const std::shared_ptr<detail::OpState>& op);
+  // Queues `op` (request filled in). `now`: the caller will wait for it at once (a synchronous
+  // call), so the batch goes out without the cycle time. Throws StatusError if its name is
+  // already in flight on this rank or the engine has failed or shut down.
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now);
 
   // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
   void shutdown();

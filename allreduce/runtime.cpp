@@ -202,7 +202,7 @@ std::string Runtime::auto_name(OpKind kind) {
   return fmt::format("hvd.{}.{}", op_kind_name(kind), n);
 }
 
-void Runtime::submit(const std::shared_ptr<detail::OpState>& op) {
+void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   Request& q = op->request;
   if (q.name.empty()) invalid(fmt::format("{}: the tensor name is empty", op_kind_name(q.kind)));
   switch (q.kind) {
@@ -233,7 +233,7 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op) {
     q.prescale = op->options.prescale;
     q.postscale = op->options.postscale;
   }
-  engine_->submit(op);
+  engine_->submit(op, now);
 }
 
 namespace {

@@ -29,8 +29,9 @@ class Runtime {
   const contract::RankTopology& topology() const { return topology_; }
   std::string_view backend_name() const { return backend_->name(); }
 
-  // Checks what this rank alone can check (throws StatusError at once), then queues the op.
-  void submit(const std::shared_ptr<detail::OpState>& op);
+  // Checks what this rank alone can check (throws StatusError at once), then queues the op;
+  // `now`: a synchronous call that waits at once (see Engine::submit).
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now);
   // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
   std::string auto_name(OpKind kind);
 

@@ -228,6 +228,9 @@ int run(int argc, char** argv) {
       --i;
       continue;
     }
+    if (a != "--seconds" && a != "--blocks" && a != "--min-bytes" && a != "--max-bytes") {
+      throw std::runtime_error("unknown option " + a);
+    }
     if (i + 1 == argc) throw std::runtime_error("option " + a + " needs a value");
     if (a == "--seconds")
       target_s = std::stod(argv[i + 1]);
@@ -235,10 +238,8 @@ int run(int argc, char** argv) {
       blocks = std::max(1, std::stoi(argv[i + 1]));
     else if (a == "--min-bytes")
       min_bytes = std::stoull(argv[i + 1]);
-    else if (a == "--max-bytes")
-      max_bytes = std::stoull(argv[i + 1]);
     else
-      throw std::runtime_error("unknown option " + a);
+      max_bytes = std::stoull(argv[i + 1]);
   }
 
   hvd::init();

@@ -9,7 +9,7 @@
 #   each, instead of 2 ranks on localhost. ENGINES="gloo mpi" (default) picks the runs.
 # Exits 1 if a run failed (including wrong results); never because of the ratio.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 build=${1:-build}
 shift || true
 hvdrun=$build/cli/hvdrun
@@ -33,8 +33,11 @@ trap '[ -n "$kh" ] && rm -f "$kh"' EXIT
 
 status=0
 for engine in ${ENGINES:-gloo mpi}; do
-  mode=()
-  [ "$engine" = mpi ] && mode=(--mpi)
+  case $engine in
+    gloo) mode=() ;;
+    mpi) mode=(--mpi) ;;
+    *) echo "ENGINES: gloo and/or mpi, not $engine" >&2; exit 2 ;;
+  esac
   echo "== hvdrun ${mode[*]:-(native)} ${where[*]} $bench $*"
   # Only rank 0 prints; drop hvdrun's (or mpirun's) output tags.
   "$hvdrun" "${mode[@]}" "${where[@]}" "$(realpath "$bench")" "$@" 2>&1 |
