@@ -12,6 +12,7 @@ packages=(
   libgloo-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
   catch2 zlib1g-dev
+  dataset-fashion-mnist
   openssh-server openssh-client
   procps iproute2
 )

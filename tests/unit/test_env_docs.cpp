@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "ssh/probe_result.h"
 #include "worker/contract/env_table.h"
 
 namespace {
@@ -60,5 +61,14 @@ TEST_CASE("docs list libhvd's knobs with the table's defaults and meanings", "[d
         " " + std::string(var->default_value) + " | " + std::string(var->meaning) + " |";
     CHECK(env_rows.at(name) == expected);
     CHECK(libhvd_rows.at(name).find(" " + std::string(var->default_value) + " |") == 0);
+  }
+}
+
+TEST_CASE("docs/troubleshooting.md has a section for every --check-ssh code", "[docs]") {
+  const std::string doc = read_doc("troubleshooting.md");
+  for (int c = 0; c <= static_cast<int>(hvd::ssh::ProbeCode::kRemoteCommandFailed); ++c) {
+    const std::string code(hvd::ssh::to_string(static_cast<hvd::ssh::ProbeCode>(c)));
+    INFO(code);
+    CHECK(doc.find("\n### " + code + "\n") != std::string::npos);
   }
 }
