@@ -7,7 +7,7 @@
 namespace fmnist {
 
 Mlp::Mlp(int inputs, int hidden, int outputs) : in_(inputs), hidden_(hidden), out_(outputs) {
-  for (Params* p : {&params_, &grads_}) {
+  for (Params* p : {&params_, &grads_, &velocity_}) {
     p->w1.assign(static_cast<std::size_t>(hidden) * inputs, 0.0f);
     p->b1.assign(static_cast<std::size_t>(hidden), 0.0f);
     p->w2.assign(static_cast<std::size_t>(outputs) * hidden, 0.0f);
@@ -102,11 +102,15 @@ int Mlp::correct(std::span<const float> x, std::span<const std::uint8_t> y) {
   return right;
 }
 
-void Mlp::apply(float lr) {
+void Mlp::apply(float lr, float momentum) {
   auto p = params_.tensors();
   auto g = grads_.tensors();
+  auto v = velocity_.tensors();
   for (std::size_t t = 0; t < p.size(); ++t) {
-    for (std::size_t i = 0; i < p[t]->size(); ++i) (*p[t])[i] -= lr * (*g[t])[i];
+    for (std::size_t i = 0; i < p[t]->size(); ++i) {
+      (*v[t])[i] = momentum * (*v[t])[i] + (*g[t])[i];
+      (*p[t])[i] -= lr * (*v[t])[i];
+    }
   }
 }
 

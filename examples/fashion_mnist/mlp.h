@@ -29,8 +29,8 @@ class Mlp {
   // Number of correct predictions over a batch.
   int correct(std::span<const float> x, std::span<const std::uint8_t> y);
 
-  // params -= lr * grads.
-  void apply(float lr);
+  // SGD with momentum: velocity = momentum * velocity + grads; params -= lr * velocity.
+  void apply(float lr, float momentum);
 
   Params& params() { return params_; }
   Params& grads() { return grads_; }
@@ -39,7 +39,7 @@ class Mlp {
  private:
   void forward(std::span<const float> x, std::size_t batch);
   int in_, hidden_, out_;
-  Params params_, grads_;
+  Params params_, grads_, velocity_;
   std::vector<float> h_, p_;  // activations of the last forward: batch x hidden, batch x out
 };
 

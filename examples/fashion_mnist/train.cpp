@@ -27,7 +27,8 @@ namespace {
 struct Args {
   int epochs = 3;
   int batch = 32;    // per rank
-  float lr = 0.05f;  // per rank; scaled by size
+  float lr = 0.01f;        // per rank; scaled by size
+  float momentum = 0.9f;
   int hidden = 128;
   std::string data = fmnist::kDefaultDir;
 };
@@ -43,6 +44,8 @@ Args parse(int argc, char** argv) {
       a.batch = std::atoi(argv[++i]);
     } else if (flag == "--lr" && has_value) {
       a.lr = std::strtof(argv[++i], nullptr);
+    } else if (flag == "--momentum" && has_value) {
+      a.momentum = std::strtof(argv[++i], nullptr);
     } else if (flag == "--hidden" && has_value) {
       a.hidden = std::atoi(argv[++i]);
     } else if (flag == "--data" && has_value) {
@@ -50,12 +53,14 @@ Args parse(int argc, char** argv) {
     } else {
       throw std::runtime_error(
           "usage: train_fashion_mnist [--epochs N] [--batch-size B] "
-          "[--lr X] [--hidden H] [--data DIR]; bad argument: " +
+          "[--lr X] [--momentum M] [--hidden H] [--data DIR]; bad argument: " +
           flag);
     }
   }
-  if (a.epochs < 1 || a.batch < 1 || !(a.lr > 0) || a.hidden < 1) {
-    throw std::runtime_error("--epochs, --batch-size, --lr and --hidden must be positive");
+  if (a.epochs < 1 || a.batch < 1 || !(a.lr > 0) || a.hidden < 1 ||
+      !(a.momentum >= 0 && a.momentum < 1)) {
+    throw std::runtime_error("--epochs, --batch-size, --lr and --hidden must be positive, "
+                             "--momentum in [0, 1)");
   }
   return a;
 }
@@ -128,9 +133,9 @@ int train(const Args& args) {
   if (rank == 0) {
     std::printf(
         "fashion-mnist: %d ranks, MLP 784-%d-10, batch %d per rank (%d global), lr %.3f "
-        "(%.3f x %d ranks, decaying to a tenth), %zu steps per epoch\n",
+        "(%.3f x %d ranks, decaying to a tenth), momentum %.2f, %zu steps per epoch\n",
         size, args.hidden, args.batch, args.batch * size, static_cast<double>(lr),
-        static_cast<double>(args.lr), size, steps);
+        static_cast<double>(args.lr), size, static_cast<double>(args.momentum), steps);
   }
 
   fmnist::Mlp model(static_cast<int>(train_set.pixels()), args.hidden, 10);
@@ -158,7 +163,7 @@ int train(const Args& args) {
       }
       loss_sum += model.train_step(x, y);
       average_gradients(model);
-      model.apply(lr * static_cast<float>(1.0 - 0.9 * done_steps++ / total_steps));
+      model.apply(lr * static_cast<float>(1.0 - 0.9 * done_steps++ / total_steps), args.momentum);
     }
     double loss = loss_sum / static_cast<double>(steps);
     hvd::allreduce(std::span<double>(&loss, 1));  // the mean over ranks
