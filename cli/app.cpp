@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -215,6 +216,10 @@ int run(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--agent") {
     return worker::run_agent(STDIN_FILENO, STDOUT_FILENO);
   }
+  // A peer that is gone (a ProxyCommand that exited, an agent's closed pipe, a closed stdout)
+  // must be an EPIPE error the code reports, not a SIGPIPE that kills hvdrun with exit 141.
+  // Children get SIGPIPE back at its default (launcher/child_process.cpp).
+  ::signal(SIGPIPE, SIG_IGN);
   try {
     const Options options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
     setup_logging(options);
