@@ -185,6 +185,7 @@ Handle allgather_async(const std::string& name, const Tensor& in) {
   std::shared_ptr<Runtime> rt;
   auto op = new_op("allgather_async", OpKind::kAllgather, name, in, rt);
   op->allocate = into(op->buffer, in.dtype);
+  op->output_in_buffer = true;
   return submit(rt, op);
 }
 
@@ -193,6 +194,7 @@ Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp o
   auto op = new_op("reducescatter_async", OpKind::kReducescatter, name, in, rt);
   op->request.op = op_kind;
   op->allocate = into(op->buffer, in.dtype);
+  op->output_in_buffer = true;
   return submit(rt, op);
 }
 
@@ -202,6 +204,7 @@ Handle alltoall_async(const std::string& name, const Tensor& in,
   auto op = new_op("alltoall_async", OpKind::kAlltoall, name, in, rt);
   op->splits.assign(splits.begin(), splits.end());
   op->allocate = into(op->buffer, in.dtype);
+  op->output_in_buffer = true;
   return submit(rt, op);
 }
 

@@ -23,8 +23,11 @@ std::size_t byte_size(const Request& r) {
 }
 
 // Requests that may share one fused collective.
+// GPU tensors are never fused: the fusion buffer is host memory.
 bool fusable(const Request& a, const Request& b) {
-  if (a.kind != b.kind || a.device != b.device) return false;
+  if (a.kind != b.kind || a.device != b.device || a.device.kind != Device::Kind::kCPU) {
+    return false;
+  }
   if (a.kind == OpKind::kAllreduce) {
     return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
            a.postscale == b.postscale;

@@ -58,6 +58,7 @@ struct OpState {
   Allocator allocate;                // allgather/reducescatter/alltoall output
   std::vector<std::int64_t> splits;  // alltoall
   Buffer buffer;                     // the output of the Buffer-returning forms
+  bool output_in_buffer = false;     // `allocate` fills `buffer` (host memory)
   std::vector<std::int64_t> received_splits;
   std::shared_ptr<runtime::Wakeup> wakeup;
 

@@ -9,6 +9,7 @@
 #include "allreduce/control_plane.h"
 #include "allreduce/dtype.h"
 #include "allreduce/kernels.h"
+#include "allreduce/nccl_ops.h"
 #include "allreduce/log.h"
 #include "allreduce/status_error.h"
 #include "hvd/build_config.h"
@@ -41,13 +42,7 @@ void check_tensor(const char* op, const char* role, const Tensor& t) {
     if (d < 0)
       invalid(fmt::format("{}: the {} has a negative dimension: {}", op, role, describe(t)));
   }
-  if (t.device.kind == Device::Kind::kCUDA) {
-    throw StatusError(
-        HVD_ERR_UNSUPPORTED,
-        fmt::format("{} of a {}: this libhvd has no GPU backend yet", op, describe(t)),
-        "copy the tensor to host memory; NCCL support is a later release");
-  }
-  if (t.device.kind != Device::Kind::kCPU) {
+  if (t.device.kind != Device::Kind::kCPU && t.device.kind != Device::Kind::kCUDA) {
     invalid(fmt::format("{}: the {} has an unknown device kind", op, role));
   }
   if (t.data == nullptr && t.num_elements() > 0) {
@@ -225,6 +220,7 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
     case OpKind::kBarrier:
       break;
   }
+  if (op->in.device.kind == Device::Kind::kCUDA) check_gpu_submission(*op, op->output_in_buffer);
   q.dtype = op->in.dtype;
   q.device = op->in.device;
   q.shape = op->in.shape;
@@ -243,6 +239,15 @@ std::string collective_phase(std::string_view backend, OpKind kind);
 void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) {
   if (ops.empty()) return;
   const OpKind kind = ops.front()->request.kind;
+  if (ops.front()->in.device.kind == Device::Kind::kCUDA) {  // never fused (the controller)
+    if (!nccl_) {
+      nccl_ = std::make_unique<NcclOps>(
+          *backend_, topology_,
+          std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
+    }
+    for (const auto& op : ops) nccl_->run(*op);
+    return;
+  }
   if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
   if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
   const std::string phase = collective_phase(backend_->name(), kind);

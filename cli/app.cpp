@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "cli/check_build.h"
 #include "cli/engine_flags.h"
 #include "cli/options.h"
 #include "common/error.h"
@@ -188,6 +189,7 @@ int launch(const Options& o, const launcher::Plan& plan) {
 }
 
 int execute(const Options& o) {
+  if (o.check_build) return check_build(o.json);
   if (o.check_ssh) return check_ssh(o);
   launcher::PlanRequest request = plan_request(o);
   warn_if_command_looks_like_a_host(o);

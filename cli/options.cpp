@@ -68,6 +68,7 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override {
     return "Usage: hvdrun [OPTIONS] COMMAND [ARGS...]\n"
            "       hvdrun --check-ssh [OPTIONS]\n"
+           "       hvdrun --check-build [--json]\n"
            "       hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]\n";
   }
 };
@@ -127,6 +128,9 @@ void define_options(CLI::App& app, Options& o) {
       ->type_name("ARGS");
   app.add_flag("--check-ssh", o.check_ssh,
                "Diagnose SSH to every host and exit; no command needed (docs/check-ssh.md)");
+  app.add_flag("--check-build", o.check_build,
+               "Print what this build supports and what works on this host now (MPI, Gloo, "
+               "NCCL, CUDA, GPUs) and exit");
   app.add_option("-x", o.forward,
                  "Forward an environment variable to every rank: NAME, NAME=value or "
                  "'PREFIX_*' (repeatable)")

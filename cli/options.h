@@ -27,6 +27,7 @@ struct Options {
   int ssh_concurrency = 16;
   std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
   bool check_ssh = false;
+  bool check_build = false;  // --check-build: what this build supports and what works now
   bool mpi = false;                            // --mpi: launch through Open MPI's mpirun
   bool native = false;                         // --native: the default, spelled out
   std::optional<std::string> mpi_args;         // --mpi-args "...": appended to mpirun's options

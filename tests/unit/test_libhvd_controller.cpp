@@ -324,7 +324,7 @@ TEST_CASE("controller: small allreduces fuse in readiness order and split by kin
     CHECK(out.responses[0].kind == OpKind::kAllreduce);
     CHECK(out.responses[0].error.empty());
   }
-  SECTION("dtype, op, prescale, postscale and device split groups") {
+  SECTION("dtype, op, prescale, postscale split groups; GPU tensors are never fused") {
     std::vector<Request> rs = {allreduce("f32a"),
                                allreduce("f16a", {4}, DataType::kFloat16),
                                allreduce("max"),
@@ -349,8 +349,9 @@ TEST_CASE("controller: small allreduces fuse in readiness order and split by kin
                                                    {"max"},
                                                    {"pre"},
                                                    {"post"},
-                                                   {"gpu0", "gpu0b"},
-                                                   {"gpu1"}});
+                                                   {"gpu0"},
+                                                   {"gpu1"},
+                                                   {"gpu0b"}});
   }
   SECTION("other kinds never fuse with allreduces or each other") {
     std::vector<Request> rs = {allreduce("a1"), op(OpKind::kAllgather, "g1"),

@@ -93,6 +93,12 @@ HVD_API hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* spl
                                 int64_t* recv_splits);
 HVD_API hvd_status hvd_barrier(void);
 
+/* What this libhvd was built with and what works on this host now (engines, NCCL and CUDA
+ * versions, visible GPUs), as a JSON object: `hvdrun --check-build` prints it. Writes at most
+ * len bytes (NUL-terminated) and returns the size needed; 0 on an internal error. Needs no
+ * hvd_init(). */
+HVD_API size_t hvd_build_report(char* buf, size_t len);
+
 /* The message of this thread's last failed call ("" if none). Valid until the next call. */
 HVD_API const char* hvd_last_error(void);
 /* "HVD_OK", "HVD_ERR_TIMEOUT", ... */
