@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "allreduce/boundary.h"
+#include "allreduce/gpu.h"
 #include "allreduce/op_state.h"
 #include "allreduce/runtime.h"
 #include "hvd/build_config.h"
@@ -84,6 +85,10 @@ int local_size() { return current("local_size")->topology().local_size; }
 int cross_rank() { return current("cross_rank")->topology().cross_rank; }
 int cross_size() { return current("cross_size")->topology().cross_size; }
 std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
+int gpu_device() {
+  const int local = current("gpu_device")->topology().local_rank;
+  return runtime::choose_device(local, runtime::gpu_facts().devices);
+}
 
 // ---- Ops: every one goes through the engine ----
 

@@ -67,6 +67,7 @@ hvd_status hvd_local_rank(int* out) { return topology(out, hvd::local_rank); }
 hvd_status hvd_local_size(int* out) { return topology(out, hvd::local_size); }
 hvd_status hvd_cross_rank(int* out) { return topology(out, hvd::cross_rank); }
 hvd_status hvd_cross_size(int* out) { return topology(out, hvd::cross_size); }
+hvd_status hvd_gpu_device(int* out) { return topology(out, hvd::gpu_device); }
 
 const char* hvd_backend_name(void) {
   if (!hvd::is_initialized()) return nullptr;

@@ -53,7 +53,8 @@ void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
     }
     if (entry.by_rank.count(rank) != 0) {
       // The whole name fails: the ranks that submitted it once get the error too.
-      out_.push_back({request.kind, {request.name},
+      out_.push_back({request.kind,
+                      {request.name},
                       fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
                                   request.name, rank)});
       table_.erase(request.name);

@@ -24,8 +24,9 @@ GpuFacts load() {
   GpuFacts f;
   f.plugin_built = HVD_BUILD_HAS_NCCL != 0;
   if (!f.plugin_built) {
-    f.load_error = "this libhvd was built without the NCCL plugin (HVD_WITH_NCCL=OFF, or no CUDA "
-                   "toolkit with NCCL at build time)";
+    f.load_error =
+        "this libhvd was built without the NCCL plugin (HVD_WITH_NCCL=OFF, or no CUDA "
+        "toolkit with NCCL at build time)";
     return f;
   }
   f.plugin_path = own_directory() + "/libhvd_nccl.so";
@@ -36,8 +37,7 @@ GpuFacts load() {
     f.load_error = fmt::format("cannot load {}: {}", f.plugin_path, why != nullptr ? why : "?");
     return f;
   }
-  auto entry =
-      reinterpret_cast<hvd_nccl_plugin_entry>(::dlsym(handle, HVD_NCCL_PLUGIN_SYMBOL));
+  auto entry = reinterpret_cast<hvd_nccl_plugin_entry>(::dlsym(handle, HVD_NCCL_PLUGIN_SYMBOL));
   const hvd_nccl_plugin* api = entry != nullptr ? entry() : nullptr;
   if (api == nullptr || api->abi != HVD_NCCL_PLUGIN_ABI) {
     f.load_error = fmt::format("{} is not a matching libhvd NCCL plugin (ABI {} expected)",

@@ -52,7 +52,8 @@ void check_gpu_submission(const detail::OpState& op, bool output_in_buffer) {
                           "allreduce: the input and the output are on different devices");
       }
       break;
-    case OpKind::kBroadcast: break;
+    case OpKind::kBroadcast:
+      break;
     case OpKind::kAllgather:
     case OpKind::kReducescatter:
       if (output_in_buffer) {
@@ -90,9 +91,9 @@ hvd_nccl_comm* NcclOps::comm_for(int device) {
   hvd_nccl_comm* comm =
       api().comm_create(id, topology_.size, topology_.rank, device, err, sizeof err);
   if (comm == nullptr) {
-    throw StatusError(HVD_ERR_BACKEND,
-                      fmt::format("creating the NCCL communicator on CUDA device {} failed: {}",
-                                  device, err));
+    throw StatusError(
+        HVD_ERR_BACKEND,
+        fmt::format("creating the NCCL communicator on CUDA device {} failed: {}", device, err));
   }
   comms_.emplace(device, comm);
   return comm;
@@ -108,8 +109,8 @@ void NcclOps::run(detail::OpState& op) {
   int rc = 0;
   switch (op.request.kind) {
     case OpKind::kAllreduce:
-      rc = api().allreduce(comm, t.data, op.out.data, count, dtype,
-                           static_cast<int>(op.options.op), t.stream, err, sizeof err);
+      rc = api().allreduce(comm, t.data, op.out.data, count, dtype, static_cast<int>(op.options.op),
+                           t.stream, err, sizeof err);
       break;
     case OpKind::kBroadcast:
       rc = api().broadcast(comm, t.data, count, dtype, op.request.root, t.stream, err, sizeof err);
@@ -125,8 +126,9 @@ void NcclOps::run(detail::OpState& op) {
         if (r != rows) max_rows = -1;
       }
       if (max_rows < 0) {
-        unsupported("allgather of CUDA tensors whose first dimension differs between ranks is "
-                    "not supported yet");
+        unsupported(
+            "allgather of CUDA tensors whose first dimension differs between ranks is "
+            "not supported yet");
       }
       std::vector<std::int64_t> shape = t.shape;
       shape[0] = rows * topology_.size;
@@ -137,9 +139,10 @@ void NcclOps::run(detail::OpState& op) {
     case OpKind::kReducescatter: {
       const std::int64_t rows = t.shape.at(0);
       if (rows % topology_.size != 0) {
-        unsupported(fmt::format("reducescatter of a CUDA tensor with {} rows over {} ranks: NCCL "
-                                "needs equal blocks",
-                                rows, topology_.size));
+        unsupported(
+            fmt::format("reducescatter of a CUDA tensor with {} rows over {} ranks: NCCL "
+                        "needs equal blocks",
+                        rows, topology_.size));
       }
       std::vector<std::int64_t> shape = t.shape;
       shape[0] = rows / topology_.size;
@@ -149,7 +152,8 @@ void NcclOps::run(detail::OpState& op) {
                                t.stream, err, sizeof err);
       break;
     }
-    default: unsupported(fmt::format("{} on GPU tensors", kind));
+    default:
+      unsupported(fmt::format("{} on GPU tensors", kind));
   }
   if (rc == 0) {
     rc = api().synchronize(comm, t.stream, static_cast<int>(timeout_.count()), err, sizeof err);

@@ -9,8 +9,8 @@
 #include "allreduce/control_plane.h"
 #include "allreduce/dtype.h"
 #include "allreduce/kernels.h"
-#include "allreduce/nccl_ops.h"
 #include "allreduce/log.h"
+#include "allreduce/nccl_ops.h"
 #include "allreduce/status_error.h"
 #include "hvd/build_config.h"
 

@@ -69,7 +69,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   std::vector<std::byte> fusion_buffer_;  // reused; grows up to the fusion threshold
   std::array<std::atomic<long long>, 6> name_counters_{};
-  std::unique_ptr<NcclOps> nccl_;        // on the first CUDA tensor's op
+  std::unique_ptr<NcclOps> nccl_;       // on the first CUDA tensor's op
   std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
   std::unique_ptr<Engine> engine_;      // last: stopped before everything above
 };

@@ -118,6 +118,7 @@ launcher::PlanRequest plan_request(const Options& o) {
     request.forward.push_back(launcher::parse_forward_spec(x));
   }
   request.knobs = o.knobs;
+  request.gpus_per_rank = o.gpus_per_rank;
   if (o.log_level_given) {
     request.knobs.emplace_back("HOROVOD_LOG_LEVEL", libhvd_log_level(o.log_level));
   }

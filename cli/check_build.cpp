@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,14 +126,14 @@ void print_human(const json& doc) {
     nccl_text = "built, not loadable: " + nccl["error"].get<std::string>();
   }
   out += fmt::format("  NCCL plugin        {}\n", nccl_text);
-  out += fmt::format("  CUDA runtime       {}\n",
-                     lib["cuda_runtime"].is_null() ? std::string("none")
-                                                   : lib["cuda_runtime"].get<std::string>());
+  out += fmt::format("  CUDA runtime       {}\n", lib["cuda_runtime"].is_null()
+                                                      ? std::string("none")
+                                                      : lib["cuda_runtime"].get<std::string>());
   const json& gpus = lib["gpus"];
-  out += fmt::format("  GPUs visible       {}{}\n", gpus["count"].get<int>(),
-                     gpus.contains("reason")
-                         ? fmt::format(" ({})", gpus["reason"].get<std::string>())
-                         : std::string());
+  out +=
+      fmt::format("  GPUs visible       {}{}\n", gpus["count"].get<int>(),
+                  gpus.contains("reason") ? fmt::format(" ({})", gpus["reason"].get<std::string>())
+                                          : std::string());
   std::fputs(out.c_str(), stdout);
 }
 
@@ -144,9 +144,10 @@ int check_build(bool as_json) {
   doc["schema_version"] = 1;
   doc["hvdrun_version"] = HVD_VERSION_STRING;
   const auto mpirun = mpirun_version();
-  doc["launch_modes"] = {{"native", true},
-                         {"mpi", {{"available", mpirun.has_value()},
-                                  {"mpirun", mpirun ? json(*mpirun) : json(nullptr)}}}};
+  doc["launch_modes"] = {
+      {"native", true},
+      {"mpi",
+       {{"available", mpirun.has_value()}, {"mpirun", mpirun ? json(*mpirun) : json(nullptr)}}}};
   Libhvd lib = load_libhvd();
   if (lib.error.empty()) {
     json l{{"path", lib.path}};

@@ -53,8 +53,8 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
   app.add_option_function<std::string>(
          "--fusion-threshold-mb",
          [&knobs](const std::string& v) {
-           const double mb =
-               parse_number("--fusion-threshold-mb", v, 0, 1 << 20, contract::kFusionThreshold, "64");
+           const double mb = parse_number("--fusion-threshold-mb", v, 0, 1 << 20,
+                                          contract::kFusionThreshold, "64");
            set(knobs, contract::kFusionThreshold,
                std::to_string(static_cast<long long>(std::llround(mb * 1024 * 1024))));
          },

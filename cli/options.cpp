@@ -167,6 +167,11 @@ void define_options(CLI::App& app, Options& o) {
          "hvdrun's and (as HOROVOD_LOG_LEVEL) libhvd's: trace, debug, info, warn, error or off")
       ->type_name("LEVEL");
   define_engine_flags(app, o.knobs);
+  app.add_option_function<std::string>(
+         "--gpus-per-rank",
+         [&o](const std::string& v) { o.gpus_per_rank = parse_int("--gpus-per-rank", v); },
+         "Give each rank N GPUs of its host: CUDA_VISIBLE_DEVICES=local_rank*N..+N-1")
+      ->type_name("N");
   app.footer(
       "The command and its arguments follow hvdrun's own options (or `--`) and are passed on "
       "untouched.\nExit codes: docs/exit-codes.md. Environment: docs/environment.md.");
@@ -228,6 +233,17 @@ void validate(const Options& o) {
         "use accept-new (record unknown host keys) or strict (refuse them); hvdrun never "
         "accepts a changed key");
   }
+  if (o.gpus_per_rank && (*o.gpus_per_rank < 1 || *o.gpus_per_rank > 64)) {
+    throw UsageError(fmt::format("--gpus-per-rank {}: must be 1 to 64", *o.gpus_per_rank),
+                     "e.g. --gpus-per-rank 1 gives each local rank its own GPU");
+  }
+  if (o.gpus_per_rank && o.mpi) {
+    throw UsageError(
+        "--gpus-per-rank works in native mode only: mpirun gives every rank the "
+        "same environment",
+        "drop --mpi, or leave CUDA_VISIBLE_DEVICES alone and use hvd::gpu_device() "
+        "(local rank modulo the visible GPUs)");
+  }
   if (o.mpi_args && !o.mpi) {
     throw UsageError("--mpi-args was given without --mpi",
                      "add --mpi to launch through mpirun, or drop --mpi-args");
@@ -241,7 +257,6 @@ void validate(const Options& o) {
     throw UsageError(fmt::format("--log-level {}: unknown level", o.log_level),
                      "use trace, debug, info, warn, error or off");
   }
-
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ struct Options {
   std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
   bool check_ssh = false;
   bool check_build = false;  // --check-build: what this build supports and what works now
-  bool mpi = false;                            // --mpi: launch through Open MPI's mpirun
-  bool native = false;                         // --native: the default, spelled out
+  bool mpi = false;          // --mpi: launch through Open MPI's mpirun
+  bool native = false;       // --native: the default, spelled out
   std::optional<std::string> mpi_args;         // --mpi-args "...": appended to mpirun's options
   std::optional<std::string> working_dir;      // --wd; default: hvdrun's current directory
   double grace_s = 5.0;                        // --grace
@@ -44,6 +44,7 @@ struct Options {
   bool log_level_given = false;  // --log-level also sets HOROVOD_LOG_LEVEL for the ranks
   // HOROVOD_* knobs from the engine flags (cli/engine_flags.h), in the order given.
   std::vector<std::pair<std::string, std::string>> knobs;
+  std::optional<int> gpus_per_rank;  // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per local rank
   std::vector<std::string> command;
 };
 

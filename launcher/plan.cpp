@@ -55,7 +55,8 @@ std::optional<std::string> reachable_address(const HostPlan& host, bool all_loca
 
 std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const Plan& plan,
                                bool all_local, const ForwardResult& forwarded,
-                               const std::vector<std::pair<std::string, std::string>>& knobs) {
+                               const std::vector<std::pair<std::string, std::string>>& knobs,
+                               std::optional<int> gpus_per_rank) {
   using contract::EnvVar;
   std::vector<EnvEntry> env;
   for (auto& [name, value] : contract::topology_env(placement)) {
@@ -86,11 +87,21 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                                      EnvSource::kInternal));
 
   for (const ForwardedVar& var : forwarded.vars) {
-    if (std::any_of(knobs.begin(), knobs.end(), [&](const auto& k) { return k.first == var.name; })) {
+    if (std::any_of(knobs.begin(), knobs.end(),
+                    [&](const auto& k) { return k.first == var.name; })) {
       continue;  // an hvdrun flag sets it
     }
     env.push_back({var.name, var.value,
                    var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false, false});
+  }
+  if (gpus_per_rank) {
+    std::vector<int> devices;
+    for (int d = 0; d < *gpus_per_rank; ++d) {
+      devices.push_back(placement.topology.local_rank * *gpus_per_rank + d);
+    }
+    std::erase_if(env, [](const EnvEntry& e) { return e.name == "CUDA_VISIBLE_DEVICES"; });
+    env.push_back({"CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(devices, ",")),
+                   EnvSource::kPerRank, false, false});
   }
   for (size_t i = 0; i < knobs.size(); ++i) {
     const bool later = std::any_of(knobs.begin() + static_cast<std::ptrdiff_t>(i) + 1, knobs.end(),
@@ -168,8 +179,9 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   ForwardResult forwarded = forward_environment(request.forward, launcher_env);
   plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
-    plan.ranks.push_back({placement.host_index, placement.topology,
-                          rank_env(placement, plan, all_local, forwarded, request.knobs)});
+    plan.ranks.push_back(
+        {placement.host_index, placement.topology,
+         rank_env(placement, plan, all_local, forwarded, request.knobs, request.gpus_per_rank)});
   }
   return plan;
 }

@@ -35,6 +35,9 @@ struct PlanRequest {
   std::vector<ForwardSpec> forward;
   // HOROVOD_* knobs from hvdrun's engine flags: set on every rank, over any forwarded value.
   std::vector<std::pair<std::string, std::string>> knobs;
+  // --gpus-per-rank N: each rank sees CUDA devices local_rank*N .. local_rank*N+N-1 through
+  // CUDA_VISIBLE_DEVICES (native mode).
+  std::optional<int> gpus_per_rank;
   std::vector<std::string> command;
   std::string job_id;
 };

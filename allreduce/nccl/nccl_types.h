@@ -12,27 +12,42 @@ namespace hvd::nccl {
 
 inline std::optional<ncclDataType_t> nccl_dtype(int dtype) {
   switch (dtype) {
-    case HVD_UINT8: return ncclUint8;
-    case HVD_INT8: return ncclInt8;
-    case HVD_INT32: return ncclInt32;
-    case HVD_INT64: return ncclInt64;
-    case HVD_FLOAT16: return ncclFloat16;
-    case HVD_BFLOAT16: return ncclBfloat16;
-    case HVD_FLOAT32: return ncclFloat32;
-    case HVD_FLOAT64: return ncclFloat64;
-    default: return std::nullopt;
+    case HVD_UINT8:
+      return ncclUint8;
+    case HVD_INT8:
+      return ncclInt8;
+    case HVD_INT32:
+      return ncclInt32;
+    case HVD_INT64:
+      return ncclInt64;
+    case HVD_FLOAT16:
+      return ncclFloat16;
+    case HVD_BFLOAT16:
+      return ncclBfloat16;
+    case HVD_FLOAT32:
+      return ncclFloat32;
+    case HVD_FLOAT64:
+      return ncclFloat64;
+    default:
+      return std::nullopt;
   }
 }
 
 // ncclAvg is native (NCCL >= 2.10): no postscale pass for an average.
 inline std::optional<ncclRedOp_t> nccl_op(int op) {
   switch (op) {
-    case HVD_SUM: return ncclSum;
-    case HVD_AVERAGE: return ncclAvg;
-    case HVD_MIN: return ncclMin;
-    case HVD_MAX: return ncclMax;
-    case HVD_PRODUCT: return ncclProd;
-    default: return std::nullopt;
+    case HVD_SUM:
+      return ncclSum;
+    case HVD_AVERAGE:
+      return ncclAvg;
+    case HVD_MIN:
+      return ncclMin;
+    case HVD_MAX:
+      return ncclMax;
+    case HVD_PRODUCT:
+      return ncclProd;
+    default:
+      return std::nullopt;
   }
 }
 

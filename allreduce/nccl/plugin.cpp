@@ -124,9 +124,9 @@ int broadcast(hvd_nccl_comm* c, void* data, size_t count, int dtype, int root, v
               char* err, size_t len) {
   ncclDataType_t t;
   if (!types(dtype, 0, t, nullptr, err, len)) return 1;
-  return nccl_ok(ncclBroadcast(data, data, count, t, root, c->comm,
-                               static_cast<cudaStream_t>(stream)),
-                 "ncclBroadcast", err, len)
+  return nccl_ok(
+             ncclBroadcast(data, data, count, t, root, c->comm, static_cast<cudaStream_t>(stream)),
+             "ncclBroadcast", err, len)
              ? 0
              : 1;
 }
@@ -146,9 +146,9 @@ int reducescatter(hvd_nccl_comm* c, const void* in, void* out, size_t count, int
   ncclDataType_t t;
   ncclRedOp_t o;
   if (!types(dtype, op, t, &o, err, len)) return 1;
-  return nccl_ok(ncclReduceScatter(in, out, count, t, o, c->comm,
-                                   static_cast<cudaStream_t>(stream)),
-                 "ncclReduceScatter", err, len)
+  return nccl_ok(
+             ncclReduceScatter(in, out, count, t, o, c->comm, static_cast<cudaStream_t>(stream)),
+             "ncclReduceScatter", err, len)
              ? 0
              : 1;
 }
@@ -172,8 +172,9 @@ int synchronize(hvd_nccl_comm* c, void* stream, int timeout_ms, char* err, size_
       return 1;
     }
     if (timeout_ms > 0 && std::chrono::steady_clock::now() > deadline) {
-      say(err, len, "%s", "the NCCL operation did not finish in time; the communicator was "
-                          "aborted");
+      say(err, len, "%s",
+          "the NCCL operation did not finish in time; the communicator was "
+          "aborted");
       comm_abort(c);
       return 1;
     }
@@ -181,11 +182,10 @@ int synchronize(hvd_nccl_comm* c, void* stream, int timeout_ms, char* err, size_
   }
 }
 
-const hvd_nccl_plugin kPlugin = {HVD_NCCL_PLUGIN_ABI, nccl_version, cuda_runtime_version,
-                                 device_count,        unique_id,    comm_create,
-                                 comm_destroy,        comm_abort,   allreduce,
-                                 broadcast,           allgather,    reducescatter,
-                                 synchronize};
+const hvd_nccl_plugin kPlugin = {
+    HVD_NCCL_PLUGIN_ABI, nccl_version,  cuda_runtime_version, device_count, unique_id,
+    comm_create,         comm_destroy,  comm_abort,           allreduce,    broadcast,
+    allgather,           reducescatter, synchronize};
 
 }  // namespace
 

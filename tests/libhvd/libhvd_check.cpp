@@ -12,6 +12,9 @@
 //   libhvd_check mismatch F    rank 1 submits a tensor that differs in field F (dtype, shape,
 //                              op, root, prescale, postscale, kind): every rank's handle fails
 //   libhvd_check stall S       rank 1 sleeps S seconds before submitting its tensor
+//   libhvd_check gpu           on a host without a usable GPU: a CUDA tensor is a clear
+//                              HVD_ERR_UNSUPPORTED error (sync and async), gpu_device() is -1,
+//                              and CPU collectives still work
 //
 // Every rank computes every other rank's input (they are deterministic), so expected values are
 // computed locally in double precision. Exit status: 0 all passed, 1 a check failed, 2 usage,
@@ -538,6 +541,36 @@ int stall(int seconds) {
   }
 }
 
+int gpu_without_device() {
+  // A device pointer is never dereferenced on this path: the op is refused at submit.
+  hvd::Tensor t{reinterpret_cast<void*>(0x1000), DataType::kFloat32, {16}, hvd::Device::cuda(0)};
+  expect(hvd::gpu_device() == -1, "gpu_device() is -1 without a GPU");
+  for (bool async : {false, true}) {
+    try {
+      if (async) {
+        hvd::allreduce_async("gpu.grad", t).wait();
+      } else {
+        hvd::allreduce(t);
+      }
+      expect(false, "a CUDA tensor was accepted on a host without a GPU");
+    } catch (const hvd::RuntimeError& e) {
+      std::printf("rank %d: GPU tensor refused (%s): %s\n", g_rank, hvd_status_name(e.status()),
+                  e.what());
+      const std::string what = e.what();
+      expect(e.status() == HVD_ERR_UNSUPPORTED &&
+                 (what.find("no CUDA device visible on host") != std::string::npos ||
+                  what.find("no NCCL on host") != std::string::npos),
+             "GPU refusal message: " + what);
+    }
+  }
+  std::vector<float> v(8, 1.0f);
+  hvd::allreduce(std::span<float>(v), ReduceOp::kSum);
+  expect(v[0] == static_cast<float>(g_size), "CPU allreduce after the GPU refusal");
+  std::printf("rank %d: %s: %ld checks, %ld failed\n", g_rank,
+              g_failures == 0 ? "all checks passed" : "FAILED", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 int die(int victim) {
   std::vector<float> data(1 << 18, 1.0f);
   const auto start = std::chrono::steady_clock::now();
@@ -585,6 +618,8 @@ int main(int argc, char** argv) {
       rc = delayed();
     } else if (mode == "mismatch" && argc > 2) {
       rc = mismatch(argv[2]);
+    } else if (mode == "gpu") {
+      rc = gpu_without_device();
     } else if (mode == "stall" && argc > 2) {
       rc = stall(std::atoi(argv[2]));
     } else {

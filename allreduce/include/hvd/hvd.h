@@ -66,6 +66,8 @@ HVD_API hvd_status hvd_local_rank(int* out);
 HVD_API hvd_status hvd_local_size(int* out);
 HVD_API hvd_status hvd_cross_rank(int* out);
 HVD_API hvd_status hvd_cross_size(int* out);
+/* The CUDA device this rank should use (local rank modulo visible devices), or -1. */
+HVD_API hvd_status hvd_gpu_device(int* out);
 /* "mpi" or "gloo"; NULL when not initialised. The string lives until hvd_shutdown(). */
 HVD_API const char* hvd_backend_name(void);
 

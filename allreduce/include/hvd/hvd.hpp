@@ -163,6 +163,9 @@ HVD_API int local_size();
 HVD_API int cross_rank();
 HVD_API int cross_size();
 HVD_API std::string backend_name();  // "mpi" or "gloo"
+// The CUDA device this rank should use: local_rank() modulo the visible devices (Horovod's
+// rule; hvdrun --gpus-per-rank narrows what each rank sees). -1 when no GPU is usable here.
+HVD_API int gpu_device();
 
 // ---- Collectives ----
 struct AllreduceOptions {

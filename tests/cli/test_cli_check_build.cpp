@@ -1,0 +1,65 @@
+// hvdrun --check-build: build-time facts and what works on this host now, from libhvd loaded at
+// run time (no GPU on the CI machines: zero GPUs, with the reason). And --gpus-per-rank.
+#include <regex>
+
+#include "tests/cli/cli_helpers.h"
+
+using namespace hvd::test;  // NOLINT: test helpers
+
+TEST_CASE("--check-build --json reports the engines, NCCL, CUDA and the GPUs", "[cli]") {
+  const RunResult r = run_hvdrun({"--check-build", "--json"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  const json doc = parse_stdout(r);
+  CHECK(doc["schema_version"] == 1);
+  CHECK(doc["launch_modes"]["native"] == true);
+  const json& lib = doc["libhvd"];
+  REQUIRE_FALSE(lib.contains("error"));
+  CHECK(lib["engines"]["mpi"]["built"] == (HVD_TEST_HAS_MPI != 0));
+  CHECK(lib["engines"]["gloo"]["built"] == (HVD_TEST_HAS_GLOO != 0));
+  CHECK(lib["engines"]["nccl"]["built"] == (HVD_TEST_HAS_NCCL != 0));
+  if (HVD_TEST_HAS_MPI != 0) {
+    CHECK(doc["launch_modes"]["mpi"]["available"] == true);
+    CHECK_THAT(lib["engines"]["mpi"]["library"].get<std::string>(), Contains("Open MPI"));
+  }
+  if (HVD_TEST_HAS_NCCL != 0 && lib["engines"]["nccl"]["loaded"] == true) {
+    // The version the loaded library reports, e.g. "2.28.9".
+    CHECK(std::regex_match(lib["engines"]["nccl"]["version"].get<std::string>(),
+                           std::regex(R"(\d+\.\d+\.\d+)")));
+    CHECK(std::regex_match(lib["cuda_runtime"].get<std::string>(), std::regex(R"(\d+\.\d+)")));
+  }
+  const json& gpus = lib["gpus"];
+  if (gpus["count"] == 0) {
+    REQUIRE(gpus.contains("reason"));  // driver missing and no device both come with a reason
+    CHECK_FALSE(gpus["reason"].get<std::string>().empty());
+  }
+}
+
+TEST_CASE("--check-build prints a human report", "[cli]") {
+  const RunResult r = run_hvdrun({"--check-build"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  CHECK_THAT(r.out, Contains("native launch      yes"));
+  CHECK_THAT(r.out, Contains("NCCL plugin        "));
+  CHECK_THAT(r.out, Contains("GPUs visible       "));
+}
+
+TEST_CASE("--gpus-per-rank gives each local rank its own CUDA devices", "[cli]") {
+  const RunResult r = run_hvdrun(
+      {"--dry-run", "--json", "--gpus-per-rank", "2", "-np", "3", "-H", "a:2,b:1", "./train"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  const json plan = parse_stdout(r);
+  CHECK(plan["ranks"][0]["env"]["CUDA_VISIBLE_DEVICES"] == "0,1");
+  CHECK(plan["ranks"][1]["env"]["CUDA_VISIBLE_DEVICES"] == "2,3");
+  CHECK(plan["ranks"][2]["env"]["CUDA_VISIBLE_DEVICES"] == "0,1");  // host b's local rank 0
+}
+
+TEST_CASE("--gpus-per-rank is refused with --mpi and for a bad count", "[cli]") {
+  const RunResult mpi = run_hvdrun({"--dry-run", "--mpi", "--gpus-per-rank", "1", "./train"});
+  CHECK(mpi.exit_code == kUsage);
+  CHECK_THAT(mpi.err, Contains("--gpus-per-rank works in native mode only"));
+  const RunResult zero = run_hvdrun({"--dry-run", "--gpus-per-rank", "0", "./train"});
+  CHECK(zero.exit_code == kUsage);
+  CHECK_THAT(zero.err, Contains("--gpus-per-rank 0: must be 1 to 64"));
+}

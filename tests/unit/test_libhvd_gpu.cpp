@@ -1,0 +1,90 @@
+// GPU support without a GPU: device choice, version texts, the no-device error, the dtype/op
+// mapping to NCCL and the NCCL unique id the control plane exchanges (the plugin makes one
+// without a device).
+#include <dlfcn.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+
+#include "allreduce/gpu.h"
+
+using hvd::runtime::GpuFacts;
+
+TEST_CASE("gpu: a rank's device is its local rank modulo the visible devices", "[libhvd]") {
+  CHECK(hvd::runtime::choose_device(0, 4) == 0);
+  CHECK(hvd::runtime::choose_device(3, 4) == 3);
+  CHECK(hvd::runtime::choose_device(5, 4) == 1);
+  CHECK(hvd::runtime::choose_device(2, 1) == 0);
+  CHECK(hvd::runtime::choose_device(0, 0) == -1);  // no GPU
+}
+
+TEST_CASE("gpu: NCCL and CUDA version codes read as people write them", "[libhvd]") {
+  CHECK(hvd::runtime::nccl_version_text(22809) == "2.28.9");
+  CHECK(hvd::runtime::nccl_version_text(21803) == "2.18.3");
+  CHECK(hvd::runtime::cuda_version_text(13000) == "13.0");
+  CHECK(hvd::runtime::cuda_version_text(12040) == "12.4");
+  CHECK(hvd::runtime::nccl_version_text(-1) == "unknown");
+}
+
+TEST_CASE("gpu: why a CUDA tensor cannot run names the host and the cause", "[libhvd]") {
+  GpuFacts none;
+  none.load_error = "this libhvd was built without the NCCL plugin";
+  CHECK(hvd::runtime::gpu_unavailable_reason(none, "h1") ==
+        "no NCCL on host h1: this libhvd was built without the NCCL plugin");
+  static const hvd_nccl_plugin fake{};
+  GpuFacts no_device;
+  no_device.api = &fake;
+  no_device.devices = 0;
+  no_device.no_device_reason = "CUDA driver version is insufficient (cudaErrorInsufficientDriver)";
+  CHECK(hvd::runtime::gpu_unavailable_reason(no_device, "h2") ==
+        "no CUDA device visible on host h2: CUDA driver version is insufficient "
+        "(cudaErrorInsufficientDriver)");
+  GpuFacts ok;
+  ok.api = &fake;
+  ok.devices = 2;
+  CHECK(hvd::runtime::gpu_unavailable_reason(ok, "h3").empty());
+}
+
+#if HVD_TEST_HAS_NCCL
+#include "allreduce/nccl/nccl_types.h"
+
+TEST_CASE("gpu: every hvd dtype and reduce op has its NCCL counterpart", "[libhvd]") {
+  using hvd::nccl::nccl_dtype;
+  using hvd::nccl::nccl_op;
+  CHECK(nccl_dtype(HVD_UINT8) == ncclUint8);
+  CHECK(nccl_dtype(HVD_INT8) == ncclInt8);
+  CHECK(nccl_dtype(HVD_INT32) == ncclInt32);
+  CHECK(nccl_dtype(HVD_INT64) == ncclInt64);
+  CHECK(nccl_dtype(HVD_FLOAT16) == ncclFloat16);
+  CHECK(nccl_dtype(HVD_BFLOAT16) == ncclBfloat16);
+  CHECK(nccl_dtype(HVD_FLOAT32) == ncclFloat32);
+  CHECK(nccl_dtype(HVD_FLOAT64) == ncclFloat64);
+  CHECK_FALSE(nccl_dtype(99).has_value());
+  CHECK(nccl_op(HVD_SUM) == ncclSum);
+  CHECK(nccl_op(HVD_AVERAGE) == ncclAvg);  // native average: no postscale pass
+  CHECK(nccl_op(HVD_MIN) == ncclMin);
+  CHECK(nccl_op(HVD_MAX) == ncclMax);
+  CHECK(nccl_op(HVD_PRODUCT) == ncclProd);
+  CHECK_FALSE(nccl_op(-1).has_value());
+}
+
+TEST_CASE("gpu: the plugin loads without a GPU and makes distinct NCCL unique ids", "[libhvd]") {
+  void* handle = ::dlopen(HVD_TEST_NCCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  INFO((handle == nullptr ? ::dlerror() : "loaded"));
+  REQUIRE(handle != nullptr);
+  auto entry = reinterpret_cast<hvd_nccl_plugin_entry>(::dlsym(handle, HVD_NCCL_PLUGIN_SYMBOL));
+  REQUIRE(entry != nullptr);
+  const hvd_nccl_plugin* api = entry();
+  REQUIRE(api->abi == HVD_NCCL_PLUGIN_ABI);
+  CHECK(api->nccl_version() >= 21000);  // ncclAvg needs 2.10
+  char a[HVD_NCCL_UNIQUE_ID_BYTES] = {}, b[HVD_NCCL_UNIQUE_ID_BYTES] = {}, err[256] = {};
+  REQUIRE(api->unique_id(a, err, sizeof err) == 0);
+  REQUIRE(api->unique_id(b, err, sizeof err) == 0);
+  CHECK(std::memcmp(a, b, sizeof a) != 0);
+  char zero[HVD_NCCL_UNIQUE_ID_BYTES] = {};
+  CHECK(std::memcmp(a, zero, sizeof a) != 0);
+  char why[256] = {};
+  if (api->device_count(why, sizeof why) <= 0) CHECK(std::strlen(why) > 0);  // a reason
+}
+#endif
