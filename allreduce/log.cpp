@@ -5,13 +5,15 @@
 namespace hvd::runtime {
 
 spdlog::logger& logger() {
-  static spdlog::logger instance = [] {
-    spdlog::logger l("hvd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l.set_pattern("[hvd] %l: %v");
-    l.set_level(spdlog::level::warn);
+  // Never destroyed: the engine may still log while static objects are torn down at exit
+  // (a program that returns from main without hvd::shutdown()).
+  static spdlog::logger* instance = [] {
+    auto* l = new spdlog::logger("hvd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l->set_pattern("[hvd] %l: %v");
+    l->set_level(spdlog::level::warn);
     return l;
   }();
-  return instance;
+  return *instance;
 }
 
 void configure_logger(int rank, const std::string& level) {
