@@ -165,3 +165,18 @@ TEST_CASE("engine flags reach every rank, native and --mpi", "[engine]") {
   CHECK_THAT(r.out, Contains(tag(0) + "knobs 2097152 0.3 1"));
   CHECK_THAT(r.out, Contains(tag(1) + "knobs 2097152 0.3 1"));
 }
+
+TEST_CASE("engine: a program that returns without hvd::shutdown() exits cleanly", "[engine]") {
+  const bool mpi = GENERATE(false, true);
+  std::vector<std::string> args;
+  if (mpi) args.push_back("--mpi");
+  for (const char* a : {"-np", "3", LIBHVD_CHECK, "noshutdown"}) args.push_back(a);
+  const auto r = hvd::test::run_hvdrun(args);
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_THAT(r.out, Contains(tag(rank) + "rank " + std::to_string(rank) +
+                               ": returning without hvd::shutdown(), sum 3"));
+  }
+  CHECK(r.err.find("error") == std::string::npos);
+}

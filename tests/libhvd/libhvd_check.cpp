@@ -12,6 +12,7 @@
 //   libhvd_check mismatch F    rank 1 submits a tensor that differs in field F (dtype, shape,
 //                              op, root, prescale, postscale, kind): every rank's handle fails
 //   libhvd_check stall S       rank 1 sleeps S seconds before submitting its tensor
+//   libhvd_check noshutdown    one allreduce, then returns from main() without hvd::shutdown()
 //   libhvd_check gpu           on a host without a usable GPU: a CUDA tensor is a clear
 //                              HVD_ERR_UNSUPPORTED error (sync and async), gpu_device() is -1,
 //                              and CPU collectives still work
@@ -618,6 +619,13 @@ int main(int argc, char** argv) {
       rc = delayed();
     } else if (mode == "mismatch" && argc > 2) {
       rc = mismatch(argv[2]);
+    } else if (mode == "noshutdown") {
+      // Leave main() without hvd::shutdown(): libhvd must tear down cleanly at exit.
+      std::vector<float> v(1000, 1.0f);
+      hvd::allreduce(std::span<float>(v), ReduceOp::kSum);
+      std::printf("rank %d: returning without hvd::shutdown(), sum %g\n", g_rank,
+                  static_cast<double>(v[0]));
+      return 0;
     } else if (mode == "gpu") {
       rc = gpu_without_device();
     } else if (mode == "stall" && argc > 2) {
