@@ -119,6 +119,10 @@ launcher::PlanRequest plan_request(const Options& o) {
   }
   request.knobs = o.knobs;
   request.gpus_per_rank = o.gpus_per_rank;
+  if (o.network_cidr) request.network.cidr = launcher::parse_cidr(*o.network_cidr);
+  if (o.network_interface) {
+    request.network.interfaces = launcher::parse_interface_list(*o.network_interface);
+  }
   if (o.log_level_given) {
     request.knobs.emplace_back("HOROVOD_LOG_LEVEL", libhvd_log_level(o.log_level));
   }

@@ -167,6 +167,14 @@ void define_options(CLI::App& app, Options& o) {
          "hvdrun's and (as HOROVOD_LOG_LEVEL) libhvd's: trace, debug, info, warn, error or off")
       ->type_name("LEVEL");
   define_engine_flags(app, o.knobs);
+  app.add_option("--network-interface", o.network_interface,
+                 "Interfaces the ranks use, by name, first match per host (names may differ "
+                 "per host): eth1,ens5")
+      ->type_name("NAME[,NAME]");
+  app.add_option("--network-cidr", o.network_cidr,
+                 "The ranks use each host's address inside this CIDR, whatever its NIC is "
+                 "called")
+      ->type_name("CIDR");
   app.add_option_function<std::string>(
          "--gpus-per-rank",
          [&o](const std::string& v) { o.gpus_per_rank = parse_int("--gpus-per-rank", v); },
@@ -243,6 +251,10 @@ void validate(const Options& o) {
         "same environment",
         "drop --mpi, or leave CUDA_VISIBLE_DEVICES alone and use hvd::gpu_device() "
         "(local rank modulo the visible GPUs)");
+  }
+  if (o.network_interface && o.network_cidr) {
+    throw UsageError("--network-interface and --network-cidr were both given",
+                     "use one: a CIDR picks each host's address whatever its NIC is called");
   }
   if (o.mpi_args && !o.mpi) {
     throw UsageError("--mpi-args was given without --mpi",

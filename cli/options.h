@@ -45,6 +45,8 @@ struct Options {
   // HOROVOD_* knobs from the engine flags (cli/engine_flags.h), in the order given.
   std::vector<std::pair<std::string, std::string>> knobs;
   std::optional<int> gpus_per_rank;  // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per local rank
+  std::optional<std::string> network_interface;  // --network-interface NAME[,NAME], as written
+  std::optional<std::string> network_cidr;       // --network-cidr CIDR, as written
   std::vector<std::string> command;
 };
 

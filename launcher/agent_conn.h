@@ -11,6 +11,7 @@
 
 #include "launcher/local_agent.h"
 #include "ssh/remote_agent.h"
+#include "worker/interfaces.h"
 #include "worker/protocol.h"
 
 namespace hvd::launcher {
@@ -23,6 +24,7 @@ struct AgentHello {
   std::string boot_id;
   std::string ssh_connection;  // "client_ip client_port server_ip server_port", or empty
   int free_port = 0;           // a port free on that host when it said hello
+  std::vector<worker::NetInterface> interfaces;
 };
 
 class AgentConn {

@@ -19,9 +19,16 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
     if (rank.host_index != host_index) continue;
     worker::RankSpec r;
     r.rank = rank.topology.rank;
+    const bool chosen = !facts.chosen.empty();
     for (const EnvEntry& e : rank.env) {
       if (!e.deferred) {
         r.env.emplace_back(e.name, e.value);
+      } else if (chosen && e.name == contract::kAdvertiseAddr.name) {
+        r.env.emplace_back(e.name, facts.chosen[static_cast<size_t>(host_index)].address);
+      } else if (chosen && e.name == contract::kMasterAddr.name) {
+        r.env.emplace_back(e.name, facts.chosen.front().address);  // rank 0 is on host 0
+      } else if (chosen && (e.name == "NCCL_SOCKET_IFNAME" || e.name == "HOROVOD_GLOO_IFACE")) {
+        r.env.emplace_back(e.name, facts.chosen[static_cast<size_t>(host_index)].interface);
       } else if (e.name == contract::kMasterPort.name) {
         r.env.emplace_back(e.name, std::to_string(facts.master_port));
       } else if ((e.name == contract::kMasterAddr.name ||

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launcher/native_launch.h"
+#include "launcher/network_choice.h"
 #include "launcher/plan.h"
 #include "worker/job_spec.h"
 
@@ -18,6 +19,8 @@ struct LaunchFacts {
   std::vector<std::string> launcher_address_of;  // by host: this machine as that host sees it
   int rendezvous_port = 0;
   std::string rendezvous_token;
+  // --network-cidr / --network-interface: each host's chosen address (by host index), else empty.
+  std::vector<HostAddress> chosen;
 };
 
 // The job spec for one host: its ranks' planned environments, deferred values filled in.

@@ -142,8 +142,13 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                            "-mca",
                            "plm_rsh_args",
                            rsh_args(plan, input.ssh)});
-  if (!input.host_addresses.empty()) {
-    const std::string include = tcp_include(input.host_addresses);
+  // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
+  // CIDR works across hosts whose NICs are named differently.
+  if (plan.network.active() || !input.host_addresses.empty()) {
+    const std::string include = plan.network.cidr ? plan.network.cidr->text
+                                : plan.network.active()
+                                    ? fmt::format("{}", fmt::join(plan.network.interfaces, ","))
+                                    : tcp_include(input.host_addresses);
     argv.insert(argv.end(),
                 {"-mca", "btl_tcp_if_include", include, "-mca", "oob_tcp_if_include", include});
   }

@@ -119,6 +119,19 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
     hello.boot_id = json.value("boot_id", "");
     hello.ssh_connection = json.value("ssh_connection", "");
     hello.free_port = json.value("free_port", 0);
+    if (json.contains("interfaces") && json["interfaces"].is_array()) {
+      for (const auto& i : json["interfaces"]) {
+        if (!i.is_object()) continue;
+        worker::NetInterface n;
+        n.name = i.value("name", "");
+        n.ipv4 = i.value("ipv4", std::vector<std::string>{});
+        n.ipv6 = i.value("ipv6", std::vector<std::string>{});
+        n.up = i.value("up", false);
+        n.loopback = i.value("loopback", false);
+        n.is_virtual = i.value("virtual", false);
+        hello.interfaces.push_back(std::move(n));
+      }
+    }
   }
   if (hello.protocol != worker::kProtocolVersion || hello.version != HVD_VERSION_STRING) {
     fail(fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
@@ -156,6 +169,21 @@ void Launch::send_specs() {
     }
   }
   report_shared_machines();
+  if (plan_.network.active()) {
+    facts.chosen.resize(plan_.hosts.size());
+    for (const AgentConn& a : agents_) {
+      const std::string& host = plan_.hosts[a.host_index].spec.host;
+      try {
+        facts.chosen[a.host_index] = choose_address(plan_.network, a.hello->interfaces, host);
+      } catch (const Error& e) {
+        fail(e.what(), e.hint(), ExitCode::kUsage);
+        for (AgentConn& other : agents_) other.close_input();
+        return;
+      }
+      spdlog::info("host {}: ranks use {} ({})", host, facts.chosen[a.host_index].address,
+                   facts.chosen[a.host_index].interface);
+    }
+  }
   start_rendezvous(facts);
   for (AgentConn& a : agents_) {
     const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts));

@@ -94,6 +94,25 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
     env.push_back({var.name, var.value,
                    var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false, false});
   }
+  if (plan.network.active()) {
+    // Chosen per host once its agent lists its interfaces (launcher/network_choice.h).
+    const std::string how =
+        plan.network.cidr
+            ? fmt::format("in {}", plan.network.cidr->text)
+            : fmt::format("on the first of {} it has", fmt::join(plan.network.interfaces, ","));
+    for (EnvEntry& e : env) {
+      if (e.name == contract::kAdvertiseAddr.name) {
+        e = deferred(contract::kAdvertiseAddr, "this host's address " + how, EnvSource::kInternal);
+      } else if (e.name == contract::kMasterAddr.name) {
+        e = deferred(contract::kMasterAddr, "rank 0's host's address " + how, EnvSource::kPerRank);
+      }
+    }
+    for (const char* name : {"NCCL_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE"}) {
+      std::erase_if(env, [&](const EnvEntry& e) { return e.name == name; });
+      env.push_back(
+          {name, "the interface of this host's chosen address", EnvSource::kPerRank, true, false});
+    }
+  }
   if (gpus_per_rank) {
     std::vector<int> devices;
     for (int d = 0; d < *gpus_per_rank; ++d) {
@@ -131,6 +150,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   Plan plan;
   plan.command = request.command;
   plan.job_id = request.job_id;
+  plan.network = request.network;
   plan.total_slots = std::accumulate(hosts.begin(), hosts.end(), 0,
                                      [](int sum, const HostSpec& h) { return sum + h.slots; });
   const int np = request.num_proc.value_or(plan.total_slots);

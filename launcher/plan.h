@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/env_forwarding.h"
+#include "launcher/network_choice.h"
 #include "launcher/host_spec.h"
 #include "worker/contract/topology.h"
 
@@ -38,6 +39,7 @@ struct PlanRequest {
   // --gpus-per-rank N: each rank sees CUDA devices local_rank*N .. local_rank*N+N-1 through
   // CUDA_VISIBLE_DEVICES (native mode).
   std::optional<int> gpus_per_rank;
+  NetworkChoice network;  // --network-cidr / --network-interface
   std::vector<std::string> command;
   std::string job_id;
 };
@@ -75,6 +77,7 @@ struct Plan {
   std::string job_id;
   int total_slots = 0;
   std::vector<std::string> warnings;  // things the user should know; the plan is still valid
+  NetworkChoice network;              // chosen per host at launch, from the agents' interfaces
 };
 
 // Throws UsageError for -np < 1 and for -np above the slots without oversubscribe.

@@ -25,6 +25,7 @@
 #include "common/unique_fd.h"
 #include "hvd/build_config.h"
 #include "worker/contract/env_table.h"
+#include "worker/interfaces.h"
 #include "worker/job_spec.h"
 #include "worker/protocol.h"
 #include "worker/rank_process.h"
@@ -67,6 +68,19 @@ int free_port() {
   return ntohs(sa.sin_port);
 }
 
+nlohmann::json interfaces_json() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const NetInterface& n : list_interfaces()) {
+    list.push_back({{"name", n.name},
+                    {"ipv4", n.ipv4},
+                    {"ipv6", n.ipv6},
+                    {"up", n.up},
+                    {"loopback", n.loopback},
+                    {"virtual", n.is_virtual}});
+  }
+  return list;
+}
+
 std::string hello_payload() {
   const char* ssh_connection = std::getenv("SSH_CONNECTION");
   std::array<char, 256> name{};
@@ -77,7 +91,8 @@ std::string hello_payload() {
                                 {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
                                 {"pid", ::getpid()},
                                 {"ssh_connection", ssh_connection != nullptr ? ssh_connection : ""},
-                                {"free_port", free_port()}};
+                                {"free_port", free_port()},
+                                {"interfaces", interfaces_json()}};
   return hello.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

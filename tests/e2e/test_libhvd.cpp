@@ -83,3 +83,55 @@ TEST_CASE("libhvd native on localhost: 2 ranks without SSH", "[libhvd]") {
   CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0: all checks passed"));
   CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
 }
+
+TEST_CASE("network: --network-cidr picks each host's address and every engine gets it",
+          "[network]") {
+  Hosts h;
+  const std::string hosts = h.addr(30) + "," + h.addr(31);
+  // The loopback test hosts' only interface is lo: 127.0.0.1 is their address in 127.0.0.0/8.
+  const auto env = hvd::test::run_hvdrun(
+      h.args({"-np", "2", "-H", hosts, "--network-cidr", "127.0.0.0/8", "sh", "-c",
+              "echo net $HVD_ADVERTISE_ADDR $MASTER_ADDR $NCCL_SOCKET_IFNAME "
+              "$HOROVOD_GLOO_IFACE"}));
+  INFO(show(env));
+  REQUIRE(env.exit_code == 0);
+  CHECK_THAT(env.out, Contains("[1,0]<stdout>:net 127.0.0.1 127.0.0.1 lo lo"));
+  CHECK_THAT(env.out, Contains("[1,1]<stdout>:net 127.0.0.1 127.0.0.1 lo lo"));
+  CHECK_THAT(env.err, Contains("host " + h.addr(31) + ": ranks use 127.0.0.1 (lo)"));
+
+  const auto gloo = hvd::test::run_hvdrun(h.args(
+      {"-np", "2", "-H", hosts, "--network-cidr", "127.0.0.0/8", LIBHVD_CHECK, "collectives"}));
+  INFO(show(gloo));
+  CHECK(gloo.exit_code == 0);
+  CHECK_THAT(gloo.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
+
+  const auto mpi = hvd::test::run_hvdrun(h.args({"--mpi", "-np", "2", "-H", hosts, "--network-cidr",
+                                                 "127.0.0.0/8", LIBHVD_CHECK, "collectives"}));
+  INFO(show(mpi));
+  CHECK(mpi.exit_code == 0);
+  CHECK_THAT(mpi.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
+}
+
+TEST_CASE("network: --network-interface takes the first name each host has", "[network]") {
+  Hosts h;
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"-np", "2", "-H", h.addr(32) + "," + h.addr(33), "--network-interface", "nosuch0,lo",
+              "sh", "-c", "echo net $HVD_ADVERTISE_ADDR $NCCL_SOCKET_IFNAME"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("[1,1]<stdout>:net 127.0.0.1 lo"));
+}
+
+TEST_CASE("network: a host without an address in the CIDR stops the launch before any rank",
+          "[network]") {
+  Hosts h;
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"-np", "2", "-H", h.addr(34) + "," + h.addr(35), "--network-cidr", "10.254.0.0/16",
+              "sh", "-c", "echo started"}));
+  INFO(show(r));
+  CHECK(r.exit_code == 64);
+  CHECK_THAT(r.err, Contains("--network-cidr 10.254.0.0/16: host " + h.addr(34) +
+                             " has no address in it (its interfaces: lo 127.0.0.1 (up, "
+                             "loopback)"));
+  CHECK(r.out.find("started") == std::string::npos);
+}
