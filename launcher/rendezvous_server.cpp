@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <charconv>
 #include <random>
 
@@ -126,6 +127,13 @@ int RendezvousServer::start(const std::string& address) {
                 "check that this address belongs to this machine");
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib's stop() does nothing until the listening thread has marked the server running,
+  // and that thread would then accept() forever: a job that ended at once (a missing --wd) hung
+  // its launcher in ~RendezvousServer. Return only once the server runs.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return port;
 }
 

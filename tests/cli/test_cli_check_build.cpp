@@ -6,7 +6,7 @@
 
 using namespace hvd::test;  // NOLINT: test helpers
 
-TEST_CASE("--check-build --json reports the engines, NCCL, CUDA and the GPUs", "[cli]") {
+TEST_CASE("check-build: --json reports the engines, NCCL, CUDA and the GPUs", "[cli]") {
   const RunResult r = run_hvdrun({"--check-build", "--json"});
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
@@ -35,7 +35,7 @@ TEST_CASE("--check-build --json reports the engines, NCCL, CUDA and the GPUs", "
   }
 }
 
-TEST_CASE("--check-build prints a human report", "[cli]") {
+TEST_CASE("check-build: a human report", "[cli]") {
   const RunResult r = run_hvdrun({"--check-build"});
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
@@ -44,7 +44,7 @@ TEST_CASE("--check-build prints a human report", "[cli]") {
   CHECK_THAT(r.out, Contains("GPUs visible       "));
 }
 
-TEST_CASE("--gpus-per-rank gives each local rank its own CUDA devices", "[cli]") {
+TEST_CASE("gpus-per-rank: gives each local rank its own CUDA devices", "[cli]") {
   const RunResult r = run_hvdrun(
       {"--dry-run", "--json", "--gpus-per-rank", "2", "-np", "3", "-H", "a:2,b:1", "./train"});
   INFO(show(r));
@@ -55,7 +55,7 @@ TEST_CASE("--gpus-per-rank gives each local rank its own CUDA devices", "[cli]")
   CHECK(plan["ranks"][2]["env"]["CUDA_VISIBLE_DEVICES"] == "0,1");  // host b's local rank 0
 }
 
-TEST_CASE("--gpus-per-rank is refused with --mpi and for a bad count", "[cli]") {
+TEST_CASE("gpus-per-rank: refused with --mpi and for a bad count", "[cli]") {
   const RunResult mpi = run_hvdrun({"--dry-run", "--mpi", "--gpus-per-rank", "1", "./train"});
   CHECK(mpi.exit_code == kUsage);
   CHECK_THAT(mpi.err, Contains("--gpus-per-rank works in native mode only"));

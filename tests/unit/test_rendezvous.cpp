@@ -122,3 +122,13 @@ TEST_CASE("rendezvous: many ranks at once", "[rendezvous]") {
   for (int s : status) CHECK(s == 200);  // asserted on the main thread
   CHECK(server.size() == 64);
 }
+
+// A job that ends at once (a missing --wd) destroys the server right after start(): cpp-httplib's
+// stop() used to miss a listening thread that had not started yet, which then accepted forever.
+TEST_CASE("rendezvous: a server destroyed right after start() does not hang", "[rendezvous]") {
+  for (int i = 0; i < 200; ++i) {
+    RendezvousServer server("token");
+    REQUIRE(server.start("127.0.0.1") > 0);
+  }  // each destructor must return; a hang is ctest's timeout
+  SUCCEED("200 start/stop cycles");
+}
