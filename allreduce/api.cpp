@@ -149,8 +149,8 @@ bool Handle::poll() const {
 
 bool Handle::wait(std::chrono::milliseconds timeout) const {
   OpState& s = HandleAccess::state(*this);
-  if (s.wakeup) s.wakeup->flush();  // someone waits: no point batching any longer
   std::unique_lock<std::mutex> lock(s.mutex);
+  if (!s.done && s.wakeup) s.wakeup->flush();  // someone waits: no point batching any longer
   if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
   if (s.error) std::rethrow_exception(s.error);
   return true;
@@ -158,8 +158,8 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
 
 void Handle::wait() const {
   OpState& s = HandleAccess::state(*this);
-  if (s.wakeup) s.wakeup->flush();
   std::unique_lock<std::mutex> lock(s.mutex);
+  if (!s.done && s.wakeup) s.wakeup->flush();
   s.cv.wait(lock, [&] { return s.done; });
   if (s.error) std::rethrow_exception(s.error);
 }

@@ -35,6 +35,7 @@ Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
 Engine::~Engine() { shutdown(); }
 
 void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
+  bool first = false;  // the thread takes the whole queue per wake-up: one notify per batch
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failed_.empty()) {
@@ -52,11 +53,12 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
           "wait for the earlier op of that name, or give this one another name");
     }
     op->wakeup = wakeup_;
+    first = queue_.empty();
     queue_.push_back(op);
   }
   if (now) {
     wakeup_->flush();
-  } else {
+  } else if (first) {
     wakeup_->notify();
   }
 }
@@ -241,7 +243,10 @@ void Engine::run_response(const Response& response) {
   } catch (...) {
     error = std::current_exception();
   }
-  for (auto& op : ops) op->finish(error);
+  // Every op done first, then the waiters woken: a thread waiting on each handle in turn wakes
+  // once per response instead of once per op.
+  for (auto& op : ops) op->mark_done(error);
+  for (auto& op : ops) op->cv.notify_all();
 }
 
 void Engine::fail_everything(const std::string& why) {

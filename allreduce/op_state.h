@@ -67,13 +67,15 @@ struct OpState {
   bool done = false;
   std::exception_ptr error;
 
+  // Records the outcome (once); the caller notifies `cv`.
+  void mark_done(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (done) return;
+    error = std::move(e);
+    done = true;
+  }
   void finish(std::exception_ptr e) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (done) return;
-      error = std::move(e);
-      done = true;
-    }
+    mark_done(std::move(e));
     cv.notify_all();
   }
 };

@@ -1,0 +1,774 @@
+// libhvd's engine (BRIEF section 6): what negotiation, fusion and the background thread cost,
+// measured against the raw engine underneath from the same processes in the same run. Under
+// `hvdrun --mpi` the raw engine is MPI_Allreduce on MPI_COMM_WORLD (libhvd initialised MPI; this
+// program never calls MPI_Init); under native hvdrun it is gloo::allreduce on the bench's own Gloo
+// context, connected like libhvd's (TCP device on $HVD_ADVERTISE_ADDR, rendezvous through hvdrun's
+// server, scope "<job>.engine_bench").
+//
+// Parts (--parts, comma-separated; default all three):
+//   idle   after hvd::init() and one allreduce, every rank sleeps --idle-seconds (default 10) and
+//          measures the CPU time its whole process used meanwhile (CLOCK_PROCESS_CPUTIME_ID: all
+//          threads; getrusage for the user/sys split), as a percentage of one core, plus each
+//          thread's CPU time and how often it was scheduled (/proc/self/task/*/schedstat). Runs
+//          first, before the bench's own Gloo context exists. Goal: under 1%.
+//   fusion one step = 100 float32 tensors of 16 KiB (sum, in place): hvd = 100 x
+//          hvd::allreduce_async("g.<i>") then wait on all handles; raw = one raw allreduce per
+//          tensor; and "by hand" = what libhvd's fusion does without the engine (copy the
+//          tensors into one buffer, one raw allreduce, copy back): the floor of any fusion.
+//          Whether libhvd fuses is HOROVOD_FUSION_THRESHOLD at hvd::init(): run the program
+//          once as is and once with `hvdrun --fusion-threshold-mb 0` (bench/engine_bench.sh does
+//          both). Goal (fusion on): raw loop/hvd at least 3.
+//   small  a synchronous 4 KiB hvd::allreduce against one raw 4 KiB allreduce.
+//          Goal (MPI): hvd at most raw + 100 us.
+// fusion and small: 1 untimed + 2 timed warm-up steps of each, then --blocks blocks of each
+// (default 8), in turn, the order rotating from block to block; every block starts with an
+// untimed step whose results are checked (rank- tensor- and element-dependent values), then runs
+// its timed steps; a block's time per step is the slowest rank's and the median over blocks is
+// reported. Then a few more hvd steps run between two snapshots of /proc/self/task, and each
+// rank's threads are listed with their CPU time and how often they were scheduled per step: a
+// thread woken once per tensor instead of once per batch shows there. Rank 0 prints. Exit status:
+// 0, 1 when a result was wrong, 2 on an error; never the ratios.
+//
+// Usage: hvdrun [--mpi] [--fusion-threshold-mb 0] -np 2 engine_bench [--parts LIST]
+//            [--seconds S] [--blocks B] [--idle-seconds S] [--tensors N] [--tensor-bytes N]
+//   --seconds: wall time aimed at per part and engine (default 0.5).
+#include <hvd/hvd.hpp>
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if HVD_BENCH_HAS_MPI
+#include <mpi.h>
+#endif
+#if HVD_BENCH_HAS_GLOO
+#include <gloo/allreduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <httplib.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- Copied from allreduce_bench.cpp (kept separate on purpose): env, the raw engines ----
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// The raw engine: an in-place float32 sum over all ranks.
+struct RawEngine {
+  virtual ~RawEngine() = default;
+  virtual void allreduce(float* data, std::size_t count) = 0;
+  std::string name;
+};
+
+#if HVD_BENCH_HAS_MPI
+struct MpiRaw : RawEngine {
+  MpiRaw() { name = "MPI_Allreduce"; }
+  void allreduce(float* data, std::size_t count) override {
+    if (MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD) != MPI_SUCCESS) {
+      throw std::runtime_error("MPI_Allreduce failed");
+    }
+  }
+};
+#endif
+
+#if HVD_BENCH_HAS_GLOO
+// gloo::rendezvous::Store over hvdrun's rendezvous server: PUT/GET http://ADDR/<scope>/<key>
+// with the job's bearer token; 404 = not there yet, so get/wait poll until the key appears.
+class BenchStore : public gloo::rendezvous::Store {
+ public:
+  BenchStore(const std::string& address, const std::string& token, std::string scope, int rank,
+             std::chrono::milliseconds timeout)
+      : scope_(std::move(scope)), timeout_(timeout) {
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos) throw std::runtime_error("HVD_RENDEZVOUS_ADDR: no port");
+    std::string host = address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    client_ = std::make_unique<httplib::Client>(host, std::stoi(address.substr(colon + 1)));
+    client_->set_keep_alive(true);
+    client_->set_default_headers(
+        {{"Authorization", "Bearer " + token}, {"X-Hvd-Rank", std::to_string(rank)}});
+  }
+  void set(const std::string& key, const std::vector<char>& data) override {
+    auto res = client_->Put(path(key), data.data(), data.size(), "application/octet-stream");
+    if (!res || res->status != 200) {
+      throw std::runtime_error("rendezvous PUT " + path(key) + " failed");
+    }
+  }
+  std::vector<char> get(const std::string& key) override { return get(key, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    for (const std::string& key : keys) get(key, timeout);
+  }
+
+ private:
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (auto pause = std::chrono::milliseconds(1);;
+         pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+      auto res = client_->Get(path(key));
+      if (res && res->status == 200) return std::vector<char>(res->body.begin(), res->body.end());
+      if (res && res->status != 404) {
+        throw std::runtime_error("rendezvous GET " + path(key) + ": HTTP " +
+                                 std::to_string(res->status));
+      }
+      if (Clock::now() >= deadline) throw std::runtime_error("rendezvous timeout on " + path(key));
+      std::this_thread::sleep_for(pause);
+    }
+  }
+  std::string path(const std::string& key) const {  // keys outside [A-Za-z0-9._-]: hex
+    bool plain = !key.empty();
+    for (unsigned char c : key) {
+      plain = plain && (std::isalnum(c) || c == '.' || c == '_' || c == '-');
+    }
+    if (plain) return "/" + scope_ + "/" + key;
+    std::string out = "/" + scope_ + "/x-";
+    for (unsigned char c : key) {
+      out += "0123456789abcdef"[c >> 4];
+      out += "0123456789abcdef"[c & 15];
+    }
+    return out;
+  }
+  std::string scope_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+// libhvd's float32 sum kernel, as a plain function like libhvd's ReduceFn.
+void sum_floats(void* out, const void* a, const void* b, std::size_t n) {
+  auto* o = static_cast<float*>(out);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (std::size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+struct GlooRaw : RawEngine {
+  GlooRaw(int rank, int size) {
+    name = "gloo::allreduce";
+    const std::string timeout_s = env("HOROVOD_GLOO_TIMEOUT_SECONDS");
+    const std::chrono::milliseconds timeout(1000LL *
+                                            (timeout_s.empty() ? 30 : std::stoi(timeout_s)));
+    gloo::transport::tcp::attr attr;
+    attr.hostname = env("HVD_ADVERTISE_ADDR");
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    BenchStore store(env("HVD_RENDEZVOUS_ADDR"), env("HVD_RENDEZVOUS_TOKEN"),
+                     env("HVD_JOB_ID") + ".engine_bench", rank, timeout);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(timeout);
+    context->connectFullMesh(store, device);
+    context_ = std::move(context);
+  }
+  void allreduce(float* data, std::size_t count) override {
+    gloo::AllreduceOptions opts(context_);
+    // libhvd passes the same bytes as std::uint32_t (Gloo uses only sizeof(T)); same size here.
+    opts.setOutput(data, count);
+    opts.setReduceFunction(sum_floats);
+    opts.setTag(next_tag_++);
+    gloo::allreduce(opts);
+  }
+  std::shared_ptr<gloo::Context> context_;
+  std::uint32_t next_tag_ = 0;
+};
+#endif
+
+std::unique_ptr<RawEngine> make_raw_engine() {
+  const std::string backend = hvd::backend_name();
+#if HVD_BENCH_HAS_MPI
+  if (backend == "mpi") {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) throw std::runtime_error("libhvd uses MPI but MPI is not initialised");
+    return std::make_unique<MpiRaw>();
+  }
+#endif
+#if HVD_BENCH_HAS_GLOO
+  if (backend == "gloo") {
+    if (env("HVD_RENDEZVOUS_ADDR").empty()) {
+      throw std::runtime_error("libhvd uses Gloo without hvdrun's rendezvous: start with hvdrun");
+    }
+    return std::make_unique<GlooRaw>(hvd::rank(), hvd::size());
+  }
+#endif
+  throw std::runtime_error("libhvd's backend " + backend + " is not built into this benchmark");
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// ---- Interleaved blocks ----
+
+// One engine's step: `verify` runs one untimed checked step and returns the number of wrong
+// elements; `step` runs one timed step.
+struct Contender {
+  std::function<std::int64_t()> verify;
+  std::function<void()> step;
+};
+
+struct Result {
+  std::vector<double> secs;         // per contender: median time per step, slowest rank
+  std::vector<std::int64_t> wrong;  // per contender: wrong elements, all ranks, all blocks
+  int steps = 0;                    // timed steps per contender
+};
+
+// Warm-up (1 untimed + 2 timed steps of each), then `blocks` blocks of each contender in turn,
+// the order rotating from block to block (with two, each goes first in half of them); each block
+// = one checked untimed step + `per_block` timed steps, with `per_block` from rank 0's warm-up
+// estimate so that every rank runs the same number of steps.
+Result interleave(const std::vector<Contender>& cs, double target_s, int blocks) {
+  const std::size_t k = cs.size();
+  for (const Contender& c : cs) c.step();
+  const auto w = Clock::now();
+  for (int i = 0; i < 2; ++i) {
+    for (const Contender& c : cs) c.step();
+  }
+  std::vector<double> per_step{seconds_since(w) / static_cast<double>(2 * k)};
+  hvd::broadcast(std::span<double>(per_step), 0);
+  // At least 1: slow steps (a loaded machine) keep the run short.
+  const int per_block =
+      std::max(1, static_cast<int>(std::lround(target_s / (blocks * per_step[0]))));
+
+  const auto nb = static_cast<std::size_t>(blocks);
+  std::vector<double> times(k * nb);  // [contender 0's blocks..., contender 1's blocks..., ...]
+  std::vector<std::int64_t> wrong(k, 0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::size_t c = (b + j) % k;
+      wrong[c] += cs[c].verify();
+      const auto start = Clock::now();
+      for (int i = 0; i < per_block; ++i) cs[c].step();
+      times[c * nb + b] = seconds_since(start) / per_block;
+    }
+  }
+  hvd::allreduce(hvd::tensor(times.data(), times.size()),
+                 hvd::AllreduceOptions{hvd::ReduceOp::kMax});  // the slowest rank's
+  hvd::allreduce(hvd::tensor(wrong.data(), wrong.size()),
+                 hvd::AllreduceOptions{hvd::ReduceOp::kSum});
+  Result r;
+  for (std::size_t c = 0; c < k; ++c) {
+    const auto first = times.begin() + static_cast<std::ptrdiff_t>(c * nb);
+    r.secs.push_back(median({first, first + blocks}));
+  }
+  r.wrong = wrong;
+  r.steps = per_block * blocks;
+  return r;
+}
+
+// ---- CPU time: the process, and each of its threads ----
+
+std::int64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+double tv_seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
+
+struct ThreadCpu {
+  std::string name;
+  std::int64_t ns = 0;    // on-CPU time
+  std::int64_t runs = 0;  // times scheduled in (schedstat), or context switches (status)
+  std::string waits_in;   // the system call it sleeps in (/proc/.../syscall), when known
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "epoll_wait, timeout 10 ms": what a sleeping thread waits in, from /proc/self/task/<tid>/syscall
+// ("nr arg1 .. arg6 sp pc"; names and argument positions for x86-64 only, else the number).
+std::string describe_syscall(const std::string& text) {
+  std::istringstream in(text);
+  std::string nr_s;
+  if (!(in >> nr_s)) return {};
+  if (nr_s == "running" || nr_s == "-1") return {};
+  std::vector<unsigned long long> args;
+  for (std::string a; args.size() < 6 && in >> a;) args.push_back(std::stoull(a, nullptr, 16));
+  const long nr = std::stol(nr_s);
+  std::string name = "syscall " + nr_s;
+  int timeout_ms_arg = -1;  // which argument is a timeout in milliseconds
+#if defined(__x86_64__)
+  switch (nr) {
+    case 7:
+      name = "poll";
+      timeout_ms_arg = 2;
+      break;
+    case 23:
+      name = "select";
+      break;
+    case 202:
+      name = "futex";
+      break;
+    case 230:
+      name = "clock_nanosleep";
+      break;
+    case 35:
+      name = "nanosleep";
+      break;
+    case 232:
+      name = "epoll_wait";
+      timeout_ms_arg = 3;
+      break;
+    case 281:
+      name = "epoll_pwait";
+      timeout_ms_arg = 3;
+      break;
+    case 441:
+      name = "epoll_pwait2";
+      break;
+    case 270:
+      name = "pselect6";
+      break;
+    case 271:
+      name = "ppoll";
+      break;
+    case 0:
+      name = "read";
+      break;
+    case 45:
+      name = "recvfrom";
+      break;
+    case 47:
+      name = "recvmsg";
+      break;
+    case 43:
+      name = "accept";
+      break;
+    case 288:
+      name = "accept4";
+      break;
+    default:
+      break;
+  }
+#endif
+  if (timeout_ms_arg >= 0 && static_cast<std::size_t>(timeout_ms_arg) < args.size()) {
+    name += ", timeout " +
+            std::to_string(static_cast<int>(args[static_cast<std::size_t>(timeout_ms_arg)])) +
+            " ms";
+  }
+  return name;
+}
+
+// Every thread of this process: /proc/self/task/<tid>/schedstat ("ns wait_ns runs"); without
+// schedstats, utime+stime from stat (clock ticks) and the context switches from status.
+std::map<int, ThreadCpu> thread_snapshot() {
+  std::map<int, ThreadCpu> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    int tid = 0;
+    try {
+      tid = std::stoi(e.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    ThreadCpu t;
+    t.name = slurp(e.path() / "comm");
+    while (!t.name.empty() && std::isspace(static_cast<unsigned char>(t.name.back()))) {
+      t.name.pop_back();
+    }
+    std::istringstream sched(slurp(e.path() / "schedstat"));
+    std::int64_t wait = 0;
+    if (!(sched >> t.ns >> wait >> t.runs)) {
+      const std::string stat = slurp(e.path() / "stat");
+      const auto close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream fields(stat.substr(close + 2));  // from field 3 (state) on
+      std::string f;
+      std::vector<std::string> v;
+      while (fields >> f) v.push_back(f);
+      if (v.size() < 13) continue;
+      const double tick = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
+      t.ns = static_cast<std::int64_t>((std::stod(v[11]) + std::stod(v[12])) * tick);
+      std::istringstream status(slurp(e.path() / "status"));
+      for (std::string line; std::getline(status, line);) {
+        if (line.find("ctxt_switches:") != std::string::npos) {
+          t.runs += std::stoll(line.substr(line.find(':') + 1));
+        }
+      }
+    }
+    // What it sleeps in; not for the calling thread, which is busy reading this.
+    if (tid != static_cast<int>(::syscall(SYS_gettid))) {
+      t.waits_in = describe_syscall(slurp(e.path() / "syscall"));
+    }
+    out[tid] = t;
+  }
+  return out;
+}
+
+// One line per thread of `after`: its CPU time and how often it was scheduled since `before`,
+// both divided by `per` (1, or a number of steps), and what it sleeps in now. `only_active`:
+// skip threads that were not scheduled.
+std::string thread_report(const std::map<int, ThreadCpu>& before,
+                          const std::map<int, ThreadCpu>& after, double per, const char* unit,
+                          bool only_active) {
+  std::string text;
+  char line[256];
+  for (const auto& [tid, a] : after) {
+    const auto b = before.find(tid);
+    const std::int64_t ns = a.ns - (b == before.end() ? 0 : b->second.ns);
+    const std::int64_t runs = a.runs - (b == before.end() ? 0 : b->second.runs);
+    if (only_active && runs == 0) continue;
+    std::snprintf(line, sizeof line, "    tid %d (%s)%s: %.3f ms CPU, scheduled %.1f times%s%s%s\n",
+                  tid, a.name.c_str(), tid == static_cast<int>(getpid()) ? " main" : "",
+                  static_cast<double>(ns) / 1e6 / per, static_cast<double>(runs) / per, unit,
+                  a.waits_in.empty() ? "" : "; sleeps in ", a.waits_in.c_str());
+    text += line;
+  }
+  for (const auto& [tid, b] : before) {
+    if (!after.count(tid)) text += "    tid " + std::to_string(tid) + " exited meanwhile\n";
+  }
+  return text;
+}
+
+// Every rank's text, concatenated in rank order (on every rank).
+std::string gather_text(const std::string& text) {
+  const hvd::Buffer all =
+      hvd::allgather(hvd::tensor(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  const auto bytes = all.as<char>();
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// ---- Part: many small tensors, asynchronous (fusion) ----
+
+// Tensor t, element j on rank r: a rank, tensor and position dependent integer, so that a
+// fused tensor at a wrong offset, a lost or doubled rank shows; exact in float32 while the sum
+// stays below 2^24 (2 ranks, 100 tensors: under 300,000).
+float pattern(int r, std::size_t t, std::size_t j) {
+  return static_cast<float>((r + 1) * 1000 + static_cast<int>(t % 1000) * 128 +
+                            static_cast<int>(j % 127));
+}
+float expected_sum(int n, std::size_t t, std::size_t j) {
+  return static_cast<float>(1000 * n * (n + 1) / 2 +
+                            n * (static_cast<int>(t % 1000) * 128 + static_cast<int>(j % 127)));
+}
+
+int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, std::size_t tensors,
+                std::size_t tensor_bytes) {
+  const std::size_t count = tensor_bytes / sizeof(float);
+  std::vector<std::vector<float>> bufs(tensors, std::vector<float>(count, 0.0f));
+  std::vector<float> whole(tensors * count, 0.0f);  // the by-hand fusion buffer
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < tensors; ++i) names.push_back("g." + std::to_string(i));
+  std::vector<hvd::Handle> handles(tensors);
+  const hvd::AllreduceOptions sum{hvd::ReduceOp::kSum};
+
+  const auto hvd_step = [&] {
+    for (std::size_t i = 0; i < tensors; ++i) {
+      handles[i] = hvd::allreduce_async(names[i], hvd::tensor(bufs[i].data(), count), sum);
+    }
+    for (auto& h : handles) h.wait();
+  };
+  const auto raw_step = [&] {
+    for (auto& b : bufs) raw.allreduce(b.data(), count);
+  };
+  // What libhvd's fusion does, minus the engine: copy in, one raw allreduce, copy out.
+  const auto raw_fused_step = [&] {
+    for (std::size_t t = 0; t < tensors; ++t) {
+      std::memcpy(whole.data() + t * count, bufs[t].data(), count * sizeof(float));
+    }
+    raw.allreduce(whole.data(), whole.size());
+    for (std::size_t t = 0; t < tensors; ++t) {
+      std::memcpy(bufs[t].data(), whole.data() + t * count, count * sizeof(float));
+    }
+  };
+  // Fill with the pattern, run one step, count wrong elements, leave zeros for the timed steps
+  // (sums of zeros stay zero: no inf or denormals).
+  const auto checked = [&](const std::function<void()>& step) -> std::int64_t {
+    for (std::size_t t = 0; t < tensors; ++t) {
+      for (std::size_t j = 0; j < count; ++j) bufs[t][j] = pattern(rank, t, j);
+    }
+    step();
+    std::int64_t wrong = 0;
+    for (std::size_t t = 0; t < tensors; ++t) {
+      for (std::size_t j = 0; j < count; ++j) wrong += bufs[t][j] != expected_sum(n, t, j);
+      std::fill(bufs[t].begin(), bufs[t].end(), 0.0f);
+    }
+    return wrong;
+  };
+  const Result r = interleave({{[&] { return checked(hvd_step); }, hvd_step},
+                               {[&] { return checked(raw_step); }, raw_step},
+                               {[&] { return checked(raw_fused_step); }, raw_fused_step}},
+                              target_s, blocks);
+  const double hvd_s = r.secs[0], raw_s = r.secs[1], floor_s = r.secs[2];
+  const bool bad = r.wrong[0] || r.wrong[1] || r.wrong[2];
+
+  // Where the hvd step's time goes, per thread: a few more hvd steps between two snapshots.
+  // The same steps split in two: the submission loop, and the waits (negotiation, the fused
+  // collective and its copies, the handles' wake-ups).
+  const int diag_steps = std::max(3, r.steps / (2 * blocks));
+  double submit_s = 0, wait_s = 0;
+  const auto diag0 = thread_snapshot();
+  for (int s = 0; s < diag_steps; ++s) {
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < tensors; ++i) {
+      handles[i] = hvd::allreduce_async(names[i], hvd::tensor(bufs[i].data(), count), sum);
+    }
+    const auto t1 = Clock::now();
+    for (auto& h : handles) h.wait();
+    submit_s += std::chrono::duration<double>(t1 - t0).count();
+    wait_s += seconds_since(t1);
+  }
+  const auto diag1 = thread_snapshot();
+  char split[160];
+  std::snprintf(split, sizeof split,
+                "  rank %d, %d more hvd steps: submitting %.1f us, waiting %.1f us per step\n",
+                rank, diag_steps, submit_s / diag_steps * 1e6, wait_s / diag_steps * 1e6);
+  const std::string diag =
+      gather_text(split + thread_report(diag0, diag1, diag_steps, " per step", true));
+
+  const std::string threshold = env("HOROVOD_FUSION_THRESHOLD");
+  const bool fused = threshold != "0";
+  const char* what = fused ? "fused" : "unfused";
+  if (rank == 0) {
+    std::printf(
+        "\n[fusion] %zu tensors x %zu KiB float32 sum per step, async; libhvd fusion %s "
+        "(HOROVOD_FUSION_THRESHOLD=%s)\n",
+        tensors, tensor_bytes >> 10, fused ? "ON" : "OFF",
+        threshold.empty() ? "unset: 64 MiB" : threshold.c_str());
+    std::printf("  %d timed steps per engine in %d blocks; median of block means, slowest rank\n",
+                r.steps, blocks);
+    std::printf("  hvd %-8s   %10.1f us/step  (%zu x allreduce_async, then wait all)\n", what,
+                hvd_s * 1e6, tensors);
+    std::printf("  raw loop       %10.1f us/step  (%zu x %s)\n", raw_s * 1e6, tensors,
+                raw.name.c_str());
+    std::printf(
+        "  raw by hand    %10.1f us/step  (copy in, one %zu KiB %s, copy out: the floor of "
+        "fusion)\n",
+        floor_s * 1e6, (tensors * tensor_bytes) >> 10, raw.name.c_str());
+    std::printf(
+        "  raw loop/hvd %s = %.2f%s; raw loop/by hand = %.2f (the ceiling); hvd %s - "
+        "by hand = %.1f us\n",
+        what, raw_s / hvd_s, fused ? " (goal: at least 3)" : "", raw_s / floor_s, what,
+        (hvd_s - floor_s) * 1e6);
+    if (bad) {
+      std::printf(
+          "  WRONG RESULTS: hvd %lld, raw loop %lld, by hand %lld elements (all ranks, "
+          "checked steps)\n",
+          static_cast<long long>(r.wrong[0]), static_cast<long long>(r.wrong[1]),
+          static_cast<long long>(r.wrong[2]));
+    } else {
+      std::printf("  verified: the first step of every block, every engine\n");
+    }
+    std::printf("  threads scheduled during the hvd steps (per step):\n%s", diag.c_str());
+    std::printf("RESULT fusion_%s hvd_us=%.1f raw_us=%.1f ratio=%.3f floor_us=%.1f\n",
+                fused ? "on" : "off", hvd_s * 1e6, raw_s * 1e6, raw_s / hvd_s, floor_s * 1e6);
+    std::fflush(stdout);
+  }
+  return bad ? 1 : 0;
+}
+
+// ---- Part: one small synchronous allreduce ----
+
+int part_small(RawEngine& raw, int rank, int n, double target_s, int blocks) {
+  const std::size_t count = 4096 / sizeof(float);
+  std::vector<float> buf(count, 0.0f);
+  const hvd::AllreduceOptions sum{hvd::ReduceOp::kSum};
+  const auto hvd_step = [&] { hvd::allreduce(hvd::tensor(buf.data(), count), sum); };
+  const auto raw_step = [&] { raw.allreduce(buf.data(), count); };
+  const auto checked = [&](const std::function<void()>& step) -> std::int64_t {
+    for (std::size_t j = 0; j < count; ++j) buf[j] = pattern(rank, 0, j);
+    step();
+    std::int64_t wrong = 0;
+    for (std::size_t j = 0; j < count; ++j) wrong += buf[j] != expected_sum(n, 0, j);
+    std::fill(buf.begin(), buf.end(), 0.0f);
+    return wrong;
+  };
+  const Result r = interleave({{[&] { return checked(hvd_step); }, hvd_step},
+                               {[&] { return checked(raw_step); }, raw_step}},
+                              target_s, blocks);
+  const double hvd_s = r.secs[0], raw_s = r.secs[1];
+  const bool bad = r.wrong[0] || r.wrong[1];
+  const int diag_calls = std::max(20, r.steps / (2 * blocks));
+  const auto diag0 = thread_snapshot();
+  for (int i = 0; i < diag_calls; ++i) hvd_step();
+  const auto diag1 = thread_snapshot();
+  const std::string diag = gather_text("  rank " + std::to_string(rank) + ", " +
+                                       std::to_string(diag_calls) + " more hvd calls:\n" +
+                                       thread_report(diag0, diag1, diag_calls, " per call", true));
+  if (rank == 0) {
+    std::printf(
+        "\n[small] synchronous 4 KiB float32 sum allreduce, %d calls per engine in %d "
+        "blocks\n",
+        r.steps, blocks);
+    std::printf("  hvd::allreduce %10.1f us\n", hvd_s * 1e6);
+    std::printf("  %-14s %10.1f us\n", raw.name.c_str(), raw_s * 1e6);
+    std::printf("  hvd - raw = %.1f us (goal under MPI: at most 100 us); hvd/raw = %.2fx\n",
+                (hvd_s - raw_s) * 1e6, hvd_s / raw_s);
+    if (bad) {
+      std::printf("  WRONG RESULTS: hvd %lld, raw %lld elements (all ranks, checked calls)\n",
+                  static_cast<long long>(r.wrong[0]), static_cast<long long>(r.wrong[1]));
+    } else {
+      std::printf("  verified: the first call of every block, both engines\n");
+    }
+    std::printf("  threads scheduled during the hvd calls (per call):\n%s", diag.c_str());
+    std::printf("RESULT small hvd_us=%.1f raw_us=%.1f diff_us=%.1f\n", hvd_s * 1e6, raw_s * 1e6,
+                (hvd_s - raw_s) * 1e6);
+    std::fflush(stdout);
+  }
+  return bad ? 1 : 0;
+}
+
+int part_idle(int rank, int n, double idle_s, const std::string& backend) {
+  // "after hvd::init() and one allreduce"
+  std::vector<float> one(1024, 1.0f);
+  hvd::allreduce(hvd::tensor(one.data(), one.size()), hvd::AllreduceOptions{hvd::ReduceOp::kSum});
+  const bool ok = one[0] == static_cast<float>(n);
+
+  const auto threads0 = thread_snapshot();
+  rusage ru0{};
+  getrusage(RUSAGE_SELF, &ru0);
+  const std::int64_t cpu0 = process_cpu_ns();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+  const double wall = seconds_since(t0);
+  const std::int64_t cpu1 = process_cpu_ns();
+  rusage ru1{};
+  getrusage(RUSAGE_SELF, &ru1);
+  const auto threads1 = thread_snapshot();
+
+  const double cpu_s = static_cast<double>(cpu1 - cpu0) / 1e9;
+  const double user_s = tv_seconds(ru1.ru_utime) - tv_seconds(ru0.ru_utime);
+  const double sys_s = tv_seconds(ru1.ru_stime) - tv_seconds(ru0.ru_stime);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "  rank %d: %.3f%% of one core (%.2f ms CPU in %.2f s; user %.2f ms, sys %.2f "
+                "ms; %zu threads)\n",
+                rank, 100.0 * cpu_s / wall, cpu_s * 1e3, wall, user_s * 1e3, sys_s * 1e3,
+                threads1.size());
+  const std::string text = line + thread_report(threads0, threads1, 1, "", false);
+
+  // Every rank's percentage and text to rank 0.
+  std::vector<double> pct(static_cast<std::size_t>(n), 0.0);
+  pct[static_cast<std::size_t>(rank)] = 100.0 * cpu_s / wall;
+  hvd::allreduce(hvd::tensor(pct.data(), pct.size()), hvd::AllreduceOptions{hvd::ReduceOp::kSum});
+  const std::string all = gather_text(text);
+  std::vector<std::int64_t> wrong{ok ? 0 : 1};
+  hvd::allreduce(hvd::tensor(wrong.data(), wrong.size()),
+                 hvd::AllreduceOptions{hvd::ReduceOp::kSum});
+  if (rank == 0) {
+    std::printf(
+        "\n[idle] after hvd::init() and one allreduce, each rank sleeps %.1f s; CPU time "
+        "of its whole process meanwhile (all threads), backend %s\n",
+        idle_s, backend.c_str());
+    std::fputs(all.c_str(), stdout);
+    const double worst = *std::max_element(pct.begin(), pct.end());
+    std::printf("  worst rank: %.3f%% of one core (goal: under 1%%)%s\n", worst,
+                wrong[0] ? "  WRONG RESULT of the first allreduce" : "");
+    std::printf("RESULT idle_%s max_pct=%.3f\n", backend.c_str(), worst);
+    std::fflush(stdout);
+  }
+  return wrong[0] ? 1 : 0;
+}
+
+int run(int argc, char** argv) {
+  double target_s = 0.5, idle_s = 10;
+  int blocks = 8;  // even: each engine goes first in half of them
+  std::size_t tensors = 100, tensor_bytes = 16 << 10;
+  std::string parts = "idle,fusion,small";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a != "--seconds" && a != "--blocks" && a != "--idle-seconds" && a != "--parts" &&
+        a != "--tensors" && a != "--tensor-bytes") {
+      throw std::runtime_error("unknown option " + a);
+    }
+    if (i + 1 == argc) throw std::runtime_error("option " + a + " needs a value");
+    const std::string v = argv[i + 1];
+    if (a == "--seconds")
+      target_s = std::stod(v);
+    else if (a == "--blocks")
+      blocks = std::max(1, std::stoi(v));
+    else if (a == "--idle-seconds")
+      idle_s = std::stod(v);
+    else if (a == "--parts")
+      parts = v;
+    else if (a == "--tensors")
+      tensors = std::max<std::size_t>(1, std::stoull(v));
+    else
+      tensor_bytes = std::max<std::size_t>(4, std::stoull(v) / 4 * 4);
+  }
+  const auto want = [&](const std::string& p) {
+    return ("," + parts + ",").find("," + p + ",") != std::string::npos;
+  };
+  for (std::size_t at = 0; at <= parts.size();) {
+    const std::size_t comma = std::min(parts.find(',', at), parts.size());
+    const std::string p = parts.substr(at, comma - at);
+    if (p != "idle" && p != "fusion" && p != "small") {
+      throw std::runtime_error("--parts: idle, fusion and/or small, not '" + p + "'");
+    }
+    at = comma + 1;
+  }
+
+  hvd::init();
+  const int rank = hvd::rank(), n = hvd::size();
+  const std::string backend = hvd::backend_name();
+  if (rank == 0) {
+    std::printf(
+        "engine_bench: %d ranks, libhvd backend %s, HOROVOD_FUSION_THRESHOLD=%s, "
+        "HOROVOD_CYCLE_TIME=%s, parts %s\n",
+        n, backend.c_str(), env("HOROVOD_FUSION_THRESHOLD").c_str(),
+        env("HOROVOD_CYCLE_TIME").c_str(), parts.c_str());
+    std::fflush(stdout);
+  }
+  int failures = 0;
+  // Idle first: before the bench's own Gloo context (and its threads) exists.
+  if (want("idle")) failures += part_idle(rank, n, idle_s, backend);
+  if (want("fusion") || want("small")) {
+    std::unique_ptr<RawEngine> raw = make_raw_engine();
+    if (want("fusion")) {
+      failures += part_fusion(*raw, rank, n, target_s, blocks, tensors, tensor_bytes);
+    }
+    if (want("small")) failures += part_small(*raw, rank, n, target_s, blocks);
+    raw.reset();  // before libhvd shuts its engine down (MPI_Finalize)
+  }
+  hvd::shutdown();
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_bench: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# libhvd's engine against the raw engine under it (BRIEF section 6), 2 ranks on localhost, for
+# each of ENGINES (default "mpi mpi-tcp gloo"):
+#   mpi      `hvdrun --mpi`: Open MPI as hvdrun runs it on one host (shared memory, vader); raw =
+#            MPI_Allreduce on MPI_COMM_WORLD;
+#   mpi-tcp  the same with `--mpi-args "-mca btl_base_exclude vader"`: rank traffic over TCP, as
+#            between hosts (BRIEF section 7's reference figures: 2 loopback hosts, TCP);
+#   gloo     native hvdrun: libhvd on Gloo; raw = gloo::allreduce on the bench's own context;
+# three programs each:
+#   1. engine_bench (idle CPU, 100 x 16 KiB async with fusion on, synchronous 4 KiB);
+#   2. engine_bench --parts fusion again under `--fusion-threshold-mb 0` (fusion off);
+#   3. allreduce_bench at 64 MiB only (hvd/raw bus bandwidth).
+# Then a summary of the goals. Every ratio is taken within one run (one pair of processes).
+# Builds nothing: ninja -C build hvdrun engine_bench allreduce_bench first.
+# Usage: bench/engine_bench.sh [BUILD_DIR [ENGINE_BENCH ARGS...]]   e.g. build --idle-seconds 2
+#   ENGINES picks the backends (see above); BIG=0 skips step 3.
+# Exits 1 if a run failed (including wrong results); never because of a ratio.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+build=${1:-build}
+shift || true
+hvdrun=$build/cli/hvdrun
+bench=$build/bench/engine_bench
+big=$build/bench/allreduce_bench
+for f in "$hvdrun" "$bench" "$big"; do
+  [ -x "$f" ] || { echo "missing $f: ninja -C $build hvdrun engine_bench allreduce_bench" >&2; exit 2; }
+done
+bench=$(realpath "$bench")
+big=$(realpath "$big")
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+status=0
+# run LABEL HVDRUN_ARGS... -- PROGRAM ARGS...: prints the output without hvdrun's tags and keeps
+# the RESULT lines (prefixed with LABEL) for the summary.
+run() {
+  local label=$1
+  shift
+  echo "== $label: $hvdrun $*"
+  local out rc
+  out=$("$hvdrun" "$@" 2>&1)
+  rc=$?
+  out=$(sed -E 's/^\[[0-9,]+\]<std(out|err)>://' <<<"$out")
+  grep -v '^RESULT ' <<<"$out"
+  grep '^RESULT ' <<<"$out" | sed "s/^/$label /" >>"$log"
+  grep -E '^ratio hvd/raw at 64 MiB' <<<"$out" | sed "s/^/$label RESULT64 /" >>"$log"
+  [ "$rc" = 0 ] || { echo "FAILED: exit status $rc"; status=1; }
+  echo
+}
+
+# The fusion-off run takes the same options, less --parts and --idle-seconds.
+fusion_args=()
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i += 2)); do
+  case ${args[i]} in
+    --parts | --idle-seconds) ;;
+    *) fusion_args+=("${args[i]}" "${args[i + 1]:-}") ;;
+  esac
+done
+
+start=$(date +%s)
+engines=${ENGINES:-mpi mpi-tcp gloo}
+for engine in $engines; do
+  case $engine in
+    gloo) mode=() ;;
+    mpi) mode=(--mpi) ;;
+    mpi-tcp) mode=(--mpi --mpi-args "-mca btl_base_exclude vader") ;;
+    *) echo "ENGINES: mpi, mpi-tcp and/or gloo, not $engine" >&2; exit 2 ;;
+  esac
+  run "$engine" "${mode[@]}" -np 2 "$bench" "$@"
+  run "$engine" "${mode[@]}" --fusion-threshold-mb 0 -np 2 "$bench" "${fusion_args[@]}" --parts fusion
+  if [ "${BIG:-1}" != 0 ]; then
+    run "$engine" "${mode[@]}" -np 2 "$big" --min-bytes 67108864 --max-bytes 67108864
+  fi
+done
+
+echo "== summary (each ratio against the raw engine in the same run; $(( $(date +%s) - start )) s)"
+for engine in $engines; do
+  awk -v e="$engine" '
+    function val(s, k,   a) { if (match(s, k "=[-0-9.]+")) { a = substr(s, RSTART + length(k) + 1, RLENGTH - length(k) - 1); return a } return "" }
+    $1 != e { next }
+    $2 == "RESULT" && $3 == "fusion_on"  { on_h = val($0, "hvd_us"); on_r = val($0, "raw_us"); on = val($0, "ratio"); on_f = val($0, "floor_us") }
+    $2 == "RESULT" && $3 == "fusion_off" { off_h = val($0, "hvd_us"); off_r = val($0, "raw_us"); off = val($0, "ratio") }
+    $2 == "RESULT" && $3 == "small"      { sh = val($0, "hvd_us"); sr = val($0, "raw_us"); sd = val($0, "diff_us") }
+    $2 == "RESULT" && $3 ~ /^idle_/      { idle = val($0, "max_pct") }
+    $2 == "RESULT64" && match($0, /: [0-9.]+/) { big = substr($0, RSTART + 2, RLENGTH - 2) }
+    END {
+      printf "%s:\n", e
+      if (on != "")   printf "  100 x 16 KiB: fused %s us vs raw loop %s us: raw/fused %.2fx (goal >= 3: %s); fused by hand %s us: ceiling %.2fx\n", on_h, on_r, on, (on + 0 >= 3 ? "met" : "NOT met"), on_f, (on_f > 0 ? on_r / on_f : 0)
+      if (off != "")  printf "  100 x 16 KiB: unfused %s us vs raw loop %s us: raw/unfused %.2fx (for information)\n", off_h, off_r, off
+      if (sd != "")   printf "  4 KiB sync: hvd %s us, raw %s us, hvd - raw %s us (goal <= 100 us%s: %s)\n", sh, sr, sd, (e ~ /^mpi/ ? "" : ", set for MPI"), (sd + 0 <= 100 ? "met" : "NOT met")
+      if (big != "")  printf "  64 MiB hvd/raw bus bandwidth %s (goal >= 0.95: %s)\n", big, (big + 0 >= 0.95 ? "met" : "NOT met")
+      if (idle != "") printf "  idle CPU, worst rank: %s%% of one core (goal < 1%%: %s)\n", idle, (idle + 0 < 1 ? "met" : "NOT met")
+    }' "$log"
+done
+exit $status
