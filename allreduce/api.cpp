@@ -119,20 +119,31 @@ Allocator into(Buffer& buffer, DataType dtype) {
   };
 }
 
-std::shared_ptr<OpState> new_op(const char* call, OpKind kind, const std::string& name,
-                                const Tensor& in, std::shared_ptr<Runtime>& rt) {
-  rt = current(call);
+// An op of `kind` on `in`; with no `allocate`, an output of unknown size goes to the op's own
+// Buffer (host memory).
+std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Tensor& in,
+                                 Allocator allocate = {}) {
   auto op = std::make_shared<OpState>();
   op->request.kind = kind;
-  op->request.name = name.empty() ? rt->auto_name(kind) : name;
+  op->request.name = name;
   op->in = in;
   op->out = in;
+  const bool sized_later =
+      kind == OpKind::kAllgather || kind == OpKind::kReducescatter || kind == OpKind::kAlltoall;
+  if (sized_later && !allocate) {
+    op->allocate = into(op->buffer, in.dtype);
+    op->output_in_buffer = true;
+  } else {
+    op->allocate = std::move(allocate);
+  }
   return op;
 }
 
-// `now`: a synchronous call, which waits at once: no batching delay.
-Handle submit(const std::shared_ptr<Runtime>& rt, const std::shared_ptr<OpState>& op,
-              bool now = false) {
+// Submits `op` to the current runtime, named automatically when it has no name (the synchronous
+// calls). `now`: the caller waits at once, so the batch goes out without the cycle time.
+Handle start(const char* call, const std::shared_ptr<OpState>& op, bool now) {
+  std::shared_ptr<Runtime> rt = current(call);
+  if (op->request.name.empty()) op->request.name = rt->auto_name(op->request.kind);
   runtime::at_boundary([&] { rt->submit(op, now); });
   return HandleAccess::make(op);
 }
@@ -170,114 +181,103 @@ const std::vector<std::int64_t>& Handle::received_splits() const {
   return HandleAccess::state(*this).received_splits;
 }
 
-Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
-                       const AllreduceOptions& options) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("allreduce_async", OpKind::kAllreduce, name, in, rt);
+namespace {
+std::shared_ptr<OpState> allreduce_op(const std::string& name, const Tensor& in, const Tensor& out,
+                                      const AllreduceOptions& options) {
+  auto op = make_op(OpKind::kAllreduce, name, in);
   op->out = out;
   op->options = options;
-  return submit(rt, op);
+  return op;
+}
+std::shared_ptr<OpState> broadcast_op(const std::string& name, const Tensor& inout, int root) {
+  auto op = make_op(OpKind::kBroadcast, name, inout);
+  op->request.root = root;
+  return op;
+}
+std::shared_ptr<OpState> reducescatter_op(const std::string& name, const Tensor& in,
+                                          ReduceOp op_kind, Allocator allocate = {}) {
+  auto op = make_op(OpKind::kReducescatter, name, in, std::move(allocate));
+  op->request.op = op_kind;
+  return op;
+}
+std::shared_ptr<OpState> alltoall_op(const std::string& name, const Tensor& in,
+                                     std::span<const std::int64_t> splits,
+                                     Allocator allocate = {}) {
+  auto op = make_op(OpKind::kAlltoall, name, in, std::move(allocate));
+  op->splits.assign(splits.begin(), splits.end());
+  return op;
+}
+}  // namespace
+
+Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
+                       const AllreduceOptions& options) {
+  return start("allreduce_async", allreduce_op(name, in, out, options), false);
 }
 
 Handle broadcast_async(const std::string& name, const Tensor& inout, int root) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("broadcast_async", OpKind::kBroadcast, name, inout, rt);
-  op->request.root = root;
-  return submit(rt, op);
+  return start("broadcast_async", broadcast_op(name, inout, root), false);
 }
 
 Handle allgather_async(const std::string& name, const Tensor& in) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("allgather_async", OpKind::kAllgather, name, in, rt);
-  op->allocate = into(op->buffer, in.dtype);
-  op->output_in_buffer = true;
-  return submit(rt, op);
+  return start("allgather_async", make_op(OpKind::kAllgather, name, in), false);
 }
 
 Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp op_kind) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("reducescatter_async", OpKind::kReducescatter, name, in, rt);
-  op->request.op = op_kind;
-  op->allocate = into(op->buffer, in.dtype);
-  op->output_in_buffer = true;
-  return submit(rt, op);
+  return start("reducescatter_async", reducescatter_op(name, in, op_kind), false);
 }
 
 Handle alltoall_async(const std::string& name, const Tensor& in,
                       std::span<const std::int64_t> splits) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("alltoall_async", OpKind::kAlltoall, name, in, rt);
-  op->splits.assign(splits.begin(), splits.end());
-  op->allocate = into(op->buffer, in.dtype);
-  op->output_in_buffer = true;
-  return submit(rt, op);
+  return start("alltoall_async", alltoall_op(name, in, splits), false);
 }
 
 // ---- The synchronous forms: submit under an automatic name, then wait ----
 
 void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("allreduce", OpKind::kAllreduce, {}, in, rt);
-  op->out = out;
-  op->options = options;
-  submit(rt, op, true).wait();
+  start("allreduce", allreduce_op({}, in, out, options), true).wait();
 }
 
 void broadcast(const Tensor& inout, int root) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("broadcast", OpKind::kBroadcast, {}, inout, rt);
-  op->request.root = root;
-  submit(rt, op, true).wait();
+  start("broadcast", broadcast_op({}, inout, root), true).wait();
 }
 
 void allgather(const Tensor& in, const Allocator& allocate) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("allgather", OpKind::kAllgather, {}, in, rt);
-  op->allocate = allocate;
-  submit(rt, op, true).wait();
+  start("allgather", make_op(OpKind::kAllgather, {}, in, allocate), true).wait();
 }
 
 Buffer allgather(const Tensor& in) {
-  Handle h = allgather_async({}, in);
+  Handle h = start("allgather", make_op(OpKind::kAllgather, {}, in), true);
   h.wait();
   return std::move(HandleAccess::state(h).buffer);
 }
 
 void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("reducescatter", OpKind::kReducescatter, {}, in, rt);
-  op->request.op = op_kind;
-  op->allocate = allocate;
-  submit(rt, op, true).wait();
+  start("reducescatter", reducescatter_op({}, in, op_kind, allocate), true).wait();
 }
 
 Buffer reducescatter(const Tensor& in, ReduceOp op) {
-  Handle h = reducescatter_async({}, in, op);
+  Handle h = start("reducescatter", reducescatter_op({}, in, op), true);
   h.wait();
   return std::move(HandleAccess::state(h).buffer);
 }
 
 std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
                                    const Allocator& allocate) {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("alltoall", OpKind::kAlltoall, {}, in, rt);
-  op->splits.assign(splits.begin(), splits.end());
-  op->allocate = allocate;
-  submit(rt, op, true).wait();
-  return op->received_splits;
+  Handle h = start("alltoall", alltoall_op({}, in, splits, allocate), true);
+  h.wait();
+  return HandleAccess::state(h).received_splits;
 }
 
 AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits) {
-  Handle h = alltoall_async({}, in, splits);
+  Handle h = start("alltoall", alltoall_op({}, in, splits), true);
   h.wait();
   auto& s = HandleAccess::state(h);
   return AlltoallResult{std::move(s.buffer), s.received_splits};
 }
 
 void barrier() {
-  std::shared_ptr<Runtime> rt;
-  auto op = new_op("barrier", OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}, rt);
-  submit(rt, op, true).wait();
+  start("barrier", make_op(OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}), true)
+      .wait();
 }
 
 }  // namespace hvd

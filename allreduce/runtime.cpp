@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "allreduce/checks.h"
 #include "allreduce/control_plane.h"
 #include "allreduce/dtype.h"
 #include "allreduce/kernels.h"
@@ -27,104 +28,7 @@
 namespace hvd::runtime {
 namespace {
 
-constexpr std::size_t kMaxDims = 10;  // allgather/alltoall/reducescatter shape records
-
-[[noreturn]] void invalid(const std::string& what, std::string hint = {}) {
-  throw StatusError(HVD_ERR_INVALID_ARGUMENT, what, std::move(hint));
-}
-
-void check_tensor(const char* op, const char* role, const Tensor& t) {
-  if (!is_valid(t.dtype)) {
-    invalid(
-        fmt::format("{}: the {} has an invalid dtype ({})", op, role, static_cast<int>(t.dtype)));
-  }
-  for (std::int64_t d : t.shape) {
-    if (d < 0)
-      invalid(fmt::format("{}: the {} has a negative dimension: {}", op, role, describe(t)));
-  }
-  if (t.device.kind != Device::Kind::kCPU && t.device.kind != Device::Kind::kCUDA) {
-    invalid(fmt::format("{}: the {} has an unknown device kind", op, role));
-  }
-  if (t.data == nullptr && t.num_elements() > 0) {
-    invalid(fmt::format("{}: the {} ({}) has a null data pointer", op, role, describe(t)));
-  }
-}
-
-void check_rows(const char* op, const Tensor& t) {
-  if (t.shape.empty() || t.shape.size() > kMaxDims) {
-    invalid(
-        fmt::format("{} needs a tensor with 1 to {} dimensions, got {}", op, kMaxDims, describe(t)),
-        "give a scalar the shape [1]");
-  }
-}
-
 std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-void check_allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  check_tensor("allreduce", "input", in);
-  check_tensor("allreduce", "output", out);
-  if (in.dtype != out.dtype || in.num_elements() != out.num_elements() || in.device != out.device) {
-    invalid(fmt::format("allreduce: the input ({}) and the output ({}) differ", describe(in),
-                        describe(out)),
-            "give the output the input's dtype, element count and device");
-  }
-  if (!is_valid(options.op)) {
-    invalid(fmt::format("allreduce: invalid reduce op {}", static_cast<int>(options.op)));
-  }
-  for (double s : {options.prescale, options.postscale}) {
-    if (!std::isfinite(s)) invalid(fmt::format("allreduce: scale factor {} is not finite", s));
-    if (s != 1.0 && !is_floating(in.dtype)) {
-      invalid(fmt::format("allreduce: prescale/postscale {} on a {}", s, describe(in)),
-              "scaling needs a floating-point dtype; scale integer data yourself");
-    }
-  }
-}
-
-void check_broadcast(const Tensor& t, int root, int size) {
-  check_tensor("broadcast", "tensor", t);
-  if (root < 0 || root >= size) {
-    invalid(fmt::format("broadcast: root rank {} is not a rank of this job (size {})", root, size),
-            fmt::format("give a root from 0 to {}", size - 1));
-  }
-}
-
-void check_reducescatter(const Tensor& in, ReduceOp op) {
-  check_tensor("reducescatter", "input", in);
-  check_rows("reducescatter", in);
-  if (op != ReduceOp::kSum && op != ReduceOp::kAverage) {
-    invalid(fmt::format("reducescatter supports sum and average, not {}",
-                        is_valid(op) ? op_name(op) : "an invalid op"));
-  }
-}
-
-// The rows going to each rank: `splits`, or equal parts when empty.
-std::vector<std::int64_t> alltoall_splits(const Tensor& in, std::span<const std::int64_t> splits,
-                                          int size) {
-  check_tensor("alltoall", "input", in);
-  check_rows("alltoall", in);
-  const auto n = static_cast<std::size_t>(size);
-  const std::int64_t rows = in.shape[0];
-  std::vector<std::int64_t> send(splits.begin(), splits.end());
-  if (send.empty()) {
-    if (rows % size != 0) {
-      invalid(fmt::format("alltoall: {} rows do not split evenly over {} ranks", rows, n),
-              "pass splits (rows per destination rank)");
-    }
-    send.assign(n, rows / size);
-  }
-  std::int64_t sum = 0;
-  for (std::int64_t s : send) {
-    if (s < 0) invalid(fmt::format("alltoall: negative split {}", s));
-    sum += s;
-  }
-  if (send.size() != n || sum != rows) {
-    invalid(
-        fmt::format("alltoall: splits [{}] must have {} entries summing to the first "
-                    "dimension {}",
-                    fmt::join(send, ", "), n, rows));
-  }
-  return send;
-}
 
 std::int64_t trailing_elements(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
@@ -199,27 +103,7 @@ std::string Runtime::auto_name(OpKind kind) {
 
 void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   Request& q = op->request;
-  if (q.name.empty()) invalid(fmt::format("{}: the tensor name is empty", op_kind_name(q.kind)));
-  switch (q.kind) {
-    case OpKind::kAllreduce:
-      check_allreduce(op->in, op->out, op->options);
-      break;
-    case OpKind::kBroadcast:
-      check_broadcast(op->in, q.root, topology_.size);
-      break;
-    case OpKind::kAllgather:
-      check_tensor("allgather", "input", op->in);
-      check_rows("allgather", op->in);
-      break;
-    case OpKind::kReducescatter:
-      check_reducescatter(op->in, q.op);
-      break;
-    case OpKind::kAlltoall:
-      alltoall_splits(op->in, op->splits, topology_.size);
-      break;
-    case OpKind::kBarrier:
-      break;
-  }
+  check_submission(*op, topology_.size);
   if (op->in.device.kind == Device::Kind::kCUDA) check_gpu_submission(*op, op->output_in_buffer);
   q.dtype = op->in.dtype;
   q.device = op->in.device;
@@ -233,7 +117,25 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
 }
 
 namespace {
-std::string collective_phase(std::string_view backend, OpKind kind);
+// "GLOO_ALLREDUCE": the timeline's name for the collective itself.
+std::string collective_phase(std::string_view backend, OpKind kind) {
+  std::string out = fmt::format("{}_{}", backend, op_kind_name(kind));
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Timeline phases for every op of a fused response.
+void phase(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState>>& ops,
+           const std::string& name, bool begin) {
+  if (timeline == nullptr) return;
+  for (const auto& op : ops) {
+    if (begin) {
+      timeline->begin(op->request.name, name);
+    } else {
+      timeline->end(op->request.name, name);
+    }
+  }
+}
 }  // namespace
 
 void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) {
@@ -276,28 +178,6 @@ void Runtime::run_one(detail::OpState& op) {
       return backend_->barrier();
   }
 }
-
-namespace {
-// "GLOO_ALLREDUCE": the timeline's name for the collective itself.
-std::string collective_phase(std::string_view backend, OpKind kind) {
-  std::string out = fmt::format("{}_{}", backend, op_kind_name(kind));
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// Timeline phases for every op of a fused response.
-void phase(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState>>& ops,
-           const std::string& name, bool begin) {
-  if (timeline == nullptr) return;
-  for (const auto& op : ops) {
-    if (begin) {
-      timeline->begin(op->request.name, name);
-    } else {
-      timeline->end(op->request.name, name);
-    }
-  }
-}
-}  // namespace
 
 // Several allreduces with the same dtype, op and scale factors (the coordinator checked) as one
 // collective over the reused fusion buffer.
@@ -370,7 +250,6 @@ void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
 }
 
 void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  check_allreduce(in, out, options);
   const auto count = to_size(in.num_elements());
   if (count == 0) return;
   if (in.data != out.data) std::memcpy(out.data, in.data, in.byte_size());
@@ -382,7 +261,6 @@ void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOpti
 }
 
 void Runtime::broadcast(const Tensor& inout, int root) {
-  check_broadcast(inout, root, topology_.size);
   if (inout.byte_size() == 0) return;
   backend_->broadcast(inout.data, inout.byte_size(), root);
 }
@@ -435,8 +313,6 @@ void* Runtime::allocate_output(const char* op, const Allocator& allocate,
 }
 
 void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
-  check_tensor("allgather", "input", in);
-  check_rows("allgather", in);
   const auto shapes = exchange_shapes(in);
   check_same_trailing("allgather", shapes);
   const std::size_t row_bytes = to_size(trailing_elements(in.shape)) * element_size(in.dtype);
@@ -453,7 +329,6 @@ void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
 }
 
 void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op) {
-  check_reducescatter(in, op);
   const auto shapes = exchange_shapes(in);
   for (std::size_t r = 0; r < shapes.size(); ++r) {
     if (shapes[r].dtype != in.dtype || shapes[r].shape != in.shape) {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "launcher/env_forwarding.h"
-#include "launcher/network_choice.h"
 #include "launcher/host_spec.h"
+#include "launcher/network_choice.h"
 #include "worker/contract/topology.h"
 
 namespace hvd::launcher {

@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <random>
 
 #include "common/error.h"

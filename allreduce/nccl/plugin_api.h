@@ -19,7 +19,7 @@ extern "C" {
 typedef struct hvd_nccl_comm hvd_nccl_comm;
 
 typedef struct hvd_nccl_plugin {
-  int abi;  /* HVD_NCCL_PLUGIN_ABI */
+  int abi; /* HVD_NCCL_PLUGIN_ABI */
   /* Facts: NCCL's version code (e.g. 22809 for 2.28.9) of the loaded library; the CUDA runtime
    * version (e.g. 13000); the number of visible devices, or -1 with the reason in why. */
   int (*nccl_version)(void);
@@ -34,18 +34,17 @@ typedef struct hvd_nccl_plugin {
   void (*comm_abort)(hvd_nccl_comm* comm);
 
   /* Collectives on device buffers, queued on `stream` (NULL: the default stream). */
-  int (*allreduce)(hvd_nccl_comm* comm, const void* in, void* out, size_t count, int dtype,
-                   int op, void* stream, char* err, size_t err_len);
-  int (*broadcast)(hvd_nccl_comm* comm, void* data, size_t count, int dtype, int root,
+  int (*allreduce)(hvd_nccl_comm* comm, const void* in, void* out, size_t count, int dtype, int op,
                    void* stream, char* err, size_t err_len);
-  int (*allgather)(hvd_nccl_comm* comm, const void* in, void* out, size_t count_per_rank,
-                   int dtype, void* stream, char* err, size_t err_len);
+  int (*broadcast)(hvd_nccl_comm* comm, void* data, size_t count, int dtype, int root, void* stream,
+                   char* err, size_t err_len);
+  int (*allgather)(hvd_nccl_comm* comm, const void* in, void* out, size_t count_per_rank, int dtype,
+                   void* stream, char* err, size_t err_len);
   int (*reducescatter)(hvd_nccl_comm* comm, const void* in, void* out, size_t count_per_rank,
                        int dtype, int op, void* stream, char* err, size_t err_len);
   /* Waits for `stream`, polling the communicator's asynchronous error: an NCCL failure aborts
    * the communicator and returns an error instead of hanging. */
-  int (*synchronize)(hvd_nccl_comm* comm, void* stream, int timeout_ms, char* err,
-                     size_t err_len);
+  int (*synchronize)(hvd_nccl_comm* comm, void* stream, int timeout_ms, char* err, size_t err_len);
 } hvd_nccl_plugin;
 
 typedef const hvd_nccl_plugin* (*hvd_nccl_plugin_entry)(void);

@@ -27,7 +27,7 @@ namespace {
 struct Args {
   int epochs = 3;
   int batch = 32;    // per rank
-  float lr = 0.01f;        // per rank; scaled by size
+  float lr = 0.01f;  // per rank; scaled by size
   float momentum = 0.9f;
   int hidden = 128;
   std::string data = fmnist::kDefaultDir;
@@ -59,8 +59,9 @@ Args parse(int argc, char** argv) {
   }
   if (a.epochs < 1 || a.batch < 1 || !(a.lr > 0) || a.hidden < 1 ||
       !(a.momentum >= 0 && a.momentum < 1)) {
-    throw std::runtime_error("--epochs, --batch-size, --lr and --hidden must be positive, "
-                             "--momentum in [0, 1)");
+    throw std::runtime_error(
+        "--epochs, --batch-size, --lr and --hidden must be positive, "
+        "--momentum in [0, 1)");
   }
   return a;
 }

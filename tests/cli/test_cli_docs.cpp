@@ -38,7 +38,8 @@ TEST_CASE("docs/cli.md documents every option of --help, and no other", "[cli][d
   for (std::string line; std::getline(lines, line);) {
     if (!line.starts_with("| `-")) continue;
     const std::string first_cell = line.substr(0, line.find(" |", 2));
-    for (const std::string& name : long_options(first_cell, std::regex(R"(`(--[a-z][a-z0-9-]*))"))) {
+    for (const std::string& name :
+         long_options(first_cell, std::regex(R"(`(--[a-z][a-z0-9-]*))"))) {
       in_doc.insert(name);
     }
   }

@@ -5,11 +5,11 @@
 using namespace hvd::test;  // NOLINT: test helpers
 
 TEST_CASE("engine flags set the knobs on every rank, shown with their values", "[cli]") {
-  const RunResult r = run_hvdrun({"--dry-run", "--json", "--fusion-threshold-mb", "1.5",
-                                  "--cycle-time-ms", "0.5", "--stall-check-warning-time-seconds",
-                                  "30", "--stall-check-shutdown-time-seconds", "90",
-                                  "--no-stall-check", "--timeline-filename", "/tmp/tl.json",
-                                  "--log-level", "warn", "-np", "2", "./train"});
+  const RunResult r =
+      run_hvdrun({"--dry-run", "--json", "--fusion-threshold-mb", "1.5", "--cycle-time-ms", "0.5",
+                  "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds",
+                  "90", "--no-stall-check", "--timeline-filename", "/tmp/tl.json", "--log-level",
+                  "warn", "-np", "2", "./train"});
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
   const json plan = parse_stdout(r);
@@ -26,10 +26,9 @@ TEST_CASE("engine flags set the knobs on every rank, shown with their values", "
 }
 
 TEST_CASE("an engine flag wins over -x and the inherited value of its variable", "[cli]") {
-  const RunResult r =
-      run_hvdrun({"--dry-run", "--json", "-x", "HOROVOD_CYCLE_TIME=7", "--cycle-time-ms", "2",
-                  "./train"},
-                 {{"HOROVOD_FUSION_THRESHOLD", "123"}});
+  const RunResult r = run_hvdrun(
+      {"--dry-run", "--json", "-x", "HOROVOD_CYCLE_TIME=7", "--cycle-time-ms", "2", "./train"},
+      {{"HOROVOD_FUSION_THRESHOLD", "123"}});
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
   const json env = parse_stdout(r)["ranks"][0]["env"];
@@ -53,11 +52,10 @@ TEST_CASE("a bad engine flag value is a usage error naming the flag and its vari
                                                         "HOROVOD_FUSION_THRESHOLD"},
       std::tuple<std::string, std::string, std::string>{"--cycle-time-ms", "5000",
                                                         "HOROVOD_CYCLE_TIME"},
-      std::tuple<std::string, std::string, std::string>{"--stall-check-warning-time-seconds",
-                                                        "0", "HOROVOD_STALL_CHECK_TIME_SECONDS"},
-      std::tuple<std::string, std::string, std::string>{"--stall-check-shutdown-time-seconds",
-                                                        "1.5",
-                                                        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"});
+      std::tuple<std::string, std::string, std::string>{"--stall-check-warning-time-seconds", "0",
+                                                        "HOROVOD_STALL_CHECK_TIME_SECONDS"},
+      std::tuple<std::string, std::string, std::string>{
+          "--stall-check-shutdown-time-seconds", "1.5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"});
   const RunResult r = run_hvdrun({"--dry-run", flag, value, "./train"});
   INFO(show(r));
   CHECK(r.exit_code == kUsage);

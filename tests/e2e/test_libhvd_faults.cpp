@@ -121,8 +121,9 @@ TEST_CASE("libhvd: after SIGKILL of one rank mid-allreduce the others fail in ti
     CHECK(r.exit_code == 3);
     // The engine's control connection notices first: the op and the dead rank are named.
     CHECK_THAT(r.out, Contains("allreduce 'hvd.allreduce."));
-    CHECK_THAT(r.out, Contains(victim == 0 ? "rank 0 (the coordinator) is gone"
-                                           : "rank 2 left the job without calling hvd::shutdown()"));
+    CHECK_THAT(r.out,
+               Contains(victim == 0 ? "rank 0 (the coordinator) is gone"
+                                    : "rank 2 left the job without calling hvd::shutdown()"));
     // "error after S s": within HOROVOD_GLOO_TIMEOUT_SECONDS (5) plus 5 s.
     std::smatch m;
     REQUIRE(std::regex_search(r.out, m, std::regex(R"(error after ([0-9.]+) s)")));

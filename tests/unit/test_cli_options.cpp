@@ -116,8 +116,11 @@ TEST_CASE("parse: bad options are usage errors", "[cli]") {
   require_usage_error([] { parse_options({"-np", "2x", "x"}); }, "-np 2x: not a whole number");
   require_usage_error([] { parse_options({"-p", "ssh", "x"}); }, "-p ssh: not a whole number");
   require_usage_error([] { parse_options({"-np"}); }, "-np/--num-proc");
-  require_usage_error([] { parse_options({"--mpi-args", "-mca x y", "cmd"}); },
-                      "--mpi-args was given without --mpi", "add --mpi");
+  require_usage_error(
+      [] {
+        parse_options({"--mpi-args", "-mca x y", "cmd"});
+      },
+      "--mpi-args was given without --mpi", "add --mpi");
   require_usage_error([] { parse_options({"--mpi", "--native", "cmd"}); }, "--native");
   require_usage_error(
       [] {

@@ -29,7 +29,7 @@ constexpr std::array<const EnvVar*, 18> kTable{
 };
 
 constexpr std::array<const EnvVar*, 9> kKnobs{
-    &kCpuOperations,  &kGlooTimeout,     &kLogLevel,         &kFusionThreshold,  &kCycleTime,
+    &kCpuOperations,     &kGlooTimeout,    &kLogLevel,          &kFusionThreshold, &kCycleTime,
     &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
 }  // namespace

@@ -97,8 +97,7 @@ inline constexpr EnvVar kStallShutdownTime{
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", EnvKind::kKnob, EnvType::kInt,
     "seconds after which a stall fails every pending op on every rank; 0: never", "0"};
 inline constexpr EnvVar kTimeline{"HOROVOD_TIMELINE", EnvKind::kKnob, EnvType::kString,
-                                  "file rank 0 writes a Chrome trace of every tensor to",
-                                  "unset"};
+                                  "file rank 0 writes a Chrome trace of every tensor to", "unset"};
 
 // Every contract variable above (per rank and internal), in documentation order.
 std::span<const EnvVar* const> env_table();

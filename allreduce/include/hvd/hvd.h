@@ -24,7 +24,7 @@ extern "C" {
 
 typedef enum hvd_status {
   HVD_OK = 0,
-  HVD_ERR_NOT_INITIALIZED = 1, /* called before hvd_init() or after hvd_shutdown() */
+  HVD_ERR_NOT_INITIALIZED = 1,  /* called before hvd_init() or after hvd_shutdown() */
   HVD_ERR_INVALID_ARGUMENT = 2, /* a bad buffer, count, type, op or root on this rank */
   HVD_ERR_UNSUPPORTED = 3,      /* this build or backend cannot do it (e.g. no NCCL) */
   HVD_ERR_CONFIG = 4,           /* bad environment: HOROVOD_* / HVD_* values, backend choice */

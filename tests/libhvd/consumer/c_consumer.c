@@ -32,8 +32,10 @@ int main(void) {
 
   status = hvd_rank(&rank);
   if (status != HVD_ERR_NOT_INITIALIZED) {
-    fprintf(stderr, "c_consumer: hvd_rank before hvd_init returned %s, expected "
-                    "HVD_ERR_NOT_INITIALIZED\n", hvd_status_name(status));
+    fprintf(stderr,
+            "c_consumer: hvd_rank before hvd_init returned %s, expected "
+            "HVD_ERR_NOT_INITIALIZED\n",
+            hvd_status_name(status));
     return 1;
   }
   if (hvd_last_error() == NULL || hvd_last_error()[0] == '\0') {
@@ -85,8 +87,8 @@ int main(void) {
     for (i = 0; i < 2 * size; ++i) {
       double want = (i / 2) + (i % 2) * 0.5;
       if (gathered[i] != want) {
-        fprintf(stderr, "c_consumer: hvd_allgather element %d is %g, expected %g\n", i,
-                gathered[i], want);
+        fprintf(stderr, "c_consumer: hvd_allgather element %d is %g, expected %g\n", i, gathered[i],
+                want);
         ++failures;
       }
     }

@@ -55,8 +55,9 @@ int run() {
   }
   if (gathered.dtype != hvd::DataType::kFloat32 || gathered.shape.size() != 1 ||
       gathered.shape[0] != 2 * static_cast<std::int64_t>(size)) {
-    std::fprintf(stderr, "consumer: allgather(Buffer) returned dtype %s with %zu dimension(s), "
-                         "expected float32 [%d]\n",
+    std::fprintf(stderr,
+                 "consumer: allgather(Buffer) returned dtype %s with %zu dimension(s), "
+                 "expected float32 [%d]\n",
                  hvd::dtype_name(gathered.dtype), gathered.shape.size(), 2 * size);
     ok = false;
   } else {
@@ -74,13 +75,17 @@ int run() {
 
   try {
     const int after = hvd::rank();
-    std::fprintf(stderr, "consumer: hvd::rank() after hvd::shutdown() returned %d, expected "
-                         "hvd::RuntimeError\n", after);
+    std::fprintf(stderr,
+                 "consumer: hvd::rank() after hvd::shutdown() returned %d, expected "
+                 "hvd::RuntimeError\n",
+                 after);
     return 1;
   } catch (const hvd::RuntimeError& e) {
     if (e.status() != HVD_ERR_NOT_INITIALIZED) {
-      std::fprintf(stderr, "consumer: hvd::rank() after hvd::shutdown() threw %s (%s), expected "
-                           "HVD_ERR_NOT_INITIALIZED\n", hvd_status_name(e.status()), e.what());
+      std::fprintf(stderr,
+                   "consumer: hvd::rank() after hvd::shutdown() threw %s (%s), expected "
+                   "HVD_ERR_NOT_INITIALIZED\n",
+                   hvd_status_name(e.status()), e.what());
       return 1;
     }
     std::printf("consumer: hvd::rank() after shutdown threw hvd::RuntimeError %s: %s\n",
