@@ -13,6 +13,7 @@
 #include <hvd/hvd.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -33,21 +34,32 @@ struct Args {
   std::string data = fmnist::kDefaultDir;
 };
 
+// The whole of `text` as a number, or an error naming the flag.
+template <class T>
+T number(const std::string& flag, const std::string& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    throw std::runtime_error(flag + " " + text + ": not a number");
+  }
+  return value;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     const bool has_value = i + 1 < argc;
     if (flag == "--epochs" && has_value) {
-      a.epochs = std::atoi(argv[++i]);
+      a.epochs = number<int>(flag, argv[++i]);
     } else if (flag == "--batch-size" && has_value) {
-      a.batch = std::atoi(argv[++i]);
+      a.batch = number<int>(flag, argv[++i]);
     } else if (flag == "--lr" && has_value) {
-      a.lr = std::strtof(argv[++i], nullptr);
+      a.lr = number<float>(flag, argv[++i]);
     } else if (flag == "--momentum" && has_value) {
-      a.momentum = std::strtof(argv[++i], nullptr);
+      a.momentum = number<float>(flag, argv[++i]);
     } else if (flag == "--hidden" && has_value) {
-      a.hidden = std::atoi(argv[++i]);
+      a.hidden = number<int>(flag, argv[++i]);
     } else if (flag == "--data" && has_value) {
       a.data = argv[++i];
     } else {
