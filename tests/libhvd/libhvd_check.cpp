@@ -413,18 +413,6 @@ int async_ops() {
   for (int i : order) {
     handles[static_cast<std::size_t>(i)] = hvd::allreduce_async(
         "grad." + std::to_string(i), data[static_cast<std::size_t>(i)].tensor(), {ReduceOp::kSum});
-    if (i == order.front()) {
-      // The same name again while it is in flight: refused on this rank at once.
-      try {
-        hvd::allreduce_async("grad." + std::to_string(i),
-                             data[static_cast<std::size_t>(i)].tensor(), {ReduceOp::kSum});
-        expect(false, "a duplicate in-flight name was accepted");
-      } catch (const hvd::RuntimeError& e) {
-        expect(e.status() == HVD_ERR_INVALID_ARGUMENT &&
-                   std::string(e.what()).find("already in flight") != std::string::npos,
-               std::string("duplicate name error: ") + e.what());
-      }
-    }
   }
   const double ranks_sum = g_size * (g_size + 1) / 2.0;
   for (int i = 0; i < kTensors; ++i) {
@@ -452,6 +440,28 @@ int async_ops() {
         b[static_cast<std::size_t>(i)], 100, [&](std::size_t) { return (g_size - 1) * 1000 + i; },
         "async broadcast weights." + std::to_string(i));
   }
+  // The same name again while it is in flight is refused on this rank at once. Deterministic: the
+  // other ranks submit "dup" only after a barrier that rank 0 reaches after its second try, so
+  // "dup" cannot have finished in between.
+  std::vector<float> dup(4, 1.0f);
+  hvd::Handle dup_handle;
+  if (g_rank == 0) {
+    dup_handle = hvd::allreduce_async("dup", hvd::tensor(dup.data(), dup.size()), {ReduceOp::kSum});
+    try {
+      hvd::allreduce_async("dup", hvd::tensor(dup.data(), dup.size()), {ReduceOp::kSum});
+      expect(false, "a duplicate in-flight name was accepted");
+    } catch (const hvd::RuntimeError& e) {
+      expect(e.status() == HVD_ERR_INVALID_ARGUMENT &&
+                 std::string(e.what()).find("already in flight") != std::string::npos,
+             std::string("duplicate name error: ") + e.what());
+    }
+  }
+  hvd::barrier();
+  if (g_rank != 0) {
+    dup_handle = hvd::allreduce_async("dup", hvd::tensor(dup.data(), dup.size()), {ReduceOp::kSum});
+  }
+  dup_handle.wait();
+  expect(dup[0] == static_cast<float>(g_size), "the duplicated name still completes once");
   // Async allgather and reducescatter results come back in the handle.
   Data g(DataType::kInt32, static_cast<std::size_t>(g_rank + 1));
   for (std::size_t k = 0; k < g.size(); ++k) g.set(k, g_rank);
