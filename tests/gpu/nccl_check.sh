@@ -46,13 +46,20 @@ for cand in "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc; do
   if [ -z "$nvcc" ] && [ -n "$cand" ] && [ -x "$cand" ]; then nvcc=$cand; fi
 done
 [ -n "$nvcc" ] || cannot "nvcc not found on PATH (nor in \$CUDA_HOME/bin or /usr/local/cuda/bin): install the CUDA toolkit or put its bin folder on PATH"
-cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+# nvcc may be a wrapper script (CI machines have /usr/local/bin/nvcc = `exec /usr/local/cuda-X/bin/nvcc`),
+# so ask nvcc where it really lives (its dry run prints `#$ _HERE_=<its bin folder>`).
+nvcc_here=$("$nvcc" --dryrun -E -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -n1 || true)
+if [ -n "$nvcc_here" ] && [ -d "$nvcc_here" ]; then
+  cuda_root=$(dirname "$(readlink -f "$nvcc_here")")
+else
+  cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+fi
 
 cuda_inc=""
 for d in "$cuda_root/include" "$cuda_root/targets/$arch-linux/include"; do
   if [ -z "$cuda_inc" ] && [ -f "$d/cuda_runtime_api.h" ]; then cuda_inc=$d; fi
 done
-[ -n "$cuda_inc" ] || cannot "cuda_runtime_api.h not found beside $nvcc (looked in $cuda_root/include)"
+[ -n "$cuda_inc" ] || cannot "cuda_runtime_api.h not found in the toolkit of $nvcc (looked in $cuda_root/include and $cuda_root/targets/$arch-linux/include)"
 
 lib_dirs() {  # ROOT: the folders that may hold its libraries
   printf '%s\n' "$1/lib64" "$1/lib" "$1/lib/$arch-linux-gnu" "$1/targets/$arch-linux/lib"
