@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <fstream>
 #include <random>
 #include <regex>
@@ -22,6 +24,7 @@
 #include "launcher/launch_report.h"
 #include "launcher/mpi_launch.h"
 #include "launcher/native_launch.h"
+#include "launcher/net_check.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
 #include "launcher/ssh_check.h"
@@ -47,6 +50,11 @@ std::string current_user() {
 std::string random_job_id() {
   std::random_device rd;
   return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+// --check-net, or --check-net-full without a command.
+bool checking_net(const Options& o) {
+  return o.check_net || (o.check_net_full && o.command.empty());
 }
 
 std::vector<launcher::HostSpec> host_specs(const Options& o) {
@@ -85,25 +93,32 @@ ssh::SshOptions ssh_options(const Options& o) {
   return s;
 }
 
-int check_ssh(const Options& o) {
+launcher::CheckReport run_check_ssh(const Options& o) {
   std::vector<launcher::HostSpec> hosts = host_specs(o);
   if (hosts.empty()) {
     hosts.push_back({.host = "localhost", .port = {}, .user = {}, .origin = "default host"});
   }
-  const launcher::CheckReport report =
-      launcher::run_ssh_check(hosts, ssh_options(o), launcher::local_identity());
+  return launcher::run_ssh_check(hosts, ssh_options(o), launcher::local_identity());
+}
+
+void print_check_ssh(const launcher::CheckReport& report) {
+  const bool colour = isatty(STDERR_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr;
+  fmt::print(stderr, "{}", launcher::format_check_table(report, colour));
+}
+
+int check_ssh(const Options& o) {
+  const launcher::CheckReport report = run_check_ssh(o);
   if (o.json) {
     const std::string text = launcher::format_check_json(report);
     std::fwrite(text.data(), 1, text.size(), stdout);
   } else {
-    const bool colour = isatty(STDERR_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr;
-    fmt::print(stderr, "{}", launcher::format_check_table(report, colour));
+    print_check_ssh(report);
   }
   return to_int(report.ok() ? ExitCode::kSuccess : ExitCode::kSshCheckFailed);
 }
 
 launcher::PlanRequest plan_request(const Options& o) {
-  if (o.command.empty()) {
+  if (o.command.empty() && !checking_net(o)) {
     throw UsageError("no command to run",
                      "put the program after hvdrun's options, e.g. hvdrun -np 2 ./train "
                      "--epochs 3");
@@ -126,7 +141,8 @@ launcher::PlanRequest plan_request(const Options& o) {
   if (o.log_level_given) {
     request.knobs.emplace_back("HOROVOD_LOG_LEVEL", libhvd_log_level(o.log_level));
   }
-  request.command = o.command;
+  // --check-net starts agents, never ranks: the plan needs a command, which never runs.
+  request.command = o.command.empty() ? std::vector<std::string>{"true"} : o.command;
   request.job_id = random_job_id();
   return request;
 }
@@ -161,7 +177,7 @@ launcher::MpiLaunchOptions mpi_options(const Options& o, const launcher::LaunchO
   return m;
 }
 
-int launch(const Options& o, const launcher::Plan& plan) {
+launcher::LaunchOptions launch_options(const Options& o) {
   launcher::LaunchOptions options;
   options.cwd = working_directory(o);
   options.grace_seconds = o.grace_s;
@@ -170,18 +186,85 @@ int launch(const Options& o, const launcher::Plan& plan) {
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;
   options.ssh = ssh_options(o);
+  if (o.port_range) options.port_range = {o.port_range->first, o.port_range->second};
+  options.check_net_only = checking_net(o);
+  options.check_net_full = o.check_net_full;
+  return options;
+}
+
+// The same rows as --check-ssh, for a launch or a network check that stopped at SSH: nothing
+// was started.
+void print_ssh_failures(const Options& o, const launcher::LaunchResult& result) {
+  launcher::CheckReport report{result.ssh_failures};
+  if (o.json) {
+    const std::string doc = launcher::format_check_json(report);
+    std::fwrite(doc.data(), 1, doc.size(), stdout);
+  } else {
+    fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
+               launcher::format_check_table(report, false));
+  }
+}
+
+// --check-net's JSON: the network check's document; with --check-ssh, both under
+// "check_ssh" and "check_net". A check that stopped before probing has "error" instead.
+std::string check_net_json(const std::optional<launcher::CheckReport>& ssh,
+                           const std::optional<launcher::LaunchResult>& result) {
+  using json = nlohmann::ordered_json;
+  json net = nullptr;
+  if (result && result->net) {
+    net = json::parse(launcher::format_net_json(*result->net));
+  } else if (result && result->ssh_failures.empty()) {
+    net = {{"schema_version", launcher::kNetCheckSchemaVersion},
+           {"ok", false},
+           {"error", {{"message", result->error}, {"hint", result->error_hint}}}};
+  }
+  json doc;
+  if (ssh) {
+    doc["check_ssh"] = json::parse(launcher::format_check_json(*ssh));
+  } else if (result && !result->ssh_failures.empty()) {
+    doc["check_ssh"] =
+        json::parse(launcher::format_check_json(launcher::CheckReport{result->ssh_failures}));
+  } else {
+    return net.dump(2) + "\n";
+  }
+  doc["check_net"] = std::move(net);
+  return doc.dump(2) + "\n";
+}
+
+// --check-net [--check-ssh]: the agents start and probe each other; no rank starts.
+int check_net(const Options& o, const launcher::Plan& plan) {
+  std::optional<launcher::CheckReport> ssh;
+  if (o.check_ssh) {
+    ssh = run_check_ssh(o);
+    if (!o.json) print_check_ssh(*ssh);
+  }
+  std::optional<launcher::LaunchResult> result;
+  if (!ssh || ssh->ok()) result = launcher::run_native(plan, launch_options(o));
+  if (o.json) {
+    const std::string text = check_net_json(ssh, result);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  if (!result) return to_int(ExitCode::kSshCheckFailed);
+  if (!o.json) {
+    if (!result->ssh_failures.empty()) {
+      print_ssh_failures(o, *result);
+    } else if (result->net) {
+      fmt::print(stderr, "{}", launcher::format_net_matrix(*result->net));
+    }
+    if (!result->error.empty() && (!result->net || result->net->ok())) {
+      fmt::print(stderr, "hvdrun: error: {}\n", result->error);
+      if (!result->error_hint.empty()) fmt::print(stderr, "hvdrun: hint: {}\n", result->error_hint);
+    }
+  }
+  return result->exit_code;
+}
+
+int launch(const Options& o, const launcher::Plan& plan) {
+  const launcher::LaunchOptions options = launch_options(o);
   const launcher::LaunchResult result = o.mpi ? launcher::run_mpi(plan, mpi_options(o, options))
                                               : launcher::run_native(plan, options);
   if (!result.ssh_failures.empty()) {
-    // The same rows as --check-ssh: nothing was started.
-    launcher::CheckReport report{result.ssh_failures};
-    if (o.json) {
-      const std::string doc = launcher::format_check_json(report);
-      std::fwrite(doc.data(), 1, doc.size(), stdout);
-    } else {
-      fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
-                 launcher::format_check_table(report, false));
-    }
+    print_ssh_failures(o, result);
     return result.exit_code;
   }
   const std::string report = launcher::format_failure_report(plan, result);
@@ -195,13 +278,14 @@ int launch(const Options& o, const launcher::Plan& plan) {
 
 int execute(const Options& o) {
   if (o.check_build) return check_build(o.json);
-  if (o.check_ssh) return check_ssh(o);
+  if (o.check_ssh && !checking_net(o)) return check_ssh(o);
   launcher::PlanRequest request = plan_request(o);
-  warn_if_command_looks_like_a_host(o);
+  if (!o.command.empty()) warn_if_command_looks_like_a_host(o);
   const launcher::Plan plan =
       launcher::make_plan(request, launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
 
+  if (checking_net(o)) return check_net(o, plan);
   if (!o.dry_run) return launch(o, plan);
   const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
                                            .show_env = o.verbose};

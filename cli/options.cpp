@@ -46,6 +46,25 @@ double parse_seconds(std::string_view flag, const std::string& text) {
   return value;
 }
 
+// LOW-HIGH, both ports, LOW <= HIGH.
+std::pair<int, int> parse_port_range(std::string_view flag, const std::string& text) {
+  const auto dash = text.find('-');
+  int low = 0, high = 0;
+  const auto number = [&](std::string_view part, int& out) {
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && ec == std::errc() && end == part.data() + part.size() && out >= 1 &&
+           out <= 65535;
+  };
+  if (dash == std::string::npos || !number(std::string_view(text).substr(0, dash), low) ||
+      !number(std::string_view(text).substr(dash + 1), high) || low > high) {
+    throw UsageError(
+        fmt::format("{} {}: not a port range LOW-HIGH (1-65535, LOW <= HIGH)", flag, text),
+        fmt::format("e.g. {} 29500-29599: hvdrun needs one port per host and one on the launcher",
+                    flag));
+  }
+  return {low, high};
+}
+
 // CLI11's messages name options by their long name; say it the way horovodrun users type it.
 std::string cli11_message(const CLI::ParseError& e) {
   std::string text = e.what();
@@ -128,6 +147,18 @@ void define_options(CLI::App& app, Options& o) {
       ->type_name("ARGS");
   app.add_flag("--check-ssh", o.check_ssh,
                "Diagnose SSH to every host and exit; no command needed (docs/check-ssh.md)");
+  app.add_flag("--check-net", o.check_net,
+               "Probe, from every host, the hosts and the launcher a job would reach (ring, "
+               "rank 0's host, rendezvous) and exit; no command needed (docs/network.md)");
+  app.add_flag("--check-net-full", o.check_net_full,
+               "Probe every pair of hosts, before a launch or (without a command) as "
+               "--check-net");
+  app.add_option_function<std::string>(
+         "--port-range",
+         [&o](const std::string& v) { o.port_range = parse_port_range("--port-range", v); },
+         "Keep the ports hvdrun opens (rendezvous, probes, MASTER_PORT, libhvd's control "
+         "plane) in LOW-HIGH, for firewalls (docs/network.md)")
+      ->type_name("LOW-HIGH");
   app.add_flag("--check-build", o.check_build,
                "Print what this build supports and what works on this host now (MPI, Gloo, "
                "NCCL, CUDA, GPUs) and exit");
@@ -255,6 +286,11 @@ void validate(const Options& o) {
   if (o.network_interface && o.network_cidr) {
     throw UsageError("--network-interface and --network-cidr were both given",
                      "use one: a CIDR picks each host's address whatever its NIC is called");
+  }
+  if (o.port_range && o.mpi) {
+    throw UsageError("--port-range works in native mode only",
+                     "drop --mpi (mpirun opens its own ports: pin them with --mpi-args, e.g. "
+                     "\"--mca btl_tcp_port_min_v4 LOW --mca btl_tcp_port_range_v4 N\")");
   }
   if (o.mpi_args && !o.mpi) {
     throw UsageError("--mpi-args was given without --mpi",

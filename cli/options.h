@@ -27,6 +27,9 @@ struct Options {
   int ssh_concurrency = 16;
   std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
   bool check_ssh = false;
+  bool check_net = false;       // --check-net: probe between the hosts, start nothing
+  bool check_net_full = false;  // --check-net-full: probe every pair (alone: a full --check-net)
+  std::optional<std::pair<int, int>> port_range;  // --port-range LOW-HIGH
   bool check_build = false;  // --check-build: what this build supports and what works now
   bool mpi = false;          // --mpi: launch through Open MPI's mpirun
   bool native = false;       // --native: the default, spelled out

@@ -16,6 +16,7 @@ namespace hvd {
 enum class ExitCode : int {
   kSuccess = 0,
   kUsage = 64,           // bad flags, host list, hostfile, -x, or -np (EX_USAGE)
+  kNetCheckFailed = 68,  // a host cannot reach another host or the launcher (EX_NOHOST)
   kSshCheckFailed = 69,  // a host failed the SSH check (EX_UNAVAILABLE)
   kInternal = 70,        // a bug or an unavailable feature in hvdrun itself (EX_SOFTWARE)
   kStartupTimeout = 75,  // a start-up phase did not finish in time (EX_TEMPFAIL)

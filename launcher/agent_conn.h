@@ -23,7 +23,6 @@ struct AgentHello {
   std::string hostname;
   std::string boot_id;
   std::string ssh_connection;  // "client_ip client_port server_ip server_port", or empty
-  int free_port = 0;           // a port free on that host when it said hello
   std::vector<worker::NetInterface> interfaces;
 };
 
@@ -60,6 +59,8 @@ class AgentConn {
   std::optional<AgentHello> hello;
   std::string log_partial;
   std::deque<std::string> log_tail;  // its last stderr lines, for "agent missing" messages
+  std::optional<int> probe_port;  // its probe listener (rank 0's host: the job's MASTER_PORT)
+  bool probed = false;            // its probe results arrived
   bool spec_sent = false;
   bool done = false;
   bool eof = false;

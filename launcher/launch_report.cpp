@@ -30,6 +30,7 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
   if (!result.error.empty()) {
     out += fmt::format("hvdrun: error: {}\n", result.error);
     if (!result.error_hint.empty()) out += fmt::format("hvdrun: hint: {}\n", result.error_hint);
+    if (result.net && !result.net->ok()) out += format_net_failures(*result.net);
   }
   if (result.first_failure) {
     const RankOutcome& r = result.ranks[*result.first_failure];
@@ -98,6 +99,11 @@ std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
         {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
   } else {
     doc["rendezvous"] = nullptr;
+  }
+  if (result.net) {
+    doc["net_check"] = json::parse(format_net_json(*result.net));
+  } else {
+    doc["net_check"] = nullptr;
   }
   doc["timings_ms"] = {{"start", result.start_time.count()}, {"total", result.total_time.count()}};
   doc["ranks"] = std::move(ranks);

@@ -21,11 +21,13 @@
 #include "launcher/agent_conn.h"
 #include "launcher/job_specs.h"
 #include "launcher/local_agent.h"
+#include "launcher/net_check.h"
 #include "launcher/output_router.h"
 #include "launcher/remote_start.h"
 #include "launcher/rendezvous_server.h"
 #include "worker/contract/env_table.h"
 #include "worker/job_spec.h"
+#include "worker/probe.h"
 #include "worker/protocol.h"
 
 namespace hvd::launcher {
@@ -48,8 +50,13 @@ class Launch {
  private:
   void on_frame(AgentConn& agent, const worker::Frame& frame);
   void on_hello(AgentConn& agent, const std::string& payload);
+  bool choose_addresses();
+  void begin_network_check();
+  void on_listening(AgentConn& agent, const std::string& payload);
+  void on_probe_results(AgentConn& agent, const std::string& payload);
+  ProbeEndpoints probe_endpoints() const;
   void send_specs();
-  void start_rendezvous(LaunchFacts& facts);
+  void start_rendezvous();
   void report_shared_machines() const;
   void on_exited(const worker::RankExited& exited);
   void on_agent_log(AgentConn& agent);
@@ -73,7 +80,9 @@ class Launch {
   UniqueFd signal_fd_;
   bool stopping_ = false;
   bool killing_ = false;
-  std::unique_ptr<RendezvousServer> rendezvous_;  // from the first spec to the end
+  std::unique_ptr<RendezvousServer> rendezvous_;  // from the network check to the end
+  LaunchFacts facts_;                             // known once every agent said hello
+  NetCheck net_;
   ExitCode error_code_ = ExitCode::kInternal;
   int started_ = 0;
   Clock::time_point start_ = Clock::now();
@@ -118,7 +127,6 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
     hello.hostname = json.value("hostname", "");
     hello.boot_id = json.value("boot_id", "");
     hello.ssh_connection = json.value("ssh_connection", "");
-    hello.free_port = json.value("free_port", 0);
     if (json.contains("interfaces") && json["interfaces"].is_array()) {
       for (const auto& i : json["interfaces"]) {
         if (!i.is_object()) continue;
@@ -143,10 +151,126 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
     return;
   }
   agent.hello = hello;
-  // Specs go out once every agent is there: MASTER_PORT comes from rank 0's host, and the
-  // launcher's own address from a remote host's view.
+  // The network check starts once every agent is there: the probes go to every host, and the
+  // launcher's own address is known only from a remote host's view.
   for (const AgentConn& a : agents_) {
     if (!a.hello) return;
+  }
+  begin_network_check();
+}
+
+// The launcher's address as each host sees it, and (--network-cidr / --network-interface)
+// each host's chosen address. False when a host has no address that matches.
+bool Launch::choose_addresses() {
+  facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
+  for (const AgentConn& a : agents_) {
+    const auto space = a.hello->ssh_connection.find(' ');
+    if (a.is_remote() && space != std::string::npos) {
+      facts_.launcher_address_of[a.host_index] = a.hello->ssh_connection.substr(0, space);
+      if (facts_.launcher_address.empty()) {
+        facts_.launcher_address = facts_.launcher_address_of[a.host_index];
+      }
+    }
+  }
+  if (!plan_.network.active()) return true;
+  facts_.chosen.resize(plan_.hosts.size());
+  for (const AgentConn& a : agents_) {
+    const std::string& host = plan_.hosts[a.host_index].spec.host;
+    try {
+      facts_.chosen[a.host_index] = choose_address(plan_.network, a.hello->interfaces, host);
+    } catch (const Error& e) {
+      fail(e.what(), e.hint(), ExitCode::kUsage);
+      return false;
+    }
+    spdlog::info("host {}: ranks use {} ({})", host, facts_.chosen[a.host_index].address,
+                 facts_.chosen[a.host_index].interface);
+  }
+  return true;
+}
+
+// Phase 1 of the network check: every agent opens its probe listener.
+void Launch::begin_network_check() {
+  report_shared_machines();
+  if (stopping_ || !choose_addresses()) {
+    for (AgentConn& a : agents_) a.close_input();
+    return;
+  }
+  net_.full = options_.check_net_full;
+  net_.endpoints.token.resize(agents_.size());
+  for (AgentConn& a : agents_) {
+    net_.endpoints.token[a.host_index] = random_token().substr(0, 32);
+    const worker::ProbeListenRequest request{options_.port_range,
+                                             net_.endpoints.token[a.host_index]};
+    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbeListen,
+                                                         worker::encode_probe_listen(request)));
+  }
+}
+
+// Phase 2: once every listener is up, the rendezvous server starts and every agent probes.
+void Launch::on_listening(AgentConn& agent, const std::string& payload) {
+  agent.probe_port = worker::decode_listening(payload);
+  for (const AgentConn& a : agents_) {
+    if (!a.probe_port) return;
+  }
+  if (stopping_) return;
+  // Rank 0's host hands its probe port to the job: the probe proves MASTER_PORT is reachable.
+  facts_.master_port = *agents_.front().probe_port;
+  start_rendezvous();
+  net_.endpoints = probe_endpoints();
+  net_.probes = plan_probes(net_.endpoints, net_.full);
+  for (AgentConn& a : agents_) {
+    const worker::ProbeRequest request{net_.targets_of(a.host_index),
+                                       static_cast<int>(options_.probe_timeout.count())};
+    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbe,
+                                                         worker::encode_probe_request(request)));
+  }
+}
+
+// Where the ranks will reach each host: read back from the specs they will get, so that the
+// probes test exactly the addresses the job uses (MASTER_ADDR for rank 0's host).
+ProbeEndpoints Launch::probe_endpoints() const {
+  ProbeEndpoints e;
+  e.token = net_.endpoints.token;
+  e.rendezvous_port = facts_.rendezvous_port;
+  e.rendezvous_address = facts_.launcher_address_of;
+  for (const AgentConn& a : agents_) {
+    const int h = a.host_index;
+    const worker::JobSpec spec = host_spec(plan_, h, options_, facts_);
+    const std::string_view wanted =
+        h == 0 ? contract::kMasterAddr.name : contract::kAdvertiseAddr.name;
+    std::string address = plan_.hosts[h].spec.host;
+    for (const auto& [name, value] : spec.ranks.empty() ? std::vector<std::pair<std::string,
+                                                                                std::string>>{}
+                                                        : spec.ranks.front().env) {
+      if (name == wanted) address = value;
+    }
+    e.host.push_back(plan_.hosts[h].spec.host);
+    e.address.push_back(address);
+    e.interface.push_back(facts_.chosen.empty() ? "" : facts_.chosen[h].interface);
+    e.probe_port.push_back(*a.probe_port);
+  }
+  return e;
+}
+
+// Phase 3: every agent reported; any failure stops the launch before a rank starts.
+void Launch::on_probe_results(AgentConn& agent, const std::string& payload) {
+  net_.record(agent.host_index, worker::decode_probe_results(payload));
+  agent.probed = true;
+  for (const AgentConn& a : agents_) {
+    if (!a.probed) return;
+  }
+  result_.net = net_;
+  if (!net_.ok()) {
+    fail(net_failure_message(net_),
+         "nothing was started; the failed probes are listed below, and `hvdrun --check-net` "
+         "repeats the check without starting a job",
+         ExitCode::kNetCheckFailed);
+    return;
+  }
+  if (options_.check_net_only) {
+    stopping_ = true;  // nothing to start: the agents exit when their input closes
+    for (AgentConn& a : agents_) a.close_input();
+    return;
   }
   send_specs();
 }
@@ -156,37 +280,8 @@ void Launch::send_specs() {
     for (AgentConn& a : agents_) a.close_input();
     return;
   }
-  LaunchFacts facts;
-  facts.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
-  for (const AgentConn& a : agents_) {
-    if (a.host_index == 0) facts.master_port = a.hello->free_port;
-    const auto space = a.hello->ssh_connection.find(' ');
-    if (a.is_remote() && space != std::string::npos) {
-      facts.launcher_address_of[a.host_index] = a.hello->ssh_connection.substr(0, space);
-      if (facts.launcher_address.empty()) {
-        facts.launcher_address = facts.launcher_address_of[a.host_index];
-      }
-    }
-  }
-  report_shared_machines();
-  if (plan_.network.active()) {
-    facts.chosen.resize(plan_.hosts.size());
-    for (const AgentConn& a : agents_) {
-      const std::string& host = plan_.hosts[a.host_index].spec.host;
-      try {
-        facts.chosen[a.host_index] = choose_address(plan_.network, a.hello->interfaces, host);
-      } catch (const Error& e) {
-        fail(e.what(), e.hint(), ExitCode::kUsage);
-        for (AgentConn& other : agents_) other.close_input();
-        return;
-      }
-      spdlog::info("host {}: ranks use {} ({})", host, facts.chosen[a.host_index].address,
-                   facts.chosen[a.host_index].interface);
-    }
-  }
-  start_rendezvous(facts);
   for (AgentConn& a : agents_) {
-    const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts));
+    const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts_));
     worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kSpec, spec));
     a.spec_sent = true;
   }
@@ -194,7 +289,8 @@ void Launch::send_specs() {
 
 // The rendezvous server listens where the hosts reach this machine: one address if they all
 // see the same one (127.0.0.1 for a local job), else every address (the token still guards it).
-void Launch::start_rendezvous(LaunchFacts& facts) {
+void Launch::start_rendezvous() {
+  LaunchFacts& facts = facts_;
   std::vector<std::string> seen = facts.launcher_address_of;
   std::sort(seen.begin(), seen.end());
   seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
@@ -206,7 +302,7 @@ void Launch::start_rendezvous(LaunchFacts& facts) {
         seen.size());
   }
   rendezvous_ = std::make_unique<RendezvousServer>(random_token());
-  facts.rendezvous_port = rendezvous_->start(bind);
+  facts.rendezvous_port = rendezvous_->start(bind, options_.port_range);
   facts.rendezvous_token = rendezvous_->token();
 }
 
@@ -244,6 +340,12 @@ void Launch::on_frame(AgentConn& agent, const worker::Frame& frame) {
   switch (frame.type) {
     case FrameType::kHello:
       on_hello(agent, frame.payload);
+      break;
+    case FrameType::kListening:
+      on_listening(agent, frame.payload);
+      break;
+    case FrameType::kProbeResult:
+      on_probe_results(agent, frame.payload);
       break;
     case FrameType::kStarted: {
       const auto started = worker::decode_started(frame.payload);
@@ -324,11 +426,15 @@ void Launch::agent_lost(AgentConn& agent) {
 // Names the phase that did not finish and the hosts that are late (BRIEF section 2: start-up
 // timeouts that name no host and no phase are what users hate).
 void Launch::start_timed_out() {
-  std::vector<std::string> no_hello, not_started;
+  std::vector<std::string> no_hello, not_probed, not_started;
   for (const AgentConn& a : agents_) {
     const std::string& host = plan_.hosts[a.host_index].spec.host;
     if (!a.hello) {
       no_hello.push_back(host);
+      continue;
+    }
+    if (!a.probed) {
+      not_probed.push_back(host);
       continue;
     }
     for (const RankOutcome& r : result_.ranks) {
@@ -339,15 +445,24 @@ void Launch::start_timed_out() {
     }
   }
   const double seconds = std::chrono::duration<double>(options_.start_timeout).count();
-  const bool handshake = !no_hello.empty();
-  fail(fmt::format("start-up timed out after {:.0f} s in the {} phase; late: {}", seconds,
-                   handshake ? "agent handshake" : "ranks started",
-                   fmt::join(handshake ? no_hello : not_started, ", ")),
-       handshake ? "the agent did not answer: a slow login (~/.bashrc), or a host that stalls; "
-                   "raise --start-timeout or check the host with --check-ssh"
-                 : "the ranks did not start in time: a slow file system or an overloaded host; "
-                   "raise --start-timeout",
-       ExitCode::kStartupTimeout);
+  if (!no_hello.empty()) {
+    fail(fmt::format("start-up timed out after {:.0f} s in the agent handshake phase; late: {}",
+                     seconds, fmt::join(no_hello, ", ")),
+         "the agent did not answer: a slow login (~/.bashrc), or a host that stalls; raise "
+         "--start-timeout or check the host with --check-ssh",
+         ExitCode::kStartupTimeout);
+  } else if (!not_probed.empty()) {
+    fail(fmt::format("start-up timed out after {:.0f} s in the network check phase; late: {}",
+                     seconds, fmt::join(not_probed, ", ")),
+         "those agents did not report their probes: an overloaded host; raise --start-timeout",
+         ExitCode::kStartupTimeout);
+  } else {
+    fail(fmt::format("start-up timed out after {:.0f} s in the ranks started phase; late: {}",
+                     seconds, fmt::join(not_started, ", ")),
+         "the ranks did not start in time: a slow file system or an overloaded host; raise "
+         "--start-timeout",
+         ExitCode::kStartupTimeout);
+  }
 }
 
 int Launch::poll_timeout_ms() const {

@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "launcher/net_check.h"
 #include "launcher/plan.h"
 #include "launcher/rendezvous_server.h"
 #include "ssh/options.h"
 #include "ssh/probe_result.h"
+#include "worker/probe.h"
 
 namespace hvd::launcher {
 
@@ -24,6 +26,10 @@ struct LaunchOptions {
   std::string hvdrun_path;                         // the agent binary (this hvdrun)
   ssh::SshOptions ssh;                             // how remote hosts are reached
   bool stdout_to_stderr = false;                   // --json keeps stdout for the result document
+  worker::PortRange port_range;                    // --port-range: rendezvous, probes, MASTER_PORT
+  bool check_net_only = false;                     // --check-net: probe, then start nothing
+  bool check_net_full = false;                     // --check-net-full: probe every pair of hosts
+  std::chrono::milliseconds probe_timeout{5000};   // each probe's connect and greeting
 };
 
 struct RankOutcome {
@@ -53,6 +59,7 @@ struct LaunchResult {
   std::vector<ssh::ProbeResult> ssh_failures;  // hosts that failed an SSH stage: nothing ran
   bool via_mpirun = false;                     // MPI mode: mpirun stopped the other ranks
   std::optional<RendezvousStats> rendezvous;   // native mode, once the server started
+  std::optional<NetCheck> net;                 // native mode, once every agent probed
   int exit_code = 0;
 };
 

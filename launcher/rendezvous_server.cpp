@@ -119,8 +119,21 @@ RendezvousServer::RendezvousServer(std::string token)
   });
 }
 
-int RendezvousServer::start(const std::string& address) {
-  const int port = server_->bind_to_any_port(address);
+int RendezvousServer::start(const std::string& address, worker::PortRange range) {
+  int port = -1;
+  if (range.any()) {
+    port = server_->bind_to_any_port(address);
+  } else {
+    for (int p = range.low; p <= range.high && port < 0; ++p) {
+      if (server_->bind_to_port(address, p)) port = p;
+    }
+    if (port < 0) {
+      throw Error(fmt::format("the rendezvous server cannot listen on {}: every port of "
+                              "--port-range {}-{} is in use",
+                              address, range.low, range.high),
+                  "widen the range, or free a port in it on this machine");
+    }
+  }
   if (port > 0 && listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);  // Linux: re-listen
   if (port <= 0) {
     throw Error(fmt::format("the rendezvous server cannot listen on {}", address),

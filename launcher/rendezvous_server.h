@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "worker/probe.h"
+
 namespace httplib {
 class Server;
 }
@@ -37,8 +39,9 @@ class RendezvousServer {
   RendezvousServer& operator=(const RendezvousServer&) = delete;
   ~RendezvousServer();
 
-  // Binds `address` on a free port and starts serving; returns the port. Throws hvd::Error.
-  int start(const std::string& address);
+  // Binds `address` on a free port (the first free one of `range` unless range.any()) and
+  // starts serving; returns the port. Throws hvd::Error.
+  int start(const std::string& address, worker::PortRange range = {});
   const std::string& token() const { return token_; }
   size_t size() const;  // keys stored, for tests
   RendezvousStats stats() const;

@@ -15,10 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "common/error.h"
@@ -27,6 +29,7 @@
 #include "worker/contract/env_table.h"
 #include "worker/interfaces.h"
 #include "worker/job_spec.h"
+#include "worker/probe.h"
 #include "worker/protocol.h"
 #include "worker/rank_process.h"
 
@@ -55,19 +58,6 @@ std::string read_first_line(const char* path) {
   return line;
 }
 
-// A TCP port free on every address of this host right now (for MASTER_PORT).
-int free_port() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  socklen_t len = sizeof sa;
-  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    return 0;
-  }
-  return ntohs(sa.sin_port);
-}
-
 nlohmann::json interfaces_json() {
   nlohmann::json list = nlohmann::json::array();
   for (const NetInterface& n : list_interfaces()) {
@@ -81,17 +71,20 @@ nlohmann::json interfaces_json() {
   return list;
 }
 
-std::string hello_payload() {
-  const char* ssh_connection = std::getenv("SSH_CONNECTION");
+std::string host_name() {
   std::array<char, 256> name{};
   ::gethostname(name.data(), name.size() - 1);
+  return name.data();
+}
+
+std::string hello_payload() {
+  const char* ssh_connection = std::getenv("SSH_CONNECTION");
   const nlohmann::json hello = {{"protocol", kProtocolVersion},
                                 {"version", HVD_VERSION_STRING},
-                                {"hostname", name.data()},
+                                {"hostname", host_name()},
                                 {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
                                 {"pid", ::getpid()},
                                 {"ssh_connection", ssh_connection != nullptr ? ssh_connection : ""},
-                                {"free_port", free_port()},
                                 {"interfaces", interfaces_json()}};
   return hello.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -145,6 +138,7 @@ class Agent {
   int in_fd_;
   int out_fd_;
   JobSpec spec_;
+  std::optional<ProbeListener> listener_;  // from kProbeListen until the ranks start
   FrameReader reader_;
   std::vector<LiveRank> ranks_;
   UniqueFd signal_fd_;
@@ -167,25 +161,51 @@ void Agent::error(const std::string& message, const std::string& hint) {
                               -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
+// Before the job: the launcher may have the agent probe the network (worker/probe.h), then
+// sends the spec. The probe listener keeps greeting other hosts' probes while this agent waits.
 bool Agent::read_spec() {
   std::array<char, kReadChunk> buf{};
   while (true) {
-    if (auto frame = reader_.next()) {
-      if (frame->type == FrameType::kTerminate || frame->type == FrameType::kKill) {
-        return false;  // stopped before it started: nothing to do
+    try {
+      while (auto frame = reader_.next()) {
+        switch (frame->type) {
+          case FrameType::kTerminate:
+          case FrameType::kKill:
+            return false;  // stopped before it started: nothing to do
+          case FrameType::kProbeListen: {
+            const ProbeListenRequest request = decode_probe_listen(frame->payload);
+            listener_.emplace(request.range, request.token);
+            send(FrameType::kListening, encode_listening(listener_->port()));
+            break;
+          }
+          case FrameType::kProbe: {
+            const ProbeRequest request = decode_probe_request(frame->payload);
+            const auto outcomes = run_probes(
+                request.targets, std::chrono::milliseconds(request.timeout_ms),
+                listener_ ? &*listener_ : nullptr);
+            send(FrameType::kProbeResult, encode_probe_results(outcomes));
+            break;
+          }
+          case FrameType::kSpec:
+            spec_ = decode_spec(frame->payload);
+            return true;
+          default:
+            error("protocol error: expected a job spec first");
+            return false;
+        }
       }
-      if (frame->type != FrameType::kSpec) {
-        error("protocol error: expected a job spec first");
-        return false;
-      }
-      try {
-        spec_ = decode_spec(frame->payload);
-      } catch (const Error& e) {
-        error(e.what(), e.hint());
-        return false;
-      }
-      return true;
+    } catch (const Error& e) {
+      error(fmt::format("host {}: {}", host_name(), e.what()), e.hint());
+      return false;
     }
+    std::vector<pollfd> fds{{in_fd_, POLLIN, 0}};
+    if (listener_) listener_->add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return false;
+    if (listener_ && std::any_of(fds.begin() + 1, fds.end(),
+                                 [](const pollfd& f) { return f.revents != 0; })) {
+      listener_->serve();
+    }
+    if (fds[0].revents == 0) continue;
     const long n = read_some(in_fd_, buf.data(), buf.size());
     if (n <= 0) return false;  // the launcher went away before sending a job
     reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
@@ -221,6 +241,8 @@ std::vector<std::string> Agent::rank_environment(const RankSpec& rank) const {
 }
 
 bool Agent::start_ranks() {
+  // Rank 0's host hands its probe port to the job as MASTER_PORT: free it first.
+  listener_.reset();
   struct stat st {};
   if (::stat(spec_.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     error(fmt::format("host {}: the working directory {} does not exist", spec_.host, spec_.cwd),

@@ -14,7 +14,7 @@
 
 namespace hvd::worker {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;  // 2: the network probes (worker/probe.h)
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
 
@@ -26,10 +26,14 @@ enum class FrameType : uint8_t {
   kExited = 4,   // rank u32, kind u8 (0 exit code, 1 signal), value u32
   kError = 5,    // JSON: message, hint; the agent gives up on the whole job
   kDone = 6,     // empty: every rank has exited and nothing of the job is left on the host
+  kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
+  kProbeResult = 8,  // JSON: one outcome per probe target (answers kProbe)
   // launcher -> agent
   kSpec = 16,       // JSON job spec (worker/job_spec.h)
   kTerminate = 17,  // empty: SIGTERM every rank, SIGKILL after the grace period
   kKill = 18,       // empty: SIGKILL every rank now
+  kProbeListen = 19,  // JSON: open the probe listener (port range, greeting token)
+  kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
