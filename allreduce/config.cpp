@@ -49,6 +49,24 @@ std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
       read_integer(getenv, contract::kGlooTimeout, 1, 86400, 30, "seconds"));
 }
 
+// HVD_PORT_RANGE: "LOW-HIGH" (hvdrun writes it; strict all the same).
+std::optional<std::pair<int, int>> read_port_range(const contract::EnvGetter& getenv) {
+  const std::string v = value_of(getenv, contract::kPortRange.name);
+  if (v.empty()) return std::nullopt;
+  const auto dash = v.find('-');
+  int low = 0, high = 0;
+  const auto number = [](std::string_view part, int& out) {
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && ec == std::errc() && end == part.data() + part.size() && out >= 1 &&
+           out <= 65535;
+  };
+  if (dash == std::string::npos || !number(std::string_view(v).substr(0, dash), low) ||
+      !number(std::string_view(v).substr(dash + 1), high) || low > high) {
+    bad_value(contract::kPortRange.name, v, "LOW-HIGH with 1 <= LOW <= HIGH <= 65535");
+  }
+  return std::pair{low, high};
+}
+
 // HOROVOD_CYCLE_TIME: milliseconds, fractional (Horovod's unit), 0 to 1000.
 std::chrono::microseconds read_cycle_time(const contract::EnvGetter& getenv) {
   const std::string v = value_of(getenv, contract::kCycleTime.name);
@@ -171,6 +189,9 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
     config.rendezvous_token = value_of(getenv, contract::kRendezvousToken.name);
     config.job_id = value_of(getenv, contract::kJobId.name);
     config.advertise_addr = value_of(getenv, contract::kAdvertiseAddr.name);
+    config.port_range = read_port_range(getenv);
+    config.master_port = static_cast<int>(read_integer(getenv, contract::kMasterPort, 0, 65535, 0,
+                                                       "a port number"));
     for (auto [name, value] : {std::pair{contract::kRendezvousToken.name, &config.rendezvous_token},
                                std::pair{contract::kJobId.name, &config.job_id},
                                std::pair{contract::kAdvertiseAddr.name, &config.advertise_addr}}) {

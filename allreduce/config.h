@@ -32,6 +32,10 @@ struct RuntimeConfig {
   std::string rendezvous_token;
   std::string job_id;
   std::string advertise_addr;  // where this rank's Gloo device binds; 127.0.0.1 alone
+  // HVD_PORT_RANGE (hvdrun --port-range): the control plane's listener stays inside it, and
+  // off MASTER_PORT, which hvdrun took from the same range for the program.
+  std::optional<std::pair<int, int>> port_range;
+  int master_port = 0;
   std::chrono::seconds gloo_timeout{30};
   std::string log_level = "warning";
   // The engine (named ops, negotiation, fusion, stalls, timeline).

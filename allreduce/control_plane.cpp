@@ -78,15 +78,35 @@ sockaddr_storage resolve(const std::string& host, int port, socklen_t& len) {
   return out;
 }
 
-// Listens on `address` (empty: every interface) at a free port; returns the socket and port.
-std::pair<UniqueFd, int> listen_on(const std::string& address) {
-  socklen_t len = 0;
-  sockaddr_storage addr = resolve(address.empty() ? "0.0.0.0" : address, 0, len);
-  UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) system_error("control plane: socket");
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    system_error(fmt::format("control plane: cannot listen on {}", address));
+// Listens on `address` (empty: every interface) at a free port, inside `range` when given and
+// never on `avoid`; returns the socket and port.
+std::pair<UniqueFd, int> listen_on(const std::string& address,
+                                   std::optional<std::pair<int, int>> range, int avoid) {
+  const std::string host = address.empty() ? "0.0.0.0" : address;
+  UniqueFd fd;
+  const int low = range ? range->first : 0;
+  const int high = range ? range->second : 0;
+  bool is_bound = false;
+  for (int port = low; port <= high && !is_bound; ++port) {
+    if (range && port == avoid) continue;  // MASTER_PORT: the program's
+    socklen_t len = 0;
+    sockaddr_storage addr = resolve(host, port, len);
+    fd.reset(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) system_error("control plane: socket");
+    is_bound = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0;
+    if (!is_bound && errno != EADDRINUSE) {
+      system_error(fmt::format("control plane: cannot listen on {}", host));
+    }
   }
+  if (!is_bound && range) {
+    throw StatusError(HVD_ERR_CONFIG,
+                      fmt::format("the engine's control plane: every port of HVD_PORT_RANGE={}-{} "
+                                  "is in use on {} (or is MASTER_PORT)",
+                                  low, high, host),
+                      "widen hvdrun's --port-range: rank 0's host needs one port for MASTER_PORT "
+                      "and one for libhvd's control plane");
+  }
+  if (!is_bound) system_error(fmt::format("control plane: cannot listen on {}", host));
   if (::listen(fd.get(), 1024) != 0) system_error("control plane: listen");
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof bound;
@@ -171,7 +191,8 @@ std::string share(Backend& backend, int rank, const std::string& mine) {
 
 ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
                                    const std::string& bind_address,
-                                   std::chrono::milliseconds timeout) {
+                                   std::chrono::milliseconds timeout,
+                                   std::optional<std::pair<int, int>> port_range, int avoid_port) {
   ControlPlane cp;
   cp.rank_ = rank;
   cp.size_ = size;
@@ -180,7 +201,7 @@ ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
   const auto deadline = Clock::now() + timeout;
 
   if (rank == 0) {
-    auto [listener, port] = listen_on(bind_address);
+    auto [listener, port] = listen_on(bind_address, port_range, avoid_port);
     const std::string token = random_hex();
     const std::vector<std::string> addrs =
         bind_address.empty() ? local_addresses() : std::vector<std::string>{bind_address};

@@ -21,8 +21,11 @@ namespace hvd::runtime {
 class ControlPlane {
  public:
   // Throws StatusError (HVD_ERR_TIMEOUT naming the ranks that never connected, ...).
+  // Rank 0 listens on a free port (inside `port_range` when given, never on `avoid_port`).
   static ControlPlane connect(Backend& backend, int rank, int size, const std::string& bind_address,
-                              std::chrono::milliseconds timeout);
+                              std::chrono::milliseconds timeout,
+                              std::optional<std::pair<int, int>> port_range = std::nullopt,
+                              int avoid_port = 0);
   ControlPlane() = default;
   ControlPlane(ControlPlane&&) = default;
   ControlPlane& operator=(ControlPlane&&) = default;

@@ -71,7 +71,8 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   configure_logger(topology_.rank, config.log_level);
   ControlPlane control = ControlPlane::connect(
       *backend_, topology_.rank, topology_.size, config_.advertise_addr,
-      std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
+      config_.port_range, config_.master_port);
   if (topology_.rank == 0 && !config_.timeline.empty()) {
     timeline_ = std::make_unique<Timeline>(config_.timeline);
   }

@@ -134,6 +134,7 @@ launcher::PlanRequest plan_request(const Options& o) {
   }
   request.knobs = o.knobs;
   request.gpus_per_rank = o.gpus_per_rank;
+  request.port_range = o.port_range;
   if (o.network_cidr) request.network.cidr = launcher::parse_cidr(*o.network_cidr);
   if (o.network_interface) {
     request.network.interfaces = launcher::parse_interface_list(*o.network_interface);

@@ -56,7 +56,8 @@ std::optional<std::string> reachable_address(const HostPlan& host, bool all_loca
 std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const Plan& plan,
                                bool all_local, const ForwardResult& forwarded,
                                const std::vector<std::pair<std::string, std::string>>& knobs,
-                               std::optional<int> gpus_per_rank) {
+                               std::optional<int> gpus_per_rank,
+                               std::optional<std::pair<int, int>> port_range) {
   using contract::EnvVar;
   std::vector<EnvEntry> env;
   for (auto& [name, value] : contract::topology_env(placement)) {
@@ -85,6 +86,12 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                           : deferred(contract::kAdvertiseAddr,
                                      "this host's address as the other hosts reach it",
                                      EnvSource::kInternal));
+
+  if (port_range) {
+    env.push_back(entry(contract::kPortRange,
+                        fmt::format("{}-{}", port_range->first, port_range->second),
+                        EnvSource::kInternal));
+  }
 
   for (const ForwardedVar& var : forwarded.vars) {
     if (std::any_of(knobs.begin(), knobs.end(),
@@ -201,7 +208,8 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
     plan.ranks.push_back(
         {placement.host_index, placement.topology,
-         rank_env(placement, plan, all_local, forwarded, request.knobs, request.gpus_per_rank)});
+         rank_env(placement, plan, all_local, forwarded, request.knobs, request.gpus_per_rank,
+                  request.port_range)});
   }
   return plan;
 }

@@ -40,6 +40,7 @@ struct PlanRequest {
   // CUDA_VISIBLE_DEVICES (native mode).
   std::optional<int> gpus_per_rank;
   NetworkChoice network;  // --network-cidr / --network-interface
+  std::optional<std::pair<int, int>> port_range;  // --port-range: HVD_PORT_RANGE for libhvd
   std::vector<std::string> command;
   std::string job_id;
 };

@@ -265,3 +265,25 @@ TEST_CASE("read_config: an incomplete native launch", "[libhvd]") {
   CHECK_THROWS_AS(config_of(env), hvd::ContractError);
   CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_LOCAL_RANK=2"));
 }
+
+TEST_CASE("read_config: HVD_PORT_RANGE and MASTER_PORT for the control plane", "[libhvd][config]") {
+  Env env = native_env();
+  CHECK_FALSE(config_of(env).port_range);
+  env["HVD_PORT_RANGE"] = "29500-29510";
+  env["MASTER_PORT"] = "29500";
+  const RuntimeConfig c = config_of(env);
+  REQUIRE(c.port_range);
+  CHECK(c.port_range->first == 29500);
+  CHECK(c.port_range->second == 29510);
+  CHECK(c.master_port == 29500);
+  for (const char* bad : {"29510-29500", "x-1", "1-", "0-5", "5-65536", "29500"}) {
+    INFO(bad);
+    env["HVD_PORT_RANGE"] = bad;
+    const Failure f = failure_of(env);
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HVD_PORT_RANGE"));
+  }
+  env["HVD_PORT_RANGE"] = "29500-29510";
+  env["MASTER_PORT"] = "port";
+  CHECK_THAT(failure_of(env).what, Catch::Matchers::Contains("MASTER_PORT"));
+}

@@ -7,7 +7,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 18> kTable{
+constexpr std::array<const EnvVar*, 19> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -26,6 +26,7 @@ constexpr std::array<const EnvVar*, 18> kTable{
     &kRendezvousToken,
     &kJobId,
     &kAdvertiseAddr,
+    &kPortRange,
 };
 
 constexpr std::array<const EnvVar*, 9> kKnobs{

@@ -68,6 +68,10 @@ inline constexpr EnvVar kJobId{"HVD_JOB_ID", EnvKind::kInternal, EnvType::kStrin
 inline constexpr EnvVar kAdvertiseAddr{
     "HVD_ADVERTISE_ADDR", EnvKind::kInternal, EnvType::kAddress,
     "address this rank's TCP transport binds to: the one its host was reached at"};
+inline constexpr EnvVar kPortRange{
+    "HVD_PORT_RANGE", EnvKind::kInternal, EnvType::kString,
+    "LOW-HIGH from `hvdrun --port-range`: libhvd's control plane listens inside it (unset: any "
+    "free port)"};
 
 // libhvd's knobs (Horovod's names). Forwarded by the HOROVOD_* allow-list, never per rank.
 inline constexpr EnvVar kCpuOperations{"HOROVOD_CPU_OPERATIONS", EnvKind::kKnob, EnvType::kString,
