@@ -190,8 +190,8 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
     config.job_id = value_of(getenv, contract::kJobId.name);
     config.advertise_addr = value_of(getenv, contract::kAdvertiseAddr.name);
     config.port_range = read_port_range(getenv);
-    config.master_port = static_cast<int>(read_integer(getenv, contract::kMasterPort, 0, 65535, 0,
-                                                       "a port number"));
+    config.master_port =
+        static_cast<int>(read_integer(getenv, contract::kMasterPort, 0, 65535, 0, "a port number"));
     for (auto [name, value] : {std::pair{contract::kRendezvousToken.name, &config.rendezvous_token},
                                std::pair{contract::kJobId.name, &config.job_id},
                                std::pair{contract::kAdvertiseAddr.name, &config.advertise_addr}}) {

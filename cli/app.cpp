@@ -9,9 +9,9 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <fstream>
 #include <random>
 #include <regex>
 #include <sstream>

@@ -239,9 +239,9 @@ ProbeEndpoints Launch::probe_endpoints() const {
     const std::string_view wanted =
         h == 0 ? contract::kMasterAddr.name : contract::kAdvertiseAddr.name;
     std::string address = plan_.hosts[h].spec.host;
-    for (const auto& [name, value] : spec.ranks.empty() ? std::vector<std::pair<std::string,
-                                                                                std::string>>{}
-                                                        : spec.ranks.front().env) {
+    for (const auto& [name, value] : spec.ranks.empty()
+                                         ? std::vector<std::pair<std::string, std::string>>{}
+                                         : spec.ranks.front().env) {
       if (name == wanted) address = value;
     }
     e.host.push_back(plan_.hosts[h].spec.host);

@@ -17,7 +17,9 @@ std::string to_name(const NetCheck& check, const ProbeRecord& p) {
   return p.to == ProbeRecord::kRendezvous ? "rendezvous" : check.endpoints.host[p.to];
 }
 
-std::string where(const ProbeRecord& p) { return fmt::format("{}:{}", format_host(p.address), p.port); }
+std::string where(const ProbeRecord& p) {
+  return fmt::format("{}:{}", format_host(p.address), p.port);
+}
 
 std::string result_text(const ProbeRecord& p) {
   if (!p.done) return "not run";
@@ -115,8 +117,9 @@ std::string probe_hint(const NetCheck& check, const ProbeRecord& p) {
   const std::string& from = check.endpoints.host[p.from];
   if (p.to == ProbeRecord::kRendezvous) return hint_to_rendezvous(p, from);
   const std::string& to = check.endpoints.host[p.to];
-  const std::string choose = "choose an address on a network both share with --network-cidr or "
-                             "--network-interface";
+  const std::string choose =
+      "choose an address on a network both share with --network-cidr or "
+      "--network-interface";
   switch (p.status) {
     case ProbeStatus::kTimeout:
       return fmt::format(
@@ -134,9 +137,10 @@ std::string probe_hint(const NetCheck& check, const ProbeRecord& p) {
           "bridge or VPN address?); {}",
           from, p.address, from, choose);
     case ProbeStatus::kReset:
-      return fmt::format("a firewall or middlebox between {} and {} resets the connection: "
-                         "allow TCP from {} to {}",
-                         from, to, from, to);
+      return fmt::format(
+          "a firewall or middlebox between {} and {} resets the connection: "
+          "allow TCP from {} to {}",
+          from, to, from, to);
     case ProbeStatus::kWrongPeer:
       return fmt::format(
           "{} leads to another machine or service when {} connects (NAT, port forwarding, or "
@@ -157,11 +161,11 @@ std::string net_failure_message(const NetCheck& check) {
                                  ? "this machine's rendezvous server"
                                  : fmt::format("host {}", check.endpoints.host[p.to]);
   const int more = check.failed() - 1;
-  return fmt::format("network check failed: host {} cannot reach {} at {} ({}{}{}){}",
-                     check.endpoints.host[p.from], target, where(p), result_text(p),
-                     p.detail.empty() ? "" : ": ", p.detail,
-                     more > 0 ? fmt::format("; {} more probe{} failed", more, more == 1 ? "" : "s")
-                              : "");
+  return fmt::format(
+      "network check failed: host {} cannot reach {} at {} ({}{}{}){}",
+      check.endpoints.host[p.from], target, where(p), result_text(p), p.detail.empty() ? "" : ": ",
+      p.detail,
+      more > 0 ? fmt::format("; {} more probe{} failed", more, more == 1 ? "" : "s") : "");
 }
 
 std::string format_net_failures(const NetCheck& check) {
@@ -190,9 +194,9 @@ std::string format_net_failures(const NetCheck& check) {
 std::string format_net_matrix(const NetCheck& check) {
   const ProbeEndpoints& e = check.endpoints;
   const size_t n = e.host.size();
-  std::string out = fmt::format("network check: {} host{}, {} probe{}, {} failed\n", n,
-                                n == 1 ? "" : "s", check.probes.size(),
-                                check.probes.size() == 1 ? "" : "s", check.failed());
+  std::string out =
+      fmt::format("network check: {} host{}, {} probe{}, {} failed\n", n, n == 1 ? "" : "s",
+                  check.probes.size(), check.probes.size() == 1 ? "" : "s", check.failed());
   size_t wh = 9;  // "FROM \ TO"
   for (const std::string& h : e.host) wh = std::max(wh, h.size());
   out += fmt::format("  {:<{}}  {:<15}  {:<6}  {}\n", "HOST", wh, "ADDRESS", "PROBE", "INTERFACE");

@@ -14,7 +14,7 @@ packages=(
   catch2 zlib1g-dev
   dataset-fashion-mnist
   openssh-server openssh-client
-  procps iproute2
+  procps iproute2 iptables python3
 )
 
 missing=()

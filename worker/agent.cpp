@@ -180,9 +180,9 @@ bool Agent::read_spec() {
           }
           case FrameType::kProbe: {
             const ProbeRequest request = decode_probe_request(frame->payload);
-            const auto outcomes = run_probes(
-                request.targets, std::chrono::milliseconds(request.timeout_ms),
-                listener_ ? &*listener_ : nullptr);
+            const auto outcomes =
+                run_probes(request.targets, std::chrono::milliseconds(request.timeout_ms),
+                           listener_ ? &*listener_ : nullptr);
             send(FrameType::kProbeResult, encode_probe_results(outcomes));
             break;
           }
@@ -201,8 +201,8 @@ bool Agent::read_spec() {
     std::vector<pollfd> fds{{in_fd_, POLLIN, 0}};
     if (listener_) listener_->add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return false;
-    if (listener_ && std::any_of(fds.begin() + 1, fds.end(),
-                                 [](const pollfd& f) { return f.revents != 0; })) {
+    if (listener_ &&
+        std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& f) { return f.revents != 0; })) {
       listener_->serve();
     }
     if (fds[0].revents == 0) continue;

@@ -103,9 +103,9 @@ void start_connect(Probe& p) {
     return;
   }
   p.fd.reset(::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  const int err = !p.fd.valid() ? errno
+  const int err = !p.fd.valid()                                                   ? errno
                   : ::connect(p.fd.get(), found->ai_addr, found->ai_addrlen) == 0 ? 0
-                                                                                     : errno;
+                                                                                  : errno;
   ::freeaddrinfo(found);
   if (err == 0) {
     connected(p);
@@ -241,8 +241,8 @@ ProbeListener::ProbeListener(PortRange range, const std::string& token)
                 "widen the range: hvdrun needs one port per host for its probes (rank 0's "
                 "host reuses it as MASTER_PORT) and one on the launcher for the rendezvous");
   }
-  throw Error(fmt::format("cannot listen for hvdrun's network probes: {}",
-                          std::strerror(last_error)));
+  throw Error(
+      fmt::format("cannot listen for hvdrun's network probes: {}", std::strerror(last_error)));
 }
 
 void ProbeListener::add_pollfds(std::vector<pollfd>& fds) const {
@@ -282,9 +282,9 @@ std::vector<ProbeOutcome> run_probes(const std::vector<ProbeTarget>& targets,
     std::vector<Probe*> owners;
     for (Probe& p : probes) {
       if (p.phase == Probe::Phase::kDone) continue;
-      fds.push_back(
-          {p.fd.get(), static_cast<short>(p.phase == Probe::Phase::kConnecting ? POLLOUT : POLLIN),
-           0});
+      fds.push_back({p.fd.get(),
+                     static_cast<short>(p.phase == Probe::Phase::kConnecting ? POLLOUT : POLLIN),
+                     0});
       owners.push_back(&p);
     }
     if (owners.empty()) break;
@@ -322,9 +322,8 @@ std::vector<ProbeOutcome> run_probes(const std::vector<ProbeTarget>& targets,
 }
 
 std::string encode_probe_listen(const ProbeListenRequest& request) {
-  return nlohmann::json{{"port_low", request.range.low},
-                        {"port_high", request.range.high},
-                        {"token", request.token}}
+  return nlohmann::json{
+      {"port_low", request.range.low}, {"port_high", request.range.high}, {"token", request.token}}
       .dump();
 }
 

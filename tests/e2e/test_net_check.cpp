@@ -49,8 +49,7 @@ std::string range(int low, int n) {
 
 }  // namespace
 
-TEST_CASE("--check-net --json on three hosts lists every probe with its result and time",
-          "[net]") {
+TEST_CASE("check-net: --json on three hosts lists every probe with its result and time", "[net]") {
   Hosts h;
   const std::string hosts = h.addr(20) + "," + h.addr(21) + "," + h.addr(22);
   const auto r = hvd::test::run_hvdrun(h.args({"--check-net", "--json", "-H", hosts}));
@@ -86,7 +85,7 @@ TEST_CASE("--check-net --json on three hosts lists every probe with its result a
   CHECK_THAT(r.err, !Contains("<stdout>"));
 }
 
-TEST_CASE("--check-net-full probes every ordered pair, shown as a matrix", "[net]") {
+TEST_CASE("check-net: --check-net-full probes every ordered pair, shown as a matrix", "[net]") {
   Hosts h;
   const std::string hosts = h.addr(23) + "," + h.addr(24) + "," + h.addr(25);
   const auto r = hvd::test::run_hvdrun(h.args({"--check-net-full", "-H", hosts}));
@@ -100,7 +99,7 @@ TEST_CASE("--check-net-full probes every ordered pair, shown as a matrix", "[net
   CHECK(std::regex_search(r.err, row));
 }
 
-TEST_CASE("--check-ssh --check-net --json gives both reports in one document", "[net]") {
+TEST_CASE("check-net: with --check-ssh, --json gives both reports in one document", "[net]") {
   Hosts h;
   const std::string hosts = h.addr(26) + "," + h.addr(27);
   const auto r =
@@ -114,10 +113,10 @@ TEST_CASE("--check-ssh --check-net --json gives both reports in one document", "
   CHECK(doc["check_net"]["probes"].size() == 4);
 }
 
-TEST_CASE("--check-net with an agent missing is an error document and exit 127", "[net]") {
+TEST_CASE("check-net: an agent missing is an error document and exit 127", "[net]") {
   Hosts h;
-  const auto r = hvd::test::run_hvdrun(h.args(
-      {"--check-net", "--json", "--agent-path", "/nonexistent/hvdrun", "-H", h.addr(28)}));
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--check-net", "--json", "--agent-path", "/nonexistent/hvdrun", "-H", h.addr(28)}));
   INFO(show(r));
   CHECK(r.exit_code == 127);
   const json doc = json::parse(r.out);
@@ -127,8 +126,8 @@ TEST_CASE("--check-net with an agent missing is an error document and exit 127",
 
 TEST_CASE("a launch reports its network check in --json", "[net]") {
   Hosts h;
-  const auto r = hvd::test::run_hvdrun(
-      h.args({"--json", "-H", h.addr(29) + "," + h.addr(30), "true"}));
+  const auto r =
+      hvd::test::run_hvdrun(h.args({"--json", "-H", h.addr(29) + "," + h.addr(30), "true"}));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   const json doc = json::parse(r.out);
@@ -137,7 +136,8 @@ TEST_CASE("a launch reports its network check in --json", "[net]") {
   CHECK(doc["net_check"]["probes"].size() == 4);
 }
 
-TEST_CASE("--port-range keeps MASTER_PORT and the rendezvous server inside the range", "[net]") {
+TEST_CASE("port range: --port-range keeps MASTER_PORT and the rendezvous server inside the range",
+          "[net]") {
   Hosts h;
   const int low = free_block(4);
   const auto r = hvd::test::run_hvdrun(
@@ -156,7 +156,8 @@ TEST_CASE("--port-range keeps MASTER_PORT and the rendezvous server inside the r
   CHECK(m[3] == range(low, 4));
 }
 
-TEST_CASE("--port-range confines libhvd's control plane: 3 ports run, 2 are too few", "[net]") {
+TEST_CASE("port range: --port-range confines libhvd's control plane: 3 ports run, 2 are too few",
+          "[net]") {
   // A local 2-rank job needs: the agent's probe port (handed to the job as MASTER_PORT), the
   // rendezvous server, and libhvd's control plane on rank 0, which must not take MASTER_PORT.
   const int low = free_block(3);
@@ -176,8 +177,9 @@ TEST_CASE("--port-range confines libhvd's control plane: 3 ports run, 2 are too 
   }
 }
 
-TEST_CASE("--port-range too narrow for the probes and the rendezvous server is a clear error",
-          "[net]") {
+TEST_CASE(
+    "port range: --port-range too narrow for the probes and the rendezvous server is a clear error",
+    "[net]") {
   Hosts h;
   const int low = free_block(2);
   const auto r = hvd::test::run_hvdrun(

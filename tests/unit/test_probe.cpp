@@ -176,13 +176,14 @@ TEST_CASE("probe payloads round-trip", "[probe]") {
   CHECK(listen.range.high == 200);
   CHECK(listen.token == "tok");
   CHECK(decode_listening(encode_listening(4242)) == 4242);
-  const auto request = decode_probe_request(encode_probe_request({{{3, "10.0.0.1", 99, "t"}}, 5000}));
+  const auto request =
+      decode_probe_request(encode_probe_request({{{3, "10.0.0.1", 99, "t"}}, 5000}));
   REQUIRE(request.targets.size() == 1);
   CHECK(request.targets[0].id == 3);
   CHECK(request.targets[0].address == "10.0.0.1");
   CHECK(request.timeout_ms == 5000);
-  const auto results = decode_probe_results(
-      encode_probe_results({{3, ProbeStatus::kTimeout, 12.5, "no answer"}}));
+  const auto results =
+      decode_probe_results(encode_probe_results({{3, ProbeStatus::kTimeout, 12.5, "no answer"}}));
   REQUIRE(results.size() == 1);
   CHECK(results[0].status == ProbeStatus::kTimeout);
   CHECK(results[0].ms == 12.5);
@@ -204,8 +205,10 @@ TEST_CASE("malformed probe payloads are protocol errors", "[probe]") {
   refused([] { decode_listening(R"({"port": 70000})"); });
   refused([] { decode_probe_request(R"({"targets": 5, "timeout_ms": 10})"); });
   refused([] { decode_probe_request(R"({"targets": [], "timeout_ms": 0})"); });
-  refused([] { decode_probe_results(R"({"results": [{"id": 1, "status": "fine", "ms": 1,
-                                        "detail": ""}]})"); });
+  refused([] {
+    decode_probe_results(R"({"results": [{"id": 1, "status": "fine", "ms": 1,
+                                        "detail": ""}]})");
+  });
   refused([] { decode_probe_results("not json"); });
 }
 
@@ -234,9 +237,8 @@ TEST_CASE("probe plan: a ring plus rank 0's host plus the rendezvous", "[probe]"
     // h0: ring; h1..h3: ring + rank0; h4: ring+rank0; plus 5 rendezvous probes.
     CHECK(p.size() == 1 + 3 * 2 + 1 + 5);
     for (int from = 1; from < 5; ++from) {
-      const bool reaches0 = std::any_of(p.begin(), p.end(), [&](const ProbeRecord& r) {
-        return r.from == from && r.to == 0;
-      });
+      const bool reaches0 = std::any_of(
+          p.begin(), p.end(), [&](const ProbeRecord& r) { return r.from == from && r.to == 0; });
       const bool reaches_next = std::any_of(p.begin(), p.end(), [&](const ProbeRecord& r) {
         return r.from == from && r.to == (from + 1) % 5;
       });
