@@ -103,7 +103,9 @@ descendants() {
 # reparenting) has not reaped it yet, and some inits (sandboxes) reap only every second or two.
 running() {
     local stat
-    { stat=$(<"/proc/$1/stat"); } 2>/dev/null || return 1
+    # Not `stat=$(<file)`: under set -e, bash 5.2 exits the whole script when that redirection
+    # fails (the process is gone), `|| return 1` notwithstanding.
+    read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
     stat=${stat##*) }
     [[ ${stat:0:1} != Z ]]
 }
