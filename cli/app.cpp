@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -260,10 +261,10 @@ int check_net(const Options& o, const launcher::Plan& plan) {
   return result->exit_code;
 }
 
-int launch(const Options& o, const launcher::Plan& plan) {
-  const launcher::LaunchOptions options = launch_options(o);
-  const launcher::LaunchResult result = o.mpi ? launcher::run_mpi(plan, mpi_options(o, options))
-                                              : launcher::run_native(plan, options);
+// What a launch prints: the SSH rows when it stopped there, else the failure report on stderr
+// and (--json) the result document on stdout.
+int report_launch(const Options& o, const launcher::Plan& plan,
+                  const launcher::LaunchResult& result) {
   if (!result.ssh_failures.empty()) {
     print_ssh_failures(o, result);
     return result.exit_code;
@@ -275,6 +276,29 @@ int launch(const Options& o, const launcher::Plan& plan) {
     std::fwrite(doc.data(), 1, doc.size(), stdout);
   }
   return result.exit_code;
+}
+
+// MPI mode has no agents of its own: across hosts, hvdrun first runs the same network check as
+// a native launch (its agents, then nothing), as horovodrun probes its hosts before mpirun.
+bool has_remote_host(const launcher::Plan& plan) {
+  return std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                     [](const launcher::HostPlan& h) { return !h.local; });
+}
+
+int launch(const Options& o, const launcher::Plan& plan) {
+  const launcher::LaunchOptions options = launch_options(o);
+  std::optional<launcher::NetCheck> checked;
+  if (o.mpi && has_remote_host(plan)) {
+    launcher::LaunchOptions check = options;
+    check.check_net_only = true;
+    launcher::LaunchResult probe = launcher::run_native(plan, check);
+    if (probe.exit_code != 0) return report_launch(o, plan, probe);
+    checked = probe.net;
+  }
+  launcher::LaunchResult result = o.mpi ? launcher::run_mpi(plan, mpi_options(o, options))
+                                        : launcher::run_native(plan, options);
+  if (checked) result.net = checked;
+  return report_launch(o, plan, result);
 }
 
 int execute(const Options& o) {

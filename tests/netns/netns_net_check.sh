@@ -3,7 +3,7 @@
 # the hosts of tests/netns/netns_hosts.sh (README.md there has the addresses):
 #   1. three hosts; traffic from h2 to h3 is dropped on the probe port: a launch fails before
 #      any rank starts, naming exactly that pair; --check-net --json says the same; with the
-#      rule removed the launch runs;
+#      rule removed the launch runs; `hvdrun --mpi` runs the same check before mpirun;
 #   2. a host whose chosen address no other host can reach (its data link unplugged) is caught
 #      the same way (--network-interface picks it);
 #   3. two hosts whose data interfaces have different names (data0, ens5), --network-cidr: each
@@ -86,6 +86,16 @@ expect "--check-net --json: one failure, from $H2 to $H3, timeout" test \
   = "[('$H2', '$H3', 'timeout')]"
 
 in_ns h3 iptables -D INPUT -s "$H2" -p tcp --dport 31000 -j DROP
+
+# MPI mode runs the same check before mpirun (its probe ports are not pinned: drop all of h2's
+# TCP to h3; SSH comes from the launcher, untouched).
+in_ns h3 iptables -A INPUT -s "$H2" -p tcp -j DROP
+run drop_mpi launcher --mpi -H "$H1,$H2,$H3" sh -c 'echo rank-started'
+expect "--mpi: the same check stops the launch before mpirun, naming the pair" \
+  test "$rc" -eq 68 -a -n "$(grep -F "host $H2 cannot reach host $H3 at $H3:" "$work/drop_mpi.err")"
+expect "--mpi: no rank started" \
+  bash -c "! grep -q rank-started '$work/drop_mpi.out' '$work/drop_mpi.err'"
+in_ns h3 iptables -D INPUT -s "$H2" -p tcp -j DROP
 run open_launch launcher --port-range "$range" -H "$H1,$H2,$H3" sh -c 'echo rank-started'
 expect "with the rule removed, the launch runs every rank" \
   test "$rc" -eq 0 -a "$(grep -c rank-started "$work/open_launch.out")" -eq 3
