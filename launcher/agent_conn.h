@@ -26,6 +26,10 @@ struct AgentHello {
   std::vector<worker::NetInterface> interfaces;
 };
 
+// The hello frame's JSON. Missing or mistyped fields are left at their defaults (protocol 0:
+// the version check then names the agent as speaking another protocol).
+AgentHello parse_hello(const std::string& payload);
+
 class AgentConn {
  public:
   AgentConn(int host, AgentProcess local) : host_index(host), local_(std::move(local)) {}

@@ -48,4 +48,29 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
   return spec;
 }
 
+ProbeEndpoints probe_endpoints(const Plan& plan, const LaunchOptions& options,
+                               const LaunchFacts& facts, const std::vector<int>& probe_port,
+                               const std::vector<std::string>& token) {
+  ProbeEndpoints e;
+  e.token = token;
+  e.rendezvous_port = facts.rendezvous_port;
+  e.rendezvous_address = facts.launcher_address_of;
+  for (int h = 0; h < static_cast<int>(plan.hosts.size()); ++h) {
+    const worker::JobSpec spec = host_spec(plan, h, options, facts);
+    const std::string_view wanted =
+        h == 0 ? contract::kMasterAddr.name : contract::kAdvertiseAddr.name;
+    std::string address = plan.hosts[h].spec.host;
+    if (!spec.ranks.empty()) {
+      for (const auto& [name, value] : spec.ranks.front().env) {
+        if (name == wanted) address = value;
+      }
+    }
+    e.host.push_back(plan.hosts[h].spec.host);
+    e.address.push_back(address);
+    e.interface.push_back(facts.chosen.empty() ? "" : facts.chosen[h].interface);
+    e.probe_port.push_back(probe_port[h]);
+  }
+  return e;
+}
+
 }  // namespace hvd::launcher

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launcher/native_launch.h"
+#include "launcher/net_check.h"
 #include "launcher/network_choice.h"
 #include "launcher/plan.h"
 #include "worker/job_spec.h"
@@ -26,5 +27,12 @@ struct LaunchFacts {
 // The job spec for one host: its ranks' planned environments, deferred values filled in.
 worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
                           const LaunchFacts& facts);
+
+// Where the network check probes each host (by host index): read back from the specs the ranks
+// will get, so that the probes test exactly the addresses the job uses (MASTER_ADDR for rank 0's
+// host, HVD_ADVERTISE_ADDR for the others). `probe_port` and `token` are by host index.
+ProbeEndpoints probe_endpoints(const Plan& plan, const LaunchOptions& options,
+                               const LaunchFacts& facts, const std::vector<int>& probe_port,
+                               const std::vector<std::string>& token);
 
 }  // namespace hvd::launcher

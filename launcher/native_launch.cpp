@@ -54,7 +54,6 @@ class Launch {
   void begin_network_check();
   void on_listening(AgentConn& agent, const std::string& payload);
   void on_probe_results(AgentConn& agent, const std::string& payload);
-  ProbeEndpoints probe_endpoints() const;
   void send_specs();
   void start_rendezvous();
   void report_shared_machines() const;
@@ -118,29 +117,8 @@ void Launch::fail(std::string message, std::string hint, ExitCode code) {
 }
 
 void Launch::on_hello(AgentConn& agent, const std::string& payload) {
-  const auto json = nlohmann::json::parse(payload, nullptr, false);
   const std::string& host = plan_.hosts[agent.host_index].spec.host;
-  AgentHello hello;
-  if (!json.is_discarded() && json.is_object()) {
-    hello.protocol = json.value("protocol", -1);
-    hello.version = json.value("version", "?");
-    hello.hostname = json.value("hostname", "");
-    hello.boot_id = json.value("boot_id", "");
-    hello.ssh_connection = json.value("ssh_connection", "");
-    if (json.contains("interfaces") && json["interfaces"].is_array()) {
-      for (const auto& i : json["interfaces"]) {
-        if (!i.is_object()) continue;
-        worker::NetInterface n;
-        n.name = i.value("name", "");
-        n.ipv4 = i.value("ipv4", std::vector<std::string>{});
-        n.ipv6 = i.value("ipv6", std::vector<std::string>{});
-        n.up = i.value("up", false);
-        n.loopback = i.value("loopback", false);
-        n.is_virtual = i.value("virtual", false);
-        hello.interfaces.push_back(std::move(n));
-      }
-    }
-  }
+  const AgentHello hello = parse_hello(payload);
   if (hello.protocol != worker::kProtocolVersion || hello.version != HVD_VERSION_STRING) {
     fail(fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
                      "hvdrun {} with protocol {}",
@@ -216,7 +194,9 @@ void Launch::on_listening(AgentConn& agent, const std::string& payload) {
   // Rank 0's host hands its probe port to the job: the probe proves MASTER_PORT is reachable.
   facts_.master_port = *agents_.front().probe_port;
   start_rendezvous();
-  net_.endpoints = probe_endpoints();
+  std::vector<int> ports;
+  for (const AgentConn& a : agents_) ports.push_back(*a.probe_port);
+  net_.endpoints = probe_endpoints(plan_, options_, facts_, ports, net_.endpoints.token);
   net_.probes = plan_probes(net_.endpoints, net_.full);
   for (AgentConn& a : agents_) {
     const worker::ProbeRequest request{net_.targets_of(a.host_index),
@@ -224,32 +204,6 @@ void Launch::on_listening(AgentConn& agent, const std::string& payload) {
     worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbe,
                                                          worker::encode_probe_request(request)));
   }
-}
-
-// Where the ranks will reach each host: read back from the specs they will get, so that the
-// probes test exactly the addresses the job uses (MASTER_ADDR for rank 0's host).
-ProbeEndpoints Launch::probe_endpoints() const {
-  ProbeEndpoints e;
-  e.token = net_.endpoints.token;
-  e.rendezvous_port = facts_.rendezvous_port;
-  e.rendezvous_address = facts_.launcher_address_of;
-  for (const AgentConn& a : agents_) {
-    const int h = a.host_index;
-    const worker::JobSpec spec = host_spec(plan_, h, options_, facts_);
-    const std::string_view wanted =
-        h == 0 ? contract::kMasterAddr.name : contract::kAdvertiseAddr.name;
-    std::string address = plan_.hosts[h].spec.host;
-    for (const auto& [name, value] : spec.ranks.empty()
-                                         ? std::vector<std::pair<std::string, std::string>>{}
-                                         : spec.ranks.front().env) {
-      if (name == wanted) address = value;
-    }
-    e.host.push_back(plan_.hosts[h].spec.host);
-    e.address.push_back(address);
-    e.interface.push_back(facts_.chosen.empty() ? "" : facts_.chosen[h].interface);
-    e.probe_port.push_back(*a.probe_port);
-  }
-  return e;
 }
 
 // Phase 3: every agent reported; any failure stops the launch before a rank starts.

@@ -2,6 +2,7 @@
 // the choice reaches the plan and Open MPI's command line.
 #include <catch2/catch.hpp>
 
+#include "launcher/agent_conn.h"
 #include "launcher/mpi_command.h"
 #include "launcher/network_choice.h"
 #include "launcher/plan.h"
@@ -130,4 +131,22 @@ TEST_CASE("network: the plan defers the chosen address; Open MPI gets the CIDR",
   const auto at = std::find(argv.begin(), argv.end(), "btl_tcp_if_include");
   REQUIRE(at != argv.end());
   CHECK(*(at + 1) == "127.0.0.0/8");
+}
+
+TEST_CASE("parse_hello reads the interfaces, and a mistyped field is not an agent", "[network]") {
+  const auto hello = hvd::launcher::parse_hello(
+      R"({"protocol": 2, "version": "x", "hostname": "h", "boot_id": "b",
+          "ssh_connection": "10.0.0.1 5 10.0.0.2 22",
+          "interfaces": [{"name": "ens5", "ipv4": ["10.0.0.2"], "ipv6": [], "up": true,
+                          "loopback": false, "virtual": false}, 7]})");
+  CHECK(hello.protocol == 2);
+  CHECK(hello.ssh_connection == "10.0.0.1 5 10.0.0.2 22");
+  REQUIRE(hello.interfaces.size() == 1);
+  CHECK(hello.interfaces[0].name == "ens5");
+  CHECK(hello.interfaces[0].ipv4 == std::vector<std::string>{"10.0.0.2"});
+  CHECK(hello.interfaces[0].up);
+  // A peer that sends an address list as a number is not a compatible agent: protocol 0.
+  CHECK(hvd::launcher::parse_hello(R"({"protocol": 2, "interfaces": [{"ipv4": 5}]})").protocol ==
+        0);
+  CHECK(hvd::launcher::parse_hello("not json").protocol == 0);
 }
