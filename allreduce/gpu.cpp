@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "allreduce/status_error.h"
 #include "hvd/build_config.h"
 
 namespace hvd::runtime {
@@ -83,6 +84,20 @@ std::string gpu_unavailable_reason(const GpuFacts& facts, const std::string& hos
     return fmt::format("no CUDA device visible on host {}: {}", host, facts.no_device_reason);
   }
   return {};
+}
+
+NcclUniqueId exchange_unique_id(Backend& cpu, int rank, const MakeUniqueId& make) {
+  NcclUniqueId id{};
+  std::array<char, 512> err{};
+  int failed = 0;
+  if (rank == 0) failed = make(id.data(), err.data(), err.size());
+  cpu.broadcast(&failed, sizeof failed, 0);  // every rank learns if rank 0 could not make it
+  if (failed != 0) {
+    throw StatusError(HVD_ERR_BACKEND, fmt::format("rank 0 could not create the NCCL unique id: {}",
+                                                   rank == 0 ? err.data() : "see rank 0's error"));
+  }
+  cpu.broadcast(id.data(), id.size(), 0);
+  return id;
 }
 
 }  // namespace hvd::runtime

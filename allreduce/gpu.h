@@ -3,8 +3,12 @@
 // plugin fails to load and every GPU tensor gets an error that says why; CPU work is unaffected.
 #pragma once
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <string>
+
+#include "allreduce/backend.h"
 
 #include "allreduce/nccl/plugin_api.h"
 
@@ -34,5 +38,13 @@ int choose_device(int local_rank, int device_count);
 
 // Why a CUDA tensor cannot run on this host, or "" when it can. `host` names it in the text.
 std::string gpu_unavailable_reason(const GpuFacts& facts, const std::string& host);
+
+// The NCCL unique id a communicator starts from: rank 0 makes it with `make` (the plugin's
+// unique_id), then it travels over the CPU backend. Every rank first learns whether rank 0 could
+// make it, so all throw the same StatusError instead of the others waiting for bytes that never
+// come. A collective: every rank calls it.
+using NcclUniqueId = std::array<char, HVD_NCCL_UNIQUE_ID_BYTES>;
+using MakeUniqueId = std::function<int(void* id, char* err, std::size_t err_len)>;
+NcclUniqueId exchange_unique_id(Backend& cpu, int rank, const MakeUniqueId& make);
 
 }  // namespace hvd::runtime

@@ -77,19 +77,10 @@ NcclOps::~NcclOps() {
 
 hvd_nccl_comm* NcclOps::comm_for(int device) {
   if (auto it = comms_.find(device); it != comms_.end()) return it->second;
-  char id[HVD_NCCL_UNIQUE_ID_BYTES] = {};
+  const NcclUniqueId id = exchange_unique_id(cpu_, topology_.rank, api().unique_id);
   char err[512] = {};
-  int failed = 0;
-  if (topology_.rank == 0) failed = api().unique_id(id, err, sizeof err);
-  cpu_.broadcast(&failed, sizeof failed, 0);  // every rank learns if rank 0 could not make it
-  if (failed != 0) {
-    throw StatusError(HVD_ERR_BACKEND,
-                      fmt::format("rank 0 could not create the NCCL unique id: {}",
-                                  topology_.rank == 0 ? err : "see rank 0's error"));
-  }
-  cpu_.broadcast(id, sizeof id, 0);
   hvd_nccl_comm* comm =
-      api().comm_create(id, topology_.size, topology_.rank, device, err, sizeof err);
+      api().comm_create(id.data(), topology_.size, topology_.rank, device, err, sizeof err);
   if (comm == nullptr) {
     throw StatusError(
         HVD_ERR_BACKEND,

@@ -88,3 +88,79 @@ TEST_CASE("gpu: the plugin loads without a GPU and makes distinct NCCL unique id
   if (api->device_count(why, sizeof why) <= 0) CHECK(std::strlen(why) > 0);  // a reason
 }
 #endif
+
+#if HVD_TEST_HAS_GLOO
+#include <gloo/rendezvous/hash_store.h>
+
+#include <future>
+
+#include "allreduce/gloo_backend.h"
+#include "allreduce/status_error.h"
+
+namespace {
+
+using hvd::runtime::MakeUniqueId;
+using hvd::runtime::NcclUniqueId;
+
+// Runs exchange_unique_id on two real Gloo ranks (threads of this process, connected over
+// loopback through an in-process store); returns each rank's id, or its error text.
+std::array<std::string, 2> exchange_on_two_ranks(const MakeUniqueId& make) {
+  gloo::rendezvous::HashStore store;
+  auto rank = [&](int r) -> std::string {
+    hvd::runtime::GlooBackend gloo({.rank = r,
+                                    .size = 2,
+                                    .bind_address = "127.0.0.1",
+                                    .timeout = std::chrono::milliseconds(10000)},
+                                   store, "an in-process store");
+    try {
+      const NcclUniqueId id = hvd::runtime::exchange_unique_id(gloo, r, make);
+      return std::string(id.begin(), id.end());
+    } catch (const hvd::runtime::StatusError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  auto one = std::async(std::launch::async, rank, 1);
+  const std::string zero = rank(0);
+  return {zero, one.get()};
+}
+
+}  // namespace
+
+TEST_CASE("gpu: rank 0's NCCL unique id reaches every rank over the CPU backend", "[libhvd]") {
+  int made = 0;
+  const auto result = exchange_on_two_ranks([&](void* id, char*, std::size_t) {
+    ++made;  // only rank 0 makes one
+    std::memset(id, 0x5a, HVD_NCCL_UNIQUE_ID_BYTES);
+    static_cast<char*>(id)[7] = 1;
+    return 0;
+  });
+  CHECK(made == 1);
+  REQUIRE(result[0].size() == HVD_NCCL_UNIQUE_ID_BYTES);
+  CHECK(result[1] == result[0]);
+  CHECK(result[1][7] == 1);
+}
+
+TEST_CASE("gpu: rank 0 failing to make the NCCL id fails every rank, none waits", "[libhvd]") {
+  const auto result = exchange_on_two_ranks([](void*, char* err, std::size_t len) {
+    std::snprintf(err, len, "ncclGetUniqueId: unhandled system error");
+    return 1;
+  });
+  CHECK(result[0] ==
+        "error: rank 0 could not create the NCCL unique id: ncclGetUniqueId: unhandled system "
+        "error");
+  CHECK(result[1] == "error: rank 0 could not create the NCCL unique id: see rank 0's error");
+}
+
+#if HVD_TEST_HAS_NCCL
+TEST_CASE("gpu: the real plugin's unique id (no GPU needed) travels intact", "[libhvd]") {
+  void* handle = ::dlopen(HVD_TEST_NCCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(handle != nullptr);
+  auto entry = reinterpret_cast<hvd_nccl_plugin_entry>(::dlsym(handle, HVD_NCCL_PLUGIN_SYMBOL));
+  REQUIRE(entry != nullptr);
+  const auto result = exchange_on_two_ranks(entry()->unique_id);
+  REQUIRE(result[0].size() == HVD_NCCL_UNIQUE_ID_BYTES);
+  CHECK(result[1] == result[0]);
+  CHECK(result[0] != std::string(HVD_NCCL_UNIQUE_ID_BYTES, '\0'));
+}
+#endif
+#endif
