@@ -299,3 +299,18 @@ TEST_CASE("net check: results are filed by id, and only the prober's own", "[pro
     CHECK_THAT(e.what(), Contains("protocol error"));
   }
 }
+
+TEST_CASE("the probe listener answers over IPv4 and IPv6 alike", "[probe]") {
+  ProbeListener listener({}, "tok-6");
+  CHECK(probe_one({1, "127.0.0.1", listener.port(), "tok-6"}, &listener).status ==
+        ProbeStatus::kOk);
+  UniqueFd v6(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_addr = in6addr_loopback;
+  if (!v6.valid() || ::bind(v6.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    WARN("skipped the IPv6 half: this host has no ::1");
+    return;
+  }
+  CHECK(probe_one({2, "::1", listener.port(), "tok-6"}, &listener).status == ProbeStatus::kOk);
+}
