@@ -324,9 +324,13 @@ void Launch::on_frame(AgentConn& agent, const worker::Frame& frame) {
     case FrameType::kError: {
       const auto error = nlohmann::json::parse(frame.payload, nullptr, false);
       // The agent gives up only when it cannot start the job (a bad spec, a missing program
-      // or directory).
-      fail(error.is_discarded() ? frame.payload : error.value("message", frame.payload),
-           error.is_discarded() ? "" : error.value("hint", ""), ExitCode::kCannotStart);
+      // or directory) or cannot take part in the network check (no free port in the range).
+      std::string message =
+          error.is_discarded() ? frame.payload : error.value("message", frame.payload);
+      if (!agent.spec_sent) {  // the spec's errors name the host already
+        message = fmt::format("host {}: {}", plan_.hosts[agent.host_index].spec.host, message);
+      }
+      fail(message, error.is_discarded() ? "" : error.value("hint", ""), ExitCode::kCannotStart);
       break;
     }
     case FrameType::kDone:

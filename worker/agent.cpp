@@ -195,7 +195,7 @@ bool Agent::read_spec() {
         }
       }
     } catch (const Error& e) {
-      error(fmt::format("host {}: {}", host_name(), e.what()), e.hint());
+      error(e.what(), e.hint());  // the launcher names the host
       return false;
     }
     std::vector<pollfd> fds{{in_fd_, POLLIN, 0}};

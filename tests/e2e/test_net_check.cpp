@@ -188,3 +188,27 @@ TEST_CASE(
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Contains("every port of --port-range " + range(low, 2) + " is in use"));
 }
+
+TEST_CASE("port range: a host with no free port in the range is named, and nothing starts",
+          "[net]") {
+  Hosts h;
+  const int low = free_block(2);
+  std::vector<hvd::UniqueFd> held;  // every port of the range taken on this machine
+  for (int p = low; p < low + 2; ++p) {
+    hvd::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(p));
+    REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    REQUIRE(::listen(fd.get(), 1) == 0);
+    held.push_back(std::move(fd));
+  }
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--port-range", range(low, 2), "-H", h.addr(35), "sh", "-c", "echo rank-started"}));
+  INFO(show(r));
+  CHECK(r.exit_code == 127);
+  CHECK_THAT(r.err, Contains("host " + h.addr(35) + ": every port of --port-range " +
+                             range(low, 2) + " is in use on this host"));
+  CHECK_THAT(r.err, Contains("widen the range"));
+  CHECK_THAT(r.out + r.err, !Contains("rank-started"));
+}
