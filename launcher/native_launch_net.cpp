@@ -1,0 +1,172 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hvd/build_config.h"
+#include "launcher/native_launch_impl.h"
+#include "launcher/network_choice.h"
+#include "worker/job_spec.h"
+#include "worker/probe.h"
+
+namespace hvd::launcher::native {
+
+void Launch::on_hello(AgentConn& agent, const std::string& payload) {
+  const std::string& host = plan_.hosts[agent.host_index].spec.host;
+  const AgentHello hello = parse_hello(payload);
+  if (hello.protocol != worker::kProtocolVersion || hello.version != HVD_VERSION_STRING) {
+    fail(fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
+                     "hvdrun {} with protocol {}",
+                     host, hello.version, hello.protocol, HVD_VERSION_STRING,
+                     worker::kProtocolVersion),
+         "install the same hvdrun version on every host (or point --agent-path at it)",
+         ExitCode::kCannotStart);
+    return;
+  }
+  agent.hello = hello;
+  // The network check starts once every agent is there: the probes go to every host, and the
+  // launcher's own address is known only from a remote host's view.
+  for (const AgentConn& a : agents_) {
+    if (!a.hello) return;
+  }
+  begin_network_check();
+}
+
+// The launcher's address as each host sees it, and (--network-cidr / --network-interface)
+// each host's chosen address. False when a host has no address that matches.
+bool Launch::choose_addresses() {
+  facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
+  for (const AgentConn& a : agents_) {
+    const auto space = a.hello->ssh_connection.find(' ');
+    if (a.is_remote() && space != std::string::npos) {
+      facts_.launcher_address_of[a.host_index] = a.hello->ssh_connection.substr(0, space);
+      if (facts_.launcher_address.empty()) {
+        facts_.launcher_address = facts_.launcher_address_of[a.host_index];
+      }
+    }
+  }
+  if (!plan_.network.active()) return true;
+  facts_.chosen.resize(plan_.hosts.size());
+  for (const AgentConn& a : agents_) {
+    const std::string& host = plan_.hosts[a.host_index].spec.host;
+    try {
+      facts_.chosen[a.host_index] = choose_address(plan_.network, a.hello->interfaces, host);
+    } catch (const Error& e) {
+      fail(e.what(), e.hint(), ExitCode::kUsage);
+      return false;
+    }
+    spdlog::info("host {}: ranks use {} ({})", host, facts_.chosen[a.host_index].address,
+                 facts_.chosen[a.host_index].interface);
+  }
+  return true;
+}
+
+// Phase 1 of the network check: every agent opens its probe listener.
+void Launch::begin_network_check() {
+  report_shared_machines();
+  if (stopping_ || !choose_addresses()) {
+    for (AgentConn& a : agents_) a.close_input();
+    return;
+  }
+  net_.full = options_.check_net_full;
+  net_.endpoints.token.resize(agents_.size());
+  for (AgentConn& a : agents_) {
+    net_.endpoints.token[a.host_index] = random_token().substr(0, 32);
+    const worker::ProbeListenRequest request{options_.port_range,
+                                             net_.endpoints.token[a.host_index]};
+    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbeListen,
+                                                         worker::encode_probe_listen(request)));
+  }
+}
+
+// Phase 2: once every listener is up, the rendezvous server starts and every agent probes.
+void Launch::on_listening(AgentConn& agent, const std::string& payload) {
+  agent.probe_port = worker::decode_listening(payload);
+  for (const AgentConn& a : agents_) {
+    if (!a.probe_port) return;
+  }
+  if (stopping_) return;
+  // Rank 0's host hands its probe port to the job: the probe proves MASTER_PORT is reachable.
+  facts_.master_port = *agents_.front().probe_port;
+  start_rendezvous();
+  std::vector<int> ports;
+  for (const AgentConn& a : agents_) ports.push_back(*a.probe_port);
+  net_.endpoints = probe_endpoints(plan_, options_, facts_, ports, net_.endpoints.token);
+  net_.probes = plan_probes(net_.endpoints, net_.full);
+  for (AgentConn& a : agents_) {
+    const worker::ProbeRequest request{net_.targets_of(a.host_index),
+                                       static_cast<int>(options_.probe_timeout.count())};
+    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbe,
+                                                         worker::encode_probe_request(request)));
+  }
+}
+
+// Phase 3: every agent reported; any failure stops the launch before a rank starts.
+void Launch::on_probe_results(AgentConn& agent, const std::string& payload) {
+  net_.record(agent.host_index, worker::decode_probe_results(payload));
+  agent.probed = true;
+  for (const AgentConn& a : agents_) {
+    if (!a.probed) return;
+  }
+  result_.net = net_;
+  if (!net_.ok()) {
+    fail(net_failure_message(net_),
+         "nothing was started; the failed probes are listed below, and `hvdrun --check-net` "
+         "repeats the check without starting a job",
+         ExitCode::kNetCheckFailed);
+    return;
+  }
+  if (options_.check_net_only) {
+    stopping_ = true;  // nothing to start: the agents exit when their input closes
+    for (AgentConn& a : agents_) a.close_input();
+    return;
+  }
+  send_specs();
+}
+
+void Launch::send_specs() {
+  if (stopping_) {
+    for (AgentConn& a : agents_) a.close_input();
+    return;
+  }
+  for (AgentConn& a : agents_) {
+    const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts_));
+    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kSpec, spec));
+    a.spec_sent = true;
+  }
+}
+
+// The rendezvous server listens where the hosts reach this machine: one address if they all
+// see the same one (127.0.0.1 for a local job), else every address (the token still guards it).
+void Launch::start_rendezvous() {
+  LaunchFacts& facts = facts_;
+  std::vector<std::string> seen = facts.launcher_address_of;
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  const std::string bind = seen.size() == 1 ? seen.front() : "0.0.0.0";
+  if (bind == "0.0.0.0") {
+    spdlog::info(
+        "the hosts reach this machine at {} addresses; the rendezvous server listens on "
+        "all of them",
+        seen.size());
+  }
+  rendezvous_ = std::make_unique<RendezvousServer>(random_token());
+  facts.rendezvous_port = rendezvous_->start(bind, options_.port_range);
+  facts.rendezvous_token = rendezvous_->token();
+}
+
+// Two host entries with one boot id are one machine (BRIEF.md section 4): worth knowing.
+void Launch::report_shared_machines() const {
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!agents_[i].hello->boot_id.empty() &&
+          agents_[i].hello->boot_id == agents_[j].hello->boot_id) {
+        spdlog::info("hosts {} and {} are the same machine (boot id {})",
+                     plan_.hosts[agents_[j].host_index].spec.host,
+                     plan_.hosts[agents_[i].host_index].spec.host, agents_[i].hello->boot_id);
+      }
+    }
+  }
+}
+
+}  // namespace hvd::launcher::native
