@@ -212,3 +212,15 @@ TEST_CASE("port range: a host with no free port in the range is named, and nothi
   CHECK_THAT(r.err, Contains("widen the range"));
   CHECK_THAT(r.out + r.err, !Contains("rank-started"));
 }
+
+TEST_CASE("check-net: a host that fails SSH gives the SSH rows and no network check", "[net]") {
+  Hosts h;
+  // No sshd listens on 127.3.3.3 (loopback, outside the fixture's addresses): refused.
+  const auto r = hvd::test::run_hvdrun(h.args({"--check-net", "--json", "-H", "127.3.3.3"}));
+  INFO(show(r));
+  CHECK(r.exit_code == 69);
+  const json doc = json::parse(r.out);
+  REQUIRE(doc.contains("check_ssh"));
+  CHECK(doc["check_net"].is_null());
+  CHECK_THAT(doc["check_ssh"].dump(), Contains("127.3.3.3"));
+}
