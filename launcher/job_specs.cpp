@@ -31,10 +31,11 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
         r.env.emplace_back(e.name, facts.chosen[static_cast<size_t>(host_index)].interface);
       } else if (e.name == contract::kMasterPort.name) {
         r.env.emplace_back(e.name, std::to_string(facts.master_port));
-      } else if ((e.name == contract::kMasterAddr.name ||
-                  e.name == contract::kAdvertiseAddr.name) &&
-                 !facts.launcher_address.empty()) {
-        r.env.emplace_back(e.name, facts.launcher_address);
+      } else if (e.name == contract::kMasterAddr.name || e.name == contract::kAdvertiseAddr.name) {
+        const size_t h = e.name == contract::kMasterAddr.name ? 0 : static_cast<size_t>(host_index);
+        r.env.emplace_back(e.name, h < facts.reached_at.size() && !facts.reached_at[h].empty()
+                                       ? facts.reached_at[h]
+                                       : facts.launcher_address);
       } else if (e.name == contract::kRendezvousAddr.name) {
         r.env.emplace_back(e.name,
                            fmt::format("{}:{}", format_host(facts.launcher_address_of[host_index]),

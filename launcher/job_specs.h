@@ -18,6 +18,9 @@ struct LaunchFacts {
   int master_port = 0;                           // free on rank 0's host
   std::string launcher_address;                  // this machine as the remote hosts reach it
   std::vector<std::string> launcher_address_of;  // by host: this machine as that host sees it
+  // By host: where the other hosts reach it. A remote host: the address its SSH connection
+  // arrived at; a local one: launcher_address (or 127.0.0.1 when every host is local).
+  std::vector<std::string> reached_at;
   int rendezvous_port = 0;
   std::string rendezvous_token;
   // --network-cidr / --network-interface: each host's chosen address (by host index), else empty.

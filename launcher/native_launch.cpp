@@ -91,6 +91,9 @@ void Launch::on_frame(AgentConn& agent, const worker::Frame& frame) {
     case FrameType::kProbeResult:
       on_probe_results(agent, frame.payload);
       break;
+    case FrameType::kProbeClosed:
+      send_specs();
+      break;
     case FrameType::kStarted: {
       const auto started = worker::decode_started(frame.payload);
       if (started.rank < result_.ranks.size()) {

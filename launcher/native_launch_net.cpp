@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "hvd/build_config.h"
 #include "launcher/native_launch_impl.h"
@@ -36,14 +37,19 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
 // each host's chosen address. False when a host has no address that matches.
 bool Launch::choose_addresses() {
   facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
+  facts_.reached_at.assign(plan_.hosts.size(), "");
   for (const AgentConn& a : agents_) {
-    const auto space = a.hello->ssh_connection.find(' ');
-    if (a.is_remote() && space != std::string::npos) {
-      facts_.launcher_address_of[a.host_index] = a.hello->ssh_connection.substr(0, space);
-      if (facts_.launcher_address.empty()) {
-        facts_.launcher_address = facts_.launcher_address_of[a.host_index];
-      }
+    // SSH_CONNECTION: "client_ip client_port server_ip server_port".
+    std::istringstream words(a.hello->ssh_connection);
+    std::string client, client_port, server;
+    if (a.is_remote() && (words >> client >> client_port >> server)) {
+      facts_.launcher_address_of[a.host_index] = client;
+      facts_.reached_at[a.host_index] = server;
+      if (facts_.launcher_address.empty()) facts_.launcher_address = client;
     }
+  }
+  for (const AgentConn& a : agents_) {
+    if (!a.is_remote()) facts_.reached_at[a.host_index] = facts_.launcher_address;
   }
   if (!plan_.network.active()) return true;
   facts_.chosen.resize(plan_.hosts.size());
@@ -121,7 +127,11 @@ void Launch::on_probe_results(AgentConn& agent, const std::string& payload) {
     for (AgentConn& a : agents_) a.close_input();
     return;
   }
-  send_specs();
+  // Rank 0's host's probe port becomes MASTER_PORT: its listener must be closed before any rank
+  // anywhere starts, or an early rank's connect would reach the listener instead of rank 0
+  // (torch.distributed's clients connect as soon as they start). One round trip to that host;
+  // the specs go out on its kProbeClosed.
+  worker::write_all(agents_.front().write_fd(), worker::encode_frame(FrameType::kProbeClose, ""));
 }
 
 void Launch::send_specs() {

@@ -1,5 +1,7 @@
 #include "launcher/plan.h"
 
+#include <arpa/inet.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -45,10 +47,22 @@ EnvEntry deferred(const contract::EnvVar& var, std::string what, EnvSource sourc
   return {std::string(var.name), std::move(what), source, true, false};
 }
 
-// The address other hosts use for `host`: deferred when a local host must be reached from
-// remote ones (the launch learns it from SSH_CONNECTION).
+// An IPv4 or IPv6 address as written (brackets allowed), not a name.
+bool is_address(std::string_view host) {
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
+  const std::string text(host);
+  in6_addr a{};
+  return ::inet_pton(AF_INET, text.c_str(), &a) == 1 ||
+         ::inet_pton(AF_INET6, text.c_str(), &a) == 1;
+}
+
+// The address other hosts use for `host`, when the plan can know it: a remote host written as
+// an address. Deferred otherwise, and learnt at launch from the host's SSH_CONNECTION: a local
+// host in a job with remote ones (this machine as they reach it), and a remote host written as a
+// name (an ssh_config alias need not resolve anywhere, and a hostname may resolve to 127.0.1.1
+// on its own host), which gets the address its SSH connection arrived at.
 std::optional<std::string> reachable_address(const HostPlan& host, bool all_local) {
-  if (!host.local) return host.spec.host;
+  if (!host.local) return is_address(host.spec.host) ? std::optional(host.spec.host) : std::nullopt;
   if (all_local) return std::string("127.0.0.1");
   return std::nullopt;
 }
@@ -69,7 +83,9 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
   const auto master = reachable_address(plan.hosts.front(), all_local);
   env.push_back(master ? entry(contract::kMasterAddr, *master, EnvSource::kPerRank)
                        : deferred(contract::kMasterAddr,
-                                  "the launcher's address as the other hosts reach it",
+                                  plan.hosts.front().local
+                                      ? "the launcher's address as the other hosts reach it"
+                                      : "the address rank 0's host was reached at over SSH",
                                   EnvSource::kPerRank));
   env.push_back(
       deferred(contract::kMasterPort, "a free port on rank 0's host", EnvSource::kPerRank));
@@ -206,10 +222,9 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   ForwardResult forwarded = forward_environment(request.forward, launcher_env);
   plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
-    plan.ranks.push_back(
-        {placement.host_index, placement.topology,
-         rank_env(placement, plan, all_local, forwarded, request.knobs, request.gpus_per_rank,
-                  request.port_range)});
+    plan.ranks.push_back({placement.host_index, placement.topology,
+                          rank_env(placement, plan, all_local, forwarded, request.knobs,
+                                   request.gpus_per_rank, request.port_range)});
   }
   return plan;
 }

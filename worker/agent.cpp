@@ -186,6 +186,10 @@ bool Agent::read_spec() {
             send(FrameType::kProbeResult, encode_probe_results(outcomes));
             break;
           }
+          case FrameType::kProbeClose:
+            listener_.reset();
+            send(FrameType::kProbeClosed);
+            break;
           case FrameType::kSpec:
             spec_ = decode_spec(frame->payload);
             return true;

@@ -28,12 +28,14 @@ enum class FrameType : uint8_t {
   kDone = 6,     // empty: every rank has exited and nothing of the job is left on the host
   kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
   kProbeResult = 8,  // JSON: one outcome per probe target (answers kProbe)
+  kProbeClosed = 9,  // empty: the probe listener is closed (answers kProbeClose)
   // launcher -> agent
   kSpec = 16,       // JSON job spec (worker/job_spec.h)
   kTerminate = 17,  // empty: SIGTERM every rank, SIGKILL after the grace period
   kKill = 18,       // empty: SIGKILL every rank now
   kProbeListen = 19,  // JSON: open the probe listener (port range, greeting token)
   kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
+  kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };

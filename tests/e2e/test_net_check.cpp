@@ -224,3 +224,19 @@ TEST_CASE("check-net: a host that fails SSH gives the SSH rows and no network ch
   CHECK(doc["check_net"].is_null());
   CHECK_THAT(doc["check_ssh"].dump(), Contains("127.3.3.3"));
 }
+
+TEST_CASE("hosts named by ssh_config aliases: ranks get the addresses SSH arrived at", "[net]") {
+  // h40 and h41 exist only in the fixture's ssh_config (HostName 127.0.0.41 / .42): no resolver
+  // knows them, so neither Gloo nor a peer could use the names.
+  Hosts h;
+  const auto r = hvd::test::run_hvdrun(h.args(
+      {"-H", "h40,h41", "sh", "-c", "echo env $HOROVOD_RANK $HVD_ADVERTISE_ADDR $MASTER_ADDR"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("env 0 127.0.0.41 127.0.0.41"));
+  CHECK_THAT(r.out, Contains("env 1 127.0.0.42 127.0.0.41"));
+  const auto gloo = hvd::test::run_hvdrun(h.args({"-H", "h40,h41", LIBHVD_CHECK, "collectives"}));
+  INFO(show(gloo));
+  CHECK(gloo.exit_code == 0);
+  CHECK_THAT(gloo.out, Contains("rank 1: all checks passed"));
+}

@@ -51,10 +51,11 @@ TestFrames test_frames() {
   TestFrames t;
   std::mt19937 rng(12345);
   const std::vector<FrameType> types{
-      FrameType::kHello,      FrameType::kStarted,   FrameType::kOutput, FrameType::kExited,
-      FrameType::kError,      FrameType::kDone,      FrameType::kSpec,   FrameType::kTerminate,
-      FrameType::kKill,       FrameType::kListening, FrameType::kProbe,  FrameType::kProbeListen,
-      FrameType::kProbeResult};
+      FrameType::kHello,       FrameType::kStarted,    FrameType::kOutput,
+      FrameType::kExited,      FrameType::kError,      FrameType::kDone,
+      FrameType::kSpec,        FrameType::kTerminate,  FrameType::kKill,
+      FrameType::kListening,   FrameType::kProbe,      FrameType::kProbeListen,
+      FrameType::kProbeResult, FrameType::kProbeClose, FrameType::kProbeClosed};
   for (int i = 0; i < 1500; ++i) {
     hvd::worker::Frame f;
     f.type = types[static_cast<size_t>(i) % types.size()];
@@ -173,13 +174,13 @@ TEST_CASE("FrameReader refuses text where a frame should be", "[protocol]") {
 }
 
 TEST_CASE("FrameReader refuses unknown frame types", "[protocol]") {
-  for (uint8_t type : {0, 9, 15, 21, 255}) {
+  for (uint8_t type : {0, 10, 15, 22, 255}) {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
     require_error([&] { reader.next(); }, {"protocol error"});
   }
-  for (uint8_t type : {1, 6, 7, 8, 16, 18, 19, 20}) {
+  for (uint8_t type : {1, 6, 7, 8, 9, 16, 18, 19, 20, 21}) {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
