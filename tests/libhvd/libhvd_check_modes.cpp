@@ -1,0 +1,217 @@
+// libhvd_check's engine, fault and GPU modes: async (50 named ops in random orders), delayed,
+// mismatch FIELD, stall SECONDS, gpu (no device) and die RANK. See libhvd_check.cpp.
+#include "libhvd_check.h"
+
+namespace libhvd_check {
+
+int async_ops() {
+  // Tensor i: dtype from a cycle, 1..4000 elements; value (i + 1) * (rank + 1) at every element.
+  constexpr int kTensors = 50;
+  constexpr DataType kCycle[] = {DataType::kFloat32, DataType::kInt32, DataType::kFloat64,
+                                 DataType::kFloat16, DataType::kInt64, DataType::kBFloat16};
+  std::vector<Data> data;
+  for (int i = 0; i < kTensors; ++i) {
+    data.emplace_back(kCycle[i % 6], static_cast<std::size_t>(1 + (i * 997) % 4000));
+    for (std::size_t k = 0; k < data.back().size(); ++k)
+      data.back().set(k, (i % 7 + 1) * (g_rank + 1));
+  }
+  std::vector<int> order(kTensors);
+  for (int i = 0; i < kTensors; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::mt19937 rng(static_cast<unsigned>(1234 + 77 * g_rank));
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<hvd::Handle> handles(kTensors);
+  for (int i : order) {
+    handles[static_cast<std::size_t>(i)] = hvd::allreduce_async(
+        "grad." + std::to_string(i), data[static_cast<std::size_t>(i)].tensor(), {ReduceOp::kSum});
+  }
+  const double ranks_sum = g_size * (g_size + 1) / 2.0;
+  for (int i = 0; i < kTensors; ++i) {
+    handles[static_cast<std::size_t>(i)].wait();
+    Data& d = data[static_cast<std::size_t>(i)];
+    expect_elements(
+        d, d.size(), [&](std::size_t) { return (i % 7 + 1) * ranks_sum; },
+        "async allreduce grad." + std::to_string(i) + " " + name(d.dtype));
+  }
+  // Broadcasts from rank size-1, submitted in reverse order on odd ranks.
+  std::vector<Data> b;
+  for (int i = 0; i < 10; ++i) {
+    b.emplace_back(DataType::kFloat32, 100);
+    for (std::size_t k = 0; k < 100; ++k) b.back().set(k, g_rank * 1000 + i);
+  }
+  std::vector<hvd::Handle> bh(10);
+  for (int j = 0; j < 10; ++j) {
+    const int i = g_rank % 2 == 1 ? 9 - j : j;
+    bh[static_cast<std::size_t>(i)] = hvd::broadcast_async(
+        "weights." + std::to_string(i), b[static_cast<std::size_t>(i)].tensor(), g_size - 1);
+  }
+  for (int i = 0; i < 10; ++i) {
+    bh[static_cast<std::size_t>(i)].wait();
+    expect_elements(
+        b[static_cast<std::size_t>(i)], 100, [&](std::size_t) { return (g_size - 1) * 1000 + i; },
+        "async broadcast weights." + std::to_string(i));
+  }
+  // The same name again while it is in flight is refused on this rank at once. Deterministic: the
+  // other ranks submit "dup" only after a barrier that rank 0 reaches after its second try, so
+  // "dup" cannot have finished in between.
+  std::vector<float> dup(4, 1.0f);
+  hvd::Handle dup_handle;
+  if (g_rank == 0) {
+    dup_handle = hvd::allreduce_async("dup", hvd::tensor(dup.data(), dup.size()), {ReduceOp::kSum});
+    try {
+      hvd::allreduce_async("dup", hvd::tensor(dup.data(), dup.size()), {ReduceOp::kSum});
+      expect(false, "a duplicate in-flight name was accepted");
+    } catch (const hvd::RuntimeError& e) {
+      expect(e.status() == HVD_ERR_INVALID_ARGUMENT &&
+                 std::string(e.what()).find("already in flight") != std::string::npos,
+             std::string("duplicate name error: ") + e.what());
+    }
+  }
+  hvd::barrier();
+  if (g_rank != 0) {
+    dup_handle = hvd::allreduce_async("dup", hvd::tensor(dup.data(), dup.size()), {ReduceOp::kSum});
+  }
+  dup_handle.wait();
+  expect(dup[0] == static_cast<float>(g_size), "the duplicated name still completes once");
+  // Async allgather and reducescatter results come back in the handle.
+  Data g(DataType::kInt32, static_cast<std::size_t>(g_rank + 1));
+  for (std::size_t k = 0; k < g.size(); ++k) g.set(k, g_rank);
+  hvd::Handle gh = hvd::allgather_async("gathered", g.tensor());
+  gh.wait();
+  expect(gh.output().bytes.size() == static_cast<std::size_t>(g_size * (g_size + 1) / 2) * 4,
+         "async allgather output size");
+  std::printf("rank %d: %s: %ld checks, %ld failed\n", g_rank,
+              g_failures == 0 ? "all checks passed" : "FAILED", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+int delayed() {
+  std::vector<float> a(1000, 1.0f), b(1000, 2.0f);
+  hvd::Handle ha, hb;
+  if (g_rank == 0) {
+    ha = hvd::allreduce_async("A", hvd::tensor(a.data(), a.size()), {ReduceOp::kSum});
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    hb = hvd::allreduce_async("B", hvd::tensor(b.data(), b.size()), {ReduceOp::kSum});
+  } else {
+    hb = hvd::allreduce_async("B", hvd::tensor(b.data(), b.size()), {ReduceOp::kSum});
+    ha = hvd::allreduce_async("A", hvd::tensor(a.data(), a.size()), {ReduceOp::kSum});
+  }
+  ha.wait();
+  hb.wait();
+  const bool ok = a[0] == 1.0f * g_size && a[999] == 1.0f * g_size && b[0] == 2.0f * g_size;
+  std::printf("rank %d: delayed A and B %s\n", g_rank, ok ? "both completed correctly" : "WRONG");
+  return ok ? 0 : 1;
+}
+
+// Rank 1 differs from the others in one field of tensor "x".
+int mismatch(const std::string& field) {
+  std::vector<float> f(8, 1.0f), f9(9, 1.0f);
+  std::vector<double> d(8, 1.0);
+  const bool odd = g_rank == 1;
+  hvd::Handle h;
+  hvd::AllreduceOptions opts{ReduceOp::kSum};
+  if (field == "dtype") {
+    h = odd ? hvd::allreduce_async("x", hvd::tensor(d.data(), d.size()), opts)
+            : hvd::allreduce_async("x", hvd::tensor(f.data(), f.size()), opts);
+  } else if (field == "shape") {
+    h = hvd::allreduce_async(
+        "x", odd ? hvd::tensor(f9.data(), f9.size()) : hvd::tensor(f.data(), f.size()), opts);
+  } else if (field == "op") {
+    h = hvd::allreduce_async("x", hvd::tensor(f.data(), f.size()),
+                             {odd ? ReduceOp::kMax : ReduceOp::kSum});
+  } else if (field == "prescale" || field == "postscale") {
+    hvd::AllreduceOptions o{ReduceOp::kSum};
+    (field == "prescale" ? o.prescale : o.postscale) = odd ? 2.0 : 1.0;
+    h = hvd::allreduce_async("x", hvd::tensor(f.data(), f.size()), o);
+  } else if (field == "root") {
+    h = hvd::broadcast_async("x", hvd::tensor(f.data(), f.size()), odd ? 1 : 0);
+  } else if (field == "kind") {
+    h = odd ? hvd::broadcast_async("x", hvd::tensor(f.data(), f.size()), 0)
+            : hvd::allreduce_async("x", hvd::tensor(f.data(), f.size()), opts);
+  } else {
+    std::fprintf(stderr, "unknown field %s\n", field.c_str());
+    return 2;
+  }
+  try {
+    if (!h.wait(std::chrono::seconds(20))) {
+      std::printf("rank %d: HANG: no answer for 'x' within 20 s\n", g_rank);
+      return 1;
+    }
+    std::printf("rank %d: mismatch in %s was NOT detected\n", g_rank, field.c_str());
+    return 1;
+  } catch (const hvd::RuntimeError& e) {
+    std::printf("rank %d: mismatch error (%s): %s\n", g_rank, hvd_status_name(e.status()),
+                e.what());
+  }
+  hvd::barrier();  // the job goes on after the error
+  std::printf("rank %d: still in step after the mismatch\n", g_rank);
+  return 0;
+}
+
+// Rank 1 submits "late" only after `seconds`: rank 0's stall inspector speaks meanwhile.
+int stall(int seconds) {
+  std::vector<float> v(16, 1.0f);
+  if (g_rank == 1) std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  try {
+    hvd::Handle h = hvd::allreduce_async("late", hvd::tensor(v.data(), v.size()), {ReduceOp::kSum});
+    h.wait();
+    std::printf("rank %d: 'late' completed with %g\n", g_rank, static_cast<double>(v[0]));
+    return 0;
+  } catch (const hvd::RuntimeError& e) {
+    std::printf("rank %d: stall error (%s): %s\n", g_rank, hvd_status_name(e.status()), e.what());
+    return 4;
+  }
+}
+
+int gpu_without_device() {
+  // A device pointer is never dereferenced on this path: the op is refused at submit.
+  hvd::Tensor t{reinterpret_cast<void*>(0x1000), DataType::kFloat32, {16}, hvd::Device::cuda(0)};
+  expect(hvd::gpu_device() == -1, "gpu_device() is -1 without a GPU");
+  for (bool async : {false, true}) {
+    try {
+      if (async) {
+        hvd::allreduce_async("gpu.grad", t).wait();
+      } else {
+        hvd::allreduce(t);
+      }
+      expect(false, "a CUDA tensor was accepted on a host without a GPU");
+    } catch (const hvd::RuntimeError& e) {
+      std::printf("rank %d: GPU tensor refused (%s): %s\n", g_rank, hvd_status_name(e.status()),
+                  e.what());
+      const std::string what = e.what();
+      expect(e.status() == HVD_ERR_UNSUPPORTED &&
+                 (what.find("no CUDA device visible on host") != std::string::npos ||
+                  what.find("no NCCL on host") != std::string::npos),
+             "GPU refusal message: " + what);
+    }
+  }
+  std::vector<float> v(8, 1.0f);
+  hvd::allreduce(std::span<float>(v), ReduceOp::kSum);
+  expect(v[0] == static_cast<float>(g_size), "CPU allreduce after the GPU refusal");
+  std::printf("rank %d: %s: %ld checks, %ld failed\n", g_rank,
+              g_failures == 0 ? "all checks passed" : "FAILED", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+int die(int victim) {
+  std::vector<float> data(1 << 18, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0;; ++round) {
+    if (round == 3 && g_rank == victim) {
+      std::printf("rank %d: killing myself with SIGKILL\n", g_rank);
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    }
+    try {
+      hvd::allreduce(std::span<float>(data), ReduceOp::kSum);
+    } catch (const hvd::RuntimeError& e) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank %d: error after %.2f s (status %s): %s\n", g_rank, s,
+                  hvd_status_name(e.status()), e.what());
+      return 3;
+    }
+    std::fill(data.begin(), data.end(), 1.0f);
+  }
+}
+
+}  // namespace libhvd_check
