@@ -8,6 +8,7 @@
 
 #include "allreduce/status_error.h"
 #include "worker/contract/env_table.h"
+#include "worker/contract/port_range.h"
 
 namespace hvd::runtime {
 namespace {
@@ -53,18 +54,9 @@ std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
 std::optional<std::pair<int, int>> read_port_range(const contract::EnvGetter& getenv) {
   const std::string v = value_of(getenv, contract::kPortRange.name);
   if (v.empty()) return std::nullopt;
-  const auto dash = v.find('-');
-  int low = 0, high = 0;
-  const auto number = [](std::string_view part, int& out) {
-    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
-    return !part.empty() && ec == std::errc() && end == part.data() + part.size() && out >= 1 &&
-           out <= 65535;
-  };
-  if (dash == std::string::npos || !number(std::string_view(v).substr(0, dash), low) ||
-      !number(std::string_view(v).substr(dash + 1), high) || low > high) {
-    bad_value(contract::kPortRange.name, v, "LOW-HIGH with 1 <= LOW <= HIGH <= 65535");
-  }
-  return std::pair{low, high};
+  const auto range = contract::parse_port_range(v);
+  if (!range) bad_value(contract::kPortRange.name, v, "LOW-HIGH with 1 <= LOW <= HIGH <= 65535");
+  return range;
 }
 
 // HOROVOD_CYCLE_TIME: milliseconds, fractional (Horovod's unit), 0 to 1000.

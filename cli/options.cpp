@@ -11,6 +11,7 @@
 #include "cli/engine_flags.h"
 #include "common/error.h"
 #include "hvd/build_config.h"
+#include "worker/contract/port_range.h"
 
 namespace hvd::cli {
 namespace {
@@ -48,21 +49,14 @@ double parse_seconds(std::string_view flag, const std::string& text) {
 
 // LOW-HIGH, both ports, LOW <= HIGH.
 std::pair<int, int> parse_port_range(std::string_view flag, const std::string& text) {
-  const auto dash = text.find('-');
-  int low = 0, high = 0;
-  const auto number = [&](std::string_view part, int& out) {
-    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
-    return !part.empty() && ec == std::errc() && end == part.data() + part.size() && out >= 1 &&
-           out <= 65535;
-  };
-  if (dash == std::string::npos || !number(std::string_view(text).substr(0, dash), low) ||
-      !number(std::string_view(text).substr(dash + 1), high) || low > high) {
+  const auto range = contract::parse_port_range(text);
+  if (!range) {
     throw UsageError(
         fmt::format("{} {}: not a port range LOW-HIGH (1-65535, LOW <= HIGH)", flag, text),
         fmt::format("e.g. {} 29500-29599: hvdrun needs one port per host and one on the launcher",
                     flag));
   }
-  return {low, high};
+  return *range;
 }
 
 // CLI11's messages name options by their long name; say it the way horovodrun users type it.

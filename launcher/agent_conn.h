@@ -63,8 +63,8 @@ class AgentConn {
   std::optional<AgentHello> hello;
   std::string log_partial;
   std::deque<std::string> log_tail;  // its last stderr lines, for "agent missing" messages
-  std::optional<int> probe_port;  // its probe listener (rank 0's host: the job's MASTER_PORT)
-  bool probed = false;            // its probe results arrived
+  std::optional<int> probe_port;     // its probe listener (rank 0's host: the job's MASTER_PORT)
+  bool probed = false;               // its probe results arrived
   bool spec_sent = false;
   bool done = false;
   bool eof = false;

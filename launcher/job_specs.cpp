@@ -49,7 +49,7 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
   return spec;
 }
 
-ProbeEndpoints probe_endpoints(const Plan& plan, const LaunchOptions& options,
+ProbeEndpoints probe_endpoints(const Plan& plan, const std::vector<worker::JobSpec>& specs,
                                const LaunchFacts& facts, const std::vector<int>& probe_port,
                                const std::vector<std::string>& token) {
   ProbeEndpoints e;
@@ -57,7 +57,7 @@ ProbeEndpoints probe_endpoints(const Plan& plan, const LaunchOptions& options,
   e.rendezvous_port = facts.rendezvous_port;
   e.rendezvous_address = facts.launcher_address_of;
   for (int h = 0; h < static_cast<int>(plan.hosts.size()); ++h) {
-    const worker::JobSpec spec = host_spec(plan, h, options, facts);
+    const worker::JobSpec& spec = specs[static_cast<size_t>(h)];
     const std::string_view wanted =
         h == 0 ? contract::kMasterAddr.name : contract::kAdvertiseAddr.name;
     std::string address = plan.hosts[h].spec.host;

@@ -32,9 +32,10 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
                           const LaunchFacts& facts);
 
 // Where the network check probes each host (by host index): read back from the specs the ranks
-// will get, so that the probes test exactly the addresses the job uses (MASTER_ADDR for rank 0's
-// host, HVD_ADVERTISE_ADDR for the others). `probe_port` and `token` are by host index.
-ProbeEndpoints probe_endpoints(const Plan& plan, const LaunchOptions& options,
+// will get (`specs`, by host index, from host_spec), so that the probes test exactly the
+// addresses the job uses (MASTER_ADDR for rank 0's host, HVD_ADVERTISE_ADDR for the others).
+// `probe_port` and `token` are by host index.
+ProbeEndpoints probe_endpoints(const Plan& plan, const std::vector<worker::JobSpec>& specs,
                                const LaunchFacts& facts, const std::vector<int>& probe_port,
                                const std::vector<std::string>& token);
 

@@ -70,6 +70,7 @@ class Launch {
   bool killing_ = false;
   std::unique_ptr<RendezvousServer> rendezvous_;  // from the network check to the end
   LaunchFacts facts_;                             // known once every agent said hello
+  std::vector<worker::JobSpec> specs_;            // by host; final once every listener is up
   NetCheck net_;
   ExitCode error_code_ = ExitCode::kInternal;
   int started_ = 0;

@@ -95,9 +95,13 @@ void Launch::on_listening(AgentConn& agent, const std::string& payload) {
   // Rank 0's host hands its probe port to the job: the probe proves MASTER_PORT is reachable.
   facts_.master_port = *agents_.front().probe_port;
   start_rendezvous();
+  // Every deferred value is known now: the specs are final, and the probes read their addresses.
   std::vector<int> ports;
-  for (const AgentConn& a : agents_) ports.push_back(*a.probe_port);
-  net_.endpoints = probe_endpoints(plan_, options_, facts_, ports, net_.endpoints.token);
+  for (const AgentConn& a : agents_) {
+    ports.push_back(*a.probe_port);
+    specs_.push_back(host_spec(plan_, a.host_index, options_, facts_));
+  }
+  net_.endpoints = probe_endpoints(plan_, specs_, facts_, ports, net_.endpoints.token);
   net_.probes = plan_probes(net_.endpoints, net_.full);
   for (AgentConn& a : agents_) {
     const worker::ProbeRequest request{net_.targets_of(a.host_index),
@@ -140,7 +144,7 @@ void Launch::send_specs() {
     return;
   }
   for (AgentConn& a : agents_) {
-    const std::string spec = worker::encode_spec(host_spec(plan_, a.host_index, options_, facts_));
+    const std::string spec = worker::encode_spec(specs_[static_cast<size_t>(a.host_index)]);
     worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kSpec, spec));
     a.spec_sent = true;
   }

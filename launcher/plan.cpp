@@ -47,13 +47,11 @@ EnvEntry deferred(const contract::EnvVar& var, std::string what, EnvSource sourc
   return {std::string(var.name), std::move(what), source, true, false};
 }
 
-// An IPv4 or IPv6 address as written (brackets allowed), not a name.
-bool is_address(std::string_view host) {
-  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
-  const std::string text(host);
+// An IPv4 or IPv6 address, not a name (HostSpec::host holds IPv6 without its brackets).
+bool is_address(const std::string& host) {
   in6_addr a{};
-  return ::inet_pton(AF_INET, text.c_str(), &a) == 1 ||
-         ::inet_pton(AF_INET6, text.c_str(), &a) == 1;
+  return ::inet_pton(AF_INET, host.c_str(), &a) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), &a) == 1;
 }
 
 // The address other hosts use for `host`, when the plan can know it: a remote host written as

@@ -39,7 +39,7 @@ struct PlanRequest {
   // --gpus-per-rank N: each rank sees CUDA devices local_rank*N .. local_rank*N+N-1 through
   // CUDA_VISIBLE_DEVICES (native mode).
   std::optional<int> gpus_per_rank;
-  NetworkChoice network;  // --network-cidr / --network-interface
+  NetworkChoice network;                          // --network-cidr / --network-interface
   std::optional<std::pair<int, int>> port_range;  // --port-range: HVD_PORT_RANGE for libhvd
   std::vector<std::string> command;
   std::string job_id;

@@ -14,25 +14,25 @@
 
 namespace hvd::worker {
 
-inline constexpr int kProtocolVersion = 2;  // 2: the network probes (worker/probe.h)
+inline constexpr int kProtocolVersion = 2;               // 2: the network probes (worker/probe.h)
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
 
 enum class FrameType : uint8_t {
   // agent -> launcher
-  kHello = 1,    // JSON: protocol, version, hostname, boot_id
-  kStarted = 2,  // rank u32, pid u32
-  kOutput = 3,   // rank u32, stream u8 (1 stdout, 2 stderr), bytes
-  kExited = 4,   // rank u32, kind u8 (0 exit code, 1 signal), value u32
-  kError = 5,    // JSON: message, hint; the agent gives up on the whole job
-  kDone = 6,     // empty: every rank has exited and nothing of the job is left on the host
+  kHello = 1,        // JSON: protocol, version, hostname, boot_id
+  kStarted = 2,      // rank u32, pid u32
+  kOutput = 3,       // rank u32, stream u8 (1 stdout, 2 stderr), bytes
+  kExited = 4,       // rank u32, kind u8 (0 exit code, 1 signal), value u32
+  kError = 5,        // JSON: message, hint; the agent gives up on the whole job
+  kDone = 6,         // empty: every rank has exited and nothing of the job is left on the host
   kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
   kProbeResult = 8,  // JSON: one outcome per probe target (answers kProbe)
   kProbeClosed = 9,  // empty: the probe listener is closed (answers kProbeClose)
   // launcher -> agent
-  kSpec = 16,       // JSON job spec (worker/job_spec.h)
-  kTerminate = 17,  // empty: SIGTERM every rank, SIGKILL after the grace period
-  kKill = 18,       // empty: SIGKILL every rank now
+  kSpec = 16,         // JSON job spec (worker/job_spec.h)
+  kTerminate = 17,    // empty: SIGTERM every rank, SIGKILL after the grace period
+  kKill = 18,         // empty: SIGKILL every rank now
   kProbeListen = 19,  // JSON: open the probe listener (port range, greeting token)
   kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
   kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)

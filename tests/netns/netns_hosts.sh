@@ -22,6 +22,8 @@
 #
 # Exit codes: 0 ok; 77 this machine cannot run it (one line on stderr says why); 1 other failure.
 set -euo pipefail
+# shellcheck source=../sshd/client_options.sh
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../sshd/client_options.sh"
 
 readonly SSHD=/usr/sbin/sshd     # sshd re-execs itself per connection: needs an absolute path
 readonly MIN_HOSTS=2 MAX_HOSTS=8
@@ -240,24 +242,6 @@ $extra
 EOF
 }
 
-client_options() {
-    local dir=$1 user=$2
-    cat <<EOF
-    Port 22
-    User $user
-    IdentityFile $dir/id_ed25519
-    IdentitiesOnly yes
-    IdentityAgent none
-    UserKnownHostsFile $dir/known_hosts
-    GlobalKnownHostsFile /dev/null
-    StrictHostKeyChecking yes
-    UpdateHostKeys no
-    CheckHostIP no
-    BatchMode yes
-    ConnectTimeout 10
-    LogLevel ERROR
-EOF
-}
 
 write_client_files() {
     local dir=$1 n=$2 user=$3 k hostkey
@@ -271,11 +255,11 @@ write_client_files() {
         for ((k = 1; k <= n; k++)); do
             echo "Host h$k"
             echo "    HostName $(ctl_addr "$k")"
-            client_options "$dir" "$user"
+            client_options "$dir" 22 "$user"
         done
         echo "Host $CTL_NET.* $DATA_NET.*"
         echo "    HostName %h"
-        client_options "$dir" "$user"
+        client_options "$dir" 22 "$user"
     } >"$dir/ssh_config"
 }
 

@@ -16,6 +16,8 @@ readonly PORT_MIN=20000 PORT_MAX=40000
 readonly PORT_TRIES=5
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 readonly SELF
+# shellcheck source=client_options.sh
+. "$(dirname "$SELF")/client_options.sh"
 
 die() { printf 'sshd_hosts.sh: error: %s\n' "$*" >&2; exit 1; }
 note() { printf 'sshd_hosts.sh: %s\n' "$*" >&2; }
@@ -237,25 +239,6 @@ write_sshd_config() {
     } >"$dir/sshd_config.$n"
 }
 
-# Options every client block shares: only files in DIR, never ~/.ssh, the agent or /etc/ssh.
-client_options() {
-    local dir=$1 port=$2 user=$3
-    cat <<EOF
-    Port $port
-    User $user
-    IdentityFile $dir/id_ed25519
-    IdentitiesOnly yes
-    IdentityAgent none
-    UserKnownHostsFile $dir/known_hosts
-    GlobalKnownHostsFile /dev/null
-    StrictHostKeyChecking yes
-    UpdateHostKeys no
-    CheckHostIP no
-    BatchMode yes
-    ConnectTimeout 10
-    LogLevel ERROR
-EOF
-}
 
 # KEY=value for hosts.env: plain when the value has only characters no shell treats specially (so
 # simple KEY=value parsers in tests work too), single-quoted otherwise.

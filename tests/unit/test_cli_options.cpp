@@ -155,9 +155,15 @@ TEST_CASE("parse: --port-range LOW-HIGH, and the network check flags", "[cli]") 
   CHECK(parse_options({"--check-net"}).check_net);
   for (const char* bad : {"29599-29500", "29500", "0-10", "10-70000", "a-b", "10-", "-10", ""}) {
     INFO(bad);
-    require_usage_error([&] { parse_options({"--port-range", bad, "x"}); },
-                        std::string("--port-range ") + bad + ": not a port range", "29500-29599");
+    require_usage_error(
+        [&] {
+          parse_options({"--port-range", bad, "x"});
+        },
+        std::string("--port-range ") + bad + ": not a port range", "29500-29599");
   }
-  require_usage_error([] { parse_options({"--mpi", "--port-range", "1000-1010", "x"}); },
-                      "--port-range works in native mode only", "btl_tcp_port_min_v4");
+  require_usage_error(
+      [] {
+        parse_options({"--mpi", "--port-range", "1000-1010", "x"});
+      },
+      "--port-range works in native mode only", "btl_tcp_port_min_v4");
 }
