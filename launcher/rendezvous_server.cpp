@@ -129,7 +129,7 @@ int RendezvousServer::start(const std::string& address, worker::PortRange range)
     }
     if (port < 0) {
       throw Error(fmt::format("the rendezvous server cannot listen on {}: every port of "
-                              "--port-range {}-{} is in use",
+                              "--port-range {}-{} is in use (or, below 1024, needs root)",
                               address, range.low, range.high),
                   "widen the range, or free a port in it on this machine");
     }

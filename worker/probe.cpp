@@ -241,8 +241,10 @@ ProbeListener::ProbeListener(PortRange range, const std::string& token)
                 "widen the range: hvdrun needs one port per host for its probes (rank 0's "
                 "host reuses it as MASTER_PORT) and one on the launcher for the rendezvous");
   }
-  throw Error(
-      fmt::format("cannot listen for hvdrun's network probes: {}", std::strerror(last_error)));
+  throw Error(fmt::format("cannot listen for hvdrun's network probes{}: {}",
+                          range.any() ? "" : fmt::format(" in --port-range {}-{}", low, high),
+                          std::strerror(last_error)),
+              last_error == EACCES ? "ports below 1024 need root: pick a range above 1023" : "");
 }
 
 void ProbeListener::add_pollfds(std::vector<pollfd>& fds) const {
