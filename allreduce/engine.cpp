@@ -25,6 +25,11 @@ std::exception_ptr failure(hvd_status status, const std::string& message) {
 
 Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
     : runtime_(runtime), control_(std::move(control)), options_(options) {
+  if (!wakeup_->ok()) {
+    throw StatusError(HVD_ERR_INTERNAL,
+                      fmt::format("cannot create the engine's eventfd/timerfd: {}",
+                                  std::strerror(errno)));
+  }
   if (options_.rank == 0) controller_.emplace(options_.controller);
   thread_ = std::thread([this] {
     while (run_once()) {
@@ -35,7 +40,6 @@ Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
 Engine::~Engine() { shutdown(); }
 
 void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
-  bool first = false;  // the thread takes the whole queue per wake-up: one notify per batch
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failed_.empty()) {
@@ -53,14 +57,14 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
           "wait for the earlier op of that name, or give this one another name");
     }
     op->wakeup = wakeup_;
-    first = queue_.empty();
     queue_.push_back(op);
+    if (!now && !batch_armed_ && options_.cycle_time.count() > 0) {
+      // The first submission of a batch starts the batching delay; the thread sleeps on.
+      batch_armed_ = true;
+      wakeup_->arm(options_.cycle_time);
+    }
   }
-  if (now) {
-    wakeup_->flush();
-  } else if (first) {
-    wakeup_->notify();
-  }
+  if (now || options_.cycle_time.count() == 0) wakeup_->flush();
 }
 
 void Engine::shutdown() {
@@ -73,9 +77,9 @@ void Engine::shutdown() {
 }
 
 bool Engine::run_once() {
-  // Sleep until a submission, a message, the end of the batching delay or a stall check.
-  std::vector<pollfd> fds{{wakeup_->fd(), POLLIN, 0}};
-  std::vector<int> ranks{-1};
+  // Sleep until a flush, the end of the batching delay, a message or a stall check.
+  std::vector<pollfd> fds{{wakeup_->fd(), POLLIN, 0}, {wakeup_->timer_fd(), POLLIN, 0}};
+  std::vector<int> ranks{-1, -1};
   for (int r = 0; r < options_.size; ++r) {
     if (r != options_.rank && control_.peer(r) >= 0) {
       fds.push_back({control_.peer(r), POLLIN, 0});
@@ -83,13 +87,7 @@ bool Engine::run_once() {
     }
   }
   std::optional<Clock::time_point> wake_at;
-  if (!unsent_.requests.empty()) wake_at = first_unsent_ + options_.cycle_time;
-  if (controller_) {
-    if (auto stall = controller_->next_stall_check(); stall && (!wake_at || *stall < *wake_at)) {
-      wake_at = stall;
-    }
-  }
-  // ppoll: the cycle time is a fraction of a millisecond, finer than poll()'s timeout.
+  if (controller_) wake_at = controller_->next_stall_check();
   timespec timeout{};
   if (wake_at) {
     const auto left = std::max<std::int64_t>(
@@ -105,20 +103,19 @@ bool Engine::run_once() {
   const auto now = Clock::now();
 
   if (fds[0].revents != 0) wakeup_->drain();
-  take_submissions(now);
+  const bool due = fds[1].revents != 0;
+  if (due) wakeup_->drain_timer();
+  // The flag before the queue: a submission flushed before we read the flag is in the queue.
+  const bool flush = wakeup_->take_flush();
   bool stopping;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping = stopping_;
   }
-  const bool flush = wakeup_->take_flush();
-  if (!unsent_.requests.empty() &&
-      (flush || stopping || now >= first_unsent_ + options_.cycle_time)) {
-    send_batch(now, false);
-  }
+  if (flush || due || stopping) send_batch(now, false);
 
   std::vector<int> readable;
-  for (std::size_t i = 1; i < fds.size(); ++i) {
+  for (std::size_t i = 2; i < fds.size(); ++i) {
     if (fds[i].revents != 0) readable.push_back(ranks[i]);
   }
   if (!read_network(readable, now)) return false;
@@ -133,23 +130,22 @@ bool Engine::run_once() {
   return !stopped_;
 }
 
-void Engine::take_submissions(Clock::time_point now) {
-  std::deque<std::shared_ptr<detail::OpState>> taken;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    taken.swap(queue_);
-  }
-  for (auto& op : taken) {
-    if (unsent_.requests.empty()) first_unsent_ = now;
-    unsent_.requests.push_back(op->request);
-    pending_[op->request.name] = op;
-  }
-}
-
 void Engine::send_batch(Clock::time_point now, bool shutdown) {
   RequestList batch;
-  batch.requests.swap(unsent_.requests);
   batch.shutdown = shutdown;
+  {
+    // Everything queued goes out, and the next submission starts a new batching delay.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& op : queue_) {
+      batch.requests.push_back(op->request);
+      pending_[op->request.name] = op;
+    }
+    queue_.clear();
+    if (batch_armed_) {
+      batch_armed_ = false;
+      wakeup_->disarm();
+    }
+  }
   if (batch.requests.empty() && !shutdown) return;
   if (controller_) {
     if (options_.timeline != nullptr) {
@@ -263,7 +259,6 @@ void Engine::fail_everything(const std::string& why) {
                 fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
   pending_.clear();
-  unsent_.requests.clear();
 }
 
 }  // namespace hvd::runtime

@@ -1,10 +1,11 @@
 // The engine: named ops submitted from any thread, negotiated through the coordinator (rank 0)
 // and run by one background thread per runtime, in the order the coordinator decided.
 //
-// The background thread's loop is `while (run_once())`: it sleeps in poll() on the submission
-// eventfd and the control-plane sockets, so an idle rank uses no CPU. The first submission of a
-// batch starts the cycle time (HOROVOD_CYCLE_TIME); the batch goes to the coordinator when that
-// passes, or at once when someone waits on a handle. Rank 0 also runs the Controller (fusion,
+// The background thread's loop is `while (run_once())`: it sleeps in poll() on the Wakeup's
+// eventfd and timerfd and the control-plane sockets, so an idle rank uses no CPU. The first
+// submission of a batch arms the timer for the cycle time (HOROVOD_CYCLE_TIME) without waking the
+// thread; the batch goes to the coordinator when the timer fires, or at once when someone waits on
+// a handle (one wake-up per batch). Rank 0 also runs the Controller (fusion,
 // validation, stall checks) and sends every rank the same responses.
 #pragma once
 
@@ -54,7 +55,6 @@ class Engine {
 
  private:
   bool run_once();
-  void take_submissions(Clock::time_point now);
   void send_batch(Clock::time_point now, bool shutdown);
   bool read_network(const std::vector<int>& readable, Clock::time_point now);
   void coordinate(Clock::time_point now);
@@ -74,11 +74,10 @@ class Engine {
   std::set<std::string> in_flight_;
   std::string failed_;  // once set, submissions fail with it
   bool stopping_ = false;
+  bool batch_armed_ = false;  // the batching delay of the queued submissions is running
 
   // The background thread's own.
   std::map<std::string, std::shared_ptr<detail::OpState>> pending_;
-  RequestList unsent_;
-  Clock::time_point first_unsent_{};
   std::optional<Controller> controller_;  // rank 0 only
   bool stopped_ = false;
   std::thread thread_;
