@@ -144,6 +144,7 @@ std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Ten
 Handle start(const char* call, const std::shared_ptr<OpState>& op, bool now) {
   std::shared_ptr<Runtime> rt = current(call);
   if (op->request.name.empty()) op->request.name = rt->auto_name(op->request.kind);
+  op->runtime = rt;
   runtime::at_boundary([&] { rt->submit(op, now); });
   return HandleAccess::make(op);
 }
@@ -158,10 +159,22 @@ bool Handle::poll() const {
   return s.done;
 }
 
+namespace {
+// Someone waits: no point batching any longer. Outside the op's lock: the flush may be the
+// runtime's last reference, whose destruction fails (locks) the ops still pending.
+void flush_if_pending(OpState& s) {
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.done) return;
+  }
+  if (auto rt = s.runtime.lock()) rt->flush();
+}
+}  // namespace
+
 bool Handle::wait(std::chrono::milliseconds timeout) const {
   OpState& s = HandleAccess::state(*this);
+  flush_if_pending(s);
   std::unique_lock<std::mutex> lock(s.mutex);
-  if (!s.done && s.wakeup) s.wakeup->flush();  // someone waits: no point batching any longer
   if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
   if (s.error) std::rethrow_exception(s.error);
   return true;
@@ -169,8 +182,8 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
 
 void Handle::wait() const {
   OpState& s = HandleAccess::state(*this);
+  flush_if_pending(s);
   std::unique_lock<std::mutex> lock(s.mutex);
-  if (!s.done && s.wakeup) s.wakeup->flush();
   s.cv.wait(lock, [&] { return s.done; });
   if (s.error) std::rethrow_exception(s.error);
 }

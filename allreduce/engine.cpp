@@ -56,7 +56,6 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
           fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
           "wait for the earlier op of that name, or give this one another name");
     }
-    op->wakeup = wakeup_;
     queue_.push_back(op);
     if (!now && !batch_armed_ && options_.cycle_time.count() > 0) {
       // The first submission of a batch starts the batching delay; the thread sleeps on.
@@ -64,7 +63,19 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
       wakeup_->arm(options_.cycle_time);
     }
   }
-  if (now || options_.cycle_time.count() == 0) wakeup_->flush();
+  if (now || options_.cycle_time.count() == 0) flush();
+}
+
+void Engine::flush() {
+  if (controller_) {
+    wakeup_->flush();  // rank 0's batches go to its Controller, which the thread owns
+    return;
+  }
+  try {
+    send_to_coordinator(false);
+  } catch (...) {
+    wakeup_->flush();  // cannot happen short of bad_alloc; let the thread try
+  }
 }
 
 void Engine::shutdown() {
@@ -130,38 +141,55 @@ bool Engine::run_once() {
   return !stopped_;
 }
 
-void Engine::send_batch(Clock::time_point now, bool shutdown) {
+RequestList Engine::take_queue() {
+  // Everything queued goes out, and the next submission starts a new batching delay.
   RequestList batch;
+  std::lock_guard<std::mutex> lock(mutex_);
+  batch.requests.reserve(queue_.size());
+  for (auto& op : queue_) {
+    batch.requests.push_back(op->request);
+    pending_[op->request.name] = std::move(op);
+  }
+  queue_.clear();
+  if (batch_armed_) {
+    batch_armed_ = false;
+    wakeup_->disarm();
+  }
+  return batch;
+}
+
+bool Engine::send_to_coordinator(bool shutdown) {
+  // One sender at a time, so batches leave in the order they were taken and none follows the
+  // shutdown message; the background thread closes the connection under the same lock.
+  std::lock_guard<std::mutex> lock(send_mutex_);
+  RequestList batch = take_queue();
   batch.shutdown = shutdown;
-  {
-    // Everything queued goes out, and the next submission starts a new batching delay.
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& op : queue_) {
-      batch.requests.push_back(op->request);
-      pending_[op->request.name] = op;
-    }
-    queue_.clear();
-    if (batch_armed_) {
-      batch_armed_ = false;
-      wakeup_->disarm();
-    }
+  if (batch.requests.empty() && !shutdown) return true;
+  return control_.send(0, encode(batch));
+}
+
+void Engine::send_batch(Clock::time_point now, bool shutdown) {
+  if (!controller_) {
+    if (!send_to_coordinator(shutdown) && !shutdown) fail_everything(kCoordinatorGone);
+    return;
   }
+  RequestList batch = take_queue();
+  batch.shutdown = shutdown;
   if (batch.requests.empty() && !shutdown) return;
-  if (controller_) {
-    if (options_.timeline != nullptr) {
-      for (const Request& q : batch.requests) options_.timeline->negotiating(q, 0);
-    }
-    controller_->add(0, batch, now);
-  } else if (!control_.send(0, encode(batch)) && !shutdown) {
-    fail_everything(kCoordinatorGone);
+  if (options_.timeline != nullptr) {
+    for (const Request& q : batch.requests) options_.timeline->negotiating(q, 0);
   }
+  controller_->add(0, batch, now);
 }
 
 bool Engine::read_network(const std::vector<int>& readable, Clock::time_point now) {
   for (int r : readable) {
     auto messages = control_.receive(r);
     if (!messages) {
-      control_.close(r);
+      {
+        std::lock_guard<std::mutex> lock(send_mutex_);  // a waiter may be sending on it
+        control_.close(r);
+      }
       if (controller_) {
         controller_->rank_left(r);
         continue;
@@ -196,14 +224,19 @@ void Engine::coordinate(Clock::time_point now) {
   execute(list);
 }
 
-std::shared_ptr<detail::OpState> Engine::take_pending(const std::string& name) {
-  auto it = pending_.find(name);
-  if (it == pending_.end()) return nullptr;
-  auto op = std::move(it->second);
-  pending_.erase(it);
+std::vector<std::shared_ptr<detail::OpState>> Engine::take_pending(
+    const std::vector<std::string>& names) {
+  std::vector<std::shared_ptr<detail::OpState>> ops;
+  ops.reserve(names.size());
   std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_.erase(name);
-  return op;
+  for (const std::string& name : names) {
+    auto it = pending_.find(name);
+    if (it == pending_.end()) continue;
+    ops.push_back(std::move(it->second));
+    pending_.erase(it);
+    in_flight_.erase(name);
+  }
+  return ops;
 }
 
 void Engine::execute(const ResponseList& list) {
@@ -212,10 +245,7 @@ void Engine::execute(const ResponseList& list) {
 }
 
 void Engine::run_response(const Response& response) {
-  std::vector<std::shared_ptr<detail::OpState>> ops;
-  for (const std::string& name : response.names) {
-    if (auto op = take_pending(name)) ops.push_back(std::move(op));
-  }
+  std::vector<std::shared_ptr<detail::OpState>> ops = take_pending(response.names);
   if (ops.size() != response.names.size()) {
     // A shutdown on this rank failed the op already, or an error names an op this rank never
     // submitted (another rank's duplicate): nothing to run here.
@@ -246,19 +276,20 @@ void Engine::run_response(const Response& response) {
 }
 
 void Engine::fail_everything(const std::string& why) {
+  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_.empty()) failed_ = why;
     for (auto& op : queue_) pending_[op->request.name] = op;
     queue_.clear();
     in_flight_.clear();
+    ops.swap(pending_);
   }
-  for (auto& [name, op] : pending_) {
+  for (auto& [name, op] : ops) {
     op->finish(
         failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_BACKEND,
                 fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
-  pending_.clear();
 }
 
 }  // namespace hvd::runtime

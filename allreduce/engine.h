@@ -4,19 +4,22 @@
 // The background thread's loop is `while (run_once())`: it sleeps in poll() on the Wakeup's
 // eventfd and timerfd and the control-plane sockets, so an idle rank uses no CPU. The first
 // submission of a batch arms the timer for the cycle time (HOROVOD_CYCLE_TIME) without waking the
-// thread; the batch goes to the coordinator when the timer fires, or at once when someone waits on
-// a handle (one wake-up per batch). Rank 0 also runs the Controller (fusion,
-// validation, stall checks) and sends every rank the same responses.
+// thread; the batch goes to the coordinator when the timer fires, or at once when someone waits
+// on a handle: on ranks other than 0 the waiting thread sends it itself, on rank 0 the background
+// thread wakes once to hand it to the Controller (fusion, validation, stall checks), which sends
+// every rank the same responses. Every thread hand-off costs a wake-up (tens of microseconds on a
+// VM), so each step has as few as the design allows: see bench/README.md.
 #pragma once
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "allreduce/control_plane.h"
 #include "allreduce/controller.h"
@@ -48,6 +51,10 @@ class Engine {
   // already in flight on this rank or the engine has failed or shut down.
   void submit(const std::shared_ptr<detail::OpState>& op, bool now);
 
+  // Someone waits on a handle: the batch goes out now. On ranks other than 0 the calling thread
+  // sends it itself (one thread hand-off less per step); rank 0 wakes the background thread.
+  void flush();
+
   // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
   void shutdown();
 
@@ -56,28 +63,32 @@ class Engine {
  private:
   bool run_once();
   void send_batch(Clock::time_point now, bool shutdown);
+  RequestList take_queue();
+  bool send_to_coordinator(bool shutdown);  // ranks other than 0; false: the coordinator is gone
   bool read_network(const std::vector<int>& readable, Clock::time_point now);
   void coordinate(Clock::time_point now);
   void execute(const ResponseList& list);
   void run_response(const Response& response);
   void fail_everything(const std::string& why);
-  std::shared_ptr<detail::OpState> take_pending(const std::string& name);
+  std::vector<std::shared_ptr<detail::OpState>> take_pending(const std::vector<std::string>& names);
 
   Runtime& runtime_;
   ControlPlane control_;
   EngineOptions options_;
   std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
 
-  // Shared with submitting threads.
+  // Shared with submitting and waiting threads.
   std::mutex mutex_;
   std::deque<std::shared_ptr<detail::OpState>> queue_;
-  std::set<std::string> in_flight_;
+  std::unordered_set<std::string> in_flight_;
+  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> pending_;  // sent, not done
   std::string failed_;  // once set, submissions fail with it
   bool stopping_ = false;
   bool batch_armed_ = false;  // the batching delay of the queued submissions is running
 
+  std::mutex send_mutex_;  // ranks other than 0: the connection to the coordinator
+
   // The background thread's own.
-  std::map<std::string, std::shared_ptr<detail::OpState>> pending_;
   std::optional<Controller> controller_;  // rank 0 only
   bool stopped_ = false;
   std::thread thread_;

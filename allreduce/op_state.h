@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 
 #include "allreduce/messages.h"
@@ -72,6 +73,10 @@ class Wakeup {
 
 }  // namespace hvd::runtime
 
+namespace hvd::runtime {
+class Runtime;
+}
+
 namespace hvd::detail {
 
 struct OpState {
@@ -84,7 +89,8 @@ struct OpState {
   Buffer buffer;                     // the output of the Buffer-returning forms
   bool output_in_buffer = false;     // `allocate` fills `buffer` (host memory)
   std::vector<std::int64_t> received_splits;
-  std::shared_ptr<runtime::Wakeup> wakeup;
+  // The runtime it was submitted to: a waiter asks it to send the batch now (Runtime::flush).
+  std::weak_ptr<runtime::Runtime> runtime;
 
   std::mutex mutex;
   std::condition_variable cv;

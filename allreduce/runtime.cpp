@@ -117,6 +117,8 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   engine_->submit(op, now);
 }
 
+void Runtime::flush() { engine_->flush(); }
+
 namespace {
 // "GLOO_ALLREDUCE": the timeline's name for the collective itself.
 std::string collective_phase(std::string_view backend, OpKind kind) {

@@ -34,6 +34,8 @@ class Runtime {
   // Checks what this rank alone can check (throws StatusError at once), then queues the op;
   // `now`: a synchronous call that waits at once (see Engine::submit).
   void submit(const std::shared_ptr<detail::OpState>& op, bool now);
+  // Someone waits on an op: send what is batched now (see Engine::flush). Never throws.
+  void flush();
   // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
   std::string auto_name(OpKind kind);
 
