@@ -1,5 +1,8 @@
 #include "allreduce/controller.h"
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -44,35 +47,38 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 Controller::Controller(ControllerOptions options) : options_(options) {}
 
-void Controller::add(int rank, const RequestList& list, Clock::time_point now) {
-  for (const Request& request : list.requests) {
-    Entry& entry = table_[request.name];
-    if (entry.by_rank.empty()) {
+void Controller::add(int rank, RequestList list, Clock::time_point now) {
+  for (Request& request : list.requests) {
+    auto [it, inserted] = table_.try_emplace(request.name);
+    Entry& entry = it->second;
+    if (inserted) {
+      entry.submitted.assign(static_cast<std::size_t>(options_.size), false);
       entry.first_seen = now;
       entry.last_warned = now;
     }
-    if (entry.by_rank.count(rank) != 0) {
+    if (entry.has(rank)) {
       // The whole name fails: the ranks that submitted it once get the error too.
       out_.push_back({request.kind,
                       {request.name},
                       fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
                                   request.name, rank)});
-      table_.erase(request.name);
+      table_.erase(it);
       continue;
     }
-    entry.by_rank.emplace(rank, request);
     if (!shut_down_.empty()) {
       std::vector<int> gone(shut_down_.begin(), shut_down_.end());
       out_.push_back({request.kind,
                       {request.name},
                       fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
                                   request.name, ranks_text(gone))});
-      table_.erase(request.name);
+      table_.erase(it);
       continue;
     }
+    entry.submitted[static_cast<std::size_t>(rank)] = true;
+    entry.by_rank.emplace_back(rank, std::move(request));
     if (static_cast<int>(entry.by_rank.size()) == options_.size) {
-      complete(request.name, entry);
-      table_.erase(request.name);
+      complete(it->first, entry);
+      table_.erase(it);
     }
   }
   if (list.shutdown) {
@@ -94,24 +100,33 @@ void Controller::rank_left(int rank) {
   shut_down_.insert(rank);
 }
 
+std::vector<std::string> Controller::sorted_names() const {
+  std::vector<std::string> names;
+  names.reserve(table_.size());
+  for (const auto& [name, entry] : table_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 void Controller::fail_waiting_for(int rank, const std::string& why) {
-  for (auto it = table_.begin(); it != table_.end();) {
-    if (it->second.by_rank.count(rank) == 0) {
-      const Request& any = it->second.by_rank.begin()->second;
-      out_.push_back({any.kind, {it->first}, fmt::format("tensor '{}': {}", it->first, why)});
-      it = table_.erase(it);
-    } else {
-      ++it;
-    }
+  for (const std::string& name : sorted_names()) {
+    auto it = table_.find(name);
+    if (it->second.has(rank)) continue;
+    const Request& any = it->second.by_rank.front().second;
+    out_.push_back({any.kind, {name}, fmt::format("tensor '{}': {}", name, why)});
+    table_.erase(it);
   }
 }
 
 void Controller::complete(const std::string& name, Entry& entry) {
-  ready_.emplace_back(entry.by_rank.begin()->second, validate(name, entry));
+  std::sort(entry.by_rank.begin(), entry.by_rank.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string error = validate(name, entry);
+  ready_.emplace_back(std::move(entry.by_rank.front().second), std::move(error));
 }
 
 std::string Controller::validate(const std::string& name, const Entry& entry) const {
-  const auto& [first_rank, a] = *entry.by_rank.begin();
+  const auto& [first_rank, a] = entry.by_rank.front();
   for (const auto& [rank, b] : entry.by_rank) {
     auto mismatch = [&](const char* field, const std::string& va, const std::string& vb) {
       return fmt::format("tensor '{}': {} mismatch: rank {} submitted {}, rank {} submitted {}",
@@ -153,25 +168,32 @@ std::string Controller::validate(const std::string& name, const Entry& entry) co
 }
 
 void Controller::fuse_ready() {
-  std::vector<bool> used(ready_.size(), false);
-  for (std::size_t i = 0; i < ready_.size(); ++i) {
-    if (used[i]) continue;
-    used[i] = true;
-    const auto& [head, error] = ready_[i];
-    Response response{head.kind, {head.name}, error};
-    std::size_t bytes = byte_size(head);
+  // In readiness order, each op joins the first open response it is fusable with and fits in,
+  // else opens one (the same grouping as pairing every op with every later one, in one pass
+  // over the few open responses).
+  struct Open {
+    std::size_t response;  // index in out_
+    const Request* head;
+    std::size_t bytes;
+  };
+  std::vector<Open> open;
+  for (auto& [request, error] : ready_) {
+    const std::size_t bytes = byte_size(request);
     const bool can_fuse = error.empty() && options_.fusion_threshold > 0 &&
                           bytes <= options_.fusion_threshold &&
-                          (head.kind == OpKind::kAllreduce || head.kind == OpKind::kBroadcast);
-    for (std::size_t j = i + 1; can_fuse && j < ready_.size(); ++j) {
-      const auto& [next, next_error] = ready_[j];
-      if (used[j] || !next_error.empty() || !fusable(head, next)) continue;
-      if (bytes + byte_size(next) > options_.fusion_threshold) continue;
-      bytes += byte_size(next);
-      response.names.push_back(next.name);
-      used[j] = true;
+                          (request.kind == OpKind::kAllreduce || request.kind == OpKind::kBroadcast);
+    if (can_fuse) {
+      auto joined = std::find_if(open.begin(), open.end(), [&](const Open& o) {
+        return fusable(*o.head, request) && o.bytes + bytes <= options_.fusion_threshold;
+      });
+      if (joined != open.end()) {
+        out_[joined->response].names.push_back(request.name);
+        joined->bytes += bytes;
+        continue;
+      }
     }
-    out_.push_back(std::move(response));
+    out_.push_back(Response{request.kind, {request.name}, error});
+    if (can_fuse) open.push_back({out_.size() - 1, &request, bytes});
   }
   ready_.clear();
 }
@@ -191,30 +213,33 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
   std::vector<std::string> warnings;
   // After a fatal error every rank has stopped: nothing to warn about any more.
   if (options_.stall_warning.count() == 0 || table_.empty() || !fatal_.empty()) return warnings;
-  // Missing rank -> the stalled tensors it has not submitted.
+  // Missing rank -> the stalled tensors it has not submitted (by name: stable messages).
+  const std::vector<std::string> names = sorted_names();
   std::map<int, std::vector<std::string>> missing;
-  for (auto& [name, entry] : table_) {
+  for (const std::string& name : names) {
+    Entry& entry = table_.at(name);
     if (now - entry.last_warned < options_.stall_warning) continue;
     entry.last_warned = now;
     for (int r = 0; r < options_.size; ++r) {
-      if (entry.by_rank.count(r) == 0) missing[r].push_back(name);
+      if (!entry.has(r)) missing[r].push_back(name);
     }
   }
-  for (const auto& [rank, names] : missing) {
+  for (const auto& [rank, stalled] : missing) {
     std::vector<std::string> quoted;
-    for (const std::string& n : names) quoted.push_back("'" + n + "'");
+    for (const std::string& n : stalled) quoted.push_back("'" + n + "'");
     warnings.push_back(fmt::format(
         "stall: rank {} has not submitted {} {}, which other ranks have been waiting on for {} s "
         "or more: is that rank stuck, or are the ranks submitting different tensors?",
-        rank, names.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
+        rank, stalled.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
         options_.stall_warning.count() / 1000));
   }
   if (options_.stall_shutdown.count() > 0 && fatal_.empty()) {
-    for (const auto& [name, entry] : table_) {
+    for (const std::string& name : names) {
+      const Entry& entry = table_.at(name);
       if (now - entry.first_seen < options_.stall_shutdown) continue;
       std::vector<int> absent;
       for (int r = 0; r < options_.size; ++r) {
-        if (entry.by_rank.count(r) == 0) absent.push_back(r);
+        if (!entry.has(r)) absent.push_back(r);
       }
       fatal_ = fmt::format(
           "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}' was "

@@ -15,10 +15,10 @@
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "allreduce/messages.h"
@@ -38,8 +38,8 @@ class Controller {
  public:
   explicit Controller(ControllerOptions options);
 
-  // Requests from `rank`, received at `now`.
-  void add(int rank, const RequestList& list, Clock::time_point now);
+  // Requests from `rank`, received at `now` (moved from when the caller passes an rvalue).
+  void add(int rank, RequestList list, Clock::time_point now);
   // `rank`'s connection closed without a shutdown message: the job is broken.
   void rank_left(int rank);
 
@@ -55,18 +55,23 @@ class Controller {
   const std::string& fatal() const { return fatal_; }
 
  private:
+  // One name some ranks have submitted. Per-tensor work stays O(size): a step of a few hundred
+  // tensors is negotiated on every step, so this is on the engine's critical path.
   struct Entry {
-    std::map<int, Request> by_rank;
+    std::vector<std::pair<int, Request>> by_rank;  // arrival order; sorted by rank when complete
+    std::vector<bool> submitted;                   // indexed by rank
     Clock::time_point first_seen;
     Clock::time_point last_warned;
+    bool has(int rank) const { return submitted[static_cast<std::size_t>(rank)]; }
   };
   void complete(const std::string& name, Entry& entry);
   std::string validate(const std::string& name, const Entry& entry) const;
+  std::vector<std::string> sorted_names() const;  // the table's names, for stable messages
   void fail_waiting_for(int rank, const std::string& why);
   void fuse_ready();
 
   ControllerOptions options_;
-  std::map<std::string, Entry> table_;
+  std::unordered_map<std::string, Entry> table_;
   std::vector<std::pair<Request, std::string>> ready_;  // request of the lowest rank, error
   std::vector<Response> out_;
   std::set<int> shut_down_;

@@ -209,6 +209,11 @@ TEST_CASE("controller: the fusion threshold bounds the bytes of a fused response
   // First fit: a tensor that does not fit is skipped, a later smaller one joins.
   const std::vector<Request> skip = {allreduce("a"), allreduce("mid", {10}), allreduce("c")};
   CHECK(run(40, skip) == std::vector<Names>{{"a", "c"}, {"mid"}});
+  // Each op joins the earliest response it fits in: e no longer fits after a, c, d (40 bytes)
+  // but fits with m (32 + 8).
+  const std::vector<Request> earliest = {allreduce("a"), allreduce("m", {8}), allreduce("c"),
+                                         allreduce("d", {2}), allreduce("e", {2})};
+  CHECK(run(40, earliest) == std::vector<Names>{{"a", "c", "d"}, {"m", "e"}});
   // Sizes use the element size: 8 float64s are 64 bytes, 2 are 16.
   const std::vector<Request> f64 = {allreduce("d8", {8}, DataType::kFloat64),
                                     allreduce("d2", {2}, DataType::kFloat64)};
