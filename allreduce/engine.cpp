@@ -179,7 +179,7 @@ void Engine::send_batch(Clock::time_point now, bool shutdown) {
   if (options_.timeline != nullptr) {
     for (const Request& q : batch.requests) options_.timeline->negotiating(q, 0);
   }
-  controller_->add(0, batch, now);
+  controller_->add(0, std::move(batch), now);
 }
 
 bool Engine::read_network(const std::vector<int>& readable, Clock::time_point now) {
@@ -199,11 +199,11 @@ bool Engine::read_network(const std::vector<int>& readable, Clock::time_point no
     }
     for (const std::string& m : *messages) {
       if (controller_) {
-        const RequestList list = decode_requests(m);
+        RequestList list = decode_requests(m);
         if (options_.timeline != nullptr) {
           for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
         }
-        controller_->add(r, list, now);
+        controller_->add(r, std::move(list), now);
       } else {
         execute(decode_responses(m));
       }
