@@ -179,9 +179,9 @@ void Controller::fuse_ready() {
   std::vector<Open> open;
   for (auto& [request, error] : ready_) {
     const std::size_t bytes = byte_size(request);
-    const bool can_fuse = error.empty() && options_.fusion_threshold > 0 &&
-                          bytes <= options_.fusion_threshold &&
-                          (request.kind == OpKind::kAllreduce || request.kind == OpKind::kBroadcast);
+    const bool can_fuse =
+        error.empty() && options_.fusion_threshold > 0 && bytes <= options_.fusion_threshold &&
+        (request.kind == OpKind::kAllreduce || request.kind == OpKind::kBroadcast);
     if (can_fuse) {
       auto joined = std::find_if(open.begin(), open.end(), [&](const Open& o) {
         return fusable(*o.head, request) && o.bytes + bytes <= options_.fusion_threshold;

@@ -26,9 +26,9 @@ std::exception_ptr failure(hvd_status status, const std::string& message) {
 Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
     : runtime_(runtime), control_(std::move(control)), options_(options) {
   if (!wakeup_->ok()) {
-    throw StatusError(HVD_ERR_INTERNAL,
-                      fmt::format("cannot create the engine's eventfd/timerfd: {}",
-                                  std::strerror(errno)));
+    throw StatusError(
+        HVD_ERR_INTERNAL,
+        fmt::format("cannot create the engine's eventfd/timerfd: {}", std::strerror(errno)));
   }
   if (options_.rank == 0) controller_.emplace(options_.controller);
   thread_ = std::thread([this] {
