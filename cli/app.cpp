@@ -288,15 +288,17 @@ bool has_remote_host(const launcher::Plan& plan) {
 int launch(const Options& o, const launcher::Plan& plan) {
   const launcher::LaunchOptions options = launch_options(o);
   std::optional<launcher::NetCheck> checked;
+  launcher::MpiLaunchOptions mpi = mpi_options(o, options);
   if (o.mpi && has_remote_host(plan)) {
     launcher::LaunchOptions check = options;
     check.check_net_only = true;
     launcher::LaunchResult probe = launcher::run_native(plan, check);
     if (probe.exit_code != 0) return report_launch(o, plan, probe);
     checked = probe.net;
+    mpi.known_hosts = std::move(probe.hosts);  // mpirun's host list without another login
   }
-  launcher::LaunchResult result = o.mpi ? launcher::run_mpi(plan, mpi_options(o, options))
-                                        : launcher::run_native(plan, options);
+  launcher::LaunchResult result =
+      o.mpi ? launcher::run_mpi(plan, mpi) : launcher::run_native(plan, options);
   if (checked) result.net = checked;
   return report_launch(o, plan, result);
 }

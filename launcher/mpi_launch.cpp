@@ -202,6 +202,18 @@ std::optional<int> failed_rank_from_mpirun(std::string_view text) {
   return std::stoi(m[1].str());
 }
 
+namespace {
+bool knows_every_host(const Plan& plan, const std::vector<HostFacts>& known) {
+  if (known.size() != plan.hosts.size()) return false;
+  for (size_t h = 0; h < plan.hosts.size(); ++h) {
+    if (!plan.hosts[h].local && (known[h].address.empty() || known[h].boot_id.empty())) {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 LaunchResult run_mpi(const Plan& plan, const MpiLaunchOptions& options) {
   LaunchResult result;
   result.via_mpirun = true;
@@ -212,11 +224,6 @@ LaunchResult run_mpi(const Plan& plan, const MpiLaunchOptions& options) {
   }
   parse_mpirun_version(version_text);
 
-  // The same SSH check as --check-ssh, for every remote host, before anything starts.
-  std::vector<ssh::SshTarget> targets;
-  for (const HostPlan& h : plan.hosts) {
-    if (!h.local) targets.push_back({h.spec.host, h.spec.port, h.spec.user});
-  }
   MpiCommandInput input;
   input.mpirun = options.mpirun;
   input.as_root = ::geteuid() == 0;
@@ -224,17 +231,31 @@ LaunchResult run_mpi(const Plan& plan, const MpiLaunchOptions& options) {
   input.cwd = options.cwd;
   input.extra_args = options.extra_args;
   std::vector<std::string> boot_ids;
-  for (ssh::ProbeResult& r : ssh::check_hosts(targets, options.ssh)) {
-    if (!r.ok()) {
-      result.ssh_failures.push_back(std::move(r));
-      continue;
+  if (knows_every_host(plan, options.known_hosts)) {
+    // The network check's agents logged in over the same SSH settings a moment ago.
+    for (size_t h = 0; h < plan.hosts.size(); ++h) {
+      if (plan.hosts[h].local) continue;
+      input.host_addresses.push_back(options.known_hosts[h].address);
+      boot_ids.push_back(options.known_hosts[h].boot_id);
     }
-    input.host_addresses.push_back(r.address);
-    if (r.remote) boot_ids.push_back(r.remote->boot_id);
-  }
-  if (!result.ssh_failures.empty()) {
-    result.exit_code = to_int(ExitCode::kSshCheckFailed);
-    return result;
+  } else {
+    // The same SSH check as --check-ssh, for every remote host, before anything starts.
+    std::vector<ssh::SshTarget> targets;
+    for (const HostPlan& h : plan.hosts) {
+      if (!h.local) targets.push_back({h.spec.host, h.spec.port, h.spec.user});
+    }
+    for (ssh::ProbeResult& r : ssh::check_hosts(targets, options.ssh)) {
+      if (!r.ok()) {
+        result.ssh_failures.push_back(std::move(r));
+        continue;
+      }
+      input.host_addresses.push_back(r.address);
+      if (r.remote) boot_ids.push_back(r.remote->boot_id);
+    }
+    if (!result.ssh_failures.empty()) {
+      result.exit_code = to_int(ExitCode::kSshCheckFailed);
+      return result;
+    }
   }
   if (std::any_of(plan.hosts.begin(), plan.hosts.end(),
                   [](const HostPlan& h) { return h.local; })) {

@@ -19,6 +19,9 @@ struct MpiLaunchOptions {
   std::vector<std::string> extra_args;  // --mpi-args, split into words
   std::optional<std::string> output_dir;
   ssh::SshOptions ssh;
+  // The hosts as hvdrun's network check found them (by host): given, run_mpi does not log in
+  // to check them again.
+  std::vector<HostFacts> known_hosts;
 };
 
 // Fills the parts of LaunchResult that MPI mode knows: exit_code, first_failure (when mpirun

@@ -346,7 +346,11 @@ LaunchResult run_native(const Plan& plan, const LaunchOptions& options) {
     return result;
   }
   native::Launch launch(plan, options, std::move(remote.agents));
-  return launch.run();
+  LaunchResult result = launch.run();
+  for (size_t h = 0; h < result.hosts.size() && h < remote.addresses.size(); ++h) {
+    result.hosts[h].address = remote.addresses[h];
+  }
+  return result;
 }
 
 }  // namespace hvd::launcher

@@ -48,6 +48,13 @@ struct RankOutcome {
   int exit_code() const { return signaled ? 128 + value : value; }
 };
 
+// What a native launch learned about a host once every agent said hello. MPI mode takes it from
+// its network check instead of logging in to every host once more.
+struct HostFacts {
+  std::string address;  // a remote host: the address hvdrun's SSH session connected to
+  std::string boot_id;
+};
+
 struct LaunchResult {
   std::vector<RankOutcome> ranks;
   std::optional<int> first_failure;  // index into ranks
@@ -60,6 +67,7 @@ struct LaunchResult {
   bool via_mpirun = false;                     // MPI mode: mpirun stopped the other ranks
   std::optional<RendezvousStats> rendezvous;   // native mode, once the server started
   std::optional<NetCheck> net;                 // native mode, once every agent probed
+  std::vector<HostFacts> hosts;                // native mode, by host, once every agent said hello
   int exit_code = 0;
 };
 

@@ -30,6 +30,8 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
   for (const AgentConn& a : agents_) {
     if (!a.hello) return;
   }
+  result_.hosts.resize(plan_.hosts.size());
+  for (const AgentConn& a : agents_) result_.hosts[a.host_index].boot_id = a.hello->boot_id;
   begin_network_check();
 }
 

@@ -33,9 +33,11 @@ RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options
 
   RemoteStart out;
   out.agents.resize(n);
+  out.addresses.resize(n);
   for (size_t h = 0; h < n; ++h) {
     if (errors[h]) std::rethrow_exception(errors[h]);
     if (logins[h] && !logins[h]->connection) out.failures.push_back(logins[h]->result);
+    if (logins[h]) out.addresses[h] = logins[h]->result.address;
   }
   if (!out.failures.empty()) return out;  // the sessions close here; nothing was started
 

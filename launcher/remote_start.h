@@ -16,6 +16,7 @@ namespace hvd::launcher {
 struct RemoteStart {
   std::vector<std::optional<ssh::RemoteAgent>> agents;  // by host index; empty for local hosts
   std::vector<ssh::ProbeResult> failures;               // in host order
+  std::vector<std::string> addresses;  // by host: the address each session connected to
 };
 
 RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options);
