@@ -194,10 +194,11 @@ int exit_code_of(int status) {
 }  // namespace
 
 RunResult run_hvdrun(const std::vector<std::string>& args,
-                     const std::vector<std::pair<std::string, std::string>>& extra_env) {
+                     const std::vector<std::pair<std::string, std::string>>& extra_env,
+                     std::chrono::seconds timeout) {
   std::vector<std::string> argv{HVDRUN_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_program(argv, extra_env, kRunTimeout);
+  return run_program(argv, extra_env, timeout);
 }
 
 RunResult run_program(const std::vector<std::string>& argv,

@@ -29,10 +29,11 @@ struct RunResult {
 // Runs HVDRUN_BINARY with `args` (argv[1..]; no shell is involved, so every byte of every argument
 // reaches hvdrun unchanged). The child inherits this process's environment with `extra_env`
 // added or overriding same-named variables; its stdin is /dev/null. Throws std::runtime_error
-// (naming the command) if the process cannot be started, or if it runs past kRunTimeout, in
+// (naming the command) if the process cannot be started, or if it runs past `timeout`, in
 // which case it is killed and reaped first, so no test leaves a process behind.
 RunResult run_hvdrun(const std::vector<std::string>& args,
-                     const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+                     const std::vector<std::pair<std::string, std::string>>& extra_env = {},
+                     std::chrono::seconds timeout = kRunTimeout);
 
 // The same for any program: argv[0] is its path. `timeout` replaces kRunTimeout.
 RunResult run_program(const std::vector<std::string>& argv,
