@@ -68,8 +68,8 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
   // Open MPI busy-polls: 3 or 4 ranks on a 2-core machine that also runs other tests took
   // 10 s with two cores' worth of other load, and once over 30 s in a parallel run.
   const auto r = hvd::test::run_hvdrun(
-      h.args({"--mpi", "-np", std::to_string(np), "-H", l.hosts, LIBHVD_CHECK, "collectives"}),
-      {}, std::chrono::seconds(90));
+      h.args({"--mpi", "-np", std::to_string(np), "-H", l.hosts, LIBHVD_CHECK, "collectives"}), {},
+      std::chrono::seconds(90));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < np; ++rank) {

@@ -29,19 +29,6 @@ struct Case {
   std::vector<T> a, b, sum, min, max, product;
 };
 
-const std::vector<double>& expected_for(const Case<double>& c, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return c.sum;
-    case ReduceOp::kMin:
-      return c.min;
-    case ReduceOp::kMax:
-      return c.max;
-    default:
-      return c.product;
-  }
-}
-
 template <class T>
 const std::vector<T>& expected_of(const Case<T>& c, ReduceOp op) {
   switch (op) {
@@ -104,10 +91,10 @@ void check_half(DataType dtype, const Case<double>& c) {
     REQUIRE(fn != nullptr);
     std::vector<H> out(a.size());
     fn(out.data(), a.data(), b.data(), a.size());
-    CHECK(unpack(out) == expected_for(c, op));
+    CHECK(unpack(out) == expected_of(c, op));
     auto inplace = a;
     fn(inplace.data(), inplace.data(), b.data(), inplace.size());
-    CHECK(unpack(inplace) == expected_for(c, op));
+    CHECK(unpack(inplace) == expected_of(c, op));
   }
 }
 
