@@ -48,6 +48,21 @@ TEST_CASE("engine: the same under hvdrun --mpi", "[engine]") {
   CHECK_THAT(r.out, Contains(tag(1) + "rank 1: all checks passed"));
 }
 
+TEST_CASE("engine: four threads per rank submit and wait at once, native and --mpi", "[engine]") {
+  // Ranks other than 0 send batches from the waiting threads: several at once, on 2 of 3 ranks.
+  const bool mpi = GENERATE(false, true);
+  Hosts h;
+  std::vector<std::string> args{"-np", "3", "-H", h.addr(24) + ":2," + h.addr(25) + ":1"};
+  if (mpi) args.insert(args.begin(), "--mpi");
+  args.insert(args.end(), {LIBHVD_CHECK, "threads"});
+  const auto r = hvd::test::run_hvdrun(h.args(args));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_THAT(r.out, Contains(tag(rank) + "rank " + std::to_string(rank) + ": all checks passed"));
+  }
+}
+
 TEST_CASE("engine: rank 0 submits A then B 2 s later, rank 1 B then A: both complete", "[engine]") {
   const auto r = run_local(2, {"delayed"});
   INFO(show(r));

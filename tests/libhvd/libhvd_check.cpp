@@ -8,6 +8,8 @@
 //   libhvd_check info          prints the topology and backend
 //   libhvd_check async         50 named allreduces of mixed dtypes and sizes, submitted in a
 //                              different random order on every rank, then broadcasts, checked
+//   libhvd_check threads       4 threads per rank each submit 40 named allreduces and wait on
+//                              some while the others submit, checked after all joined
 //   libhvd_check delayed       rank 0 submits A, then B 2 s later; rank 1 submits B then A
 //   libhvd_check mismatch F    rank 1 submits a tensor that differs in field F (dtype, shape,
 //                              op, root, prescale, postscale, kind): every rank's handle fails
@@ -230,6 +232,8 @@ int main(int argc, char** argv) {
       rc = 0;
     } else if (mode == "async") {
       rc = async_ops();
+    } else if (mode == "threads") {
+      rc = threaded_ops();
     } else if (mode == "delayed") {
       rc = delayed();
     } else if (mode == "mismatch" && argc > 2) {
@@ -246,9 +250,10 @@ int main(int argc, char** argv) {
     } else if (mode == "stall" && argc > 2) {
       rc = stall(std::atoi(argv[2]));
     } else {
-      std::fprintf(stderr,
-                   "usage: libhvd_check [collectives | die RANK | info | async | delayed | "
-                   "mismatch FIELD | stall SECONDS]\n");
+      std::fprintf(
+          stderr,
+          "usage: libhvd_check [collectives | die RANK | info | async | threads | delayed | "
+          "mismatch FIELD | stall SECONDS]\n");
     }
     hvd::shutdown();
     return rc;

@@ -196,6 +196,7 @@ inline std::string name(ReduceOp op) { return hvd::op_name(op); }
 
 // The engine, fault and GPU modes (libhvd_check_modes.cpp); each returns the exit status.
 int async_ops();
+int threaded_ops();
 int delayed();
 int mismatch(const std::string& field);
 int stall(int seconds);

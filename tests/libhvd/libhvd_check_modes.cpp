@@ -1,5 +1,6 @@
-// libhvd_check's engine, fault and GPU modes: async (50 named ops in random orders), delayed,
-// mismatch FIELD, stall SECONDS, gpu (no device) and die RANK. See libhvd_check.cpp.
+// libhvd_check's engine, fault and GPU modes: async (50 named ops in random orders), threads
+// (several threads per rank submitting and waiting at once), delayed, mismatch FIELD, stall
+// SECONDS, gpu (no device) and die RANK. See libhvd_check.cpp.
 #include "libhvd_check.h"
 
 namespace libhvd_check {
@@ -79,6 +80,61 @@ int async_ops() {
   gh.wait();
   expect(gh.output().bytes.size() == static_cast<std::size_t>(g_size * (g_size + 1) / 2) * 4,
          "async allgather output size");
+  std::printf("rank %d: %s: %ld checks, %ld failed\n", g_rank,
+              g_failures == 0 ? "all checks passed" : "FAILED", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+int threaded_ops() {
+  // Thread t submits "th<t>.<i>" for 40 tensors in its own shuffled order (the same on every rank,
+  // so that its waits never wait on a name another rank's thread t has yet to reach), waiting on
+  // an earlier handle after every fifth submission while the other threads keep submitting. On
+  // ranks other than 0, each waiting thread sends its batch to the coordinator itself.
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 40;
+  std::vector<std::vector<float>> data(kThreads * kPerThread);
+  const auto value = [](std::size_t index) { return static_cast<float>(index % 13 + 1); };
+  for (std::size_t x = 0; x < data.size(); ++x) {
+    data[x].assign(1 + (x * 37) % 300, value(x) * static_cast<float>(g_rank + 1));
+  }
+  std::vector<std::string> errors(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          std::vector<int> order(kPerThread);
+          for (int i = 0; i < kPerThread; ++i) order[static_cast<std::size_t>(i)] = i;
+          std::mt19937 rng(static_cast<unsigned>(99 + 13 * t));
+          std::shuffle(order.begin(), order.end(), rng);
+          std::vector<hvd::Handle> handles(kPerThread);
+          for (int n = 0; n < kPerThread; ++n) {
+            const auto i = static_cast<std::size_t>(order[static_cast<std::size_t>(n)]);
+            std::vector<float>& d = data[static_cast<std::size_t>(t * kPerThread) + i];
+            handles[i] = hvd::allreduce_async("th" + std::to_string(t) + "." + std::to_string(i),
+                                              hvd::tensor(d.data(), d.size()), {ReduceOp::kSum});
+            if (n % 5 == 4) {
+              handles[static_cast<std::size_t>(order[static_cast<std::size_t>(n - 2)])].wait();
+            }
+          }
+          for (hvd::Handle& h : handles) h.wait();
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(t)] = e.what();
+        }
+      });
+    }
+  }  // joined
+  for (int t = 0; t < kThreads; ++t) {
+    expect(errors[static_cast<std::size_t>(t)].empty(),
+           "thread " + std::to_string(t) + ": " + errors[static_cast<std::size_t>(t)]);
+  }
+  const float ranks_sum = static_cast<float>(g_size * (g_size + 1) / 2);
+  for (std::size_t x = 0; x < data.size(); ++x) {
+    const bool right = std::all_of(data[x].begin(), data[x].end(),
+                                   [&](float v) { return v == value(x) * ranks_sum; });
+    expect(right, "threaded allreduce th" + std::to_string(x / kPerThread) + "." +
+                      std::to_string(x % kPerThread));
+  }
   std::printf("rank %d: %s: %ld checks, %ld failed\n", g_rank,
               g_failures == 0 ? "all checks passed" : "FAILED", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
