@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <sstream>
 
 namespace hvd::launcher {
 namespace {
@@ -17,10 +21,77 @@ std::vector<char*> c_strings(std::vector<std::string>& in) {
   return out;
 }
 
+// The program's path as posix_spawnp would find it (this process's PATH), for execve: nothing
+// between fork and exec may allocate. Empty when it is nowhere.
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* env_path = std::getenv("PATH");
+  std::istringstream dirs(env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = dir.empty() ? std::string(".") : dir;
+    candidate.append("/").append(name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+// fork + execve, for a child that must die with the launcher: posix_spawn cannot ask for
+// PR_SET_PDEATHSIG. The child calls only async-signal-safe functions before execve and reports
+// an exec failure's errno through a close-on-exec pipe, so the caller sees it as posix_spawn's.
+int fork_exec(pid_t* pid, const std::string& path, std::vector<char*>& c_argv,
+              std::vector<char*>& c_env, int stdin_fd, int stdout_fd, int stderr_fd,
+              int parent_death_signal) {
+  int status[2];
+  if (::pipe2(status, O_CLOEXEC) != 0) return errno;
+  UniqueFd status_r(status[0]), status_w(status[1]);
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) return errno;
+  if (child == 0) {
+    int e = 0;
+    if (::prctl(PR_SET_PDEATHSIG, parent_death_signal) != 0) e = errno;
+    if (e == 0 && ::getppid() != parent) ::_exit(127);  // the launcher is already gone
+    if (e == 0) ::setpgid(0, 0);
+    if (e == 0 && stdin_fd >= 0 && ::dup2(stdin_fd, STDIN_FILENO) < 0) e = errno;
+    if (e == 0 && stdin_fd < 0) {
+      const int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) e = errno;
+    }
+    if (e == 0 && (::dup2(stdout_fd, STDOUT_FILENO) < 0 || ::dup2(stderr_fd, STDERR_FILENO) < 0)) {
+      e = errno;
+    }
+    if (e == 0) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      ::sigaction(SIGINT, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execve(path.c_str(), c_argv.data(), c_env.data());
+      e = errno;
+    }
+    [[maybe_unused]] auto n = ::write(status_w.get(), &e, sizeof e);
+    ::_exit(127);
+  }
+  status_w.reset();
+  int e = 0;
+  long n;
+  do {
+    n = ::read(status_r.get(), &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<long>(sizeof e)) {  // exec failed: nothing runs
+    ::waitpid(child, nullptr, 0);
+    return e;
+  }
+  *pid = child;
+  return 0;
+}
+
 }  // namespace
 
 ChildProcess spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                         bool stdin_pipe) {
+                         bool stdin_pipe, int parent_death_signal) {
   ChildProcess child;
   int in[2] = {-1, -1}, out[2], err[2];
   if ((stdin_pipe && ::pipe2(in, O_CLOEXEC) != 0) || ::pipe2(out, O_CLOEXEC) != 0 ||
@@ -32,6 +103,18 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const std::vector
   std::vector<std::string> argv_copy = argv, env_copy = env;
   std::vector<char*> c_argv = c_strings(argv_copy), c_env = c_strings(env_copy);
 
+  if (parent_death_signal != 0) {
+    const std::string path = find_program(argv_copy[0]);
+    child.error = path.empty()
+                      ? ENOENT
+                      : fork_exec(&child.pid, path, c_argv, c_env, stdin_pipe ? in_r.get() : -1,
+                                  out_w.get(), err_w.get(), parent_death_signal);
+    if (child.error != 0) return child;
+    child.stdin_w = std::move(in_w);
+    child.stdout_r = std::move(out_r);
+    child.stderr_r = std::move(err_r);
+    return child;
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (stdin_pipe) {

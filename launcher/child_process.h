@@ -21,8 +21,11 @@ struct ChildProcess {
   int error = 0;  // errno-style: non-zero means nothing was started
 };
 
-// `env` holds NAME=value strings. Never throws.
+// `env` holds NAME=value strings. Never throws. `parent_death_signal` (e.g. SIGTERM): the child
+// gets it when the launcher dies, however it dies (SIGKILL included), so that nothing it started
+// outlives it; that needs fork + execve instead of posix_spawn (PR_SET_PDEATHSIG follows the
+// spawning thread: call it from a thread that lives as long as the child should).
 ChildProcess spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                         bool stdin_pipe);
+                         bool stdin_pipe, int parent_death_signal = 0);
 
 }  // namespace hvd::launcher

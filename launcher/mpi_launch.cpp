@@ -87,7 +87,9 @@ LaunchResult run_mpirun_process(const Plan& plan, const std::vector<std::string>
   ::sigprocmask(SIG_BLOCK, &mask, &old_mask);
   UniqueFd signal_fd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
 
-  ChildProcess child = spawn_child(argv, env, /*stdin_pipe=*/false);
+  // mpirun has no agent's dead-man switch: if hvdrun dies, even by SIGKILL, mpirun gets SIGTERM
+  // and takes its daemons and ranks down with it.
+  ChildProcess child = spawn_child(argv, env, /*stdin_pipe=*/false, SIGTERM);
   if (child.error != 0) {
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     throw UsageError(

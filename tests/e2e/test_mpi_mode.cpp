@@ -109,6 +109,27 @@ TEST_CASE("mpi mode: -x values stay off every command line and nothing is left",
   CHECK(gone);
 }
 
+TEST_CASE("mpi mode: SIGKILL to hvdrun takes mpirun and its ranks down with it", "[mpi]") {
+  // mpirun has no agent's dead-man switch: without PR_SET_PDEATHSIG it and the ranks (sleeping
+  // 60 s here) outlived a killed hvdrun.
+  hvd::test::JobMarker marker;
+  const fs::path dir = fs::temp_directory_path();
+  hvd::test::Hvdrun run({.args = {"--mpi", "-np", "2", "-x", marker.forward(), "sleep", "60"},
+                         .env = {marker.env()},
+                         .out_path = (dir / "hvd_mpi_sigkill.out").string(),
+                         .err_path = (dir / "hvd_mpi_sigkill.err").string()});
+  const bool up =
+      hvd::test::wait_until([&] { return marker.ranks().size() >= 2; }, std::chrono::seconds(15));
+  run.signal(SIGKILL);
+  const int code = run.wait(std::chrono::seconds(5));
+  const bool gone =
+      hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10));
+  INFO("stderr:\n" << hvd::test::read_file((dir / "hvd_mpi_sigkill.err").string()));
+  REQUIRE(up);
+  CHECK(code == 137);
+  CHECK(gone);
+}
+
 TEST_CASE("mpi mode: after a failing rank nothing of the job is left", "[mpi]") {
   const auto hosts = hvd::test::TestHosts::load();
   const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_fail_known_hosts";
