@@ -213,12 +213,22 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
   std::vector<std::string> warnings;
   // After a fatal error every rank has stopped: nothing to warn about any more.
   if (options_.stall_warning.count() == 0 || table_.empty() || !fatal_.empty()) return warnings;
-  // Missing rank -> the stalled tensors it has not submitted (by name: stable messages).
-  const std::vector<std::string> names = sorted_names();
+  // One pass that allocates nothing unless something is due: this runs on every turn of rank
+  // 0's engine loop. The due names are sorted, so that messages are stable.
+  std::vector<std::string> due;
+  const std::string* shutdown_name = nullptr;  // the first name, in order, past stall_shutdown
+  for (const auto& [name, entry] : table_) {
+    if (now - entry.last_warned >= options_.stall_warning) due.push_back(name);
+    if (options_.stall_shutdown.count() > 0 && now - entry.first_seen >= options_.stall_shutdown &&
+        (shutdown_name == nullptr || name < *shutdown_name)) {
+      shutdown_name = &name;
+    }
+  }
+  std::sort(due.begin(), due.end());
+  // Missing rank -> the stalled tensors it has not submitted.
   std::map<int, std::vector<std::string>> missing;
-  for (const std::string& name : names) {
+  for (const std::string& name : due) {
     Entry& entry = table_.at(name);
-    if (now - entry.last_warned < options_.stall_warning) continue;
     entry.last_warned = now;
     for (int r = 0; r < options_.size; ++r) {
       if (!entry.has(r)) missing[r].push_back(name);
@@ -233,20 +243,16 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
         rank, stalled.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
         options_.stall_warning.count() / 1000));
   }
-  if (options_.stall_shutdown.count() > 0 && fatal_.empty()) {
-    for (const std::string& name : names) {
-      const Entry& entry = table_.at(name);
-      if (now - entry.first_seen < options_.stall_shutdown) continue;
-      std::vector<int> absent;
-      for (int r = 0; r < options_.size; ++r) {
-        if (!entry.has(r)) absent.push_back(r);
-      }
-      fatal_ = fmt::format(
-          "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}' was "
-          "never submitted by rank(s) {}",
-          options_.stall_shutdown.count() / 1000, name, ranks_text(absent));
-      break;
+  if (shutdown_name != nullptr) {
+    const Entry& entry = table_.at(*shutdown_name);
+    std::vector<int> absent;
+    for (int r = 0; r < options_.size; ++r) {
+      if (!entry.has(r)) absent.push_back(r);
     }
+    fatal_ = fmt::format(
+        "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}' was "
+        "never submitted by rank(s) {}",
+        options_.stall_shutdown.count() / 1000, *shutdown_name, ranks_text(absent));
   }
   return warnings;
 }

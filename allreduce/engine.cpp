@@ -25,7 +25,7 @@ std::exception_ptr failure(hvd_status status, const std::string& message) {
 
 Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
     : runtime_(runtime), control_(std::move(control)), options_(options) {
-  if (!wakeup_->ok()) {
+  if (!wakeup_.ok()) {
     throw StatusError(
         HVD_ERR_INTERNAL,
         fmt::format("cannot create the engine's eventfd/timerfd: {}", std::strerror(errno)));
@@ -60,7 +60,7 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
     if (!now && !batch_armed_ && options_.cycle_time.count() > 0) {
       // The first submission of a batch starts the batching delay; the thread sleeps on.
       batch_armed_ = true;
-      wakeup_->arm(options_.cycle_time);
+      wakeup_.arm(options_.cycle_time);
     }
   }
   if (now || options_.cycle_time.count() == 0) flush();
@@ -68,13 +68,13 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
 
 void Engine::flush() {
   if (controller_) {
-    wakeup_->flush();  // rank 0's batches go to its Controller, which the thread owns
+    wakeup_.flush();  // rank 0's batches go to its Controller, which the thread owns
     return;
   }
   try {
     send_to_coordinator(false);
   } catch (...) {
-    wakeup_->flush();  // cannot happen short of bad_alloc; let the thread try
+    wakeup_.flush();  // cannot happen short of bad_alloc; let the thread try
   }
 }
 
@@ -83,13 +83,13 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  wakeup_->notify();
+  wakeup_.notify();
   if (thread_.joinable()) thread_.join();
 }
 
 bool Engine::run_once() {
   // Sleep until a flush, the end of the batching delay, a message or a stall check.
-  std::vector<pollfd> fds{{wakeup_->fd(), POLLIN, 0}, {wakeup_->timer_fd(), POLLIN, 0}};
+  std::vector<pollfd> fds{{wakeup_.fd(), POLLIN, 0}, {wakeup_.timer_fd(), POLLIN, 0}};
   std::vector<int> ranks{-1, -1};
   for (int r = 0; r < options_.size; ++r) {
     if (r != options_.rank && control_.peer(r) >= 0) {
@@ -113,11 +113,11 @@ bool Engine::run_once() {
   }
   const auto now = Clock::now();
 
-  if (fds[0].revents != 0) wakeup_->drain();
+  if (fds[0].revents != 0) wakeup_.drain();
   const bool due = fds[1].revents != 0;
-  if (due) wakeup_->drain_timer();
+  if (due) wakeup_.drain_timer();
   // The flag before the queue: a submission flushed before we read the flag is in the queue.
-  const bool flush = wakeup_->take_flush();
+  const bool flush = wakeup_.take_flush();
   bool stopping;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -153,7 +153,7 @@ RequestList Engine::take_queue() {
   queue_.clear();
   if (batch_armed_) {
     batch_armed_ = false;
-    wakeup_->disarm();
+    wakeup_.disarm();
   }
   return batch;
 }

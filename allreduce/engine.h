@@ -11,6 +11,12 @@
 // VM), so each step has as few as the design allows: see bench/README.md.
 #pragma once
 
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -29,6 +35,56 @@ namespace hvd::runtime {
 
 class Runtime;
 class Timeline;
+
+// Wakes the background thread. Two descriptors it polls: an eventfd for "look now" (a waiter
+// wants the batch sent, shutdown) and a timerfd for the end of the batching delay, armed by the
+// submitting thread at the first submission of a batch. So the thread wakes once per batch: when
+// the batch is due (a waiter or the cycle time), not at its first submission as well.
+class Wakeup {
+ public:
+  Wakeup()
+      : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {}
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+  ~Wakeup() {
+    ::close(fd_);
+    ::close(timer_);
+  }
+  int fd() const { return fd_; }
+  int timer_fd() const { return timer_; }
+  bool ok() const { return fd_ >= 0 && timer_ >= 0; }
+  void notify() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(fd_, &one, sizeof one);
+  }
+  // Asks for the batch to go out now; one wake-up however many threads ask before it does.
+  void flush() {
+    if (!flush_.exchange(true)) notify();
+  }
+  bool take_flush() { return flush_.exchange(false); }
+  void drain() {
+    std::uint64_t n;
+    [[maybe_unused]] auto r = ::read(fd_, &n, sizeof n);
+  }
+  // The batching delay: the timer fires `delay` from now (0: disarmed).
+  void arm(std::chrono::nanoseconds delay) {
+    itimerspec spec{};
+    spec.it_value.tv_sec = static_cast<time_t>(delay.count() / 1000000000);
+    spec.it_value.tv_nsec = static_cast<long>(delay.count() % 1000000000);
+    ::timerfd_settime(timer_, 0, &spec, nullptr);
+  }
+  void disarm() { arm(std::chrono::nanoseconds(0)); }
+  void drain_timer() {
+    std::uint64_t n;
+    [[maybe_unused]] auto r = ::read(timer_, &n, sizeof n);
+  }
+
+ private:
+  int fd_;
+  int timer_;
+  std::atomic<bool> flush_{false};
+};
 
 struct EngineOptions {
   int rank = 0;
@@ -58,8 +114,6 @@ class Engine {
   // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
   void shutdown();
 
-  const std::shared_ptr<Wakeup>& wakeup() const { return wakeup_; }
-
  private:
   bool run_once();
   void send_batch(Clock::time_point now, bool shutdown);
@@ -75,7 +129,7 @@ class Engine {
   Runtime& runtime_;
   ControlPlane control_;
   EngineOptions options_;
-  std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
+  Wakeup wakeup_;
 
   // Shared with submitting and waiting threads.
   std::mutex mutex_;

@@ -19,7 +19,7 @@ struct LaunchFacts {
   std::string launcher_address;                  // this machine as the remote hosts reach it
   std::vector<std::string> launcher_address_of;  // by host: this machine as that host sees it
   // By host: where the other hosts reach it. A remote host: the address its SSH connection
-  // arrived at; a local one: launcher_address (or 127.0.0.1 when every host is local).
+  // arrived at; empty for a local one, which host_spec() reads as launcher_address.
   std::vector<std::string> reached_at;
   int rendezvous_port = 0;
   std::string rendezvous_token;

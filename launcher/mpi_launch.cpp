@@ -208,9 +208,7 @@ namespace {
 bool knows_every_host(const Plan& plan, const std::vector<HostFacts>& known) {
   if (known.size() != plan.hosts.size()) return false;
   for (size_t h = 0; h < plan.hosts.size(); ++h) {
-    if (!plan.hosts[h].local && (known[h].address.empty() || known[h].boot_id.empty())) {
-      return false;
-    }
+    if (!plan.hosts[h].local && known[h].address.empty()) return false;
   }
   return true;
 }
@@ -238,7 +236,9 @@ LaunchResult run_mpi(const Plan& plan, const MpiLaunchOptions& options) {
     for (size_t h = 0; h < plan.hosts.size(); ++h) {
       if (plan.hosts[h].local) continue;
       input.host_addresses.push_back(options.known_hosts[h].address);
-      boot_ids.push_back(options.known_hosts[h].boot_id);
+      // An agent that could not read its boot id says "": that is not a shared machine.
+      if (!options.known_hosts[h].boot_id.empty())
+        boot_ids.push_back(options.known_hosts[h].boot_id);
     }
   } else {
     // The same SSH check as --check-ssh, for every remote host, before anything starts.

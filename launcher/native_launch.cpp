@@ -196,24 +196,25 @@ void Launch::start_timed_out() {
     }
   }
   const double seconds = std::chrono::duration<double>(options_.start_timeout).count();
+  const char* phase = "ranks started";
+  const std::vector<std::string>* late = &not_started;
+  const char* hint =
+      "the ranks did not start in time: a slow file system or an overloaded host; raise "
+      "--start-timeout";
   if (!no_hello.empty()) {
-    fail(fmt::format("start-up timed out after {:.0f} s in the agent handshake phase; late: {}",
-                     seconds, fmt::join(no_hello, ", ")),
-         "the agent did not answer: a slow login (~/.bashrc), or a host that stalls; raise "
-         "--start-timeout or check the host with --check-ssh",
-         ExitCode::kStartupTimeout);
+    phase = "agent handshake";
+    late = &no_hello;
+    hint =
+        "the agent did not answer: a slow login (~/.bashrc), or a host that stalls; raise "
+        "--start-timeout or check the host with --check-ssh";
   } else if (!not_probed.empty()) {
-    fail(fmt::format("start-up timed out after {:.0f} s in the network check phase; late: {}",
-                     seconds, fmt::join(not_probed, ", ")),
-         "those agents did not report their probes: an overloaded host; raise --start-timeout",
-         ExitCode::kStartupTimeout);
-  } else {
-    fail(fmt::format("start-up timed out after {:.0f} s in the ranks started phase; late: {}",
-                     seconds, fmt::join(not_started, ", ")),
-         "the ranks did not start in time: a slow file system or an overloaded host; raise "
-         "--start-timeout",
-         ExitCode::kStartupTimeout);
+    phase = "network check";
+    late = &not_probed;
+    hint = "those agents did not report their probes: an overloaded host; raise --start-timeout";
   }
+  fail(fmt::format("start-up timed out after {:.0f} s in the {} phase; late: {}", seconds, phase,
+                   fmt::join(*late, ", ")),
+       hint, ExitCode::kStartupTimeout);
 }
 
 int Launch::poll_timeout_ms() const {

@@ -50,9 +50,6 @@ bool Launch::choose_addresses() {
       if (facts_.launcher_address.empty()) facts_.launcher_address = client;
     }
   }
-  for (const AgentConn& a : agents_) {
-    if (!a.is_remote()) facts_.reached_at[a.host_index] = facts_.launcher_address;
-  }
   if (!plan_.network.active()) return true;
   facts_.chosen.resize(plan_.hosts.size());
   for (const AgentConn& a : agents_) {
@@ -155,8 +152,7 @@ void Launch::send_specs() {
 // The rendezvous server listens where the hosts reach this machine: one address if they all
 // see the same one (127.0.0.1 for a local job), else every address (the token still guards it).
 void Launch::start_rendezvous() {
-  LaunchFacts& facts = facts_;
-  std::vector<std::string> seen = facts.launcher_address_of;
+  std::vector<std::string> seen = facts_.launcher_address_of;
   std::sort(seen.begin(), seen.end());
   seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
   const std::string bind = seen.size() == 1 ? seen.front() : "0.0.0.0";
@@ -167,8 +163,8 @@ void Launch::start_rendezvous() {
         seen.size());
   }
   rendezvous_ = std::make_unique<RendezvousServer>(random_token());
-  facts.rendezvous_port = rendezvous_->start(bind, options_.port_range);
-  facts.rendezvous_token = rendezvous_->token();
+  facts_.rendezvous_port = rendezvous_->start(bind, options_.port_range);
+  facts_.rendezvous_token = rendezvous_->token();
 }
 
 // Two host entries with one boot id are one machine (BRIEF.md section 4): worth knowing.

@@ -11,6 +11,9 @@
 namespace hvd::launcher {
 namespace {
 
+constexpr const char* kSeeDetail =
+    "see the detail; `hvdrun --check-net` repeats this check without starting a job";
+
 using worker::ProbeStatus;
 
 std::string to_name(const NetCheck& check, const ProbeRecord& p) {
@@ -47,7 +50,7 @@ std::string hint_to_rendezvous(const ProbeRecord& p, const std::string& from) {
           "directly",
           from, p.address);
     default:
-      return "see the detail; `hvdrun --check-net` repeats this check without starting a job";
+      return kSeeDetail;
   }
 }
 
@@ -148,7 +151,7 @@ std::string probe_hint(const NetCheck& check, const ProbeRecord& p) {
           "with --network-cidr or --network-interface",
           p.address, from, to);
     default:
-      return "see the detail; `hvdrun --check-net` repeats this check without starting a job";
+      return kSeeDetail;
   }
 }
 

@@ -245,7 +245,8 @@ std::vector<std::string> Agent::rank_environment(const RankSpec& rank) const {
 }
 
 bool Agent::start_ranks() {
-  // Rank 0's host hands its probe port to the job as MASTER_PORT: free it first.
+  // The probes are over: the listener goes before any rank starts (rank 0's host closed it
+  // earlier, on kProbeClose, so that MASTER_PORT, its port, was free for the job).
   listener_.reset();
   struct stat st {};
   if (::stat(spec_.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -195,8 +195,8 @@ std::string probe_greeting(std::string_view token) {
 
 ProbeListener::ProbeListener(PortRange range, const std::string& token)
     : greeting_(probe_greeting(token)) {
-  const int low = range.any() ? 0 : range.low;
-  const int high = range.any() ? 0 : range.high;
+  const int low = range.low;  // {0, 0}: one pass with port 0, any free port
+  const int high = range.high;
   int last_error = 0;
   for (int family : {AF_INET6, AF_INET}) {
     for (int port = low; port <= high; ++port) {

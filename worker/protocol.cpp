@@ -21,7 +21,14 @@ uint32_t get_u32(std::string_view in, size_t at) {
          static_cast<uint32_t>(static_cast<unsigned char>(in[at + 3]));
 }
 
-bool known_type(uint8_t t) { return (t >= 1 && t <= 9) || (t >= 16 && t <= 21); }
+// The two contiguous blocks of FrameType: agent -> launcher, launcher -> agent.
+bool known_type(uint8_t t) {
+  const auto in = [t](FrameType first, FrameType last) {
+    return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
+  };
+  return in(FrameType::kHello, FrameType::kProbeClosed) ||
+         in(FrameType::kSpec, FrameType::kProbeClose);
+}
 
 void require_size(std::string_view payload, size_t size, std::string_view what) {
   if (payload.size() < size) {

@@ -34,7 +34,6 @@ ADD_ERR='' ISLAND_KIND=''
 die() { printf 'netns_hosts.sh: error: %s\n' "$*" >&2; exit 1; }
 # "Cannot run here": the tests turn exit code 77 into a skip with this one line as the reason.
 skip() { printf 'netns_hosts.sh: cannot run here: %s\n' "$*" >&2; exit 77; }
-note() { printf 'netns_hosts.sh: %s\n' "$*" >&2; }
 
 usage() {
     cat >&2 <<'EOF'
