@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The README's test command: install what the tests need, build, run every test.
-# Usage: bash scripts/test.sh [extra ctest arguments]   (BUILD_DIR=... to pick the build folder)
+# Usage: bash scripts/test.sh [extra ctest arguments]   (BUILD_DIR=... to pick the build folder,
+# HVD_WERROR=ON to make warnings errors, as CI does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 
 bash scripts/install-deps.sh
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DHVD_WERROR="${HVD_WERROR:-OFF}"
 cmake --build "$build_dir" -j 2
 
 start=$(date +%s)
