@@ -7,8 +7,8 @@
 #include <charconv>
 
 #include "allreduce/status_error.h"
-#include "worker/contract/env_table.h"
-#include "worker/contract/port_range.h"
+#include "common/port_range.h"
+#include "contract/env_table.h"
 
 namespace hvd::runtime {
 namespace {
@@ -30,11 +30,11 @@ std::string value_of(const contract::EnvGetter& getenv, std::string_view name) {
                     fmt::format("use {}, or unset it", allowed));
 }
 
-// A whole number in [min, max]; `fallback` when unset.
+// A whole number in [min, max]; the table's default when unset.
 long long read_integer(const contract::EnvGetter& getenv, const contract::EnvVar& var,
-                       long long min, long long max, long long fallback, const char* unit) {
+                       long long min, long long max, const char* unit) {
   const std::string v = value_of(getenv, var.name);
-  if (v.empty()) return fallback;
+  if (v.empty()) return var.default_value.integer;
   long long n = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (ec != std::errc() || end != v.data() + v.size() || n < min || n > max) {
@@ -47,22 +47,22 @@ long long read_integer(const contract::EnvGetter& getenv, const contract::EnvVar
 
 std::chrono::seconds read_timeout(const contract::EnvGetter& getenv) {
   return std::chrono::seconds(
-      read_integer(getenv, contract::kGlooTimeout, 1, 86400, 30, "seconds"));
+      read_integer(getenv, contract::kGlooTimeout, 1, 86400, "seconds"));
 }
 
 // HVD_PORT_RANGE: "LOW-HIGH" (hvdrun writes it; strict all the same).
-std::optional<std::pair<int, int>> read_port_range(const contract::EnvGetter& getenv) {
+PortRange read_port_range(const contract::EnvGetter& getenv) {
   const std::string v = value_of(getenv, contract::kPortRange.name);
-  if (v.empty()) return std::nullopt;
-  const auto range = contract::parse_port_range(v);
+  if (v.empty()) return {};
+  const auto range = parse_port_range(v);
   if (!range) bad_value(contract::kPortRange.name, v, "LOW-HIGH with 1 <= LOW <= HIGH <= 65535");
-  return range;
+  return *range;
 }
 
 // HOROVOD_CYCLE_TIME: milliseconds, fractional (Horovod's unit), 0 to 1000.
 std::chrono::microseconds read_cycle_time(const contract::EnvGetter& getenv) {
   const std::string v = value_of(getenv, contract::kCycleTime.name);
-  if (v.empty()) return std::chrono::microseconds(200);
+  if (v.empty()) return contract::kCycleTime.default_value.as_microseconds();
   double ms = -1;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
   if (ec != std::errc() || end != v.data() + v.size() || !(ms >= 0 && ms <= 1000)) {
@@ -73,13 +73,13 @@ std::chrono::microseconds read_cycle_time(const contract::EnvGetter& getenv) {
 
 void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config) {
   config.fusion_threshold = static_cast<std::size_t>(
-      read_integer(getenv, contract::kFusionThreshold, 0, 1ll << 40, 64ll << 20, "bytes"));
+      read_integer(getenv, contract::kFusionThreshold, 0, 1ll << 40, "bytes"));
   config.cycle_time = read_cycle_time(getenv);
-  const bool disabled = read_integer(getenv, contract::kStallCheckDisable, 0, 1, 0, "") == 1;
+  const bool disabled = read_integer(getenv, contract::kStallCheckDisable, 0, 1, "") == 1;
   config.stall_warning = std::chrono::seconds(
-      disabled ? 0 : read_integer(getenv, contract::kStallCheckTime, 1, 86400, 60, "seconds"));
+      disabled ? 0 : read_integer(getenv, contract::kStallCheckTime, 1, 86400, "seconds"));
   config.stall_shutdown = std::chrono::seconds(
-      disabled ? 0 : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, 0, "seconds"));
+      disabled ? 0 : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, "seconds"));
   config.timeline = value_of(getenv, contract::kTimeline.name);
 }
 
@@ -183,7 +183,7 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
     config.advertise_addr = value_of(getenv, contract::kAdvertiseAddr.name);
     config.port_range = read_port_range(getenv);
     config.master_port =
-        static_cast<int>(read_integer(getenv, contract::kMasterPort, 0, 65535, 0, "a port number"));
+        static_cast<int>(read_integer(getenv, contract::kMasterPort, 0, 65535, "a port number"));
     for (auto [name, value] : {std::pair{contract::kRendezvousToken.name, &config.rendezvous_token},
                                std::pair{contract::kJobId.name, &config.job_id},
                                std::pair{contract::kAdvertiseAddr.name, &config.advertise_addr}}) {

@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "worker/contract/topology.h"
+#include "common/port_range.h"
+#include "contract/env_table.h"
+#include "contract/topology.h"
 
 namespace hvd::runtime {
 
@@ -34,16 +36,20 @@ struct RuntimeConfig {
   std::string advertise_addr;  // where this rank's Gloo device binds; 127.0.0.1 alone
   // HVD_PORT_RANGE (hvdrun --port-range): the control plane's listener stays inside it, and
   // off MASTER_PORT, which hvdrun took from the same range for the program.
-  std::optional<std::pair<int, int>> port_range;
+  PortRange port_range;  // any(): unset
   int master_port = 0;
-  std::chrono::seconds gloo_timeout{30};
-  std::string log_level = "warning";
+  // The knobs start at the contract table's defaults (contract/env_table.h), written once there.
+  std::chrono::seconds gloo_timeout{contract::kGlooTimeout.default_value.integer};
+  std::string log_level{contract::kLogLevel.default_value.text};
   // The engine (named ops, negotiation, fusion, stalls, timeline).
-  std::size_t fusion_threshold = 64u << 20;
-  std::chrono::microseconds cycle_time{200};
-  std::chrono::seconds stall_warning{60};  // 0: the stall inspector is off
-  std::chrono::seconds stall_shutdown{0};  // 0: stalls only warn
-  std::string timeline;                    // HOROVOD_TIMELINE; written by rank 0
+  std::size_t fusion_threshold =
+      static_cast<std::size_t>(contract::kFusionThreshold.default_value.integer);
+  std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
+  // 0: the stall inspector is off
+  std::chrono::seconds stall_warning{contract::kStallCheckTime.default_value.integer};
+  // 0: stalls only warn
+  std::chrono::seconds stall_shutdown{contract::kStallShutdownTime.default_value.integer};
+  std::string timeline;  // HOROVOD_TIMELINE; written by rank 0
 };
 
 // Throws StatusError(HVD_ERR_CONFIG) for a bad or inconsistent environment, and

@@ -19,16 +19,13 @@
 
 #include "allreduce/status_error.h"
 #include "common/fd_io.h"  // read_some
+#include "common/port_range.h"
 
 namespace hvd::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxMessage = 64u << 20;
-
-[[noreturn]] void system_error(const std::string& what) {
-  throw StatusError(HVD_ERR_BACKEND, fmt::format("{}: {}", what, std::strerror(errno)));
-}
 
 std::string frame(const std::string& payload) {
   const auto n = static_cast<std::uint32_t>(payload.size());
@@ -80,41 +77,37 @@ sockaddr_storage resolve(const std::string& host, int port, socklen_t& len) {
 
 // Listens on `address` (empty: every interface) at a free port, inside `range` when given and
 // never on `avoid`; returns the socket and port.
-std::pair<UniqueFd, int> listen_on(const std::string& address,
-                                   std::optional<std::pair<int, int>> range, int avoid) {
+std::pair<UniqueFd, int> listen_on(const std::string& address, const PortRange& range,
+                                   int avoid) {
   const std::string host = address.empty() ? "0.0.0.0" : address;
   UniqueFd fd;
-  const int low = range ? range->first : 0;
-  const int high = range ? range->second : 0;
-  bool is_bound = false;
-  for (int port = low; port <= high && !is_bound; ++port) {
-    if (range && port == avoid) continue;  // MASTER_PORT: the program's
-    socklen_t len = 0;
-    sockaddr_storage addr = resolve(host, port, len);
-    fd.reset(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) system_error("control plane: socket");
-    is_bound = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0;
-    if (!is_bound && errno != EADDRINUSE) {
-      system_error(fmt::format("control plane: cannot listen on {}", host));
-    }
+  const BindOutcome outcome = bind_first_free(
+      range,
+      [&](int port) -> BindAttempt {
+        socklen_t len = 0;
+        sockaddr_storage addr = resolve(host, port, len);
+        fd.reset(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!fd.valid()) return {0, errno};
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+            ::listen(fd.get(), 1024) != 0) {
+          return {0, errno};
+        }
+        sockaddr_storage bound{};
+        socklen_t bound_len = sizeof bound;
+        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
+        return {ntohs(bound.ss_family == AF_INET
+                          ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                          : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port),
+                0};
+      },
+      avoid);
+  if (!outcome.bound()) {
+    const BindFailure f = bind_failure(range, outcome, "HVD_PORT_RANGE=",
+                                       "the engine's control plane (rank 0; MASTER_PORT excluded)",
+                                       host);
+    throw StatusError(range.any() ? HVD_ERR_BACKEND : HVD_ERR_CONFIG, f.message, f.hint);
   }
-  if (!is_bound && range) {
-    throw StatusError(HVD_ERR_CONFIG,
-                      fmt::format("the engine's control plane: every port of HVD_PORT_RANGE={}-{} "
-                                  "is in use on {} (or is MASTER_PORT)",
-                                  low, high, host),
-                      "widen hvdrun's --port-range: rank 0's host needs one port for MASTER_PORT "
-                      "and one for libhvd's control plane");
-  }
-  if (!is_bound) system_error(fmt::format("control plane: cannot listen on {}", host));
-  if (::listen(fd.get(), 1024) != 0) system_error("control plane: listen");
-  sockaddr_storage bound{};
-  socklen_t bound_len = sizeof bound;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  const int port =
-      ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                                       : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-  return {std::move(fd), port};
+  return {std::move(fd), outcome.port};
 }
 
 bool wait_for(int fd, short events, Clock::time_point deadline) {
@@ -192,7 +185,7 @@ std::string share(Backend& backend, int rank, const std::string& mine) {
 ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
                                    const std::string& bind_address,
                                    std::chrono::milliseconds timeout,
-                                   std::optional<std::pair<int, int>> port_range, int avoid_port) {
+                                   const PortRange& port_range, int avoid_port) {
   ControlPlane cp;
   cp.rank_ = rank;
   cp.size_ = size;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "allreduce/backend.h"
+#include "common/port_range.h"
 #include "common/unique_fd.h"
 
 namespace hvd::runtime {
@@ -24,8 +25,7 @@ class ControlPlane {
   // Rank 0 listens on a free port (inside `port_range` when given, never on `avoid_port`).
   static ControlPlane connect(Backend& backend, int rank, int size, const std::string& bind_address,
                               std::chrono::milliseconds timeout,
-                              std::optional<std::pair<int, int>> port_range = std::nullopt,
-                              int avoid_port = 0);
+                              const PortRange& port_range = {}, int avoid_port = 0);
   ControlPlane() = default;
   ControlPlane(ControlPlane&&) = default;
   ControlPlane& operator=(ControlPlane&&) = default;

@@ -22,16 +22,24 @@
 #include <vector>
 
 #include "allreduce/messages.h"
+#include "contract/env_table.h"
 
 namespace hvd::runtime {
 
 using Clock = std::chrono::steady_clock;
 
+// Defaults: the contract table's (contract/env_table.h).
 struct ControllerOptions {
   int size = 1;
-  std::size_t fusion_threshold = 64u << 20;        // bytes; 0 disables fusion
-  std::chrono::milliseconds stall_warning{60000};  // 0: no stall check
-  std::chrono::milliseconds stall_shutdown{0};     // 0: stalls only warn
+  // bytes; 0 disables fusion
+  std::size_t fusion_threshold =
+      static_cast<std::size_t>(contract::kFusionThreshold.default_value.integer);
+  // 0: no stall check
+  std::chrono::milliseconds stall_warning =
+      std::chrono::seconds(contract::kStallCheckTime.default_value.integer);
+  // 0: stalls only warn
+  std::chrono::milliseconds stall_shutdown =
+      std::chrono::seconds(contract::kStallShutdownTime.default_value.integer);
 };
 
 class Controller {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "allreduce/control_plane.h"
+#include "contract/env_table.h"
 #include "allreduce/controller.h"
 #include "allreduce/op_state.h"
 
@@ -90,7 +91,7 @@ struct EngineOptions {
   int rank = 0;
   int size = 1;
   ControllerOptions controller;
-  std::chrono::microseconds cycle_time{100};
+  std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
   Timeline* timeline = nullptr;  // rank 0 with HOROVOD_TIMELINE set; outlives the engine
 };
 

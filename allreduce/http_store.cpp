@@ -6,44 +6,22 @@
 #include <thread>
 
 #include "allreduce/status_error.h"
+#include "contract/rendezvous.h"
 
 namespace hvd::runtime {
 namespace {
 
-// Splits "host:port" / "[v6]:port"; throws a config error naming the variable otherwise.
+namespace protocol = contract::rendezvous;
+
+// HVD_RENDEZVOUS_ADDR as host and port; a config error naming the variable otherwise.
 std::pair<std::string, int> split_address(const std::string& address) {
-  const auto colon = address.rfind(':');
-  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  int port = 0;
-  if (colon != std::string::npos) {
-    try {
-      size_t used = 0;
-      port = std::stoi(address.substr(colon + 1), &used);
-      if (used != address.size() - colon - 1) port = 0;
-    } catch (const std::exception&) {
-      port = 0;
-    }
-  }
-  if (host.empty() || port < 1 || port > 65535) {
+  auto parts = protocol::split_address(address);
+  if (!parts) {
     throw StatusError(HVD_ERR_CONFIG,
                       fmt::format("HVD_RENDEZVOUS_ADDR={:?} is not host:port", address),
                       "HVD_* variables are set by hvdrun: start the program with hvdrun");
   }
-  return {host, port};
-}
-
-// Keys Gloo uses are like "rank_3"; anything outside the server's [A-Za-z0-9._-] is hex-encoded.
-std::string encode_key(const std::string& key) {
-  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  });
-  if (plain) return key;
-  std::string out = "x-";
-  for (unsigned char c : key) out += fmt::format("{:02x}", c);
-  return out;
+  return *parts;
 }
 
 // Gloo's full-mesh connect publishes each rank's address under the rank number ("3"; newer
@@ -66,8 +44,9 @@ HttpStore::HttpStore(HttpStoreOptions options) : options_(std::move(options)) {
   client_->set_connection_timeout(std::chrono::seconds(5));
   client_->set_read_timeout(std::chrono::seconds(10));
   client_->set_write_timeout(std::chrono::seconds(10));
-  client_->set_default_headers({{"Authorization", "Bearer " + options_.token},
-                                {"X-Hvd-Rank", std::to_string(options_.rank)}});
+  client_->set_default_headers(
+      {{std::string(protocol::kAuthorizationHeader), protocol::bearer(options_.token)},
+       {std::string(protocol::kRankHeader), std::to_string(options_.rank)}});
 }
 
 HttpStore::~HttpStore() = default;
@@ -77,7 +56,7 @@ std::string HttpStore::where() const {
 }
 
 std::string HttpStore::path(const std::string& key) const {
-  return fmt::format("/{}/{}", options_.scope, encode_key(key));
+  return protocol::key_path(options_.scope, key);
 }
 
 void HttpStore::set(const std::string& key, const std::vector<char>& data) {

@@ -1,4 +1,4 @@
-// A gloo::rendezvous::Store over hvdrun's rendezvous server (launcher/rendezvous_server.h):
+// A gloo::rendezvous::Store over hvdrun's rendezvous server (protocol: contract/rendezvous.h):
 // set = PUT /<scope>/<key>, get = GET (polled until the key exists), every request with the job's
 // bearer token. One scope per Gloo context, so each context gets a fresh key prefix.
 //

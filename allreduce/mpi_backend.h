@@ -12,7 +12,7 @@
 #include <array>
 
 #include "allreduce/backend.h"
-#include "worker/contract/topology.h"
+#include "contract/topology.h"
 
 namespace hvd::runtime {
 

@@ -14,7 +14,7 @@
 #include "allreduce/backend.h"
 #include "allreduce/gpu.h"
 #include "allreduce/op_state.h"
-#include "worker/contract/topology.h"
+#include "contract/topology.h"
 
 namespace hvd::runtime {
 

@@ -27,6 +27,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <httplib.h>
+
+#include "contract/rendezvous.h"
 #endif
 
 namespace hvd_bench {
@@ -58,21 +60,22 @@ struct MpiRaw : RawEngine {
 #endif
 
 #if HVD_BENCH_HAS_GLOO
-// gloo::rendezvous::Store over hvdrun's rendezvous server: PUT/GET http://ADDR/<scope>/<key>
-// with the job's bearer token; 404 = not there yet, so get/wait poll until the key appears.
+// gloo::rendezvous::Store over hvdrun's rendezvous server (contract/rendezvous.h): PUT/GET
+// /<scope>/<key> with the job's bearer token; 404 = not there yet, so get/wait poll until the key
+// appears.
 class BenchStore : public gloo::rendezvous::Store {
  public:
   BenchStore(const std::string& address, const std::string& token, std::string scope, int rank,
              std::chrono::milliseconds timeout)
       : scope_(std::move(scope)), timeout_(timeout) {
-    const auto colon = address.rfind(':');
-    if (colon == std::string::npos) throw std::runtime_error("HVD_RENDEZVOUS_ADDR: no port");
-    std::string host = address.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    client_ = std::make_unique<httplib::Client>(host, std::stoi(address.substr(colon + 1)));
+    namespace protocol = hvd::contract::rendezvous;
+    const auto parts = protocol::split_address(address);
+    if (!parts) throw std::runtime_error("HVD_RENDEZVOUS_ADDR: not host:port");
+    client_ = std::make_unique<httplib::Client>(parts->first, parts->second);
     client_->set_keep_alive(true);
     client_->set_default_headers(
-        {{"Authorization", "Bearer " + token}, {"X-Hvd-Rank", std::to_string(rank)}});
+        {{std::string(protocol::kAuthorizationHeader), protocol::bearer(token)},
+         {std::string(protocol::kRankHeader), std::to_string(rank)}});
   }
   void set(const std::string& key, const std::vector<char>& data) override {
     auto res = client_->Put(path(key), data.data(), data.size(), "application/octet-stream");
@@ -102,18 +105,8 @@ class BenchStore : public gloo::rendezvous::Store {
       std::this_thread::sleep_for(pause);
     }
   }
-  std::string path(const std::string& key) const {  // keys outside [A-Za-z0-9._-]: hex
-    bool plain = !key.empty();
-    for (unsigned char c : key) {
-      plain = plain && (std::isalnum(c) || c == '.' || c == '_' || c == '-');
-    }
-    if (plain) return "/" + scope_ + "/" + key;
-    std::string out = "/" + scope_ + "/x-";
-    for (unsigned char c : key) {
-      out += "0123456789abcdef"[c >> 4];
-      out += "0123456789abcdef"[c & 15];
-    }
-    return out;
+  std::string path(const std::string& key) const {
+    return hvd::contract::rendezvous::key_path(scope_, key);
   }
   std::string scope_;
   std::chrono::milliseconds timeout_;

@@ -188,7 +188,7 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;
   options.ssh = ssh_options(o);
-  if (o.port_range) options.port_range = {o.port_range->first, o.port_range->second};
+  options.port_range = o.port_range;
   options.check_net_only = checking_net(o);
   options.check_net_full = o.check_net_full;
   return options;

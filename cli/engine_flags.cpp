@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 namespace hvd::cli {
 namespace {

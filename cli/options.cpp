@@ -11,7 +11,7 @@
 #include "cli/engine_flags.h"
 #include "common/error.h"
 #include "hvd/build_config.h"
-#include "worker/contract/port_range.h"
+#include "common/port_range.h"
 
 namespace hvd::cli {
 namespace {
@@ -48,8 +48,8 @@ double parse_seconds(std::string_view flag, const std::string& text) {
 }
 
 // LOW-HIGH, both ports, LOW <= HIGH.
-std::pair<int, int> parse_port_range(std::string_view flag, const std::string& text) {
-  const auto range = contract::parse_port_range(text);
+PortRange parse_port_range_flag(std::string_view flag, const std::string& text) {
+  const auto range = parse_port_range(text);
   if (!range) {
     throw UsageError(
         fmt::format("{} {}: not a port range LOW-HIGH (1-65535, LOW <= HIGH)", flag, text),
@@ -149,7 +149,7 @@ void define_options(CLI::App& app, Options& o) {
                "--check-net");
   app.add_option_function<std::string>(
          "--port-range",
-         [&o](const std::string& v) { o.port_range = parse_port_range("--port-range", v); },
+         [&o](const std::string& v) { o.port_range = parse_port_range_flag("--port-range", v); },
          "Keep the ports hvdrun opens (rendezvous, probes, MASTER_PORT, libhvd's control "
          "plane) in LOW-HIGH, for firewalls (docs/network.md)")
       ->type_name("LOW-HIGH");
@@ -281,7 +281,7 @@ void validate(const Options& o) {
     throw UsageError("--network-interface and --network-cidr were both given",
                      "use one: a CIDR picks each host's address whatever its NIC is called");
   }
-  if (o.port_range && o.mpi) {
+  if (!o.port_range.any() && o.mpi) {
     throw UsageError("--port-range works in native mode only",
                      "drop --mpi (mpirun opens its own ports: pin them with --mpi-args, e.g. "
                      "\"--mca btl_tcp_port_min_v4 LOW --mca btl_tcp_port_range_v4 N\")");

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/port_range.h"
+
 namespace hvd::cli {
 
 struct Options {
@@ -29,7 +31,7 @@ struct Options {
   bool check_ssh = false;
   bool check_net = false;       // --check-net: probe between the hosts, start nothing
   bool check_net_full = false;  // --check-net-full: probe every pair (alone: a full --check-net)
-  std::optional<std::pair<int, int>> port_range;  // --port-range LOW-HIGH
+  PortRange port_range;         // --port-range LOW-HIGH; any(): not given
   bool check_build = false;  // --check-build: what this build supports and what works now
   bool mpi = false;          // --mpi: launch through Open MPI's mpirun
   bool native = false;       // --native: the default, spelled out

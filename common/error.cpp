@@ -4,7 +4,52 @@
 
 namespace hvd {
 
-Error::Error(const std::string& what, std::string hint)
-    : std::runtime_error(what), hint_(std::move(hint)) {}
+ExitCode exit_code_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kUsage:
+      return ExitCode::kUsage;
+    case ErrorKind::kNetCheck:
+      return ExitCode::kNetCheckFailed;
+    case ErrorKind::kSsh:
+    case ErrorKind::kHostLost:
+      return ExitCode::kSshCheckFailed;
+    case ErrorKind::kRemote:
+      return ExitCode::kCannotStart;
+    case ErrorKind::kTimeout:
+      return ExitCode::kStartupTimeout;
+    case ErrorKind::kLauncher:
+      return ExitCode::kLauncherFailed;
+    case ErrorKind::kInternal:
+    case ErrorKind::kCount:
+      break;
+  }
+  return ExitCode::kInternal;
+}
+
+std::string_view kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kUsage:
+      return "usage";
+    case ErrorKind::kNetCheck:
+      return "net_check";
+    case ErrorKind::kSsh:
+      return "ssh";
+    case ErrorKind::kRemote:
+      return "remote";
+    case ErrorKind::kHostLost:
+      return "host_lost";
+    case ErrorKind::kTimeout:
+      return "timeout";
+    case ErrorKind::kLauncher:
+      return "launcher";
+    case ErrorKind::kInternal:
+    case ErrorKind::kCount:
+      break;
+  }
+  return "internal";
+}
+
+Error::Error(const std::string& what, std::string hint, ErrorKind kind)
+    : std::runtime_error(what), hint_(std::move(hint)), kind_(kind) {}
 
 }  // namespace hvd

@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "common/error.h"
-#include "worker/contract/topology.h"
+#include "contract/topology.h"
 
 int main() {
   try {

@@ -9,7 +9,7 @@
 #include <span>
 
 #include "common/error.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 extern char** environ;
 

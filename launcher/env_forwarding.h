@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 namespace hvd::launcher {
 

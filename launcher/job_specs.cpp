@@ -3,10 +3,43 @@
 #include <fmt/format.h>
 
 #include "launcher/host_spec.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
+#include "contract/rendezvous.h"
 #include "worker/protocol.h"
 
 namespace hvd::launcher {
+namespace {
+
+// Where host `h`'s ranks are reached: its chosen address (--network-*), else the address its SSH
+// session arrived at, else (a local host) the launcher's address as the others see it.
+std::string host_address(const LaunchFacts& facts, size_t h) {
+  if (!facts.chosen.empty()) return facts.chosen[h].address;
+  if (h < facts.reached_at.size() && !facts.reached_at[h].empty()) return facts.reached_at[h];
+  return facts.launcher_address;
+}
+
+}  // namespace
+
+std::string resolve_deferred(Deferred what, int host_index, const LaunchFacts& facts) {
+  const auto h = static_cast<size_t>(host_index);
+  switch (what) {
+    case Deferred::kMasterAddr:
+      return host_address(facts, 0);  // rank 0 is on host 0
+    case Deferred::kMasterPort:
+      return std::to_string(facts.master_port);
+    case Deferred::kRendezvousAddr:
+      return contract::rendezvous::join_address(facts.launcher_address_of[h],
+                                                facts.rendezvous_port);
+    case Deferred::kRendezvousToken:
+      return facts.rendezvous_token;
+    case Deferred::kAdvertiseAddr:
+      return host_address(facts, h);
+    case Deferred::kInterfaceName:
+      return facts.chosen.empty() ? std::string() : facts.chosen[h].interface;
+  }
+  return {};
+}
+
 worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
                           const LaunchFacts& facts) {
   worker::JobSpec spec;
@@ -19,30 +52,9 @@ worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions&
     if (rank.host_index != host_index) continue;
     worker::RankSpec r;
     r.rank = rank.topology.rank;
-    const bool chosen = !facts.chosen.empty();
     for (const EnvEntry& e : rank.env) {
-      if (!e.deferred) {
-        r.env.emplace_back(e.name, e.value);
-      } else if (chosen && e.name == contract::kAdvertiseAddr.name) {
-        r.env.emplace_back(e.name, facts.chosen[static_cast<size_t>(host_index)].address);
-      } else if (chosen && e.name == contract::kMasterAddr.name) {
-        r.env.emplace_back(e.name, facts.chosen.front().address);  // rank 0 is on host 0
-      } else if (chosen && (e.name == "NCCL_SOCKET_IFNAME" || e.name == "HOROVOD_GLOO_IFACE")) {
-        r.env.emplace_back(e.name, facts.chosen[static_cast<size_t>(host_index)].interface);
-      } else if (e.name == contract::kMasterPort.name) {
-        r.env.emplace_back(e.name, std::to_string(facts.master_port));
-      } else if (e.name == contract::kMasterAddr.name || e.name == contract::kAdvertiseAddr.name) {
-        const size_t h = e.name == contract::kMasterAddr.name ? 0 : static_cast<size_t>(host_index);
-        r.env.emplace_back(e.name, h < facts.reached_at.size() && !facts.reached_at[h].empty()
-                                       ? facts.reached_at[h]
-                                       : facts.launcher_address);
-      } else if (e.name == contract::kRendezvousAddr.name) {
-        r.env.emplace_back(e.name,
-                           fmt::format("{}:{}", format_host(facts.launcher_address_of[host_index]),
-                                       facts.rendezvous_port));
-      } else if (e.name == contract::kRendezvousToken.name) {
-        r.env.emplace_back(e.name, facts.rendezvous_token);
-      }
+      r.env.emplace_back(e.name,
+                         e.deferred ? resolve_deferred(*e.deferred, host_index, facts) : e.value);
     }
     spec.ranks.push_back(std::move(r));
   }

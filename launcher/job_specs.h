@@ -27,6 +27,9 @@ struct LaunchFacts {
   std::vector<HostAddress> chosen;
 };
 
+// A deferred value for a rank on host `host_index`, now that the facts are known.
+std::string resolve_deferred(Deferred what, int host_index, const LaunchFacts& facts);
+
 // The job spec for one host: its ranks' planned environments, deferred values filled in.
 worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
                           const LaunchFacts& facts);

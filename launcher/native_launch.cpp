@@ -27,7 +27,7 @@
 #include "launcher/output_router.h"
 #include "launcher/remote_start.h"
 #include "launcher/rendezvous_server.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 #include "worker/job_spec.h"
 #include "worker/probe.h"
 #include "worker/protocol.h"
@@ -171,7 +171,7 @@ void Launch::agent_lost(AgentConn& agent) {
                    agent.is_remote() ? " (the SSH connection closed)" : ""),
        "the host may have rebooted or dropped the connection; the agent stops its ranks when "
        "its link goes away",
-       agent.is_remote() ? ExitCode::kSshCheckFailed : ExitCode::kInternal);
+       exit_code_of(ErrorKind::kHostLost));
 }
 
 // Names the phase that did not finish and the hosts that are late (BRIEF section 2: start-up
@@ -324,8 +324,12 @@ LaunchResult Launch::run() {
       try {
         while (auto frame = a.reader.next()) on_frame(a, *frame);
       } catch (const Error& e) {
-        fail(fmt::format("agent on {}: {}", plan_.hosts[a.host_index].spec.host, e.what()),
-             e.hint());
+        if (e.kind() == ErrorKind::kLauncher) {
+          fail(e.what(), e.hint(), e.exit_code());  // this launcher's own part, not the agent's
+        } else {
+          fail(fmt::format("agent on {}: {}", plan_.hosts[a.host_index].spec.host, e.what()),
+               e.hint());
+        }
       }
     }
   }

@@ -26,7 +26,7 @@ struct LaunchOptions {
   std::string hvdrun_path;                         // the agent binary (this hvdrun)
   ssh::SshOptions ssh;                             // how remote hosts are reached
   bool stdout_to_stderr = false;                   // --json keeps stdout for the result document
-  worker::PortRange port_range;                    // --port-range: rendezvous, probes, MASTER_PORT
+  PortRange port_range;                            // --port-range: rendezvous, probes, MASTER_PORT
   bool check_net_only = false;                     // --check-net: probe, then start nothing
   bool check_net_full = false;                     // --check-net-full: probe every pair of hosts
   std::chrono::milliseconds probe_timeout{5000};   // each probe's connect and greeting

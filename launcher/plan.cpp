@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 namespace hvd::launcher {
 namespace {
@@ -40,11 +40,12 @@ std::vector<int> ranks_per_host(const std::vector<HostSpec>& hosts, int np) {
 }
 
 EnvEntry entry(const contract::EnvVar& var, std::string value, EnvSource source) {
-  return {std::string(var.name), std::move(value), source, false, false};
+  return {std::string(var.name), std::move(value), source, std::nullopt, false};
 }
 
-EnvEntry deferred(const contract::EnvVar& var, std::string what, EnvSource source) {
-  return {std::string(var.name), std::move(what), source, true, false};
+EnvEntry deferred(const contract::EnvVar& var, Deferred what, std::string in_words,
+                  EnvSource source) {
+  return {std::string(var.name), std::move(in_words), source, what, false};
 }
 
 // An IPv4 or IPv6 address, not a name (HostSpec::host holds IPv6 without its brackets).
@@ -69,41 +70,43 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                                bool all_local, const ForwardResult& forwarded,
                                const std::vector<std::pair<std::string, std::string>>& knobs,
                                std::optional<int> gpus_per_rank,
-                               std::optional<std::pair<int, int>> port_range) {
+                               const PortRange& port_range) {
   using contract::EnvVar;
   std::vector<EnvEntry> env;
   for (auto& [name, value] : contract::topology_env(placement)) {
-    env.push_back({name, value, EnvSource::kPerRank, false, false});
+    env.push_back({name, value, EnvSource::kPerRank, std::nullopt, false});
   }
   const HostPlan& host = plan.hosts[placement.host_index];
   env.push_back(entry(contract::kHorovodHostname, host.spec.host, EnvSource::kPerRank));
 
   const auto master = reachable_address(plan.hosts.front(), all_local);
   env.push_back(master ? entry(contract::kMasterAddr, *master, EnvSource::kPerRank)
-                       : deferred(contract::kMasterAddr,
+                       : deferred(contract::kMasterAddr, Deferred::kMasterAddr,
                                   plan.hosts.front().local
                                       ? "the launcher's address as the other hosts reach it"
                                       : "the address rank 0's host was reached at over SSH",
                                   EnvSource::kPerRank));
   env.push_back(
-      deferred(contract::kMasterPort, "a free port on rank 0's host", EnvSource::kPerRank));
+      deferred(contract::kMasterPort, Deferred::kMasterPort, "a free port on rank 0's host",
+               EnvSource::kPerRank));
 
-  env.push_back(deferred(contract::kRendezvousAddr, "the launcher's rendezvous server",
-                         EnvSource::kInternal));
+  env.push_back(deferred(contract::kRendezvousAddr, Deferred::kRendezvousAddr,
+                         "the launcher's rendezvous server", EnvSource::kInternal));
   EnvEntry token =
-      deferred(contract::kRendezvousToken, "a random per-job token", EnvSource::kInternal);
+      deferred(contract::kRendezvousToken, Deferred::kRendezvousToken, "a random per-job token",
+               EnvSource::kInternal);
   token.secret = true;
   env.push_back(token);
   env.push_back(entry(contract::kJobId, plan.job_id, EnvSource::kInternal));
   const auto advertise = reachable_address(host, all_local);
   env.push_back(advertise ? entry(contract::kAdvertiseAddr, *advertise, EnvSource::kInternal)
-                          : deferred(contract::kAdvertiseAddr,
+                          : deferred(contract::kAdvertiseAddr, Deferred::kAdvertiseAddr,
                                      "this host's address as the other hosts reach it",
                                      EnvSource::kInternal));
 
-  if (port_range) {
+  if (!port_range.any()) {
     env.push_back(entry(contract::kPortRange,
-                        fmt::format("{}-{}", port_range->first, port_range->second),
+                        port_range.text(),
                         EnvSource::kInternal));
   }
 
@@ -113,7 +116,8 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
       continue;  // an hvdrun flag sets it
     }
     env.push_back({var.name, var.value,
-                   var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, false, false});
+                   var.explicit_spec ? EnvSource::kExplicit : EnvSource::kInherited, std::nullopt,
+                   false});
   }
   if (plan.network.active()) {
     // Chosen per host once its agent lists its interfaces (launcher/network_choice.h).
@@ -123,15 +127,17 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
             : fmt::format("on the first of {} it has", fmt::join(plan.network.interfaces, ","));
     for (EnvEntry& e : env) {
       if (e.name == contract::kAdvertiseAddr.name) {
-        e = deferred(contract::kAdvertiseAddr, "this host's address " + how, EnvSource::kInternal);
+        e = deferred(contract::kAdvertiseAddr, Deferred::kAdvertiseAddr,
+                     "this host's address " + how, EnvSource::kInternal);
       } else if (e.name == contract::kMasterAddr.name) {
-        e = deferred(contract::kMasterAddr, "rank 0's host's address " + how, EnvSource::kPerRank);
+        e = deferred(contract::kMasterAddr, Deferred::kMasterAddr, "rank 0's host's address " + how,
+                     EnvSource::kPerRank);
       }
     }
-    for (const char* name : {"NCCL_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE"}) {
-      std::erase_if(env, [&](const EnvEntry& e) { return e.name == name; });
-      env.push_back(
-          {name, "the interface of this host's chosen address", EnvSource::kPerRank, true, false});
+    for (const contract::EnvVar* var : {&contract::kNcclSocketIfname, &contract::kGlooIface}) {
+      std::erase_if(env, [&](const EnvEntry& e) { return e.name == var->name; });
+      env.push_back(deferred(*var, Deferred::kInterfaceName,
+                             "the interface of this host's chosen address", EnvSource::kPerRank));
     }
   }
   if (gpus_per_rank) {
@@ -139,14 +145,17 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
     for (int d = 0; d < *gpus_per_rank; ++d) {
       devices.push_back(placement.topology.local_rank * *gpus_per_rank + d);
     }
-    std::erase_if(env, [](const EnvEntry& e) { return e.name == "CUDA_VISIBLE_DEVICES"; });
-    env.push_back({"CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(devices, ",")),
-                   EnvSource::kPerRank, false, false});
+    std::erase_if(env,
+                  [](const EnvEntry& e) { return e.name == contract::kCudaVisibleDevices.name; });
+    env.push_back(entry(contract::kCudaVisibleDevices, fmt::format("{}", fmt::join(devices, ",")),
+                        EnvSource::kPerRank));
   }
   for (size_t i = 0; i < knobs.size(); ++i) {
     const bool later = std::any_of(knobs.begin() + static_cast<std::ptrdiff_t>(i) + 1, knobs.end(),
                                    [&](const auto& k) { return k.first == knobs[i].first; });
-    if (!later) env.push_back({knobs[i].first, knobs[i].second, EnvSource::kKnob, false, false});
+    if (!later) {
+      env.push_back({knobs[i].first, knobs[i].second, EnvSource::kKnob, std::nullopt, false});
+    }
   }
   return env;
 }

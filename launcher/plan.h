@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "common/port_range.h"
 #include "launcher/env_forwarding.h"
 #include "launcher/host_spec.h"
 #include "launcher/network_choice.h"
-#include "worker/contract/topology.h"
+#include "contract/topology.h"
 
 namespace hvd::launcher {
 
@@ -40,19 +41,30 @@ struct PlanRequest {
   // CUDA_VISIBLE_DEVICES (native mode).
   std::optional<int> gpus_per_rank;
   NetworkChoice network;                          // --network-cidr / --network-interface
-  std::optional<std::pair<int, int>> port_range;  // --port-range: HVD_PORT_RANGE for libhvd
+  PortRange port_range;  // --port-range (any(): none): HVD_PORT_RANGE for libhvd
   std::vector<std::string> command;
   std::string job_id;
 };
 
 enum class EnvSource { kPerRank, kInternal, kInherited, kExplicit, kKnob };
 
+// A value the plan cannot know, only the launch: each is resolved in one switch
+// (launcher/job_specs.cpp, resolve_deferred), which the compiler checks covers them all.
+enum class Deferred {
+  kMasterAddr,       // rank 0's host, as the other hosts reach it
+  kMasterPort,       // a free port on rank 0's host (its agent's probe port, handed over)
+  kRendezvousAddr,   // the launcher's rendezvous server, as this host reaches it
+  kRendezvousToken,  // the job's random token
+  kAdvertiseAddr,    // this host's address, as the other hosts reach it
+  kInterfaceName,    // the interface of this host's chosen address (--network-*)
+};
+
 struct EnvEntry {
   std::string name;
   std::string value;  // for a deferred entry: what it will be, in words
   EnvSource source = EnvSource::kInherited;
-  bool deferred = false;  // only known at launch
-  bool secret = false;    // never printed
+  std::optional<Deferred> deferred;  // set: only known at launch
+  bool secret = false;               // never printed
   bool operator==(const EnvEntry&) const = default;
 };
 

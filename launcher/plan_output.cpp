@@ -31,7 +31,7 @@ std::string forwarded_summary(const RankPlan& rank) {
 }  // namespace
 
 bool is_placeholder(const EnvEntry& entry, const PlanOutputOptions& options) {
-  return entry.secret || entry.deferred ||
+  return entry.secret || entry.deferred.has_value() ||
          (entry.source == EnvSource::kExplicit && !options.show_env_values);
 }
 

@@ -11,16 +11,13 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/port_range.h"
+#include "contract/rendezvous.h"
 
 namespace hvd::launcher {
 namespace {
 
-bool valid_name(const std::string& name) {
-  return !name.empty() && name.size() <= kMaxRendezvousName &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-         });
-}
+namespace protocol = contract::rendezvous;
 
 // Compares without an early exit, so the time taken says nothing about the token.
 bool same_secret(const std::string& a, const std::string& b) {
@@ -47,7 +44,7 @@ std::string random_token() {
 RendezvousServer::RendezvousServer(std::string token)
     : token_(std::move(token)), server_(std::make_unique<httplib::Server>()) {
   httplib::Server& s = *server_;
-  s.set_payload_max_length(kMaxRendezvousValue);
+  s.set_payload_max_length(protocol::kMaxValue);
   s.set_read_timeout(10, 0);
   s.set_write_timeout(10, 0);
   s.set_keep_alive_max_count(1000);
@@ -59,15 +56,17 @@ RendezvousServer::RendezvousServer(std::string token)
     listen_fd_ = sock;
   });
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const std::string expected = "Bearer " + token_;
-    const bool authorized = same_secret(req.get_header_value("Authorization"), expected);
+    const bool authorized =
+        same_secret(req.get_header_value(std::string(protocol::kAuthorizationHeader).c_str()),
+                    protocol::bearer(token_));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!authorized) {
         ++stats_.rejected;
       } else {
         ++stats_.requests;
-        const std::string rank = req.get_header_value("X-Hvd-Rank");
+        const std::string rank =
+            req.get_header_value(std::string(protocol::kRankHeader).c_str());
         int r = -1;
         if (!rank.empty() &&
             std::from_chars(rank.data(), rank.data() + rank.size(), r).ec == std::errc() &&
@@ -82,11 +81,11 @@ RendezvousServer::RendezvousServer(std::string token)
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  const std::string pattern = R"(/([^/]+)/([^/]+))";
+  const std::string pattern(protocol::kKeyRoute);
   auto key_of = [](const httplib::Request& req, httplib::Response& res) -> std::string {
     const std::string scope = req.matches[1];
     const std::string key = req.matches[2];
-    if (!valid_name(scope) || !valid_name(key)) {
+    if (!protocol::valid_name(scope) || !protocol::valid_name(key)) {
       reply(res, 400, "scope and key: 1-256 characters of [A-Za-z0-9._-]\n");
       return "";
     }
@@ -119,26 +118,22 @@ RendezvousServer::RendezvousServer(std::string token)
   });
 }
 
-int RendezvousServer::start(const std::string& address, worker::PortRange range) {
-  int port = -1;
-  if (range.any()) {
-    port = server_->bind_to_any_port(address);
-  } else {
-    for (int p = range.low; p <= range.high && port < 0; ++p) {
-      if (server_->bind_to_port(address, p)) port = p;
-    }
-    if (port < 0) {
-      throw Error(fmt::format("the rendezvous server cannot listen on {}: every port of "
-                              "--port-range {}-{} is in use (or, below 1024, needs root)",
-                              address, range.low, range.high),
-                  "widen the range, or free a port in it on this machine");
-    }
+int RendezvousServer::start(const std::string& address, PortRange range) {
+  // cpp-httplib binds its own socket and reports only success; errno still holds bind()'s error.
+  const BindOutcome outcome = bind_first_free(range, [&](int port) -> BindAttempt {
+    errno = 0;
+    const int bound = port == 0 ? server_->bind_to_any_port(address)
+                                : (server_->bind_to_port(address, port) ? port : -1);
+    if (bound > 0) return {bound, 0};
+    return {0, errno != 0 ? errno : EADDRNOTAVAIL};
+  });
+  if (!outcome.bound()) {
+    const BindFailure f =
+        bind_failure(range, outcome, "--port-range ", "the rendezvous server", address);
+    throw LauncherError(f.message, f.hint);
   }
-  if (port > 0 && listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);  // Linux: re-listen
-  if (port <= 0) {
-    throw Error(fmt::format("the rendezvous server cannot listen on {}", address),
-                "check that this address belongs to this machine");
-  }
+  const int port = outcome.port;
+  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);  // Linux: re-listen, longer backlog
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   // cpp-httplib's stop() does nothing until the listening thread has marked the server running,
   // and that thread would then accept() forever: a job that ended at once (a missing --wd) hung

@@ -1,8 +1,8 @@
 // The launcher's rendezvous server: a small HTTP/1.1 key-value store the ranks bootstrap from
-// (Gloo's Store, NCCL's unique id), modelled on Horovod's: PUT/GET/DELETE /<scope>/<key>, 404
-// for a missing key. Unlike Horovod's, every request needs the job's random bearer token
-// (`Authorization: Bearer <token>`, else 401), it binds only the address the hosts reach the
-// launcher at, and it limits request sizes and times. Built on cpp-httplib (BRIEF section 4).
+// (Gloo's Store, NCCL's unique id), modelled on Horovod's; the protocol (paths, headers, limits)
+// is in contract/rendezvous.h. Unlike Horovod's, every request needs the job's random bearer
+// token (else 401), it binds only the address the hosts reach the launcher at, and it limits
+// request sizes and times. Built on cpp-httplib, a maintained HTTP library.
 //
 // Threading: start() serves on a background thread pool; the store is guarded by a mutex; the
 // destructor stops the server and joins.
@@ -14,16 +14,13 @@
 #include <string>
 #include <thread>
 
-#include "worker/probe.h"
+#include "common/port_range.h"
 
 namespace httplib {
 class Server;
 }
 
 namespace hvd::launcher {
-
-inline constexpr size_t kMaxRendezvousValue = 16u << 20;  // NCCL ids, Gloo addresses: tiny
-inline constexpr size_t kMaxRendezvousName = 256;         // scope and key each
 
 // Who talked to the server: ranks identify themselves with an X-Hvd-Rank header.
 struct RendezvousStats {
@@ -41,7 +38,7 @@ class RendezvousServer {
 
   // Binds `address` on a free port (the first free one of `range` unless range.any()) and
   // starts serving; returns the port. Throws hvd::Error.
-  int start(const std::string& address, worker::PortRange range = {});
+  int start(const std::string& address, PortRange range = {});
   const std::string& token() const { return token_; }
   size_t size() const;  // keys stored, for tests
   RendezvousStats stats() const;

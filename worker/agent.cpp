@@ -26,7 +26,7 @@
 #include "common/error.h"
 #include "common/unique_fd.h"
 #include "hvd/build_config.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 #include "worker/interfaces.h"
 #include "worker/job_spec.h"
 #include "worker/probe.h"

@@ -6,7 +6,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 #include "worker/protocol.h"
 
 namespace hvd::worker {

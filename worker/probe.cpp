@@ -193,58 +193,58 @@ std::string probe_greeting(std::string_view token) {
   return fmt::format("hvdrun-probe 1 {}\n", token);
 }
 
+namespace {
+
+// Binds and listens on every address of one family, IPv6 dual-stack (IPv4 probes arrive as
+// v4-mapped addresses) or IPv4; the port actually bound, or the errno.
+BindAttempt listen_any_address(int family, int port, UniqueFd& out) {
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return {0, errno};
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (family == AF_INET6) {
+    const int off = 0;
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_addr = in6addr_any;
+    sa->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *sa;
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(INADDR_ANY);
+    sa->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *sa;
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      ::listen(fd.get(), SOMAXCONN) != 0) {
+    return {0, errno};
+  }
+  len = sizeof ss;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+  const int bound = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  out = std::move(fd);
+  return {bound, 0};
+}
+
+}  // namespace
+
 ProbeListener::ProbeListener(PortRange range, const std::string& token)
     : greeting_(probe_greeting(token)) {
-  const int low = range.low;  // {0, 0}: one pass with port 0, any free port
-  const int high = range.high;
-  int last_error = 0;
-  for (int family : {AF_INET6, AF_INET}) {
-    for (int port = low; port <= high; ++port) {
-      UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (!fd.valid()) {
-        last_error = errno;
-        break;  // no such family on this host: try the next
-      }
-      sockaddr_storage ss{};
-      socklen_t len = 0;
-      if (family == AF_INET6) {
-        const int off = 0;  // dual-stack: IPv4 probes arrive as v4-mapped addresses
-        ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-        auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
-        sa->sin6_family = AF_INET6;
-        sa->sin6_addr = in6addr_any;
-        sa->sin6_port = htons(static_cast<uint16_t>(port));
-        len = sizeof *sa;
-      } else {
-        auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
-        sa->sin_family = AF_INET;
-        sa->sin_addr.s_addr = htonl(INADDR_ANY);
-        sa->sin_port = htons(static_cast<uint16_t>(port));
-        len = sizeof *sa;
-      }
-      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-          ::listen(fd.get(), SOMAXCONN) != 0) {
-        last_error = errno;
-        if (last_error == EADDRINUSE) continue;  // taken: the next port of the range
-        break;                                   // this family does not work here
-      }
-      len = sizeof ss;
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-      port_ = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                       : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-      listen_ = std::move(fd);
+  BindOutcome outcome;
+  for (int family : {AF_INET6, AF_INET}) {  // IPv4 alone where the host has no IPv6
+    outcome = bind_first_free(
+        range, [&](int port) { return listen_any_address(family, port, listen_); });
+    if (outcome.bound()) {
+      port_ = outcome.port;
       return;
     }
   }
-  if (last_error == EADDRINUSE) {
-    throw Error(fmt::format("every port of --port-range {}-{} is in use on this host", low, high),
-                "widen the range: hvdrun needs one port per host for its probes (rank 0's "
-                "host reuses it as MASTER_PORT) and one on the launcher for the rendezvous");
-  }
-  throw Error(fmt::format("cannot listen for hvdrun's network probes{}: {}",
-                          range.any() ? "" : fmt::format(" in --port-range {}-{}", low, high),
-                          std::strerror(last_error)),
-              last_error == EACCES ? "ports below 1024 need root: pick a range above 1023" : "");
+  const BindFailure f =
+      bind_failure(range, outcome, "--port-range ", "hvdrun's network probes", "this host");
+  throw Error(f.message, f.hint);
 }
 
 void ProbeListener::add_pollfds(std::vector<pollfd>& fds) const {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/port_range.h"
 #include "common/unique_fd.h"
 
 namespace hvd::worker {
@@ -31,13 +32,6 @@ enum class ProbeStatus {
 
 std::string_view probe_status_name(ProbeStatus status);
 std::optional<ProbeStatus> parse_probe_status(std::string_view name);
-
-// Inclusive TCP port range; {0, 0} means any free port.
-struct PortRange {
-  int low = 0;
-  int high = 0;
-  bool any() const { return low == 0 && high == 0; }
-};
 
 struct ProbeTarget {
   int id = 0;  // the launcher's number for this probe

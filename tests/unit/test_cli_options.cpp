@@ -147,9 +147,9 @@ TEST_CASE("parse: --help and --version exit early", "[cli]") {
 
 TEST_CASE("parse: --port-range LOW-HIGH, and the network check flags", "[cli]") {
   const auto o = parse_options({"--port-range", "29500-29599", "--check-net-full", "./x"});
-  REQUIRE(o.port_range);
-  CHECK(o.port_range->first == 29500);
-  CHECK(o.port_range->second == 29599);
+  REQUIRE_FALSE(o.port_range.any());
+  CHECK(o.port_range.low == 29500);
+  CHECK(o.port_range.high == 29599);
   CHECK(o.check_net_full);
   CHECK_FALSE(o.check_net);
   CHECK(parse_options({"--check-net"}).check_net);

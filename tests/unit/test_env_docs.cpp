@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "ssh/probe_result.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 namespace {
 
@@ -58,9 +58,21 @@ TEST_CASE("docs list libhvd's knobs with the table's defaults and meanings", "[d
     REQUIRE(env_rows.count(name) == 1);
     REQUIRE(libhvd_rows.count(name) == 1);
     const std::string expected =
-        " " + std::string(var->default_value) + " | " + std::string(var->meaning) + " |";
+        " " + hvd::contract::default_text(*var) + " | " + std::string(var->meaning) + " |";
     CHECK(env_rows.at(name) == expected);
-    CHECK(libhvd_rows.at(name).find(" " + std::string(var->default_value) + " |") == 0);
+    CHECK(libhvd_rows.at(name).find(" " + hvd::contract::default_text(*var) + " |") == 0);
+  }
+}
+
+TEST_CASE("docs/environment.md names every other library's variable hvdrun sets", "[docs]") {
+  const std::string doc = read_doc("environment.md");
+  const auto start = doc.find("## Set by hvdrun for every rank");
+  const auto end = doc.find("\n## ", start + 1);
+  REQUIRE(start != std::string::npos);
+  const std::string section = doc.substr(start, end - start);
+  for (const auto* var : hvd::contract::library_table()) {
+    INFO(var->name);
+    CHECK(section.find("`" + std::string(var->name) + "`") != std::string::npos);
   }
 }
 

@@ -268,13 +268,13 @@ TEST_CASE("read_config: an incomplete native launch", "[libhvd]") {
 
 TEST_CASE("read_config: HVD_PORT_RANGE and MASTER_PORT for the control plane", "[libhvd][config]") {
   Env env = native_env();
-  CHECK_FALSE(config_of(env).port_range);
+  CHECK(config_of(env).port_range.any());
   env["HVD_PORT_RANGE"] = "29500-29510";
   env["MASTER_PORT"] = "29500";
   const RuntimeConfig c = config_of(env);
-  REQUIRE(c.port_range);
-  CHECK(c.port_range->first == 29500);
-  CHECK(c.port_range->second == 29510);
+  REQUIRE_FALSE(c.port_range.any());
+  CHECK(c.port_range.low == 29500);
+  CHECK(c.port_range.high == 29510);
   CHECK(c.master_port == 29500);
   for (const char* bad : {"29510-29500", "x-1", "1-", "0-5", "5-65536", "29500"}) {
     INFO(bad);

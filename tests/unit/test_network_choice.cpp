@@ -120,8 +120,8 @@ TEST_CASE("network: the plan defers the chosen address; Open MPI gets the CIDR",
       hvd::launcher::make_plan(r, hvd::launcher::LocalIdentity{"box", {"127.0.0.1"}}, {});
   bool advertise = false, ifname = false;
   for (const auto& e : plan.ranks[1].env) {
-    if (e.name == "HVD_ADVERTISE_ADDR") advertise = e.deferred;
-    if (e.name == "NCCL_SOCKET_IFNAME") ifname = e.deferred;
+    if (e.name == "HVD_ADVERTISE_ADDR") advertise = e.deferred.has_value();
+    if (e.name == "NCCL_SOCKET_IFNAME") ifname = e.deferred.has_value();
   }
   CHECK(advertise);
   CHECK(ifname);

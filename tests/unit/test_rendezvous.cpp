@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "contract/rendezvous.h"
 #include "launcher/rendezvous_server.h"
 
 using hvd::launcher::RendezvousServer;
@@ -83,7 +84,7 @@ TEST_CASE("rendezvous: bad names and oversized values get a 4xx", "[rendezvous]"
   CHECK(client.Get("/s/a%20b", h)->status == 400);
   CHECK(client.Get("/s/" + std::string(300, 'k'), h)->status == 400);
   CHECK(client.Get("/only-one-part", h)->status == 404);
-  const std::string huge(hvd::launcher::kMaxRendezvousValue + 1, 'x');
+  const std::string huge(hvd::contract::rendezvous::kMaxValue + 1, 'x');
   auto res = client.Put("/s/big", h, huge, "application/octet-stream");
   CHECK((!res || res->status == 413));
   CHECK(server.size() == 0);

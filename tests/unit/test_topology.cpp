@@ -3,7 +3,7 @@
 #include <random>
 
 #include "common/error.h"
-#include "worker/contract/topology.h"
+#include "contract/topology.h"
 
 using hvd::contract::compute_topology;
 using hvd::contract::RankTopology;

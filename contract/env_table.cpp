@@ -1,8 +1,9 @@
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 
 namespace hvd::contract {
 namespace {
@@ -33,9 +34,32 @@ constexpr std::array<const EnvVar*, 9> kKnobs{
     &kCpuOperations,     &kGlooTimeout,    &kLogLevel,          &kFusionThreshold, &kCycleTime,
     &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
+constexpr std::array<const EnvVar*, 3> kLibrary{&kNcclSocketIfname, &kGlooIface,
+                                                &kCudaVisibleDevices};
+
 }  // namespace
 
 std::span<const EnvVar* const> env_table() { return kTable; }
+
+std::span<const EnvVar* const> library_table() { return kLibrary; }
+
+std::string default_text(const EnvVar& var) {
+  const KnobDefault& d = var.default_value;
+  switch (d.type) {
+    case KnobDefault::Type::kInteger:
+      return std::to_string(d.integer);
+    case KnobDefault::Type::kMilliseconds: {
+      std::array<char, 32> buf{};  // shortest form that reads back: "0.2"
+      const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), d.milliseconds);
+      return ec == std::errc() ? std::string(buf.data(), end) : std::string();
+    }
+    case KnobDefault::Type::kText:
+      return std::string(d.text);
+    case KnobDefault::Type::kNone:
+      break;
+  }
+  return {};
+}
 
 std::span<const EnvVar* const> knob_table() { return kKnobs; }
 

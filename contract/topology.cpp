@@ -1,11 +1,11 @@
-#include "worker/contract/topology.h"
+#include "contract/topology.h"
 
 #include <algorithm>
 #include <charconv>
 #include <string_view>
 
 #include "common/error.h"
-#include "worker/contract/env_table.h"
+#include "contract/env_table.h"
 
 namespace hvd::contract {
 

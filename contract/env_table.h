@@ -1,11 +1,14 @@
 // The one table of every environment variable that passes between hvdrun and a rank.
 //
-// The launcher writes these (launcher/rank_env.cpp), the runtime reads them (topology.cpp's
-// reader today, libhvd later), and docs/environment.md documents them; a unit test checks that the
-// table and the doc list the same names. Add a variable here first, then write and read it.
+// The launcher writes these (launcher/plan.cpp, launcher/job_specs.cpp), the runtime reads them
+// (contract/topology.cpp, allreduce/config.cpp), and docs/environment.md documents them; a unit
+// test checks that the table and the docs list the same names, defaults and meanings. Add a
+// variable here first, then write and read it.
 #pragma once
 
+#include <chrono>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace hvd::contract {
@@ -14,17 +17,44 @@ enum class EnvKind {
   kPerRank,   // set by hvdrun for each rank; always wins over an inherited value
   kInternal,  // HVD_*: launcher->runtime internals; set by hvdrun, never forwarded from the user
   kKnob,      // HOROVOD_* settings the user (or an hvdrun flag) sets and libhvd reads
+  kLibrary,   // another library's variable that hvdrun sets when a flag asks (NCCL, CUDA)
 };
 
 enum class EnvType { kInt, kString, kAddress, kPort, kSecret };
+
+// A knob's value when unset, typed: libhvd starts from it (allreduce/config.h) and the docs show
+// it (default_text), so each default is written once.
+struct KnobDefault {
+  enum class Type { kNone, kInteger, kMilliseconds, kText };
+  Type type = Type::kNone;
+  long long integer = 0;       // kInteger
+  double milliseconds = 0;     // kMilliseconds (fractional, Horovod's unit)
+  std::string_view text = {};  // kText: a value ("warning") or what unset means ("automatic")
+
+  constexpr std::chrono::microseconds as_microseconds() const {
+    return std::chrono::microseconds(static_cast<long long>(milliseconds * 1000 + 0.5));
+  }
+};
+constexpr KnobDefault integer_default(long long v) {
+  return {KnobDefault::Type::kInteger, v, 0, {}};
+}
+constexpr KnobDefault milliseconds_default(double ms) {
+  return {KnobDefault::Type::kMilliseconds, 0, ms, {}};
+}
+constexpr KnobDefault text_default(std::string_view text) {
+  return {KnobDefault::Type::kText, 0, 0, text};
+}
 
 struct EnvVar {
   std::string_view name;
   EnvKind kind;
   EnvType type;
   std::string_view meaning;
-  std::string_view default_value = {};  // knobs: the value when unset
+  KnobDefault default_value = {};  // knobs: the value when unset
 };
+
+// A knob's default as the docs write it: "67108864", "0.2", "warning".
+std::string default_text(const EnvVar& var);
 
 // Horovod's names (https://horovod.readthedocs.io: hvd.rank() etc.).
 inline constexpr EnvVar kHorovodRank{"HOROVOD_RANK", EnvKind::kPerRank, EnvType::kInt,
@@ -73,41 +103,61 @@ inline constexpr EnvVar kPortRange{
     "LOW-HIGH from `hvdrun --port-range`: libhvd's control plane listens inside it (unset: any "
     "free port)"};
 
+// Other libraries' variables hvdrun sets for a rank when a flag asks for it (kLibrary).
+inline constexpr EnvVar kNcclSocketIfname{
+    "NCCL_SOCKET_IFNAME", EnvKind::kLibrary, EnvType::kString,
+    "NCCL's interface: the one of this host's chosen address (--network-cidr/-interface)"};
+inline constexpr EnvVar kGlooIface{
+    "HOROVOD_GLOO_IFACE", EnvKind::kLibrary, EnvType::kString,
+    "Horovod's Gloo interface: the one of this host's chosen address (--network-cidr/-interface)"};
+inline constexpr EnvVar kCudaVisibleDevices{
+    "CUDA_VISIBLE_DEVICES", EnvKind::kLibrary, EnvType::kString,
+    "the GPUs a rank sees: local_rank*N .. local_rank*N+N-1 (--gpus-per-rank N)"};
+
 // libhvd's knobs (Horovod's names). Forwarded by the HOROVOD_* allow-list, never per rank.
 inline constexpr EnvVar kCpuOperations{"HOROVOD_CPU_OPERATIONS", EnvKind::kKnob, EnvType::kString,
-                                       "engine for host tensors: mpi or gloo", "automatic"};
+                                       "engine for host tensors: mpi or gloo",
+                                       text_default("automatic")};
 inline constexpr EnvVar kGlooTimeout{
     "HOROVOD_GLOO_TIMEOUT_SECONDS", EnvKind::kKnob, EnvType::kInt,
-    "seconds a Gloo rendezvous or collective may wait for a peer before failing", "30"};
+    "seconds a Gloo rendezvous or collective may wait for a peer before failing",
+    integer_default(30)};
 inline constexpr EnvVar kLogLevel{"HOROVOD_LOG_LEVEL", EnvKind::kKnob, EnvType::kString,
                                   "libhvd's log level: trace, debug, info, warning, error",
-                                  "warning"};
+                                  text_default("warning")};
 
 inline constexpr EnvVar kFusionThreshold{
     "HOROVOD_FUSION_THRESHOLD", EnvKind::kKnob, EnvType::kInt,
     "bytes: ready allreduces and broadcasts are fused into one collective up to this size; 0 "
     "disables fusion",
-    "67108864"};
+    integer_default(64ll << 20)};
 inline constexpr EnvVar kCycleTime{
     "HOROVOD_CYCLE_TIME", EnvKind::kKnob, EnvType::kString,
     "milliseconds (fractional): how long a rank batches submissions before negotiating them",
-    "0.2"};
+    milliseconds_default(0.2)};
 inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,
-                                           EnvType::kInt, "1 turns the stall inspector off", "0"};
+                                           EnvType::kInt, "1 turns the stall inspector off",
+                                           integer_default(0)};
 inline constexpr EnvVar kStallCheckTime{
     "HOROVOD_STALL_CHECK_TIME_SECONDS", EnvKind::kKnob, EnvType::kInt,
-    "seconds a tensor may wait for missing ranks before rank 0 warns, naming them", "60"};
+    "seconds a tensor may wait for missing ranks before rank 0 warns, naming them",
+    integer_default(60)};
 inline constexpr EnvVar kStallShutdownTime{
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", EnvKind::kKnob, EnvType::kInt,
-    "seconds after which a stall fails every pending op on every rank; 0: never", "0"};
+    "seconds after which a stall fails every pending op on every rank; 0: never",
+    integer_default(0)};
 inline constexpr EnvVar kTimeline{"HOROVOD_TIMELINE", EnvKind::kKnob, EnvType::kString,
-                                  "file rank 0 writes a Chrome trace of every tensor to", "unset"};
+                                  "file rank 0 writes a Chrome trace of every tensor to",
+                                  text_default("unset")};
 
 // Every contract variable above (per rank and internal), in documentation order.
 std::span<const EnvVar* const> env_table();
 
 // Every knob, in documentation order.
 std::span<const EnvVar* const> knob_table();
+
+// Every kLibrary variable.
+std::span<const EnvVar* const> library_table();
 
 // The variable named `name`, or nullptr.
 const EnvVar* find_env_var(std::string_view name);
