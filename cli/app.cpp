@@ -22,9 +22,10 @@
 #include "cli/engine_flags.h"
 #include "cli/options.h"
 #include "common/error.h"
+#include "launcher/json_text.h"
 #include "launcher/launch_report.h"
-#include "launcher/mpi_launch.h"
-#include "launcher/native_launch.h"
+#include "launcher/launcher.h"
+#include "launcher/native_launcher.h"
 #include "launcher/net_check.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
@@ -107,15 +108,19 @@ void print_check_ssh(const launcher::CheckReport& report) {
   fmt::print(stderr, "{}", launcher::format_check_table(report, colour));
 }
 
+void print_json(const nlohmann::ordered_json& doc) {
+  const std::string text = launcher::json_text(doc);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
 int check_ssh(const Options& o) {
   const launcher::CheckReport report = run_check_ssh(o);
   if (o.json) {
-    const std::string text = launcher::format_check_json(report);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    print_json(launcher::check_json(report));
   } else {
     print_check_ssh(report);
   }
-  return to_int(report.ok() ? ExitCode::kSuccess : ExitCode::kSshCheckFailed);
+  return to_int(report.ok() ? ExitCode::kSuccess : exit_code_of(ErrorKind::kSsh));
 }
 
 launcher::PlanRequest plan_request(const Options& o) {
@@ -167,18 +172,6 @@ std::string working_directory(const Options& o) {
   return std::filesystem::absolute(*o.working_dir, ec).lexically_normal().string();
 }
 
-launcher::MpiLaunchOptions mpi_options(const Options& o, const launcher::LaunchOptions& native) {
-  launcher::MpiLaunchOptions m;
-  m.cwd = native.cwd;
-  m.output_dir = native.output_dir;
-  m.ssh = native.ssh;
-  if (o.mpi_args) {
-    std::istringstream words(*o.mpi_args);
-    for (std::string w; words >> w;) m.extra_args.push_back(w);
-  }
-  return m;
-}
-
 launcher::LaunchOptions launch_options(const Options& o) {
   launcher::LaunchOptions options;
   options.cwd = working_directory(o);
@@ -189,9 +182,16 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.stdout_to_stderr = o.json;
   options.ssh = ssh_options(o);
   options.port_range = o.port_range;
-  options.check_net_only = checking_net(o);
   options.check_net_full = o.check_net_full;
+  if (o.mpi_args) {
+    std::istringstream words(*o.mpi_args);
+    for (std::string w; words >> w;) options.mpi_args.push_back(w);
+  }
   return options;
+}
+
+nlohmann::ordered_json error_json(const Failure& f) {
+  return {{"kind", kind_name(f.kind)}, {"message", f.message}, {"hint", f.hint}};
 }
 
 // The same rows as --check-ssh, for a launch or a network check that stopped at SSH: nothing
@@ -199,8 +199,7 @@ launcher::LaunchOptions launch_options(const Options& o) {
 void print_ssh_failures(const Options& o, const launcher::LaunchResult& result) {
   launcher::CheckReport report{result.ssh_failures};
   if (o.json) {
-    const std::string doc = launcher::format_check_json(report);
-    std::fwrite(doc.data(), 1, doc.size(), stdout);
+    print_json(launcher::check_json(report));
   } else {
     fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
                launcher::format_check_table(report, false));
@@ -209,31 +208,31 @@ void print_ssh_failures(const Options& o, const launcher::LaunchResult& result) 
 
 // --check-net's JSON: the network check's document; with --check-ssh, both under
 // "check_ssh" and "check_net". A check that stopped before probing has "error" instead.
-std::string check_net_json(const std::optional<launcher::CheckReport>& ssh,
-                           const std::optional<launcher::LaunchResult>& result) {
+nlohmann::ordered_json check_net_json(const std::optional<launcher::CheckReport>& ssh,
+                                      const std::optional<launcher::LaunchResult>& result) {
   using json = nlohmann::ordered_json;
   json net = nullptr;
   if (result && result->net) {
-    net = json::parse(launcher::format_net_json(*result->net));
+    net = launcher::net_json(*result->net);
   } else if (result && result->ssh_failures.empty()) {
     net = {{"schema_version", launcher::kNetCheckSchemaVersion},
            {"ok", false},
-           {"error", {{"message", result->error}, {"hint", result->error_hint}}}};
+           {"error", result->error ? error_json(*result->error) : json(nullptr)}};
   }
   json doc;
   if (ssh) {
-    doc["check_ssh"] = json::parse(launcher::format_check_json(*ssh));
+    doc["check_ssh"] = launcher::check_json(*ssh);
   } else if (result && !result->ssh_failures.empty()) {
-    doc["check_ssh"] =
-        json::parse(launcher::format_check_json(launcher::CheckReport{result->ssh_failures}));
+    doc["check_ssh"] = launcher::check_json(launcher::CheckReport{result->ssh_failures});
   } else {
-    return net.dump(2) + "\n";
+    return net;
   }
   doc["check_net"] = std::move(net);
-  return doc.dump(2) + "\n";
+  return doc;
 }
 
-// --check-net [--check-ssh]: the agents start and probe each other; no rank starts.
+// --check-net [--check-ssh]: the native launcher's agents start and probe each other; no rank
+// starts.
 int check_net(const Options& o, const launcher::Plan& plan) {
   std::optional<launcher::CheckReport> ssh;
   if (o.check_ssh) {
@@ -241,21 +240,20 @@ int check_net(const Options& o, const launcher::Plan& plan) {
     if (!o.json) print_check_ssh(*ssh);
   }
   std::optional<launcher::LaunchResult> result;
-  if (!ssh || ssh->ok()) result = launcher::run_native(plan, launch_options(o));
-  if (o.json) {
-    const std::string text = check_net_json(ssh, result);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  }
-  if (!result) return to_int(ExitCode::kSshCheckFailed);
+  if (!ssh || ssh->ok()) result = launcher::NativeLauncher(launch_options(o)).check_network(plan);
+  if (o.json) print_json(check_net_json(ssh, result));
+  if (!result) return to_int(exit_code_of(ErrorKind::kSsh));
   if (!o.json) {
     if (!result->ssh_failures.empty()) {
       print_ssh_failures(o, *result);
     } else if (result->net) {
       fmt::print(stderr, "{}", launcher::format_net_matrix(*result->net));
     }
-    if (!result->error.empty() && (!result->net || result->net->ok())) {
-      fmt::print(stderr, "hvdrun: error: {}\n", result->error);
-      if (!result->error_hint.empty()) fmt::print(stderr, "hvdrun: hint: {}\n", result->error_hint);
+    if (result->error && (!result->net || result->net->ok())) {
+      fmt::print(stderr, "hvdrun: error: {}\n", result->error->message);
+      if (!result->error->hint.empty()) {
+        fmt::print(stderr, "hvdrun: hint: {}\n", result->error->hint);
+      }
     }
   }
   return result->exit_code;
@@ -271,36 +269,23 @@ int report_launch(const Options& o, const launcher::Plan& plan,
   }
   const std::string report = launcher::format_failure_report(plan, result);
   std::fwrite(report.data(), 1, report.size(), stderr);
-  if (o.json) {
-    const std::string doc = launcher::format_launch_json(plan, result);
-    std::fwrite(doc.data(), 1, doc.size(), stdout);
-  }
+  if (o.json) print_json(launcher::launch_json(plan, result));
   return result.exit_code;
 }
 
-// MPI mode has no agents of its own: across hosts, hvdrun first runs the same network check as
-// a native launch (its agents, then nothing), as horovodrun probes its hosts before mpirun.
-bool has_remote_host(const launcher::Plan& plan) {
-  return std::any_of(plan.hosts.begin(), plan.hosts.end(),
-                     [](const launcher::HostPlan& h) { return !h.local; });
-}
-
-int launch(const Options& o, const launcher::Plan& plan) {
-  const launcher::LaunchOptions options = launch_options(o);
-  std::optional<launcher::NetCheck> checked;
-  launcher::MpiLaunchOptions mpi = mpi_options(o, options);
-  if (o.mpi && has_remote_host(plan)) {
-    launcher::LaunchOptions check = options;
-    check.check_net_only = true;
-    launcher::LaunchResult probe = launcher::run_native(plan, check);
-    if (probe.exit_code != 0) return report_launch(o, plan, probe);
-    checked = probe.net;
-    mpi.known_hosts = std::move(probe.hosts);  // mpirun's host list without another login
+// --dry-run: the plan and what the launcher would run, as a table or JSON; nothing starts.
+int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launcher& launcher) {
+  const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
+                                           .show_env = o.verbose};
+  const std::vector<launcher::LaunchCommand> commands = launcher.describe(plan);
+  if (o.json) {
+    print_json(launcher::plan_json(plan, output, launcher.name(), commands));
+  } else {
+    const std::string text = launcher::format_plan_table(plan, output) +
+                             launcher::format_launcher_commands(launcher.name(), commands);
+    std::fwrite(text.data(), 1, text.size(), stdout);
   }
-  launcher::LaunchResult result =
-      o.mpi ? launcher::run_mpi(plan, mpi) : launcher::run_native(plan, options);
-  if (checked) result.net = checked;
-  return report_launch(o, plan, result);
+  return to_int(ExitCode::kSuccess);
 }
 
 int execute(const Options& o) {
@@ -313,13 +298,10 @@ int execute(const Options& o) {
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
 
   if (checking_net(o)) return check_net(o, plan);
-  if (!o.dry_run) return launch(o, plan);
-  const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
-                                           .show_env = o.verbose};
-  const std::string text =
-      o.json ? launcher::format_plan_json(plan, output) : launcher::format_plan_table(plan, output);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return to_int(ExitCode::kSuccess);
+  const std::unique_ptr<launcher::Launcher> launcher =
+      launcher::make_launcher(o.launcher, launch_options(o));
+  if (o.dry_run) return dry_run(o, plan, *launcher);
+  return report_launch(o, plan, launcher->run(plan));
 }
 
 void print_error(const std::string& kind, const std::string& what, const std::string& hint) {
@@ -336,7 +318,7 @@ int run(int argc, char** argv) {
   }
   // A peer that is gone (a ProxyCommand that exited, an agent's closed pipe, a closed stdout)
   // must be an EPIPE error the code reports, not a SIGPIPE that kills hvdrun with exit 141.
-  // Children get SIGPIPE back at its default (launcher/child_process.cpp).
+  // Children get SIGPIPE back at its default (common/process.h).
   ::signal(SIGPIPE, SIG_IGN);
   try {
     const Options options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
@@ -346,7 +328,7 @@ int run(int argc, char** argv) {
     std::fwrite(e.text.data(), 1, e.text.size(), stdout);
     return to_int(ExitCode::kSuccess);
   } catch (const Error& e) {
-    print_error(e.exit_code() == ExitCode::kUsage ? "error" : "internal error", e.what(), e.hint());
+    print_error(e.kind() == ErrorKind::kInternal ? "internal error" : "error", e.what(), e.hint());
     return to_int(e.exit_code());
   } catch (const std::exception& e) {
     print_error("internal error", e.what(), "this is a bug in hvdrun; please report it");

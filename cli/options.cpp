@@ -10,8 +10,8 @@
 
 #include "cli/engine_flags.h"
 #include "common/error.h"
-#include "hvd/build_config.h"
 #include "common/port_range.h"
+#include "hvd/build_config.h"
 
 namespace hvd::cli {
 namespace {
@@ -131,10 +131,12 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvdrun on the hosts (default: this hvdrun's own path)")
       ->type_name("PATH");
-  auto* mpi = app.add_flag("--mpi", o.mpi,
-                           "Launch through Open MPI's mpirun (same checks, output and exit codes)");
-  auto* native =
-      app.add_flag("--native", o.native, "Launch with hvdrun's own agents (the default)");
+  // The launcher flags: each names a launcher of the registry (launcher/launcher.cpp).
+  auto* mpi = app.add_flag_callback(
+      "--mpi", [&o] { o.launcher = "mpirun"; },
+      "Launch through Open MPI's mpirun (same checks, output and exit codes)");
+  auto* native = app.add_flag_callback(
+      "--native", [&o] { o.launcher = "native"; }, "Launch with hvdrun's own agents (the default)");
   mpi->excludes(native);
   app.add_option("--mpi-args", o.mpi_args,
                  "Extra mpirun options, split on spaces and appended as given (with --mpi)")
@@ -270,7 +272,7 @@ void validate(const Options& o) {
     throw UsageError(fmt::format("--gpus-per-rank {}: must be 1 to 64", *o.gpus_per_rank),
                      "e.g. --gpus-per-rank 1 gives each local rank its own GPU");
   }
-  if (o.gpus_per_rank && o.mpi) {
+  if (o.gpus_per_rank && o.mpi()) {
     throw UsageError(
         "--gpus-per-rank works in native mode only: mpirun gives every rank the "
         "same environment",
@@ -281,12 +283,12 @@ void validate(const Options& o) {
     throw UsageError("--network-interface and --network-cidr were both given",
                      "use one: a CIDR picks each host's address whatever its NIC is called");
   }
-  if (!o.port_range.any() && o.mpi) {
+  if (!o.port_range.any() && o.mpi()) {
     throw UsageError("--port-range works in native mode only",
                      "drop --mpi (mpirun opens its own ports: pin them with --mpi-args, e.g. "
                      "\"--mca btl_tcp_port_min_v4 LOW --mca btl_tcp_port_range_v4 N\")");
   }
-  if (o.mpi_args && !o.mpi) {
+  if (o.mpi_args && !o.mpi()) {
     throw UsageError("--mpi-args was given without --mpi",
                      "add --mpi to launch through mpirun, or drop --mpi-args");
   }

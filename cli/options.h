@@ -32,9 +32,9 @@ struct Options {
   bool check_net = false;       // --check-net: probe between the hosts, start nothing
   bool check_net_full = false;  // --check-net-full: probe every pair (alone: a full --check-net)
   PortRange port_range;         // --port-range LOW-HIGH; any(): not given
-  bool check_build = false;  // --check-build: what this build supports and what works now
-  bool mpi = false;          // --mpi: launch through Open MPI's mpirun
-  bool native = false;       // --native: the default, spelled out
+  bool check_build = false;     // --check-build: what this build supports and what works now
+  std::string launcher = "native";  // the launcher the flags name (--mpi: "mpirun")
+  bool mpi() const { return launcher == "mpirun"; }
   std::optional<std::string> mpi_args;         // --mpi-args "...": appended to mpirun's options
   std::optional<std::string> working_dir;      // --wd; default: hvdrun's current directory
   double grace_s = 5.0;                        // --grace

@@ -1,16 +1,14 @@
-// One host's agent as the launcher's event loop sees it: frames in and out, its stderr, and
-// whether it is gone, the same for a local child process and a remote SSH channel.
+// One host's agent as the native launch's event loop sees it: its transport (a local child or an
+// SSH channel: agent_transport.h), the frames read so far, and where it is in the launch.
 #pragma once
 
-#include <sys/socket.h>
-#include <sys/wait.h>
-
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "launcher/local_agent.h"
-#include "ssh/remote_agent.h"
+#include "launcher/agent_transport.h"
 #include "worker/interfaces.h"
 #include "worker/protocol.h"
 
@@ -30,35 +28,12 @@ struct AgentHello {
 // the version check then names the agent as speaking another protocol).
 AgentHello parse_hello(const std::string& payload);
 
-class AgentConn {
- public:
-  AgentConn(int host, AgentProcess local) : host_index(host), local_(std::move(local)) {}
-  AgentConn(int host, ssh::RemoteAgent remote) : host_index(host), remote_(std::move(remote)) {}
-
-  int read_fd() const { return local_ ? local_->from_agent.get() : remote_->frames_fd(); }
-  int write_fd() const { return local_ ? local_->to_agent.get() : remote_->frames_fd(); }
-  UniqueFd& log() { return local_ ? local_->agent_log : remote_->log(); }
-  // No more frames for this agent: it sees EOF on its stdin.
-  void close_input() {
-    if (local_) {
-      local_->to_agent.reset();
-    } else {
-      remote_->close_input();
-    }
-  }
-  // True once the agent is gone: the local process reaped, or the remote channel's pump done.
-  bool try_reap() {
-    if (reaped) return true;
-    if (local_) {
-      reaped = ::waitpid(local_->pid, nullptr, WNOHANG) == local_->pid;
-    } else {
-      reaped = eof;  // the pump closes the frames socket when the channel ends
-    }
-    return reaped;
-  }
-  bool is_remote() const { return remote_.has_value(); }
+struct AgentConn {
+  AgentConn(int host, std::unique_ptr<AgentTransport> t)
+      : host_index(host), transport(std::move(t)) {}
 
   int host_index = 0;
+  std::unique_ptr<AgentTransport> transport;
   worker::FrameReader reader;
   std::optional<AgentHello> hello;
   std::string log_partial;
@@ -66,13 +41,11 @@ class AgentConn {
   std::optional<int> probe_port;     // its probe listener (rank 0's host: the job's MASTER_PORT)
   bool probed = false;               // its probe results arrived
   bool spec_sent = false;
-  bool done = false;
-  bool eof = false;
-  bool reaped = false;
+  bool done = false;  // it sent kDone: every rank ended and was reported
+  bool eof = false;   // its frame stream ended
+  bool gone = false;  // the transport says it is gone for good
 
- private:
-  std::optional<AgentProcess> local_;
-  std::optional<ssh::RemoteAgent> remote_;
+  void check_gone() { gone = gone || transport->gone(eof); }
 };
 
 }  // namespace hvd::launcher

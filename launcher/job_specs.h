@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/native_launch.h"
+#include "launcher/launcher.h"
 #include "launcher/net_check.h"
 #include "launcher/network_choice.h"
 #include "launcher/plan.h"

@@ -27,9 +27,9 @@ std::string describe_exit(const RankOutcome& rank) {
 
 std::string format_failure_report(const Plan& plan, const LaunchResult& result) {
   std::string out;
-  if (!result.error.empty()) {
-    out += fmt::format("hvdrun: error: {}\n", result.error);
-    if (!result.error_hint.empty()) out += fmt::format("hvdrun: hint: {}\n", result.error_hint);
+  if (result.error) {
+    out += fmt::format("hvdrun: error: {}\n", result.error->message);
+    if (!result.error->hint.empty()) out += fmt::format("hvdrun: hint: {}\n", result.error->hint);
     if (result.net && !result.net->ok()) out += format_net_failures(*result.net);
   }
   if (result.first_failure) {
@@ -38,8 +38,9 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
     for (const RankOutcome& o : result.ranks) stopped += o.stopped_by_hvdrun ? 1 : 0;
     out += fmt::format("hvdrun: rank {} (host {}, local rank {}) {}.\n", r.rank,
                        plan.hosts[r.host_index].spec.host, r.local_rank, describe_exit(r));
-    if (result.via_mpirun) {
-      out += "hvdrun: it was the first rank to fail; mpirun stopped the others.\n";
+    if (result.stopped_by != "hvdrun") {
+      out += fmt::format("hvdrun: it was the first rank to fail; {} stopped the others.\n",
+                         result.stopped_by);
     } else {
       out += fmt::format("hvdrun: it was the first rank to fail; hvdrun stopped {} other rank{}.\n",
                          stopped, stopped == 1 ? "" : "s");
@@ -58,7 +59,7 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
   return out;
 }
 
-std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
+nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result) {
   using json = nlohmann::ordered_json;
   auto rank_json = [&](const RankOutcome& r) {
     return json{{"rank", r.rank},
@@ -76,6 +77,8 @@ std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
   doc["ok"] = result.exit_code == 0;
   doc["exit_code"] = result.exit_code;
   doc["np"] = result.ranks.size();
+  doc["launcher"] = result.launcher;
+  doc["launcher_command"] = result.command;
   if (result.first_failure) {
     const RankOutcome& r = result.ranks[*result.first_failure];
     json failure = rank_json(r);
@@ -86,28 +89,17 @@ std::string format_launch_json(const Plan& plan, const LaunchResult& result) {
   } else {
     doc["first_failure"] = nullptr;
   }
-  doc["error"] = result.error.empty()
-                     ? json(nullptr)
-                     : json{{"message", result.error}, {"hint", result.error_hint}};
+  doc["error"] = result.error ? json{{"kind", kind_name(result.error->kind)},
+                                     {"message", result.error->message},
+                                     {"hint", result.error->hint}}
+                              : json(nullptr);
   doc["interrupted_by"] =
       result.interrupted_by != 0 ? json(signal_name(result.interrupted_by)) : json(nullptr);
-  if (result.rendezvous) {
-    const RendezvousStats& rv = *result.rendezvous;
-    doc["rendezvous"] = {
-        {"requests", rv.requests},
-        {"rejected", rv.rejected},
-        {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
-  } else {
-    doc["rendezvous"] = nullptr;
-  }
-  if (result.net) {
-    doc["net_check"] = json::parse(format_net_json(*result.net));
-  } else {
-    doc["net_check"] = nullptr;
-  }
+  for (const auto& [key, value] : result.details.items()) doc[key] = value;
+  doc["net_check"] = result.net ? net_json(*result.net) : json(nullptr);
   doc["timings_ms"] = {{"start", result.start_time.count()}, {"total", result.total_time.count()}};
   doc["ranks"] = std::move(ranks);
-  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return doc;
 }
 
 }  // namespace hvd::launcher

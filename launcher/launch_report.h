@@ -4,7 +4,9 @@
 
 #include <string>
 
-#include "launcher/native_launch.h"
+#include <nlohmann/json.hpp>
+
+#include "launcher/launcher.h"
 #include "launcher/plan.h"
 
 namespace hvd::launcher {
@@ -18,6 +20,7 @@ std::string describe_exit(const RankOutcome& rank);
 // Empty when the job succeeded.
 std::string format_failure_report(const Plan& plan, const LaunchResult& result);
 
-std::string format_launch_json(const Plan& plan, const LaunchResult& result);
+// The --json result document.
+nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result);
 
 }  // namespace hvd::launcher

@@ -65,6 +65,19 @@ std::string rsh_args(const Plan& plan, const ssh::SshOptions& ssh) {
   return fmt::format("{}", fmt::join(words, " "));
 }
 
+bool has_remote_host(const Plan& plan) {
+  return std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                     [](const HostPlan& h) { return !h.local; });
+}
+
+// Open MPI's shared-memory transport crashes across "hosts" that are one machine.
+std::string btl_exclude(const Plan& plan, const MpiCommandInput& input) {
+  if (input.placeholders && has_remote_host(plan)) {
+    return "<set at launch: ^openib, or ^openib,vader when two hosts are one machine>";
+  }
+  return input.same_machine ? "^openib,vader" : "^openib";
+}
+
 }  // namespace
 
 MpiVersion parse_mpirun_version(std::string_view output) {
@@ -135,7 +148,7 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                            "ob1",
                            "-mca",
                            "btl",
-                           input.same_machine ? "^openib,vader" : "^openib",
+                           btl_exclude(plan, input),
                            "-mca",
                            "plm_rsh_no_tree_spawn",
                            "1",
@@ -144,11 +157,14 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                            rsh_args(plan, input.ssh)});
   // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
   // CIDR works across hosts whose NICs are named differently.
-  if (plan.network.active() || !input.host_addresses.empty()) {
-    const std::string include = plan.network.cidr ? plan.network.cidr->text
-                                : plan.network.active()
-                                    ? fmt::format("{}", fmt::join(plan.network.interfaces, ","))
-                                    : tcp_include(input.host_addresses);
+  const bool unknown = input.placeholders && has_remote_host(plan);
+  if (plan.network.active() || !input.host_addresses.empty() || unknown) {
+    const std::string include =
+        plan.network.cidr       ? plan.network.cidr->text
+        : plan.network.active() ? fmt::format("{}", fmt::join(plan.network.interfaces, ","))
+        : unknown ? "<set at launch: 127.0.0.0/8 and each other address a host was reached at, "
+                    "as /32>"
+                  : tcp_include(input.host_addresses);
     argv.insert(argv.end(),
                 {"-mca", "btl_tcp_if_include", include, "-mca", "oob_tcp_if_include", include});
   }

@@ -31,6 +31,9 @@ struct MpiCommandInput {
   ssh::SshOptions ssh;
   std::string cwd;
   std::vector<std::string> extra_args;  // --mpi-args, split into words
+  // --dry-run: what only the network check finds out (the addresses the hosts were reached at,
+  // whether two of them are one machine) shows as "<set at launch: ...>".
+  bool placeholders = false;
 };
 
 // The argv to exec: every forwarded variable as `-x NAME` (values stay in mpirun's environment,

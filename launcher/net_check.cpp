@@ -233,7 +233,7 @@ std::string format_net_matrix(const NetCheck& check) {
   return out;
 }
 
-std::string format_net_json(const NetCheck& check) {
+nlohmann::ordered_json net_json(const NetCheck& check) {
   using json = nlohmann::ordered_json;
   const ProbeEndpoints& e = check.endpoints;
   json hosts = json::array();
@@ -263,7 +263,7 @@ std::string format_net_json(const NetCheck& check) {
   doc["hosts"] = std::move(hosts);
   doc["rendezvous_port"] = e.rendezvous_port;
   doc["probes"] = std::move(probes);
-  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return doc;
 }
 
 }  // namespace hvd::launcher

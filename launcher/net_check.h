@@ -6,6 +6,7 @@
 // the launcher's rendezvous server at the address that host was given for it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,6 @@ std::string format_net_failures(const NetCheck& check);
 // `--check-net`: every probe as a from x to matrix, then the failures.
 std::string format_net_matrix(const NetCheck& check);
 // `--check-net --json` (docs/network.md has the schema).
-std::string format_net_json(const NetCheck& check);
+nlohmann::ordered_json net_json(const NetCheck& check);
 
 }  // namespace hvd::launcher

@@ -28,7 +28,26 @@ std::string forwarded_summary(const RankPlan& rank) {
   return count == 0 ? "none" : fmt::format("{} ({})", count, names);
 }
 
+// A launcher command's words as a shell would read them; "<set at launch: ...>" stays as is.
+std::string command_text(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& w : argv) {
+    if (!out.empty()) out += ' ';
+    out += w.starts_with("<set at launch:") ? w : shell_quote(w);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string format_launcher_commands(std::string_view launcher,
+                                     const std::vector<LaunchCommand>& commands) {
+  std::string out = fmt::format("\nlauncher: {}; it would run:\n", launcher);
+  for (const LaunchCommand& c : commands) {
+    out += fmt::format("  {}:\n    {}\n", c.where, command_text(c.argv));
+  }
+  return out;
+}
 
 bool is_placeholder(const EnvEntry& entry, const PlanOutputOptions& options) {
   return entry.secret || entry.deferred.has_value() ||
@@ -77,7 +96,9 @@ std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options
   return out;
 }
 
-std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options) {
+nlohmann::ordered_json plan_json(const Plan& plan, const PlanOutputOptions& options,
+                                 std::string_view launcher,
+                                 const std::vector<LaunchCommand>& commands) {
   using json = nlohmann::ordered_json;  // keys in the order written: schema_version first
   json hosts = json::array();
   for (const HostPlan& h : plan.hosts) {
@@ -104,7 +125,7 @@ std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options)
   }
   json doc;
   doc["schema_version"] = kPlanSchemaVersion;
-  doc["mode"] = "native";
+  doc["mode"] = launcher;
   doc["dry_run"] = true;
   doc["np"] = plan.ranks.size();
   doc["total_slots"] = plan.total_slots;
@@ -113,7 +134,10 @@ std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options)
   doc["hosts"] = std::move(hosts);
   doc["ranks"] = std::move(ranks);
   doc["warnings"] = plan.warnings;
-  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  json launch = json::array();
+  for (const LaunchCommand& c : commands) launch.push_back({{"where", c.where}, {"argv", c.argv}});
+  doc["launcher_commands"] = std::move(launch);
+  return doc;
 }
 
 }  // namespace hvd::launcher

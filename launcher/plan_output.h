@@ -1,8 +1,12 @@
 // How a Plan is shown: the --dry-run table (human) and JSON (schema_version 1, for scripts).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "launcher/launcher.h"
 #include "launcher/plan.h"
 
 namespace hvd::launcher {
@@ -22,8 +26,15 @@ std::string display_value(const EnvEntry& entry, const PlanOutputOptions& option
 
 std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options);
 
-// One JSON document (pretty-printed, newline-terminated). Bytes that are not UTF-8 (argv and
-// environment values are bytes) are replaced by U+FFFD here; launches carry them encoded.
-std::string format_plan_json(const Plan& plan, const PlanOutputOptions& options);
+// The dry run as one JSON document: the plan, and what the launcher named `launcher` would run
+// (`commands`, from Launcher::describe). Strings are bytes (argv, environment values); the
+// serialiser (json_text) replaces what is not UTF-8.
+nlohmann::ordered_json plan_json(const Plan& plan, const PlanOutputOptions& options,
+                                 std::string_view launcher = "native",
+                                 const std::vector<LaunchCommand>& commands = {});
+
+// The --dry-run table: the plan, then what the launcher would run.
+std::string format_launcher_commands(std::string_view launcher,
+                                     const std::vector<LaunchCommand>& commands);
 
 }  // namespace hvd::launcher

@@ -9,6 +9,10 @@
 
 namespace hvd::launcher {
 
+std::vector<std::string> remote_agent_argv(const std::string& agent_path) {
+  return {"exec", agent_path, "--agent"};
+}
+
 RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options) {
   const size_t n = plan.hosts.size();
   std::vector<ssh::ProbeControl> controls(n);  // outlives `logins`: connections unwatch on exit
@@ -41,8 +45,7 @@ RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options
   }
   if (!out.failures.empty()) return out;  // the sessions close here; nothing was started
 
-  // sshd runs this through the user's shell; `exec` leaves no shell in between.
-  const std::string command = "exec " + shell_quote(options.agent_path) + " --agent";
+  const std::string command = shell_join(remote_agent_argv(options.agent_path));
   for (size_t h = 0; h < n; ++h) {
     if (!logins[h]) continue;
     // The controls die with this function; the connection lives on in the agent's pump thread.

@@ -21,4 +21,8 @@ struct RemoteStart {
 
 RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options);
 
+// What sshd runs on each remote host, through the user's shell: `exec AGENT_PATH --agent`
+// (`exec` leaves no shell in between).
+std::vector<std::string> remote_agent_argv(const std::string& agent_path);
+
 }  // namespace hvd::launcher

@@ -92,7 +92,7 @@ std::string format_check_table(const CheckReport& report, bool colour) {
   return out;
 }
 
-std::string format_check_json(const CheckReport& report) {
+nlohmann::ordered_json check_json(const CheckReport& report) {
   using json = nlohmann::ordered_json;
   json hosts = json::array();
   for (const auto& r : report.hosts) {
@@ -130,7 +130,7 @@ std::string format_check_json(const CheckReport& report) {
   doc["schema_version"] = kCheckSchemaVersion;
   doc["ok"] = report.ok();
   doc["hosts"] = std::move(hosts);
-  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return doc;
 }
 
 }  // namespace hvd::launcher

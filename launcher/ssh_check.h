@@ -2,6 +2,7 @@
 // local hosts reported without SSH; and the report as a table or JSON (docs/check-ssh.md).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,6 @@ CheckReport run_ssh_check(const std::vector<HostSpec>& hosts, const ssh::SshOpti
 inline constexpr int kCheckSchemaVersion = 1;
 
 std::string format_check_table(const CheckReport& report, bool colour);
-std::string format_check_json(const CheckReport& report);
+nlohmann::ordered_json check_json(const CheckReport& report);
 
 }  // namespace hvd::launcher

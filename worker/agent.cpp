@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -24,14 +23,15 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/process.h"
+#include "common/signal_fd.h"
 #include "common/unique_fd.h"
-#include "hvd/build_config.h"
 #include "contract/env_table.h"
+#include "hvd/build_config.h"
 #include "worker/interfaces.h"
 #include "worker/job_spec.h"
 #include "worker/probe.h"
 #include "worker/protocol.h"
-#include "worker/rank_process.h"
 
 extern char** environ;
 
@@ -43,11 +43,7 @@ constexpr int kSweepMs = 100;  // how often leftover descendants are looked for 
 
 struct LiveRank {
   int rank = 0;
-  pid_t pid = -1;
-  UniqueFd out;
-  UniqueFd err;
-  bool reaped = false;
-  int status = 0;
+  Process process;  // reaped by the agent's waitpid(-1) (it is a subreaper), then set_reaped
   bool reported = false;
 };
 
@@ -107,7 +103,7 @@ std::vector<pid_t> stray_children(const std::vector<LiveRank>& ranks) {
     if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
     if (ppid != self || state == 'Z') continue;
     bool is_rank = false;
-    for (const LiveRank& r : ranks) is_rank |= (r.pid == pid && !r.reaped);
+    for (const LiveRank& r : ranks) is_rank |= (r.process.pid() == pid && r.process.running());
     if (!is_rank) out.push_back(pid);
   }
   ::closedir(dir);
@@ -141,7 +137,7 @@ class Agent {
   std::optional<ProbeListener> listener_;  // from kProbeListen until the ranks start
   FrameReader reader_;
   std::vector<LiveRank> ranks_;
-  UniqueFd signal_fd_;
+  std::optional<SignalFd> signals_;
   UniqueFd timer_fd_;
   bool input_open_ = true;
   bool stopping_ = false;  // SIGTERM sent
@@ -255,22 +251,23 @@ bool Agent::start_ranks() {
     return false;
   }
   for (const RankSpec& rank : spec_.ranks) {
-    SpawnedRank spawned = spawn_rank(spec_.argv, spec_.cwd, rank_environment(rank));
-    if (!spawned.error.empty()) {
-      error(fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error),
+    // A rank dies with its agent (SIGKILL), the agent's dead-man switch of last resort.
+    ProcessSpec process;
+    process.argv = spec_.argv;
+    process.env = rank_environment(rank);
+    process.cwd = spec_.cwd;
+    process.parent_death_signal = SIGKILL;
+    Process spawned = Process::spawn(process);
+    if (!spawned.started()) {
+      error(fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error()),
             "check the path of the program on that host (a relative path is relative to the "
             "working directory, a bare name is looked up in the rank's PATH)");
       stop(SIGKILL);
       return false;
     }
-    LiveRank live;
-    live.rank = rank.rank;
-    live.pid = spawned.pid;
-    live.out = std::move(spawned.out);
-    live.err = std::move(spawned.err);
-    ranks_.push_back(std::move(live));
-    send(FrameType::kStarted,
-         encode_started({static_cast<uint32_t>(rank.rank), static_cast<uint32_t>(spawned.pid)}));
+    const auto pid = static_cast<uint32_t>(spawned.pid());
+    ranks_.push_back({rank.rank, std::move(spawned), false});
+    send(FrameType::kStarted, encode_started({static_cast<uint32_t>(rank.rank), pid}));
   }
   return true;
 }
@@ -299,26 +296,23 @@ void Agent::reap() {
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
     for (LiveRank& r : ranks_) {
-      if (r.pid == pid) {
-        r.reaped = true;
-        r.status = status;
-      }
+      if (r.process.pid() == pid && r.process.running()) r.process.set_reaped(status);
     }
   }
 }
 
 void Agent::report_exits() {
   for (LiveRank& r : ranks_) {
-    if (!r.reaped || r.reported) continue;
+    if (r.process.running() || r.reported) continue;
     // Take what is already in the pipes, but do not wait for an escaped descendant that
     // still holds them open.
-    drain(r, r.out, Stream::kStdout, false);
-    drain(r, r.err, Stream::kStderr, false);
-    r.out.reset();
-    r.err.reset();
-    RankExited exited{
-        static_cast<uint32_t>(r.rank), WIFSIGNALED(r.status) != 0,
-        static_cast<uint32_t>(WIFSIGNALED(r.status) ? WTERMSIG(r.status) : WEXITSTATUS(r.status))};
+    drain(r, r.process.out(), Stream::kStdout, false);
+    drain(r, r.process.err(), Stream::kStderr, false);
+    r.process.out().reset();
+    r.process.err().reset();
+    const ExitStatus status = *r.process.status();
+    RankExited exited{static_cast<uint32_t>(r.rank), status.signaled,
+                      static_cast<uint32_t>(status.value)};
     send(FrameType::kExited, encode_exited(exited));
     r.reported = true;
   }
@@ -333,9 +327,7 @@ void Agent::stop(int signal) {
   }
   // Signal again on every sweep: descendants that escaped with setsid re-parent to us only
   // when their parent dies, so new strays keep appearing while the job winds down.
-  for (const LiveRank& r : ranks_) {
-    if (!r.reaped) ::kill(-r.pid, signal);
-  }
+  for (const LiveRank& r : ranks_) r.process.signal_group(signal);
   for (pid_t stray : stray_children(ranks_)) {
     ::kill(-stray, signal);
     ::kill(stray, signal);
@@ -382,9 +374,8 @@ void Agent::handle_frames() {
 }
 
 void Agent::handle_signals() {
-  signalfd_siginfo info{};
-  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
-    if (info.ssi_signo == SIGCHLD) {
+  while (const std::optional<int> sig = signals_->next()) {
+    if (*sig == SIGCHLD) {
       reap();
     } else {
       stop(SIGTERM);  // SIGTERM, SIGINT, SIGHUP to the agent: stop the job cleanly
@@ -395,11 +386,7 @@ void Agent::handle_signals() {
 int Agent::run() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::signal(SIGPIPE, SIG_IGN);
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
-  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  signal_fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  signals_.emplace(std::initializer_list<int>{SIGCHLD, SIGTERM, SIGINT, SIGHUP});
   timer_fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 
   if (!send(FrameType::kHello, hello_payload())) return 2;
@@ -424,16 +411,16 @@ int Agent::run() {
 
     std::vector<pollfd> fds;
     std::vector<std::pair<LiveRank*, Stream>> owners;
-    fds.push_back({signal_fd_.get(), POLLIN, 0});
+    fds.push_back({signals_->fd(), POLLIN, 0});
     fds.push_back({timer_fd_.get(), POLLIN, 0});
     fds.push_back({input_open_ ? in_fd_ : -1, POLLIN, 0});
     for (LiveRank& r : ranks_) {
-      if (r.out.valid()) {
-        fds.push_back({r.out.get(), POLLIN, 0});
+      if (r.process.out().valid()) {
+        fds.push_back({r.process.out().get(), POLLIN, 0});
         owners.emplace_back(&r, Stream::kStdout);
       }
-      if (r.err.valid()) {
-        fds.push_back({r.err.get(), POLLIN, 0});
+      if (r.process.err().valid()) {
+        fds.push_back({r.process.err().get(), POLLIN, 0});
         owners.emplace_back(&r, Stream::kStderr);
       }
     }
@@ -451,7 +438,8 @@ int Agent::run() {
     for (size_t i = 0; i < owners.size(); ++i) {
       if (fds[i + 3].revents == 0) continue;
       auto& [rank, stream] = owners[i];
-      drain(*rank, stream == Stream::kStdout ? rank->out : rank->err, stream, true);
+      drain(*rank, stream == Stream::kStdout ? rank->process.out() : rank->process.err(), stream,
+            true);
     }
   }
   send(FrameType::kDone);

@@ -1,7 +1,7 @@
 // The host agent: `hvdrun --agent`, started once per host (a local child process, or over one
 // SSH exec channel), speaking worker/protocol.h on stdin/stdout.
 //
-// It says hello, reads one job spec, starts each local rank (worker/rank_process.h), streams
+// It says hello, reads one job spec, starts each local rank (common/process.h), streams
 // output and exit events back, and stops every rank when told to or when its stdin closes (the
 // launcher is gone: a dead-man switch): SIGTERM, then SIGKILL after the grace period. It is a
 // child subreaper, so ranks' descendants that escaped with setsid are found and stopped too.

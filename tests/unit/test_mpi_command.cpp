@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/mpi_command.h"
-#include "launcher/mpi_launch.h"
+#include "launcher/mpi_launcher.h"
 #include "test_helpers.h"
 
 using namespace hvd::launcher;

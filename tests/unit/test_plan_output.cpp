@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "launcher/json_text.h"
 #include "launcher/plan_output.h"
 
 using namespace hvd::launcher;
@@ -22,7 +23,7 @@ Plan sample_plan(std::vector<std::string> command = {"./train", "--lr", "0.1"}) 
 }  // namespace
 
 TEST_CASE("plan JSON: schema 1 with hosts, ranks, env and command", "[output]") {
-  const json doc = json::parse(format_plan_json(sample_plan(), {}));
+  const json doc = json(plan_json(sample_plan(), {}));
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["command"] == json({"./train", "--lr", "0.1"}));
   CHECK(doc["np"] == 3);
@@ -43,7 +44,7 @@ TEST_CASE("plan JSON: schema 1 with hosts, ranks, env and command", "[output]") 
 }
 
 TEST_CASE("plan JSON: -x values and the token are redacted, deferred values say so", "[output]") {
-  const std::string text = format_plan_json(sample_plan(), {});
+  const std::string text = json_text(plan_json(sample_plan(), {}));
   CHECK(text.find("hunter2") == std::string::npos);
   const json doc = json::parse(text);
   const json& env = doc["ranks"][0]["env"];
@@ -53,13 +54,13 @@ TEST_CASE("plan JSON: -x values and the token are redacted, deferred values say 
   CHECK(env["MASTER_ADDR"] ==
         "<set at launch: the launcher's address as the other hosts reach it>");
 
-  const json shown = json::parse(format_plan_json(sample_plan(), {.show_env_values = true}));
+  const json shown = json(plan_json(sample_plan(), {.show_env_values = true}));
   CHECK(shown["ranks"][0]["env"]["SECRET_KEY"] == "hunter2");
   CHECK(shown["ranks"][0]["env"]["HVD_RENDEZVOUS_TOKEN"] == "<redacted>");
 }
 
 TEST_CASE("plan JSON: non-UTF-8 bytes do not break the document", "[output]") {
-  const json doc = json::parse(format_plan_json(sample_plan({"./x", "caf\xe9"}), {}));
+  const json doc = json::parse(json_text(plan_json(sample_plan({"./x", "caf\xe9"}), {})));
   CHECK(doc["command"][1] == "caf\xef\xbf\xbd");  // U+FFFD
 }
 

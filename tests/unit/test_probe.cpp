@@ -278,7 +278,7 @@ TEST_CASE("net check: results are filed by id, and only the prober's own", "[pro
   CHECK_THAT(table, Contains("a firewall drops TCP from h1 to h2"));
   const std::string matrix = format_net_matrix(check);
   CHECK_THAT(matrix, Contains("3 hosts, 7 probes, 1 failed"));
-  const auto doc = nlohmann::json::parse(format_net_json(check));
+  const nlohmann::json doc = net_json(check);
   CHECK(doc["ok"] == false);
   CHECK(doc["failed"] == 1);
   CHECK(doc["probes"].size() == 7);

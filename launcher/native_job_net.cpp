@@ -5,23 +5,22 @@
 #include <sstream>
 
 #include "hvd/build_config.h"
-#include "launcher/native_launch_impl.h"
+#include "launcher/native_job.h"
 #include "launcher/network_choice.h"
 #include "worker/job_spec.h"
 #include "worker/probe.h"
 
 namespace hvd::launcher::native {
 
-void Launch::on_hello(AgentConn& agent, const std::string& payload) {
-  const std::string& host = plan_.hosts[agent.host_index].spec.host;
+void NativeJob::on_hello(AgentConn& agent, const std::string& payload) {
   const AgentHello hello = parse_hello(payload);
   if (hello.protocol != worker::kProtocolVersion || hello.version != HVD_VERSION_STRING) {
-    fail(fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
-                     "hvdrun {} with protocol {}",
-                     host, hello.version, hello.protocol, HVD_VERSION_STRING,
-                     worker::kProtocolVersion),
-         "install the same hvdrun version on every host (or point --agent-path at it)",
-         ExitCode::kCannotStart);
+    sup_.fail({ErrorKind::kRemote,
+               fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
+                           "hvdrun {} with protocol {}",
+                           host_of(agent), hello.version, hello.protocol, HVD_VERSION_STRING,
+                           worker::kProtocolVersion),
+               "install the same hvdrun version on every host (or point --agent-path at it)"});
     return;
   }
   agent.hello = hello;
@@ -30,21 +29,19 @@ void Launch::on_hello(AgentConn& agent, const std::string& payload) {
   for (const AgentConn& a : agents_) {
     if (!a.hello) return;
   }
-  result_.hosts.resize(plan_.hosts.size());
-  for (const AgentConn& a : agents_) result_.hosts[a.host_index].boot_id = a.hello->boot_id;
   begin_network_check();
 }
 
 // The launcher's address as each host sees it, and (--network-cidr / --network-interface)
 // each host's chosen address. False when a host has no address that matches.
-bool Launch::choose_addresses() {
+bool NativeJob::choose_addresses() {
   facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
   facts_.reached_at.assign(plan_.hosts.size(), "");
   for (const AgentConn& a : agents_) {
     // SSH_CONNECTION: "client_ip client_port server_ip server_port".
     std::istringstream words(a.hello->ssh_connection);
     std::string client, client_port, server;
-    if (a.is_remote() && (words >> client >> client_port >> server)) {
+    if (a.transport->remote() && (words >> client >> client_port >> server)) {
       facts_.launcher_address_of[a.host_index] = client;
       facts_.reached_at[a.host_index] = server;
       if (facts_.launcher_address.empty()) facts_.launcher_address = client;
@@ -53,11 +50,11 @@ bool Launch::choose_addresses() {
   if (!plan_.network.active()) return true;
   facts_.chosen.resize(plan_.hosts.size());
   for (const AgentConn& a : agents_) {
-    const std::string& host = plan_.hosts[a.host_index].spec.host;
+    const std::string& host = host_of(a);
     try {
       facts_.chosen[a.host_index] = choose_address(plan_.network, a.hello->interfaces, host);
     } catch (const Error& e) {
-      fail(e.what(), e.hint(), ExitCode::kUsage);
+      sup_.fail({ErrorKind::kUsage, e.what(), e.hint()});
       return false;
     }
     spdlog::info("host {}: ranks use {} ({})", host, facts_.chosen[a.host_index].address,
@@ -67,10 +64,10 @@ bool Launch::choose_addresses() {
 }
 
 // Phase 1 of the network check: every agent opens its probe listener.
-void Launch::begin_network_check() {
+void NativeJob::begin_network_check() {
   report_shared_machines();
-  if (stopping_ || !choose_addresses()) {
-    for (AgentConn& a : agents_) a.close_input();
+  if (sup_.stopping() || !choose_addresses()) {
+    for (AgentConn& a : agents_) a.transport->close_input();
     return;
   }
   net_.full = options_.check_net_full;
@@ -79,18 +76,17 @@ void Launch::begin_network_check() {
     net_.endpoints.token[a.host_index] = random_token().substr(0, 32);
     const worker::ProbeListenRequest request{options_.port_range,
                                              net_.endpoints.token[a.host_index]};
-    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbeListen,
-                                                         worker::encode_probe_listen(request)));
+    send(a, FrameType::kProbeListen, worker::encode_probe_listen(request));
   }
 }
 
 // Phase 2: once every listener is up, the rendezvous server starts and every agent probes.
-void Launch::on_listening(AgentConn& agent, const std::string& payload) {
+void NativeJob::on_listening(AgentConn& agent, const std::string& payload) {
   agent.probe_port = worker::decode_listening(payload);
   for (const AgentConn& a : agents_) {
     if (!a.probe_port) return;
   }
-  if (stopping_) return;
+  if (sup_.stopping()) return;
   // Rank 0's host hands its probe port to the job: the probe proves MASTER_PORT is reachable.
   facts_.master_port = *agents_.front().probe_port;
   start_rendezvous();
@@ -105,53 +101,49 @@ void Launch::on_listening(AgentConn& agent, const std::string& payload) {
   for (AgentConn& a : agents_) {
     const worker::ProbeRequest request{net_.targets_of(a.host_index),
                                        static_cast<int>(options_.probe_timeout.count())};
-    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kProbe,
-                                                         worker::encode_probe_request(request)));
+    send(a, FrameType::kProbe, worker::encode_probe_request(request));
   }
 }
 
 // Phase 3: every agent reported; any failure stops the launch before a rank starts.
-void Launch::on_probe_results(AgentConn& agent, const std::string& payload) {
+void NativeJob::on_probe_results(AgentConn& agent, const std::string& payload) {
   net_.record(agent.host_index, worker::decode_probe_results(payload));
   agent.probed = true;
   for (const AgentConn& a : agents_) {
     if (!a.probed) return;
   }
-  result_.net = net_;
+  sup_.result().net = net_;
   if (!net_.ok()) {
-    fail(net_failure_message(net_),
-         "nothing was started; the failed probes are listed below, and `hvdrun --check-net` "
-         "repeats the check without starting a job",
-         ExitCode::kNetCheckFailed);
+    sup_.fail({ErrorKind::kNetCheck, net_failure_message(net_),
+               "nothing was started; the failed probes are listed below, and `hvdrun "
+               "--check-net` repeats the check without starting a job"});
     return;
   }
-  if (options_.check_net_only) {
-    stopping_ = true;  // nothing to start: the agents exit when their input closes
-    for (AgentConn& a : agents_) a.close_input();
+  if (check_net_only_) {
+    sup_.stop(StopMode::kTerminate);  // nothing to start: the agents exit when their input closes
     return;
   }
   // Rank 0's host's probe port becomes MASTER_PORT: its listener must be closed before any rank
   // anywhere starts, or an early rank's connect would reach the listener instead of rank 0
   // (torch.distributed's clients connect as soon as they start). One round trip to that host;
   // the specs go out on its kProbeClosed.
-  worker::write_all(agents_.front().write_fd(), worker::encode_frame(FrameType::kProbeClose, ""));
+  send(agents_.front(), FrameType::kProbeClose);
 }
 
-void Launch::send_specs() {
-  if (stopping_) {
-    for (AgentConn& a : agents_) a.close_input();
+void NativeJob::send_specs() {
+  if (sup_.stopping()) {
+    for (AgentConn& a : agents_) a.transport->close_input();
     return;
   }
   for (AgentConn& a : agents_) {
-    const std::string spec = worker::encode_spec(specs_[static_cast<size_t>(a.host_index)]);
-    worker::write_all(a.write_fd(), worker::encode_frame(FrameType::kSpec, spec));
+    send(a, FrameType::kSpec, worker::encode_spec(specs_[static_cast<size_t>(a.host_index)]));
     a.spec_sent = true;
   }
 }
 
 // The rendezvous server listens where the hosts reach this machine: one address if they all
 // see the same one (127.0.0.1 for a local job), else every address (the token still guards it).
-void Launch::start_rendezvous() {
+void NativeJob::start_rendezvous() {
   std::vector<std::string> seen = facts_.launcher_address_of;
   std::sort(seen.begin(), seen.end());
   seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
@@ -168,14 +160,13 @@ void Launch::start_rendezvous() {
 }
 
 // Two host entries with one boot id are one machine (BRIEF.md section 4): worth knowing.
-void Launch::report_shared_machines() const {
+void NativeJob::report_shared_machines() const {
   for (size_t i = 0; i < agents_.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (!agents_[i].hello->boot_id.empty() &&
           agents_[i].hello->boot_id == agents_[j].hello->boot_id) {
-        spdlog::info("hosts {} and {} are the same machine (boot id {})",
-                     plan_.hosts[agents_[j].host_index].spec.host,
-                     plan_.hosts[agents_[i].host_index].spec.host, agents_[i].hello->boot_id);
+        spdlog::info("hosts {} and {} are the same machine (boot id {})", host_of(agents_[j]),
+                     host_of(agents_[i]), agents_[i].hello->boot_id);
       }
     }
   }

@@ -1,0 +1,207 @@
+#include "common/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+extern char** environ;
+
+namespace hvd {
+namespace {
+
+struct ChildFailure {
+  Process::Stage stage;
+  int error;
+};
+
+// In the child, after fork: only async-signal-safe calls, then exec or _exit.
+[[noreturn]] void child_fail(int fd, Process::Stage stage) {
+  const ChildFailure failure{stage, errno};
+  (void)!::write(fd, &failure, sizeof failure);
+  ::_exit(127);
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& in) {
+  std::vector<char*> out;
+  out.reserve(in.size() + 1);
+  for (const std::string& s : in) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+bool make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  read_end.reset(fds[0]);  // owned at once: a later failure closes both
+  write_end.reset(fds[1]);
+  return true;
+}
+
+}  // namespace
+
+ExitStatus ExitStatus::from_wait_status(int status) {
+  if (WIFSIGNALED(status)) return {true, WTERMSIG(status)};
+  return {false, WEXITSTATUS(status)};
+}
+
+Process Process::spawn(const ProcessSpec& spec) {
+  Process p;
+  p.argv0_ = spec.argv.empty() ? std::string() : spec.argv.front();
+  p.cwd_ = spec.cwd.value_or("");
+  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
+  if ((spec.stdin_pipe && !make_pipe(in_r, in_w)) || !make_pipe(out_r, out_w) ||
+      !make_pipe(err_r, err_w) || !make_pipe(status_r, status_w)) {
+    p.stage_ = Stage::kPipe;
+    p.errno_ = errno;
+    return p;
+  }
+  if (spec.argv.empty()) {
+    p.stage_ = Stage::kExec;
+    p.errno_ = ENOENT;
+    return p;
+  }
+  // Everything the child needs is prepared before fork: it must not allocate.
+  std::vector<char*> c_argv = c_strings(spec.argv);
+  std::vector<char*> c_env = c_strings(spec.env);
+  const char* cwd = spec.cwd ? spec.cwd->c_str() : nullptr;
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    p.stage_ = Stage::kFork;
+    p.errno_ = errno;
+    return p;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    if (spec.parent_death_signal != 0) {
+      ::prctl(PR_SET_PDEATHSIG, spec.parent_death_signal);
+      if (::getppid() != parent) child_fail(status_w.get(), Stage::kParentGone);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGPIPE, &dfl, nullptr);
+    ::sigaction(SIGINT, &dfl, nullptr);
+    if (in_r.valid()) {
+      ::dup2(in_r.get(), STDIN_FILENO);
+    } else {
+      const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);  // dup2's copy is not close-on-exec
+    }
+    ::dup2(out_w.get(), STDOUT_FILENO);
+    ::dup2(err_w.get(), STDERR_FILENO);
+    if (cwd != nullptr && ::chdir(cwd) != 0) child_fail(status_w.get(), Stage::kChdir);
+    if (spec.lookup_in_our_path) {
+      ::execvpe(c_argv[0], c_argv.data(), c_env.data());  // searches our PATH
+    } else {
+      environ = c_env.data();  // execvp searches the child's own PATH
+      ::execvp(c_argv[0], c_argv.data());
+    }
+    child_fail(status_w.get(), Stage::kExec);
+  }
+  ::setpgid(pid, pid);  // from the parent too, so a signal to the group right away cannot miss
+  status_w.reset();
+  in_r.reset();
+  out_w.reset();
+  err_w.reset();
+  ChildFailure failure{};
+  ssize_t n;
+  do {
+    n = ::read(status_r.get(), &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof failure)) {  // chdir or exec failed: nothing runs
+    ::waitpid(pid, nullptr, 0);
+    p.stage_ = failure.stage;
+    p.errno_ = failure.error;
+    return p;
+  }
+  p.pid_ = pid;
+  p.in_ = std::move(in_w);
+  p.out_ = std::move(out_r);
+  p.err_ = std::move(err_r);
+  return p;
+}
+
+Process::Process(Process&& other) noexcept { *this = std::move(other); }
+
+Process& Process::operator=(Process&& other) noexcept {
+  if (this != &other) {
+    if (running()) {
+      signal_group(SIGKILL);
+      wait();
+    }
+    pid_ = std::exchange(other.pid_, -1);
+    in_ = std::move(other.in_);
+    out_ = std::move(other.out_);
+    err_ = std::move(other.err_);
+    status_ = std::exchange(other.status_, std::nullopt);
+    stage_ = other.stage_;
+    errno_ = other.errno_;
+    argv0_ = std::move(other.argv0_);
+    cwd_ = std::move(other.cwd_);
+  }
+  return *this;
+}
+
+Process::~Process() {
+  if (running()) {
+    signal_group(SIGKILL);
+    wait();
+  }
+}
+
+std::string Process::error() const {
+  const std::string why = std::strerror(errno_);
+  switch (stage_) {
+    case Stage::kNone:
+      return {};
+    case Stage::kPipe:
+      return "cannot create pipes: " + why;
+    case Stage::kFork:
+      return "cannot fork: " + why;
+    case Stage::kChdir:
+      return "cannot enter the working directory '" + cwd_ + "': " + why;
+    case Stage::kExec:
+      return "cannot run the command '" + argv0_ + "': " + why;
+    case Stage::kParentGone:
+      return "its parent went away while it started";
+  }
+  return {};
+}
+
+bool Process::try_reap() {
+  if (!started()) return false;
+  if (status_) return true;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) status_ = ExitStatus::from_wait_status(status);
+  return status_.has_value();
+}
+
+ExitStatus Process::wait() {
+  if (!started()) return {false, 127};
+  while (!status_) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, 0);
+    if (r == pid_) {
+      status_ = ExitStatus::from_wait_status(status);
+    } else if (r < 0 && errno != EINTR) {
+      status_ = ExitStatus{false, 127};  // reaped elsewhere: nothing to wait for
+    }
+  }
+  return *status_;
+}
+
+void Process::signal_group(int sig) const {
+  if (running()) ::kill(-pid_, sig);
+}
+
+}  // namespace hvd

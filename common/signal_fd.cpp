@@ -1,0 +1,42 @@
+#include "common/signal_fd.h"
+
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+
+namespace hvd {
+
+SignalFd::SignalFd(std::initializer_list<int> signals) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : signals) sigaddset(&mask, s);
+  ::pthread_sigmask(SIG_BLOCK, &mask, &old_mask_);
+  fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!fd_.valid()) {
+    const int e = errno;
+    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    throw Error(std::string("cannot create a signalfd: ") + std::strerror(e));
+  }
+}
+
+SignalFd::~SignalFd() {
+  fd_.reset();
+  ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+std::optional<int> SignalFd::next() {
+  signalfd_siginfo info{};
+  ssize_t n;
+  do {
+    n = ::read(fd_.get(), &info, sizeof info);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof info)) return std::nullopt;
+  return static_cast<int>(info.ssi_signo);
+}
+
+}  // namespace hvd

@@ -1,0 +1,34 @@
+// Signals as events: a set of signals blocked in the calling thread and read from a signalfd,
+// for a poll() loop (the launcher's, the agent's). RAII: the destructor restores the thread's
+// previous mask, also when an exception unwinds, so a throw between block and restore cannot
+// leave SIGINT blocked.
+#pragma once
+
+#include <signal.h>
+
+#include <initializer_list>
+#include <optional>
+
+#include "common/unique_fd.h"
+
+namespace hvd {
+
+class SignalFd {
+ public:
+  // Blocks `signals` in this thread and opens a non-blocking, close-on-exec signalfd for them.
+  // Throws hvd::Error if the kernel refuses.
+  explicit SignalFd(std::initializer_list<int> signals);
+  ~SignalFd();
+  SignalFd(const SignalFd&) = delete;
+  SignalFd& operator=(const SignalFd&) = delete;
+
+  int fd() const { return fd_.get(); }  // poll it for POLLIN
+  // The next pending signal, or nullopt when none is pending. Never blocks.
+  std::optional<int> next();
+
+ private:
+  sigset_t old_mask_;
+  UniqueFd fd_;
+};
+
+}  // namespace hvd

@@ -1,0 +1,115 @@
+// Launchers: one interface, several ways to start the ranks of a Plan.
+//
+// A launcher takes the same Plan (launcher/plan.h) and options and returns the same kind of
+// result; it also says what it would run, which `hvdrun --dry-run` prints. Today's launchers are
+// "native" (hvdrun's agent on every host: a local child, or over one SSH session per host;
+// native_launcher.h) and "mpirun" (Open MPI's mpirun; mpi_launcher.h). Both run on the same core
+// (supervisor.h): tagged output, fail-fast, signal forwarding, the root-cause report.
+//
+// Adding one: a file pair implementing Launcher, one line in the registry (launcher.cpp), and the
+// flag that names it (cli/options.cpp); docs/architecture.md has the recipe.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "common/port_range.h"
+#include "launcher/net_check.h"
+#include "launcher/plan.h"
+#include "ssh/options.h"
+#include "ssh/probe_result.h"
+
+namespace hvd::launcher {
+
+// Everything a launcher needs besides the plan. Each launcher reads what concerns it.
+struct LaunchOptions {
+  std::string cwd;                                 // absolute; the ranks' working directory
+  double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
+  std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
+  std::optional<std::string> output_dir;           // --output-filename
+  std::string hvdrun_path;                         // the local agent binary (this hvdrun)
+  ssh::SshOptions ssh;                             // how remote hosts are reached
+  bool stdout_to_stderr = false;                   // --json keeps stdout for the result document
+  PortRange port_range;                            // --port-range: rendezvous, probes, MASTER_PORT
+  bool check_net_full = false;                     // --check-net-full: probe every pair of hosts
+  std::chrono::milliseconds probe_timeout{5000};   // each network probe's connect and greeting
+  std::string mpirun = "mpirun";                   // mpirun: the program
+  std::vector<std::string> mpi_args;               // mpirun: --mpi-args, split into words
+};
+
+struct RankOutcome {
+  int rank = 0;
+  int host_index = 0;
+  int local_rank = 0;
+  bool started = false;
+  long pid = 0;
+  bool exited = false;
+  bool signaled = false;
+  int value = 0;                   // exit code, or signal number
+  bool stopped_by_hvdrun = false;  // it ended because hvdrun stopped the job
+  std::deque<std::string> last_stderr;
+
+  bool failed() const { return exited && (signaled || value != 0); }
+  int exit_code() const { return signaled ? 128 + value : value; }
+};
+
+// What a launch learned about a host, once every agent said hello.
+struct HostFacts {
+  std::string address;  // a remote host: the address hvdrun's SSH session connected to
+  std::string boot_id;
+};
+
+struct LaunchResult {
+  std::string launcher;              // the launcher's name
+  std::vector<std::string> command;  // what it ran (the agent command, mpirun's argv)
+  std::vector<RankOutcome> ranks;
+  std::optional<int> first_failure;   // index into ranks
+  std::optional<Failure> error;       // a host-level failure (could not start, agent lost, ...)
+  int interrupted_by = 0;             // the signal that interrupted hvdrun, or 0
+  std::string stopped_by = "hvdrun";  // who stopped the other ranks after the first failure
+  std::chrono::milliseconds start_time{0};  // until every rank was started
+  std::chrono::milliseconds total_time{0};
+  std::vector<ssh::ProbeResult> ssh_failures;  // hosts that failed an SSH stage: nothing ran
+  std::optional<NetCheck> net;                 // once every host probed
+  std::vector<HostFacts> hosts;                // by host, once every agent said hello
+  // The launcher's own facts for the --json result, as top-level keys (native: "rendezvous").
+  nlohmann::ordered_json details = nlohmann::ordered_json::object();
+  int exit_code = 0;
+};
+
+// What a launcher would run, for `--dry-run`: one line per command (each as argv words, values
+// known only at launch shown as "<set at launch: ...>").
+struct LaunchCommand {
+  std::string where;  // "on 10.0.0.2 over SSH", "mpirun on this machine"
+  std::vector<std::string> argv;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual std::string_view name() const = 0;
+  // What run() would start, without touching the network.
+  virtual std::vector<LaunchCommand> describe(const Plan& plan) const = 0;
+  // Runs the plan to the end. Throws hvd::Error only for what stops it before anything started.
+  virtual LaunchResult run(const Plan& plan) = 0;
+};
+
+// The registry: every launcher by name.
+struct LauncherEntry {
+  std::string_view name;
+  std::string_view summary;
+  std::unique_ptr<Launcher> (*make)(LaunchOptions options);
+};
+std::span<const LauncherEntry> launchers();
+// Throws UsageError for a name no launcher has.
+std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options);
+
+}  // namespace hvd::launcher

@@ -1,0 +1,314 @@
+#include "launcher/mpi_launcher.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <regex>
+
+#include "common/error.h"
+#include "common/fd_io.h"
+#include "common/process.h"
+#include "launcher/mpi_command.h"
+#include "launcher/native_launcher.h"
+#include "launcher/supervisor.h"
+#include "ssh/check.h"
+
+extern char** environ;
+
+namespace hvd::launcher {
+namespace {
+
+bool has_remote_host(const Plan& plan) {
+  return std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                     [](const HostPlan& h) { return !h.local; });
+}
+
+std::string run_capture(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  ::pclose(pipe);
+  return out;
+}
+
+// mpirun's environment: ours, with every forwarded variable set to its planned value (`-x NAME`
+// then passes it on by name: values never reach a command line).
+std::vector<std::string> mpirun_environment(const Plan& plan) {
+  std::vector<std::string> env;
+  std::vector<std::string> names = forwarded_names(plan);
+  for (char** p = environ; *p != nullptr; ++p) {
+    const std::string_view entry(*p);
+    const std::string name(entry.substr(0, entry.find('=')));
+    if (std::find(names.begin(), names.end(), name) == names.end()) env.emplace_back(entry);
+  }
+  if (!plan.ranks.empty()) {
+    for (const EnvEntry& e : plan.ranks.front().env) {
+      if (std::find(names.begin(), names.end(), e.name) != names.end()) {
+        env.push_back(e.name + "=" + e.value);
+      }
+    }
+  }
+  return env;
+}
+
+// Splits a byte stream into lines (a last partial line is kept for later).
+class LineSplitter {
+ public:
+  template <typename Fn>
+  void feed(std::string_view bytes, Fn&& on_line) {
+    partial_.append(bytes);
+    size_t start = 0, nl = 0;
+    while ((nl = partial_.find('\n', start)) != std::string::npos) {
+      on_line(std::string_view(partial_).substr(start, nl - start));
+      start = nl + 1;
+    }
+    partial_.erase(0, start);
+  }
+  template <typename Fn>
+  void finish(Fn&& on_line) {
+    if (!partial_.empty()) on_line(std::string_view(partial_));
+    partial_.clear();
+  }
+
+ private:
+  std::string partial_;
+};
+
+// mpirun as the supervisor's job: its two pipes, its exit, and how to stop it (signals to mpirun
+// itself, which stops its daemons and ranks).
+class MpirunJob final : public Job {
+ public:
+  MpirunJob(Supervisor& supervisor, Process mpirun)
+      : sup_(supervisor), mpirun_(std::move(mpirun)) {}
+
+  void add_pollfds(std::vector<pollfd>& fds, bool read_output) override {
+    for (UniqueFd* fd : {&mpirun_.out(), &mpirun_.err()}) {
+      fds.push_back({fd->valid() && read_output ? fd->get() : -1, POLLIN, 0});
+    }
+  }
+  void on_ready(std::span<const pollfd> fds) override {
+    for (int i : {0, 1}) {
+      if (fds[static_cast<size_t>(i)].revents == 0) continue;
+      UniqueFd& fd = i == 0 ? mpirun_.out() : mpirun_.err();
+      LineSplitter& lines = i == 0 ? out_lines_ : err_lines_;
+      std::array<char, 64 * 1024> buf{};
+      const long n = read_some(fd.get(), buf.data(), buf.size());
+      auto on_line = [this](std::string_view line) { this->on_line(line); };
+      if (n <= 0) {
+        lines.finish(on_line);
+        fd.reset();
+      } else {
+        lines.feed(std::string_view(buf.data(), static_cast<size_t>(n)), on_line);
+      }
+    }
+  }
+  void on_child_exited() override { mpirun_.try_reap(); }
+  void stop(StopMode mode) override {
+    if (mpirun_.running()) ::kill(mpirun_.pid(), mode == StopMode::kKill ? SIGKILL : SIGTERM);
+  }
+  bool done() const override {
+    return mpirun_.status() && !mpirun_.out().valid() && !mpirun_.err().valid();
+  }
+
+  ExitStatus status() const { return mpirun_.status().value_or(ExitStatus{false, 127}); }
+  const std::string& own_text() const { return mpirun_text_; }
+
+ private:
+  void on_line(std::string_view line) {
+    if (auto tagged = parse_tagged_line(line)) {
+      sup_.output().write(tagged->rank,
+                          tagged->is_stderr ? worker::Stream::kStderr : worker::Stream::kStdout,
+                          tagged->text + "\n");
+    } else {
+      mpirun_text_.append(line);
+      mpirun_text_ += '\n';
+      spdlog::warn("mpirun: {}", line);
+    }
+  }
+
+  Supervisor& sup_;
+  Process mpirun_;
+  std::string mpirun_text_;  // mpirun's own (untagged) lines, for the failure report
+  LineSplitter out_lines_, err_lines_;
+};
+
+bool knows_every_host(const Plan& plan, const std::vector<HostFacts>& known) {
+  if (known.size() != plan.hosts.size()) return false;
+  for (size_t h = 0; h < plan.hosts.size(); ++h) {
+    if (!plan.hosts[h].local && known[h].address.empty()) return false;
+  }
+  return true;
+}
+
+// The hosts' addresses and boot ids for mpirun's command line: from the network check's agents
+// when they told, else from the SSH check (which also fails the launch when a host fails it).
+bool learn_hosts(const Plan& plan, const LaunchOptions& options,
+                 const std::vector<HostFacts>& known, MpiCommandInput& input,
+                 LaunchResult& result) {
+  std::vector<std::string> boot_ids;
+  if (knows_every_host(plan, known)) {
+    for (size_t h = 0; h < plan.hosts.size(); ++h) {
+      if (plan.hosts[h].local) continue;
+      input.host_addresses.push_back(known[h].address);
+      // An agent that could not read its boot id says "": that is not a shared machine.
+      if (!known[h].boot_id.empty()) boot_ids.push_back(known[h].boot_id);
+    }
+  } else {
+    std::vector<ssh::SshTarget> targets;
+    for (const HostPlan& h : plan.hosts) {
+      if (!h.local) targets.push_back({h.spec.host, h.spec.port, h.spec.user});
+    }
+    for (ssh::ProbeResult& r : ssh::check_hosts(targets, options.ssh)) {
+      if (!r.ok()) {
+        result.ssh_failures.push_back(std::move(r));
+        continue;
+      }
+      input.host_addresses.push_back(r.address);
+      if (r.remote) boot_ids.push_back(r.remote->boot_id);
+    }
+    if (!result.ssh_failures.empty()) return false;
+  }
+  if (std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                  [](const HostPlan& h) { return h.local; })) {
+    input.host_addresses.emplace_back("127.0.0.1");
+  }
+  std::sort(boot_ids.begin(), boot_ids.end());
+  input.same_machine = std::adjacent_find(boot_ids.begin(), boot_ids.end()) != boot_ids.end();
+  if (input.same_machine) {
+    spdlog::info(
+        "some hosts are the same machine (one boot id): adding -mca btl ^vader, as "
+        "Open MPI's shared-memory transport crashes across such hosts");
+  }
+  return true;
+}
+
+MpiCommandInput command_input(const LaunchOptions& options) {
+  MpiCommandInput input;
+  input.mpirun = options.mpirun;
+  input.as_root = ::geteuid() == 0;
+  input.ssh = options.ssh;
+  input.cwd = options.cwd;
+  input.extra_args = options.mpi_args;
+  return input;
+}
+
+}  // namespace
+
+std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
+  static const std::regex kTag(R"(^\[[0-9]+,([0-9]+)\]<(stdout|stderr)>:)");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_search(line.begin(), line.end(), m, kTag)) return std::nullopt;
+  return TaggedLine{std::stoi(m[1].str()), m[2].str() == "stderr",
+                    std::string(line.substr(static_cast<size_t>(m.length(0))))};
+}
+
+std::optional<int> failed_rank_from_mpirun(std::string_view text) {
+  static const std::regex kProcess(R"(Process name:\s*\[\[[0-9]+,[0-9]+\],([0-9]+)\])");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_search(text.begin(), text.end(), m, kProcess)) return std::nullopt;
+  return std::stoi(m[1].str());
+}
+
+std::unique_ptr<Launcher> MpiLauncher::make(LaunchOptions options) {
+  return std::make_unique<MpiLauncher>(std::move(options));
+}
+
+std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
+  MpiCommandInput input = command_input(options_);
+  input.placeholders = true;
+  if (!has_remote_host(plan)) input.host_addresses = {"127.0.0.1"};
+  std::vector<LaunchCommand> out;
+  if (has_remote_host(plan)) {
+    for (LaunchCommand& c : NativeLauncher(options_).describe(plan)) {
+      c.where = "the network check's agent " + c.where;
+      out.push_back(std::move(c));
+    }
+  }
+  out.push_back({"mpirun on this machine", mpirun_argv(plan, input)});
+  return out;
+}
+
+LaunchResult MpiLauncher::run(const Plan& plan) {
+  const std::string version_text = run_capture(options_.mpirun + " --version 2>&1");
+  if (version_text.empty()) {
+    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", options_.mpirun),
+                     "install Open MPI 4 (Debian: openmpi-bin), or use native mode");
+  }
+  parse_mpirun_version(version_text);  // throws UsageError for anything but Open MPI 4
+
+  // Across hosts, the same network check as a native launch first (as horovodrun probes its
+  // hosts before mpirun): its agents, then nothing.
+  std::optional<NetCheck> checked;
+  std::vector<HostFacts> known;
+  if (has_remote_host(plan)) {
+    LaunchResult check = NativeLauncher(options_).check_network(plan);
+    if (check.exit_code != 0) {
+      check.launcher = std::string(name());
+      return check;
+    }
+    checked = std::move(check.net);
+    known = std::move(check.hosts);
+  }
+  MpiCommandInput input = command_input(options_);
+  LaunchResult before;
+  if (!learn_hosts(plan, options_, known, input, before)) {
+    before.launcher = std::string(name());
+    before.exit_code = to_int(exit_code_of(ErrorKind::kSsh));
+    return before;
+  }
+  const std::vector<std::string> argv = mpirun_argv(plan, input);
+  spdlog::debug("mpirun command: {}", fmt::join(argv, " "));
+
+  Supervisor supervisor(plan, options_, std::string(name()));
+  // mpirun has no agent's dead-man switch: if hvdrun dies, even by SIGKILL, mpirun gets SIGTERM
+  // and takes its daemons and ranks down with it.
+  ProcessSpec spec;
+  spec.argv = argv;
+  spec.env = mpirun_environment(plan);
+  spec.parent_death_signal = SIGTERM;
+  spec.lookup_in_our_path = true;
+  Process mpirun = Process::spawn(spec);
+  if (!mpirun.started()) {
+    throw LauncherError("--mpi: " + mpirun.error(), "install Open MPI 4 (Debian: openmpi-bin)");
+  }
+  MpirunJob job(supervisor, std::move(mpirun));
+  LaunchResult result = supervisor.run(job);
+  result.command = argv;
+  result.net = std::move(checked);
+  result.stopped_by = "mpirun";
+  for (RankOutcome& o : result.ranks) {
+    o.started = true;  // mpirun does not say; it ran them
+    o.last_stderr = supervisor.output().last_stderr(o.rank);
+  }
+
+  // The exit code is mpirun's: the failed rank's, or mpirun's own failure.
+  result.exit_code = job.status().code();
+  if (result.interrupted_by != 0 && result.exit_code == 0) {
+    result.exit_code = 128 + result.interrupted_by;
+  }
+  if (result.exit_code != 0 && result.interrupted_by == 0) {
+    if (auto rank = failed_rank_from_mpirun(job.own_text());
+        rank && *rank < static_cast<int>(result.ranks.size())) {
+      RankOutcome& o = result.ranks[static_cast<size_t>(*rank)];
+      o.exited = true;
+      o.value = result.exit_code;
+      result.first_failure = *rank;
+    } else {
+      result.error =
+          Failure{ErrorKind::kRemote, fmt::format("mpirun exited with code {}", result.exit_code),
+                  "mpirun's messages above say why"};
+    }
+  }
+  return result;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,242 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/fd_io.h"
+#include "launcher/native_job.h"
+
+namespace hvd::launcher::native {
+
+const std::string& NativeJob::host_of(const AgentConn& agent) const {
+  return plan_.hosts[static_cast<size_t>(agent.host_index)].spec.host;
+}
+
+void NativeJob::send(AgentConn& agent, FrameType type, std::string_view payload) {
+  // A write to an agent that is gone fails; its EOF, read next, says what happened.
+  write_all(agent.transport->write_fd(), worker::encode_frame(type, payload));
+}
+
+void NativeJob::stop(StopMode mode) {
+  for (AgentConn& a : agents_) {
+    if (a.eof) continue;
+    if (a.spec_sent) {
+      send(a, mode == StopMode::kKill ? FrameType::kKill : FrameType::kTerminate);
+    } else {
+      a.transport->close_input();  // no job yet: EOF tells the agent there will be none
+    }
+  }
+}
+
+void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
+  switch (frame.type) {
+    case FrameType::kHello:
+      on_hello(agent, frame.payload);
+      break;
+    case FrameType::kListening:
+      on_listening(agent, frame.payload);
+      break;
+    case FrameType::kProbeResult:
+      on_probe_results(agent, frame.payload);
+      break;
+    case FrameType::kProbeClosed:
+      send_specs();
+      break;
+    case FrameType::kStarted: {
+      const auto started = worker::decode_started(frame.payload);
+      sup_.rank_started(static_cast<int>(started.rank), started.pid);
+      break;
+    }
+    case FrameType::kOutput: {
+      const auto chunk = worker::decode_output(frame.payload);
+      if (chunk.rank < plan_.ranks.size()) {
+        sup_.output().write(static_cast<int>(chunk.rank), chunk.stream, chunk.bytes);
+      }
+      break;
+    }
+    case FrameType::kExited: {
+      const auto exited = worker::decode_exited(frame.payload);
+      sup_.rank_exited(static_cast<int>(exited.rank),
+                       {exited.signaled, static_cast<int>(exited.value)});
+      break;
+    }
+    case FrameType::kError:
+      on_agent_error(agent, frame.payload);
+      break;
+    case FrameType::kDone:
+      agent.done = true;
+      break;
+    default:
+      sup_.fail({ErrorKind::kInternal,
+                 fmt::format("protocol error: the agent on {} sent a frame of type {}",
+                             host_of(agent), static_cast<int>(frame.type)),
+                 ""});
+  }
+}
+
+// The agent gives up only when it cannot start the job (a bad spec, a missing program or
+// directory) or cannot take part in the network check (no free port in the range).
+void NativeJob::on_agent_error(AgentConn& agent, const std::string& payload) {
+  const auto error = nlohmann::json::parse(payload, nullptr, false);
+  std::string message = error.is_object() ? error.value("message", payload) : payload;
+  if (!agent.spec_sent) message = fmt::format("host {}: {}", host_of(agent), message);
+  sup_.fail({ErrorKind::kRemote, message, error.is_object() ? error.value("hint", "") : ""});
+}
+
+void NativeJob::on_agent_log(AgentConn& agent) {
+  std::array<char, 4096> buf{};
+  UniqueFd& log = agent.transport->log();
+  const long n = read_some(log.get(), buf.data(), buf.size());
+  if (n <= 0) {
+    log.reset();
+    return;
+  }
+  agent.log_partial.append(buf.data(), static_cast<size_t>(n));
+  size_t newline = 0;
+  while ((newline = agent.log_partial.find('\n')) != std::string::npos) {
+    const std::string line = agent.log_partial.substr(0, newline);
+    spdlog::warn("agent on {}: {}", host_of(agent), line);
+    agent.log_tail.push_back(line);
+    if (agent.log_tail.size() > 5) agent.log_tail.pop_front();
+    agent.log_partial.erase(0, newline + 1);
+  }
+}
+
+void NativeJob::agent_lost(AgentConn& agent) {
+  const std::string& host = host_of(agent);
+  std::string said;
+  for (const std::string& line : agent.log_tail) said += (said.empty() ? "" : " / ") + line;
+  if (!agent.hello) {
+    sup_.fail(
+        {ErrorKind::kRemote,
+         fmt::format("no hvdrun agent answered on {} (tried: {} --agent){}", host,
+                     agent.transport->remote() ? options_.ssh.agent_path : options_.hvdrun_path,
+                     said.empty() ? "" : fmt::format("; the host said: {}", said)),
+         "install the same hvdrun at that path on every host, or give its path with "
+         "--agent-path; `hvdrun --check-ssh` shows which hosts have it"});
+    return;
+  }
+  sup_.fail({ErrorKind::kHostLost,
+             fmt::format("lost the agent on {} while the job ran{}", host,
+                         agent.transport->lost_detail()),
+             "the host may have rebooted or dropped the connection; the agent stops its ranks "
+             "when its link goes away"});
+}
+
+std::optional<Clock::time_point> NativeJob::deadline() const {
+  const bool all_started = std::all_of(sup_.result().ranks.begin(), sup_.result().ranks.end(),
+                                       [](const RankOutcome& r) { return r.started; });
+  if (all_started) return std::nullopt;
+  return start_deadline_;
+}
+
+// Names the phase that did not finish and the hosts that are late: start-up timeouts that name
+// no host and no phase are what users hate.
+void NativeJob::on_deadline() {
+  std::vector<std::string> no_hello, not_probed, not_started;
+  for (const AgentConn& a : agents_) {
+    if (!a.hello) {
+      no_hello.push_back(host_of(a));
+    } else if (!a.probed) {
+      not_probed.push_back(host_of(a));
+    } else if (std::any_of(sup_.result().ranks.begin(), sup_.result().ranks.end(),
+                           [&](const RankOutcome& r) {
+                             return r.host_index == a.host_index && !r.started;
+                           })) {
+      not_started.push_back(host_of(a));
+    }
+  }
+  const double seconds = std::chrono::duration<double>(options_.start_timeout).count();
+  const char* phase = "ranks started";
+  const std::vector<std::string>* late = &not_started;
+  const char* hint =
+      "the ranks did not start in time: a slow file system or an overloaded host; raise "
+      "--start-timeout";
+  if (!no_hello.empty()) {
+    phase = "agent handshake";
+    late = &no_hello;
+    hint =
+        "the agent did not answer: a slow login (~/.bashrc), or a host that stalls; raise "
+        "--start-timeout or check the host with --check-ssh";
+  } else if (!not_probed.empty()) {
+    phase = "network check";
+    late = &not_probed;
+    hint = "those agents did not report their probes: an overloaded host; raise --start-timeout";
+  }
+  sup_.fail({ErrorKind::kTimeout,
+             fmt::format("start-up timed out after {:.0f} s in the {} phase; late: {}", seconds,
+                         phase, fmt::join(*late, ", ")),
+             hint});
+}
+
+void NativeJob::on_child_exited() {
+  for (AgentConn& a : agents_) a.check_gone();
+}
+
+bool NativeJob::done() const {
+  return std::all_of(agents_.begin(), agents_.end(),
+                     [](const AgentConn& a) { return a.eof && a.gone; });
+}
+
+void NativeJob::add_pollfds(std::vector<pollfd>& fds, bool read_output) {
+  for (AgentConn& a : agents_) {
+    fds.push_back({a.eof || !read_output ? -1 : a.transport->read_fd(), POLLIN, 0});
+    fds.push_back({a.transport->log().valid() ? a.transport->log().get() : -1, POLLIN, 0});
+  }
+}
+
+void NativeJob::read_frames(AgentConn& a) {
+  std::array<char, 64 * 1024> buf{};
+  const long n = read_some(a.transport->read_fd(), buf.data(), buf.size());
+  if (n <= 0) {
+    a.eof = true;
+    a.check_gone();
+    if (!a.done && !sup_.stopping()) agent_lost(a);
+    return;
+  }
+  a.reader.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+  try {
+    while (auto frame = a.reader.next()) on_frame(a, *frame);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kLauncher) {
+      sup_.fail({e.kind(), e.what(), e.hint()});  // this launcher's own part, not the agent's
+    } else {
+      sup_.fail(
+          {ErrorKind::kInternal, fmt::format("agent on {}: {}", host_of(a), e.what()), e.hint()});
+    }
+  }
+}
+
+void NativeJob::on_ready(std::span<const pollfd> fds) {
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    AgentConn& a = agents_[i];
+    if (fds[2 * i + 1].revents != 0) on_agent_log(a);
+    if (fds[2 * i].revents != 0) read_frames(a);
+  }
+}
+
+std::vector<HostFacts> NativeJob::host_facts() const {
+  std::vector<HostFacts> facts;
+  if (!std::all_of(agents_.begin(), agents_.end(), [](const AgentConn& a) { return a.hello; })) {
+    return facts;
+  }
+  facts.resize(plan_.hosts.size());
+  for (const AgentConn& a : agents_)
+    facts[static_cast<size_t>(a.host_index)].boot_id = a.hello->boot_id;
+  return facts;
+}
+
+nlohmann::ordered_json NativeJob::details() const {
+  if (!rendezvous_) return {{"rendezvous", nullptr}};
+  const RendezvousStats rv = rendezvous_->stats();
+  return {{"rendezvous",
+           {{"requests", rv.requests},
+            {"rejected", rv.rejected},
+            {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}}}};
+}
+
+}  // namespace hvd::launcher::native

@@ -1,0 +1,83 @@
+// The native launch's side of the supervisor's loop (supervisor.h): one agent per host, each
+// behind an AgentTransport. Internal to hvd_launcher; native_launcher.h is the interface. Split
+// over two files: native_job.cpp (agents, frames, the rank events, stopping, the start-up
+// deadline) and native_job_net.cpp (the hellos, the network check before any rank starts, the
+// rendezvous server and the job specs).
+//
+// The phases, each started when every agent finished the one before: hello -> probe listeners
+// up (kListening) -> probes run (kProbeResult) -> rank 0's host frees MASTER_PORT (kProbeClosed)
+// -> specs sent -> ranks run (kStarted, kOutput, kExited) -> kDone.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/agent_conn.h"
+#include "launcher/job_specs.h"
+#include "launcher/native_launcher.h"
+#include "launcher/net_check.h"
+#include "launcher/rendezvous_server.h"
+#include "launcher/supervisor.h"
+#include "worker/job_spec.h"
+#include "worker/protocol.h"
+
+namespace hvd::launcher::native {
+
+using worker::FrameType;
+
+class NativeJob final : public Job {
+ public:
+  NativeJob(const Plan& plan, const LaunchOptions& options, bool check_net_only,
+            Supervisor& supervisor, std::vector<AgentConn> agents)
+      : plan_(plan),
+        options_(options),
+        check_net_only_(check_net_only),
+        sup_(supervisor),
+        agents_(std::move(agents)) {}
+
+  // Job
+  void add_pollfds(std::vector<pollfd>& fds, bool read_output) override;
+  void on_ready(std::span<const pollfd> fds) override;
+  void on_child_exited() override;
+  void stop(StopMode mode) override;
+  bool done() const override;
+  std::optional<Clock::time_point> deadline() const override;
+  void on_deadline() override;
+
+  // After the run: what the launch learned about each host, and the rendezvous server's stats.
+  std::vector<HostFacts> host_facts() const;
+  nlohmann::ordered_json details() const;
+
+ private:
+  void read_frames(AgentConn& agent);
+  void on_frame(AgentConn& agent, const worker::Frame& frame);
+  void on_agent_error(AgentConn& agent, const std::string& payload);
+  void on_agent_log(AgentConn& agent);
+  void agent_lost(AgentConn& agent);
+  void send(AgentConn& agent, FrameType type, std::string_view payload = {});
+  const std::string& host_of(const AgentConn& agent) const;
+  // native_job_net.cpp
+  void on_hello(AgentConn& agent, const std::string& payload);
+  bool choose_addresses();
+  void begin_network_check();
+  void on_listening(AgentConn& agent, const std::string& payload);
+  void on_probe_results(AgentConn& agent, const std::string& payload);
+  void send_specs();
+  void start_rendezvous();
+  void report_shared_machines() const;
+
+  const Plan& plan_;
+  const LaunchOptions& options_;
+  const bool check_net_only_;  // --check-net: probe, then start nothing
+  Supervisor& sup_;
+  std::vector<AgentConn> agents_;
+  std::unique_ptr<RendezvousServer> rendezvous_;  // from the network check to the end
+  LaunchFacts facts_;                             // known once every agent said hello
+  std::vector<worker::JobSpec> specs_;            // by host; final once every listener is up
+  NetCheck net_;
+  Clock::time_point start_deadline_ = Clock::now() + options_.start_timeout;
+};
+
+}  // namespace hvd::launcher::native

@@ -1,0 +1,61 @@
+#include "launcher/native_launcher.h"
+
+#include "common/shell_quote.h"
+#include "launcher/agent_transport.h"
+#include "launcher/native_job.h"
+#include "launcher/remote_start.h"
+#include "launcher/supervisor.h"
+
+namespace hvd::launcher {
+
+std::unique_ptr<Launcher> NativeLauncher::make(LaunchOptions options) {
+  return std::make_unique<NativeLauncher>(std::move(options));
+}
+
+std::vector<LaunchCommand> NativeLauncher::describe(const Plan& plan) const {
+  std::vector<LaunchCommand> out;
+  for (const HostPlan& h : plan.hosts) {
+    if (h.local) {
+      out.push_back(
+          {"on " + h.spec.host + ", as a local child", {options_.hvdrun_path, "--agent"}});
+    } else {
+      out.push_back({"on " + h.spec.host + " over SSH (" + h.ssh_user + "@" +
+                         format_host(h.spec.host) + ":" + std::to_string(h.ssh_port) +
+                         "), through the login shell",
+                     remote_agent_argv(options_.ssh.agent_path)});
+    }
+  }
+  return out;
+}
+
+LaunchResult NativeLauncher::run(const Plan& plan) { return launch(plan, false); }
+
+LaunchResult NativeLauncher::check_network(const Plan& plan) { return launch(plan, true); }
+
+LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
+  RemoteStart remote = start_remote_agents(plan, options_.ssh);
+  if (!remote.failures.empty()) {
+    LaunchResult result;
+    result.launcher = std::string(name());
+    result.ssh_failures = std::move(remote.failures);
+    result.exit_code = to_int(exit_code_of(ErrorKind::kSsh));
+    return result;
+  }
+  std::vector<AgentConn> agents;
+  for (int h = 0; h < static_cast<int>(plan.hosts.size()); ++h) {
+    agents.emplace_back(h, plan.hosts[h].local ? start_local_agent(options_.hvdrun_path)
+                                               : ssh_agent_transport(std::move(*remote.agents[h])));
+  }
+  Supervisor supervisor(plan, options_, std::string(name()));
+  native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(agents));
+  LaunchResult result = supervisor.run(job);
+  result.command = remote_agent_argv(options_.ssh.agent_path);
+  result.hosts = job.host_facts();
+  for (size_t h = 0; h < result.hosts.size() && h < remote.addresses.size(); ++h) {
+    result.hosts[h].address = remote.addresses[h];
+  }
+  result.details = job.details();
+  return result;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,138 @@
+#include "launcher/supervisor.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/signal_fd.h"
+
+namespace hvd::launcher {
+
+Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::string launcher_name)
+    : plan_(plan),
+      router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
+              options.output_dir) {
+  result_.launcher = std::move(launcher_name);
+  for (const RankPlan& r : plan.ranks) {
+    RankOutcome o;
+    o.rank = r.topology.rank;
+    o.host_index = r.host_index;
+    o.local_rank = r.topology.local_rank;
+    result_.ranks.push_back(o);
+  }
+}
+
+void Supervisor::rank_started(int rank, long pid) {
+  if (rank < 0 || rank >= static_cast<int>(result_.ranks.size())) return;
+  RankOutcome& r = result_.ranks[static_cast<size_t>(rank)];
+  if (r.started) return;
+  r.started = true;
+  r.pid = pid;
+  if (++started_ == static_cast<int>(result_.ranks.size())) {
+    result_.start_time =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
+  }
+}
+
+void Supervisor::rank_exited(int rank, ExitStatus status) {
+  if (rank < 0 || rank >= static_cast<int>(result_.ranks.size())) return;
+  RankOutcome& r = result_.ranks[static_cast<size_t>(rank)];
+  router_.flush(rank);
+  r.exited = true;
+  r.signaled = status.signaled;
+  r.value = status.value;
+  r.last_stderr = router_.last_stderr(rank);
+  if (stopping_) {
+    r.stopped_by_hvdrun = true;
+  } else if (r.failed()) {
+    result_.first_failure = rank;
+    stop(StopMode::kTerminate);
+  }
+}
+
+void Supervisor::fail(Failure failure) {
+  if (interrupted()) {
+    spdlog::debug("after the interrupt: {}", failure.message);
+  } else if (!result_.error) {
+    result_.error = std::move(failure);
+  }
+  stop(StopMode::kTerminate);
+}
+
+void Supervisor::stop(StopMode mode) {
+  if (mode == StopMode::kTerminate && stopping_) return;
+  if (mode == StopMode::kKill && killing_) return;
+  stopping_ = true;
+  killing_ |= mode == StopMode::kKill;
+  if (job_ != nullptr) job_->stop(mode);
+}
+
+void Supervisor::on_signal(Job& job, int sig) {
+  if (sig == SIGCHLD) {
+    job.on_child_exited();
+  } else if (!interrupted()) {
+    result_.interrupted_by = sig;
+    spdlog::warn("{}: stopping all ranks (again to kill them at once)", strsignal(sig));
+    stop(StopMode::kTerminate);
+  } else {
+    spdlog::warn("{} again: killing all ranks now", strsignal(sig));
+    stop(StopMode::kKill);
+  }
+}
+
+int Supervisor::poll_timeout_ms(const Job& job) const {
+  const auto deadline = job.deadline();
+  if (stopping_ || !deadline) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+  return static_cast<int>(std::max<long>(0, left.count()));
+}
+
+int Supervisor::exit_code() const {
+  if (result_.first_failure) return result_.ranks[*result_.first_failure].exit_code();
+  if (result_.error) return to_int(exit_code_of(result_.error->kind));
+  if (result_.interrupted_by != 0) return 128 + result_.interrupted_by;
+  return 0;
+}
+
+LaunchResult Supervisor::run(Job& job) {
+  job_ = &job;
+  // A peer that is gone (an agent's closed pipe, a closed stdout) must be an error the code
+  // sees, not a SIGPIPE that kills hvdrun.
+  ::signal(SIGPIPE, SIG_IGN);
+  SignalFd signals{SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+  if (stopping_) job.stop(killing_ ? StopMode::kKill : StopMode::kTerminate);  // before the loop
+  auto console_pending = [&] {
+    return router_.pending(STDOUT_FILENO) || router_.pending(STDERR_FILENO);
+  };
+  // Every line reaches the console, unless the user interrupted and nobody reads it.
+  while (!job.done() || (console_pending() && !interrupted())) {
+    // Interrupted with a full queue nobody reads: drop console output so that the job's own
+    // messages (and the ranks' exits) keep flowing.
+    if (interrupted() && router_.queued_bytes() > kMaxQueuedBytes) router_.abandon_console();
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+      fds.push_back({router_.pending(fd) ? fd : -1, POLLOUT, 0});
+    }
+    const size_t first_job_fd = fds.size();
+    job.add_pollfds(fds, router_.queued_bytes() <= kMaxQueuedBytes);
+    const int timeout = poll_timeout_ms(job);
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (timeout >= 0 && poll_timeout_ms(job) == 0) job.on_deadline();
+    if (fds[0].revents != 0) {
+      while (const std::optional<int> sig = signals.next()) on_signal(job, *sig);
+    }
+    for (size_t i = 1; i < first_job_fd; ++i) {
+      if (fds[i].revents != 0) router_.drain(fds[i].fd);
+    }
+    job.on_ready(std::span<const pollfd>(fds).subspan(first_job_fd));
+  }
+  job_ = nullptr;
+  result_.total_time = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
+  result_.exit_code = exit_code();
+  return std::move(result_);
+}
+
+}  // namespace hvd::launcher

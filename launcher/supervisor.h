@@ -1,0 +1,93 @@
+// The core every launcher runs on: one poll() loop over
+// - the job's own sources (agents' frame streams, mpirun's pipes), through a Job the launcher
+//   implements;
+// - the console: rank output tagged `[1,RANK]<stdout>:` (output_router.h), queued and drained
+//   when the terminal takes more, with back-pressure on the job while the queue is full;
+// - signals: SIGINT, SIGTERM and SIGHUP stop the job gracefully (a second one kills at once);
+//   SIGCHLD tells the job a child of ours exited;
+// - the start-up deadline the job asks for;
+// and the ranks' outcomes: fail-fast (the first rank that fails stops the job), the first
+// host-level failure, and the exit code (docs/exit-codes.md). launch_report.h turns the result
+// into the root-cause report and the --json document.
+//
+// Threading: one thread. Signals are blocked in it for the run (SignalFd) and restored after.
+#pragma once
+
+#include <poll.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/process.h"
+#include "launcher/launcher.h"
+#include "launcher/output_router.h"
+#include "launcher/plan.h"
+
+namespace hvd::launcher {
+
+using Clock = std::chrono::steady_clock;
+
+enum class StopMode { kTerminate, kKill };
+
+// A launcher's side of the loop.
+class Job {
+ public:
+  virtual ~Job() = default;
+  // Appends the fds to poll. `read_output`: false while the console is backed up; then leave out
+  // the fds that bring rank output (their data waits in the kernel, which slows the ranks).
+  virtual void add_pollfds(std::vector<pollfd>& fds, bool read_output) = 0;
+  // The fds added last time, with their revents, in the same order.
+  virtual void on_ready(std::span<const pollfd> fds) = 0;
+  // A child of this process exited (SIGCHLD): reap what is ours.
+  virtual void on_child_exited() = 0;
+  // Stop the ranks: kTerminate asks (SIGTERM, then SIGKILL after the grace period), kKill kills.
+  virtual void stop(StopMode mode) = 0;
+  // Nothing left to wait for: every agent or child is gone and its output read.
+  virtual bool done() const = 0;
+  // When start-up must be over (nullopt: no deadline now), and what to do when it passes.
+  virtual std::optional<Clock::time_point> deadline() const { return std::nullopt; }
+  virtual void on_deadline() {}
+};
+
+class Supervisor {
+ public:
+  Supervisor(const Plan& plan, const LaunchOptions& options, std::string launcher_name);
+
+  OutputRouter& output() { return router_; }
+  LaunchResult& result() { return result_; }
+  bool stopping() const { return stopping_; }
+  bool interrupted() const { return result_.interrupted_by != 0; }
+
+  void rank_started(int rank, long pid);
+  // Records how the rank ended (its output is flushed first). The first rank that fails while
+  // the job is not stopping is the root cause: the job is stopped.
+  void rank_exited(int rank, ExitStatus status);
+  // The first host-level failure is kept and stops the job; after an interrupt, failures are
+  // consequences, not the cause, and only logged.
+  void fail(Failure failure);
+  // Stops the job (once per mode; kKill after kTerminate escalates).
+  void stop(StopMode mode);
+
+  // Runs `job` until it is done and the console has taken every line (unless interrupted and
+  // nobody reads). Fills exit_code, the timings and every rank's outcome.
+  LaunchResult run(Job& job);
+
+ private:
+  void on_signal(Job& job, int sig);
+  int exit_code() const;
+  int poll_timeout_ms(const Job& job) const;
+
+  const Plan& plan_;
+  OutputRouter router_;
+  LaunchResult result_;
+  Job* job_ = nullptr;
+  bool stopping_ = false;
+  bool killing_ = false;
+  int started_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
+
+}  // namespace hvd::launcher
