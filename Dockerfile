@@ -2,8 +2,8 @@
 # with a key-only sshd for workers. No privileged mode, no password anywhere.
 #
 #   docker build -t hvdrun .
-#   docker run -d --name worker1 --network hvd -e HVD_KEYS_DIR=/keys -v "$PWD/keys:/keys:ro" hvdrun
-#   docker run --rm --network hvd -e HVD_KEYS_DIR=/keys -v "$PWD/keys:/keys:ro" hvdrun \
+#   docker run -d --name worker1 --network hvd -e HVDRUN_KEYS_DIR=/keys -v "$PWD/keys:/keys:ro" hvdrun
+#   docker run --rm --network hvd -e HVDRUN_KEYS_DIR=/keys -v "$PWD/keys:/keys:ro" hvdrun \
 #       hvdrun -np 2 -H worker1:1,worker2:1 -p 12345 -i /keys/id_ed25519 train_fashion_mnist --epochs 1
 #
 # CI does not build this image (it has no Docker engine); tests/container/entrypoint_check.sh
@@ -53,16 +53,17 @@ COPY docker/entrypoint.sh /usr/local/bin/hvd-entrypoint
 RUN chmod 0755 /usr/local/bin/hvd-entrypoint
 
 # root's ssh client (ssh, mpirun's ssh, hvdrun's libssh) reads the settings the entrypoint's
-# launcher mode writes: port, the key copied from HVD_KEYS_DIR, known_hosts with accept-new.
+# launcher mode writes: port, the key copied from HVDRUN_KEYS_DIR, known_hosts with accept-new.
 # hvdrun records host keys in ~/.ssh/known_hosts otherwise: the folder has to exist.
 RUN install -d -m 0700 /root/.ssh \
  && printf '%s\n' '# hvdrun image: client settings written by hvd-entrypoint (launcher mode)' \
         'Include /etc/hvd-sshd/ssh_config' >/root/.ssh/config \
  && chmod 0600 /root/.ssh/config
 
-# Settings (docs/container.md): HVD_SSH_PORT, HVD_SSH_LISTEN, HVD_AUTHORIZED_KEYS, HVD_KEYS_DIR.
-ENV HVD_SSH_PORT=12345 \
-    HVD_STATE_DIR=/etc/hvd-sshd
+# Settings (docs/container.md): HVDRUN_SSH_PORT (default 12345), HVDRUN_SSH_LISTEN,
+# HVDRUN_AUTHORIZED_KEYS, HVDRUN_KEYS_DIR, HVDRUN_STATE_DIR (default /etc/hvd-sshd). No ENV
+# defaults here: the entrypoint has them, and an ENV value would win over a deprecated HVD_*
+# name a user still passes.
 EXPOSE 12345
 
 # The ranks' working directory: hvdrun's default --wd is the launcher's current directory, which

@@ -1,4 +1,4 @@
-// Allreduce bus bandwidth (BRIEF section 6): libhvd's hvd::allreduce (float32, sum, in place)
+// Allreduce bus bandwidth: libhvd's hvd::allreduce (float32, sum, in place)
 // against the raw engine underneath it, from the same processes in the same run. Under
 // `hvdrun --mpi` the raw engine is MPI_Allreduce on MPI_COMM_WORLD (libhvd initialised MPI); under
 // native hvdrun it is gloo::allreduce on the bench's own Gloo context, connected like libhvd's

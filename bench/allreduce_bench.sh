@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Allreduce bandwidth (BRIEF section 6): libhvd's hvd::allreduce of float32 (sum, in place) against
+# Allreduce bandwidth: libhvd's hvd::allreduce of float32 (sum, in place) against
 # the raw engine under it, from the same 2 ranks in the same run, 4 KiB to 64 MiB. Two runs:
 # native hvdrun (libhvd on Gloo; raw = gloo::allreduce on the bench's own Gloo context) and
 # `hvdrun --mpi` (libhvd on Open MPI; raw = MPI_Allreduce). Goal: ratio hvd/raw at 64 MiB >= 0.95.

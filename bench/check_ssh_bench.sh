@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hvdrun --check-ssh over the 64 sshd test hosts against the floor: plain OpenSSH `ssh hN true`
 # to the same hosts, all in parallel. Both are measured in this one run, ROUNDS rounds each,
-# alternating; prints the medians and the ratio (BRIEF section 6: goal at most 1.5x).
+# alternating; prints the medians and the ratio (the goal: at most 1.5x).
 #
 #   bench/check_ssh_bench.sh [DIR [ROUNDS]]
 #

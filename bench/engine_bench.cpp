@@ -1,4 +1,4 @@
-// libhvd's engine (BRIEF section 6): what negotiation, fusion and the background thread cost,
+// libhvd's engine: what negotiation, fusion and the background thread cost,
 // measured against the raw engine underneath from the same processes in the same run. Under
 // `hvdrun --mpi` the raw engine is MPI_Allreduce on MPI_COMM_WORLD (libhvd initialised MPI; this
 // program never calls MPI_Init); under native hvdrun it is gloo::allreduce on the bench's own Gloo

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# libhvd's engine against the raw engine under it (BRIEF section 6), 2 ranks on localhost, for
+# libhvd's engine against the raw engine under it, 2 ranks on localhost, for
 # each of ENGINES (default "mpi mpi-tcp gloo"):
 #   mpi      `hvdrun --mpi`: Open MPI as hvdrun runs it on one host (shared memory, vader); raw =
 #            MPI_Allreduce on MPI_COMM_WORLD;
 #   mpi-tcp  the same with `--mpi-args "-mca btl_base_exclude vader"`: rank traffic over TCP, as
-#            between hosts (BRIEF section 7's reference figures: 2 loopback hosts, TCP);
+#            between hosts (the reference figures: 2 loopback hosts, TCP);
 #   gloo     native hvdrun: libhvd on Gloo; raw = gloo::allreduce on the bench's own context;
 # three programs each:
 #   1. engine_bench (idle CPU, 100 x 16 KiB async with fusion on, synchronous 4 KiB);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Launch speed (BRIEF section 6): `hvdrun -np 4` running `true` over 4 sshd test hosts, against
+# Launch speed: `hvdrun -np 4` running `true` over 4 sshd test hosts, against
 # the floor (plain OpenSSH `ssh hN true` to the same 4 hosts in parallel) and Open MPI's mpirun
 # over the same hosts, in one run, alternating, median of ROUNDS. Goals: hvdrun at most 1.3x the
 # floor and faster than mpirun. Prints ratios; exits 1 only if a launch failed.

@@ -113,8 +113,8 @@ class BenchStore : public gloo::rendezvous::Store {
   std::unique_ptr<httplib::Client> client_;
 };
 
-// libhvd's float32 sum kernel (allreduce/kernels.cpp: 64-byte blocks, vectorized at -O2), as a
-// plain function like libhvd's ReduceFn, so that both columns reduce with the same code.
+// libhvd's float32 sum kernel (allreduce/kernels/kernels.cpp: 64-byte blocks, vectorized at -O2),
+// as a plain function like libhvd's ReduceFn, so that both columns reduce with the same code.
 void sum_floats(void* out, const void* a, const void* b, std::size_t n) {
   auto* o = static_cast<float*>(out);
   const auto* x = static_cast<const float*>(a);

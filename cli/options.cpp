@@ -81,6 +81,7 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override {
     return "Usage: hvdrun [OPTIONS] COMMAND [ARGS...]\n"
            "       hvdrun --check-ssh [OPTIONS]\n"
+           "       hvdrun --check-net [--check-ssh] [--check-net-full] [OPTIONS]\n"
            "       hvdrun --check-build [--json]\n"
            "       hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]\n";
   }

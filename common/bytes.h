@@ -1,5 +1,5 @@
 // Bytes that must cross text-only channels (JSON): argv, environment values and paths are byte
-// strings on POSIX, and nlohmann-json throws on invalid UTF-8 (BRIEF.md section 7).
+// strings on POSIX, and nlohmann-json throws on invalid UTF-8.
 #pragma once
 
 #include <optional>

@@ -1,8 +1,8 @@
 // The one table of every environment variable that passes between hvdrun and a rank.
 //
 // The launcher writes these (launcher/plan.cpp, launcher/job_specs.cpp), the runtime reads them
-// (contract/topology.cpp, allreduce/config.cpp), and docs/environment.md documents them; a unit
-// test checks that the table and the docs list the same names, defaults and meanings. Add a
+// (contract/topology.cpp, allreduce/runtime/config.cpp), and docs/environment.md documents them; a
+// unit test checks that the table and the docs list the same names, defaults and meanings. Add a
 // variable here first, then write and read it.
 #pragma once
 
@@ -22,8 +22,8 @@ enum class EnvKind {
 
 enum class EnvType { kInt, kString, kAddress, kPort, kSecret };
 
-// A knob's value when unset, typed: libhvd starts from it (allreduce/config.h) and the docs show
-// it (default_text), so each default is written once.
+// A knob's value when unset, typed: libhvd starts from it (allreduce/runtime/config.h) and the docs
+// show it (default_text), so each default is written once.
 struct KnobDefault {
   enum class Type { kNone, kInteger, kMilliseconds, kText };
   Type type = Type::kNone;

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # The hvdrun container's entrypoint (docs/container.md). Runs as well outside a container: the
-# tests run it directly (tests/container/entrypoint_check.sh) with HVD_STATE_DIR in a temp dir.
+# tests run it directly (tests/container/entrypoint_check.sh) with HVDRUN_STATE_DIR in a temp dir.
 #
-#   entrypoint.sh worker                     sshd on HVD_SSH_PORT, key-only, in the foreground
+#   entrypoint.sh worker                     sshd on HVDRUN_SSH_PORT, key-only, in the foreground
 #   entrypoint.sh launcher [CMD [ARGS...]]   set up the client key (if given), then run CMD
 #   entrypoint.sh CMD [ARGS...]              the same as `launcher CMD ARGS...`
 #   entrypoint.sh health                     exit 0 when this container's worker sshd listens
 #
 # Settings (environment):
-#   HVD_SSH_PORT         sshd port (default 12345)
-#   HVD_SSH_LISTEN       sshd listen address (default 0.0.0.0)
-#   HVD_AUTHORIZED_KEYS  public keys, authorized_keys text (one key per line)
-#   HVD_KEYS_DIR         a mounted directory: authorized_keys (worker) and id_ed25519, id_ecdsa
+#   HVDRUN_SSH_PORT         sshd port (default 12345)
+#   HVDRUN_SSH_LISTEN       sshd listen address (default 0.0.0.0)
+#   HVDRUN_AUTHORIZED_KEYS  public keys, authorized_keys text (one key per line)
+#   HVDRUN_KEYS_DIR         a mounted directory: authorized_keys (worker) and id_ed25519, id_ecdsa
 #                        or id_rsa (launcher's client key)
-#   HVD_STATE_DIR        generated sshd_config, host key, authorized_keys, client config
+#   HVDRUN_STATE_DIR        generated sshd_config, host key, authorized_keys, client config
 #                        (default /etc/hvd-sshd)
 #
-# A worker needs at least one public key: no password is ever set or accepted. Nothing outside
-# HVD_STATE_DIR is written, except /run/sshd (root's sshd needs it). Messages go to stderr.
+# The same names with the prefix HVD_ instead of HVDRUN_ are still read, with a deprecation notice
+# (HVD_* is reserved for hvdrun's launcher-to-rank internals); an HVDRUN_ name wins over its old
+# one. A worker needs at least one public key: no password is ever set or accepted. Nothing
+# outside HVDRUN_STATE_DIR is written, except /run/sshd (root's sshd needs it). Messages go to
+# stderr.
 set -euo pipefail
 
 readonly PROG=hvd-entrypoint
@@ -25,13 +28,28 @@ readonly SSHD=/usr/sbin/sshd   # absolute: sshd re-executes itself for every con
 readonly EX_USAGE=64 EX_CONFIG=78
 readonly CLIENT_KEY_NAMES="id_ed25519 id_ecdsa id_rsa"
 
-port=${HVD_SSH_PORT:-12345}
-listen=${HVD_SSH_LISTEN:-0.0.0.0}
-state=${HVD_STATE_DIR:-/etc/hvd-sshd}
-keys_dir=${HVD_KEYS_DIR:-}
-keys_text=${HVD_AUTHORIZED_KEYS:-}
-
 say() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+
+# setting NAME DEFAULT: HVDRUN_NAME if set, else the deprecated HVD_NAME (with a notice), else
+# DEFAULT. An empty value counts as unset, as before.
+setting() {
+    local new=HVDRUN_$1 old=HVD_$1
+    if [ -n "${!new:-}" ]; then
+        if [ -n "${!old:-}" ]; then say "warning: $old is ignored: $new is set"; fi
+        printf '%s' "${!new}"
+    elif [ -n "${!old:-}" ]; then
+        say "warning: $old is deprecated: use $new (HVD_* is reserved for hvdrun's internals)"
+        printf '%s' "${!old}"
+    else
+        printf '%s' "$2"
+    fi
+}
+
+port=$(setting SSH_PORT 12345)
+listen=$(setting SSH_LISTEN 0.0.0.0)
+state=$(setting STATE_DIR /etc/hvd-sshd)
+keys_dir=$(setting KEYS_DIR '')
+keys_text=$(setting AUTHORIZED_KEYS '')
 die() { printf '%s: error: %s\n' "$PROG" "$1" >&2; exit "${2:-$EX_CONFIG}"; }
 
 usage() {
@@ -40,8 +58,8 @@ usage: entrypoint.sh worker                     start sshd (key-only) in the for
        entrypoint.sh launcher [CMD [ARGS...]]   run CMD (default: bash) with the client key set up
        entrypoint.sh CMD [ARGS...]              the same as: launcher CMD [ARGS...]
        entrypoint.sh health                     exit 0 when this container's sshd listens
-Settings: HVD_SSH_PORT (12345), HVD_SSH_LISTEN (0.0.0.0), HVD_AUTHORIZED_KEYS (public keys),
-HVD_KEYS_DIR (dir with authorized_keys and/or id_ed25519), HVD_STATE_DIR (/etc/hvd-sshd).
+Settings: HVDRUN_SSH_PORT (12345), HVDRUN_SSH_LISTEN (0.0.0.0), HVDRUN_AUTHORIZED_KEYS (public keys),
+HVDRUN_KEYS_DIR (dir with authorized_keys and/or id_ed25519), HVDRUN_STATE_DIR (/etc/hvd-sshd).
 See docs/container.md.
 EOF
 }
@@ -50,17 +68,17 @@ EOF
 
 check_port() {
     case $port in
-    '' | *[!0-9]* | 0*) die "HVD_SSH_PORT must be a TCP port number 1-65535, got '$port'" ;;
+    '' | *[!0-9]* | 0*) die "HVDRUN_SSH_PORT must be a TCP port number 1-65535, got '$port'" ;;
     esac
     if [ "${#port}" -gt 5 ] || [ "$port" -gt 65535 ]; then
-        die "HVD_SSH_PORT must be a TCP port number 1-65535, got '$port'"
+        die "HVDRUN_SSH_PORT must be a TCP port number 1-65535, got '$port'"
     fi
 }
 
 check_listen() {
     case $listen in
     '' | *[!A-Za-z0-9.:_-]*)
-        die "HVD_SSH_LISTEN must be one address or host name (e.g. 0.0.0.0, ::, 10.0.0.5), got '$listen'" ;;
+        die "HVDRUN_SSH_LISTEN must be one address or host name (e.g. 0.0.0.0, ::, 10.0.0.5), got '$listen'" ;;
     esac
 }
 
@@ -68,29 +86,29 @@ check_listen() {
 check_state_dir() {
     case $state in
     /*) ;;
-    *) die "HVD_STATE_DIR must be an absolute path, got '$state'" ;;
+    *) die "HVDRUN_STATE_DIR must be an absolute path, got '$state'" ;;
     esac
     case $state in
     *[!A-Za-z0-9._/+@=,:-]*)
-        die "HVD_STATE_DIR '$state' has characters ssh config files cannot carry unquoted (use [A-Za-z0-9._/+@=,:-])" ;;
+        die "HVDRUN_STATE_DIR '$state' has characters ssh config files cannot carry unquoted (use [A-Za-z0-9._/+@=,:-])" ;;
     esac
 }
 
 check_keys_dir() {
     [ -n "$keys_dir" ] || return 0
-    [ -e "$keys_dir" ] || die "HVD_KEYS_DIR=$keys_dir does not exist (is the volume mounted? e.g. -v \"\$PWD/keys:/keys:ro\")"
-    [ -d "$keys_dir" ] || die "HVD_KEYS_DIR=$keys_dir is not a directory"
+    [ -e "$keys_dir" ] || die "HVDRUN_KEYS_DIR=$keys_dir does not exist (is the volume mounted? e.g. -v \"\$PWD/keys:/keys:ro\")"
+    [ -d "$keys_dir" ] || die "HVDRUN_KEYS_DIR=$keys_dir is not a directory"
     if [ ! -r "$keys_dir" ] || [ ! -x "$keys_dir" ]; then
-        die "HVD_KEYS_DIR=$keys_dir is not readable by $(id -un) (uid $(id -u)); check its mode and owner"
+        die "HVDRUN_KEYS_DIR=$keys_dir is not readable by $(id -un) (uid $(id -u)); check its mode and owner"
     fi
 }
 
 prepare_state_dir() {
     check_state_dir
     if ! (umask 077 && mkdir -p "$state") 2>/dev/null || [ ! -d "$state" ]; then
-        die "cannot create HVD_STATE_DIR=$state"
+        die "cannot create HVDRUN_STATE_DIR=$state"
     fi
-    [ -w "$state" ] || die "HVD_STATE_DIR=$state is not writable by $(id -un)"
+    [ -w "$state" ] || die "HVDRUN_STATE_DIR=$state is not writable by $(id -un)"
 }
 
 # --- keys ----------------------------------------------------------------------------------------
@@ -108,23 +126,23 @@ EOF
 }
 
 # A hint for those who mounted keys at ~/.ssh (as many Horovod-in-Docker guides do): sshd here
-# reads only HVD_STATE_DIR/authorized_keys.
+# reads only HVDRUN_STATE_DIR/authorized_keys.
 home_keys_hint() {
     local home
     home=$(getent passwd "$(id -u)" | cut -d: -f6) || return 0
     if [ -n "$home" ] && [ -s "$home/.ssh/authorized_keys" ]; then
-        printf '. Note: %s/.ssh/authorized_keys is not used by this sshd; to use it, set HVD_KEYS_DIR=%s/.ssh' "$home" "$home"
+        printf '. Note: %s/.ssh/authorized_keys is not used by this sshd; to use it, set HVDRUN_KEYS_DIR=%s/.ssh' "$home" "$home"
     fi
 }
 
-# Writes STATE/authorized_keys from HVD_AUTHORIZED_KEYS and HVD_KEYS_DIR/authorized_keys.
+# Writes STATE/authorized_keys from HVDRUN_AUTHORIZED_KEYS and HVDRUN_KEYS_DIR/authorized_keys.
 # A worker without any valid key is refused: nobody could log in, and no password ever works.
 install_authorized_keys() {
     local new=$state/authorized_keys.new sources='' src_file n_lines n_keys
     (umask 077 && : >"$new")
     if [ -n "$keys_text" ]; then
         printf '%s\n' "$keys_text" >>"$new"
-        sources="HVD_AUTHORIZED_KEYS"
+        sources="HVDRUN_AUTHORIZED_KEYS"
     fi
     if [ -n "$keys_dir" ]; then
         src_file=$keys_dir/authorized_keys
@@ -141,9 +159,9 @@ install_authorized_keys() {
     if [ -z "$sources" ]; then
         rm -f "$new"
         if [ -n "$keys_dir" ]; then
-            die "no public keys: $keys_dir has no authorized_keys and HVD_AUTHORIZED_KEYS is empty; a worker nobody can log into is refused. Put the launcher's public key in $keys_dir/authorized_keys (e.g. cp keys/id_ed25519.pub keys/authorized_keys) or set HVD_AUTHORIZED_KEYS to it"
+            die "no public keys: $keys_dir has no authorized_keys and HVDRUN_AUTHORIZED_KEYS is empty; a worker nobody can log into is refused. Put the launcher's public key in $keys_dir/authorized_keys (e.g. cp keys/id_ed25519.pub keys/authorized_keys) or set HVDRUN_AUTHORIZED_KEYS to it"
         fi
-        die "no public keys: set HVD_AUTHORIZED_KEYS to the launcher's public key (authorized_keys lines), or mount a directory with an authorized_keys file and set HVD_KEYS_DIR to it; a worker nobody can log into is refused (passwords are never accepted)$(home_keys_hint)"
+        die "no public keys: set HVDRUN_AUTHORIZED_KEYS to the launcher's public key (authorized_keys lines), or mount a directory with an authorized_keys file and set HVDRUN_KEYS_DIR to it; a worker nobody can log into is refused (passwords are never accepted)$(home_keys_hint)"
     fi
     # Lines that are neither blank nor comments, and how many of them ssh-keygen reads as keys.
     n_lines=$(grep -cEv '^[[:space:]]*(#|$)' "$new" || true)
@@ -219,7 +237,7 @@ write_sshd_config() {
         echo "MaxStartups 1000"
         echo "MaxSessions 200"
         if [ -n "$blocker" ]; then
-            echo "# StrictModes no: HVD_STATE_DIR=$state lies under $blocker, which is owned by"
+            echo "# StrictModes no: HVDRUN_STATE_DIR=$state lies under $blocker, which is owned by"
             echo "# another user or group/world-writable (a temp dir); StrictModes would reject the"
             echo "# authorized_keys there. The files themselves are written mode 0600 by $PROG."
             echo "StrictModes no"
@@ -341,6 +359,9 @@ run_launcher() {
     fi
     config=$state/ssh_config
     write_client_config "$config" "$identity"
+    export HVDRUN_SSH_CONFIG=$config HVDRUN_SSH_KNOWN_HOSTS=$state/known_hosts
+    if [ -n "$identity" ]; then export HVDRUN_SSH_IDENTITY=$identity; fi
+    # The old names too, for scripts written against them (deprecated; docs/container.md).
     export HVD_SSH_CONFIG=$config HVD_SSH_KNOWN_HOSTS=$state/known_hosts
     if [ -n "$identity" ]; then export HVD_SSH_IDENTITY=$identity; fi
     say "launcher: ssh client config $config (port $port, known hosts $state/known_hosts, accept-new)"
@@ -351,7 +372,7 @@ run_launcher() {
 
 # --- health --------------------------------------------------------------------------------------
 
-# True when this container's worker sshd runs and listens on HVD_SSH_PORT. Quiet: with `ss` it
+# True when this container's worker sshd runs and listens on HVDRUN_SSH_PORT. Quiet: with `ss` it
 # only looks at the listening sockets (a probe connection every few seconds would fill the log);
 # without `ss` it reads the SSH banner, answering with an identification string so that sshd logs
 # the probe's goodbye at INFO level, not as an error.

@@ -1,4 +1,4 @@
-// Which of the launcher's environment variables reach the ranks (BRIEF.md section 4).
+// Which of the launcher's environment variables reach the ranks (docs/environment.md).
 //
 // Only by name: `-x NAME`, `-x NAME=value`, `-x 'PREFIX_*'`, plus a default allow-list (PATH,
 // LD_LIBRARY_PATH, PYTHONPATH, CUDA_*, NCCL_*, HOROVOD_*, OMP_*). Never forwarded: HVD_* (hvdrun's

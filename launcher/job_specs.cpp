@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "launcher/host_spec.h"
 #include "contract/env_table.h"
 #include "contract/rendezvous.h"
+#include "launcher/host_spec.h"
 #include "worker/protocol.h"
 
 namespace hvd::launcher {
@@ -40,8 +40,8 @@ std::string resolve_deferred(Deferred what, int host_index, const LaunchFacts& f
   return {};
 }
 
-worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
-                          const LaunchFacts& facts) {
+worker::JobSpec job_spec_for_host(const Plan& plan, int host_index, const LaunchOptions& options,
+                                  const LaunchFacts& facts) {
   worker::JobSpec spec;
   spec.protocol = worker::kProtocolVersion;
   spec.host = plan.hosts[host_index].spec.host;

@@ -19,7 +19,7 @@ struct LaunchFacts {
   std::string launcher_address;                  // this machine as the remote hosts reach it
   std::vector<std::string> launcher_address_of;  // by host: this machine as that host sees it
   // By host: where the other hosts reach it. A remote host: the address its SSH connection
-  // arrived at; empty for a local one, which host_spec() reads as launcher_address.
+  // arrived at; empty for a local one, which job_spec_for_host() reads as launcher_address.
   std::vector<std::string> reached_at;
   int rendezvous_port = 0;
   std::string rendezvous_token;
@@ -31,11 +31,11 @@ struct LaunchFacts {
 std::string resolve_deferred(Deferred what, int host_index, const LaunchFacts& facts);
 
 // The job spec for one host: its ranks' planned environments, deferred values filled in.
-worker::JobSpec host_spec(const Plan& plan, int host_index, const LaunchOptions& options,
-                          const LaunchFacts& facts);
+worker::JobSpec job_spec_for_host(const Plan& plan, int host_index, const LaunchOptions& options,
+                                  const LaunchFacts& facts);
 
 // Where the network check probes each host (by host index): read back from the specs the ranks
-// will get (`specs`, by host index, from host_spec), so that the probes test exactly the
+// will get (`specs`, by host index, from job_spec_for_host), so that the probes test exactly the
 // addresses the job uses (MASTER_ADDR for rank 0's host, HVD_ADVERTISE_ADDR for the others).
 // `probe_port` and `token` are by host index.
 ProbeEndpoints probe_endpoints(const Plan& plan, const std::vector<worker::JobSpec>& specs,

@@ -24,8 +24,8 @@
 #include "common/port_range.h"
 #include "launcher/net_check.h"
 #include "launcher/plan.h"
+#include "ssh/host_check.h"
 #include "ssh/options.h"
-#include "ssh/probe_result.h"
 
 namespace hvd::launcher {
 
@@ -77,9 +77,9 @@ struct LaunchResult {
   std::string stopped_by = "hvdrun";  // who stopped the other ranks after the first failure
   std::chrono::milliseconds start_time{0};  // until every rank was started
   std::chrono::milliseconds total_time{0};
-  std::vector<ssh::ProbeResult> ssh_failures;  // hosts that failed an SSH stage: nothing ran
-  std::optional<NetCheck> net;                 // once every host probed
-  std::vector<HostFacts> hosts;                // by host, once every agent said hello
+  std::vector<ssh::HostCheck> ssh_failures;  // hosts that failed an SSH stage: nothing ran
+  std::optional<NetCheck> net;               // once every host probed
+  std::vector<HostFacts> hosts;              // by host, once every agent said hello
   // The launcher's own facts for the --json result, as top-level keys (native: "rendezvous").
   nlohmann::ordered_json details = nlohmann::ordered_json::object();
   int exit_code = 0;

@@ -1,5 +1,6 @@
 // MPI mode (`hvdrun --mpi`): the Open MPI `mpirun` command line users never have to write, from
-// the same plan, SSH options and environment rules as native mode (BRIEF.md sections 3, 7).
+// the same plan, SSH options and environment rules as native mode
+// (docs/cli.md, "MPI mode").
 // Pure: the caller runs `mpirun --version` and the SSH check and passes what they found.
 #pragma once
 

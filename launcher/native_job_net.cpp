@@ -94,7 +94,7 @@ void NativeJob::on_listening(AgentConn& agent, const std::string& payload) {
   std::vector<int> ports;
   for (const AgentConn& a : agents_) {
     ports.push_back(*a.probe_port);
-    specs_.push_back(host_spec(plan_, a.host_index, options_, facts_));
+    specs_.push_back(job_spec_for_host(plan_, a.host_index, options_, facts_));
   }
   net_.endpoints = probe_endpoints(plan_, specs_, facts_, ports, net_.endpoints.token);
   net_.probes = plan_probes(net_.endpoints, net_.full);
@@ -159,7 +159,7 @@ void NativeJob::start_rendezvous() {
   facts_.rendezvous_token = rendezvous_->token();
 }
 
-// Two host entries with one boot id are one machine (BRIEF.md section 4): worth knowing.
+// Two host entries with one boot id are one machine: worth knowing.
 void NativeJob::report_shared_machines() const {
   for (size_t i = 0; i < agents_.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

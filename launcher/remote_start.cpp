@@ -15,7 +15,7 @@ std::vector<std::string> remote_agent_argv(const std::string& agent_path) {
 
 RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options) {
   const size_t n = plan.hosts.size();
-  std::vector<ssh::ProbeControl> controls(n);  // outlives `logins`: connections unwatch on exit
+  std::vector<ssh::CheckControl> controls(n);  // outlives `logins`: connections unwatch on exit
   std::vector<std::optional<ssh::Login>> logins(n);
   std::vector<std::exception_ptr> errors(n);
   ssh::CpuSlots slots(std::max(1, options.concurrency));

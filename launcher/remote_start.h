@@ -7,15 +7,15 @@
 #include <vector>
 
 #include "launcher/plan.h"
+#include "ssh/host_check.h"
 #include "ssh/options.h"
-#include "ssh/probe_result.h"
 #include "ssh/remote_agent.h"
 
 namespace hvd::launcher {
 
 struct RemoteStart {
   std::vector<std::optional<ssh::RemoteAgent>> agents;  // by host index; empty for local hosts
-  std::vector<ssh::ProbeResult> failures;               // in host order
+  std::vector<ssh::HostCheck> failures;                 // in host order
   std::vector<std::string> addresses;  // by host: the address each session connected to
 };
 

@@ -14,12 +14,12 @@ constexpr std::string_view kRed = "\033[31m";
 constexpr std::string_view kGreen = "\033[32m";
 constexpr std::string_view kReset = "\033[0m";
 
-ssh::ProbeResult local_result(const HostSpec& host) {
-  ssh::ProbeResult r;
+ssh::HostCheck local_result(const HostSpec& host) {
+  ssh::HostCheck r;
   r.host = host.host;
   r.port = 0;
   r.local = true;
-  r.code = ssh::ProbeCode::kOk;
+  r.code = ssh::CheckCode::kOk;
   r.message = "local host: started without SSH";
   return r;
 }
@@ -42,7 +42,7 @@ bool CheckReport::ok() const { return failures() == 0; }
 
 size_t CheckReport::failures() const {
   return static_cast<size_t>(
-      std::count_if(hosts.begin(), hosts.end(), [](const ssh::ProbeResult& r) { return !r.ok(); }));
+      std::count_if(hosts.begin(), hosts.end(), [](const ssh::HostCheck& r) { return !r.ok(); }));
 }
 
 CheckReport run_ssh_check(const std::vector<HostSpec>& hosts, const ssh::SshOptions& options,
@@ -54,7 +54,7 @@ CheckReport run_ssh_check(const std::vector<HostSpec>& hosts, const ssh::SshOpti
     targets.push_back({hosts[i].host, hosts[i].port, hosts[i].user});
     remote_index.push_back(i);
   }
-  std::vector<ssh::ProbeResult> remote = ssh::check_hosts(targets, options);
+  std::vector<ssh::HostCheck> remote = ssh::check_hosts(targets, options);
 
   CheckReport report;
   size_t next_remote = 0;

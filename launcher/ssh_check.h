@@ -8,13 +8,13 @@
 
 #include "launcher/host_spec.h"
 #include "launcher/plan.h"
+#include "ssh/host_check.h"
 #include "ssh/options.h"
-#include "ssh/probe_result.h"
 
 namespace hvd::launcher {
 
 struct CheckReport {
-  std::vector<ssh::ProbeResult> hosts;  // in input order
+  std::vector<ssh::HostCheck> hosts;  // in input order
   bool ok() const;
   size_t failures() const;
 };

@@ -9,18 +9,18 @@
 #include <optional>
 #include <thread>
 
-#include "ssh/probe.h"
+#include "ssh/check_host.h"
 
 namespace hvd::ssh {
 namespace {
 
-// Grace after the deadline for probes to notice their deadline or a cancel.
+// Grace after the deadline for checks to notice their deadline or a cancel.
 constexpr auto kGrace = std::chrono::milliseconds(500);
 
-// Shared by the runner and one probe thread; outlives the runner if the thread is abandoned.
+// Shared by the runner and one check thread; outlives the runner if the thread is abandoned.
 struct Job {
-  ProbeControl control;
-  std::optional<ProbeResult> result;
+  CheckControl control;
+  std::optional<HostCheck> result;
   std::exception_ptr error;
 };
 
@@ -30,9 +30,9 @@ struct Board {
   size_t done = 0;
 };
 
-// What we can say about a probe that never came back: where it was stuck.
-ProbeResult abandoned(const SshTarget& target, const SshOptions& options, Stage stage) {
-  ProbeResult r;
+// What we can say about a check that never came back: where it was stuck.
+HostCheck abandoned(const SshTarget& target, const SshOptions& options, Stage stage) {
+  HostCheck r;
   r.host = target.host;
   r.port = target.port.value_or(options.port.value_or(22));
   r.user = target.user.value_or("");
@@ -41,17 +41,17 @@ ProbeResult abandoned(const SshTarget& target, const SshOptions& options, Stage 
   switch (stage) {
     case Stage::kConfig:
     case Stage::kResolve:
-      r.code = ProbeCode::kDnsFailure;
+      r.code = CheckCode::kDnsFailure;
       r.message =
           fmt::format("resolving '{}' did not finish within {:.0f} s", target.host, seconds);
       r.hint = "the DNS server does not answer: check /etc/resolv.conf, or use the IP address";
       break;
     case Stage::kBanner:
-      r.code = ProbeCode::kBannerTimeout;
+      r.code = CheckCode::kBannerTimeout;
       r.message = fmt::format("no SSH banner within {:.0f} s", seconds);
       break;
     default:
-      r.code = ProbeCode::kTimeout;
+      r.code = CheckCode::kTimeout;
       r.message = fmt::format("stuck in the {} stage after {:.0f} s", to_string(stage), seconds);
       r.hint = "the host or the network is too slow or drops packets; raise --ssh-timeout";
       break;
@@ -61,8 +61,8 @@ ProbeResult abandoned(const SshTarget& target, const SshOptions& options, Stage 
 
 }  // namespace
 
-std::vector<ProbeResult> check_hosts(const std::vector<SshTarget>& targets,
-                                     const SshOptions& options) {
+std::vector<HostCheck> check_hosts(const std::vector<SshTarget>& targets,
+                                   const SshOptions& options) {
   // Shared with the threads: an abandoned one may still release its slot after we return.
   auto slots = std::make_shared<CpuSlots>(std::max(1, options.concurrency));
   auto board = std::make_shared<Board>();
@@ -73,7 +73,7 @@ std::vector<ProbeResult> check_hosts(const std::vector<SshTarget>& targets,
     jobs.push_back(job);
     threads.emplace_back([job, board, target, options, slots] {
       try {
-        job->result = probe_host(target, options, *slots, job->control);
+        job->result = check_host(target, options, *slots, job->control);
       } catch (...) {
         job->error = std::current_exception();
       }
@@ -91,7 +91,7 @@ std::vector<ProbeResult> check_hosts(const std::vector<SshTarget>& targets,
   }
   lock.unlock();
 
-  std::vector<ProbeResult> results;
+  std::vector<HostCheck> results;
   for (size_t i = 0; i < jobs.size(); ++i) {
     std::unique_lock<std::mutex> job_lock(board->mutex);
     const bool finished = jobs[i]->result.has_value() || jobs[i]->error != nullptr;

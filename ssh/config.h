@@ -1,10 +1,10 @@
-// Applying the user's ssh configuration before anything connects (BRIEF.md section 7: libssh
-// reads ~/.ssh/config by itself at connect time, which could move host and port behind our own
-// connect; resolving it first means our connect goes where the config says).
+// Applying the user's ssh configuration before anything connects (libssh reads ~/.ssh/config by
+// itself at connect time, which could move host and port behind our own connect; resolving it first
+// means our connect goes where the config says).
 //
 // Precedence, as OpenSSH: the host's hostfile port=/user= (or user@host), then -p/-i, then the
 // config file, then defaults. A config can never weaken the host-key policy: hvdrun checks host
-// keys itself (probe.cpp) whatever StrictHostKeyChecking says.
+// keys itself (check_host.cpp) whatever StrictHostKeyChecking says.
 #pragma once
 
 #include <optional>

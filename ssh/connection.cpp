@@ -14,52 +14,56 @@ namespace {
 
 constexpr int kMaxStartupsRetries = 3;
 
-std::string hint_for(ProbeCode code, const ResolvedTarget& t) {
+std::string hint_for(CheckCode code, const ResolvedTarget& t) {
   switch (code) {
-    case ProbeCode::kDnsFailure:
+    case CheckCode::kDnsFailure:
       return "check the host name (typo?), /etc/hosts and DNS; or use the IP address";
-    case ProbeCode::kConnectionRefused:
+    case CheckCode::kConnectionRefused:
       return fmt::format(
           "start sshd on port {} of {} (or give the right port: -p, or port= in a hostfile); "
           "if sshd runs in a container started with --net=host under rootless Docker, the port "
           "is not on the host's network: publish it with -p HOSTPORT:{}",
           t.port, t.hostname, t.port);
-    case ProbeCode::kTimeout:
+    case CheckCode::kTimeout:
       return "a firewall dropping packets, a wrong address, or the host is down: check with "
              "ping and `nc -vz HOST PORT` from this machine";
-    case ProbeCode::kClosedBeforeBanner:
+    case CheckCode::kClosedBeforeBanner:
       return "something accepted the TCP connection but no sshd answered behind it: a port "
              "forwarder (docker -p, rootlesskit, kubectl port-forward) whose sshd is not running; "
              "start sshd in the container";
-    case ProbeCode::kTooManyConnections:
+    case CheckCode::kTooManyConnections:
       return "sshd's MaxStartups limit: raise it in sshd_config (e.g. MaxStartups 100:30:200), "
              "or lower --ssh-concurrency";
-    case ProbeCode::kNotSsh:
+    case CheckCode::kNotSsh:
       return "another service listens on this port: check the port (-p, port= in a hostfile)";
-    case ProbeCode::kBannerTimeout:
+    case CheckCode::kBannerTimeout:
       return "the server accepted but never spoke: a stuck sshd, or a proxy waiting for a "
              "backend; check sshd's log on the host";
-    case ProbeCode::kKeyExchangeFailed:
+    case CheckCode::kKeyExchangeFailed:
       return "client and server share no algorithm, or the server dropped the connection: "
              "compare with `ssh -vvv`";
-    case ProbeCode::kAuthDenied:
+    case CheckCode::kAuthDenied:
       return fmt::format(
           "add your public key to ~{}/.ssh/authorized_keys on the host (ssh-copy-id -p {} {}@{}); "
           "sshd ignores keys when ~/.ssh or authorized_keys is writable by others "
           "(StrictModes): chmod 700 ~/.ssh; chmod 600 ~/.ssh/authorized_keys",
           t.user, t.port, t.user, t.hostname);
-    case ProbeCode::kRemoteCommandFailed:
+    case CheckCode::kRemoteCommandFailed:
       return "login works, but commands fail: a forced command= in authorized_keys, or a "
              "login shell or ~/.bashrc that exits or prints errors";
-    default:
-      return "";
+    case CheckCode::kOk:
+    case CheckCode::kHostKeyUnknown:  // host_key.cpp words these with the key's fingerprint
+    case CheckCode::kHostKeyChanged:
+    case CheckCode::kCount:
+      break;
   }
+  return "";
 }
 
 // Key exchange, host key and authentication, on a session whose transport is set up (our
 // socket, or libssh's proxy command). Returns false with `result` finished on failure.
 bool login(Session& session, const ResolvedTarget& t, const SshOptions& options, CpuSlots& slots,
-           ProbeControl& control, Clock::time_point start, ProbeResult& result) {
+           CheckControl& control, Clock::time_point start, HostCheck& result) {
   const Clock::time_point deadline = start + options.timeout;
   const long seconds = std::max<long>(
       1, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count());
@@ -79,7 +83,7 @@ bool login(Session& session, const ResolvedTarget& t, const SshOptions& options,
     const bool connected = ssh_connect(session.get()) == SSH_OK;
     kex.done(connected);
     if (!connected) {
-      finish(result, control.cancelled() ? ProbeCode::kTimeout : ProbeCode::kKeyExchangeFailed,
+      finish(result, control.cancelled() ? CheckCode::kTimeout : CheckCode::kKeyExchangeFailed,
              fmt::format("the SSH connection to {} failed at the key exchange: {}", where,
                          last_error(session)),
              t, start);
@@ -88,9 +92,9 @@ bool login(Session& session, const ResolvedTarget& t, const SshOptions& options,
 
     StageTimer host_key(result, control, Stage::kHostKey);
     const HostKeyCheck check = check_host_key(session, t, options);
-    host_key.done(check.code == ProbeCode::kOk);
+    host_key.done(check.code == CheckCode::kOk);
     result.host_key = check.outcome;
-    if (check.code != ProbeCode::kOk) {
+    if (check.code != CheckCode::kOk) {
       result.hint = check.hint;
       finish(result, check.code, check.message, t, start);
       return false;
@@ -100,7 +104,7 @@ bool login(Session& session, const ResolvedTarget& t, const SshOptions& options,
     const AuthOutcome login = authenticate(session, t, options);
     auth.done(login.ok);
     if (!login.ok) {
-      finish(result, ProbeCode::kAuthDenied, login.message, t, start);
+      finish(result, CheckCode::kAuthDenied, login.message, t, start);
       return false;
     }
   }
@@ -110,7 +114,7 @@ bool login(Session& session, const ResolvedTarget& t, const SshOptions& options,
 
 }  // namespace
 
-StageTimer::StageTimer(ProbeResult& result, ProbeControl& control, Stage stage)
+StageTimer::StageTimer(HostCheck& result, CheckControl& control, Stage stage)
     : result_(result), stage_(stage), start_(Clock::now()) {
   control.stage = stage;
 }
@@ -120,7 +124,7 @@ void StageTimer::done(bool ok) {
       {stage_, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_), ok});
 }
 
-void finish(ProbeResult& result, ProbeCode code, std::string message, const ResolvedTarget& t,
+void finish(HostCheck& result, CheckCode code, std::string message, const ResolvedTarget& t,
             Clock::time_point start) {
   result.code = code;
   result.message = std::move(message);
@@ -129,10 +133,10 @@ void finish(ProbeResult& result, ProbeCode code, std::string message, const Reso
 }
 
 Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuSlots& slots,
-                        ProbeControl& control, Clock::time_point start) {
+                        CheckControl& control, Clock::time_point start) {
   const Clock::time_point deadline = start + options.timeout;
   Login out;
-  ProbeResult& result = out.result;
+  HostCheck& result = out.result;
   result.host = target.host;
   auto c = std::make_unique<Connection>();
 
@@ -153,14 +157,14 @@ Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuS
     std::mt19937 rng(std::random_device{}());
     for (int attempt = 0;; ++attempt) {
       socket = open_ssh_socket(t.hostname, t.port, deadline, control);
-      if (socket.code != ProbeCode::kTooManyConnections || attempt == kMaxStartupsRetries) break;
+      if (socket.code != CheckCode::kTooManyConnections || attempt == kMaxStartupsRetries) break;
       const auto pause = std::chrono::milliseconds(50 + rng() % 200);
       if (Clock::now() + pause >= deadline) break;
       std::this_thread::sleep_for(pause);
     }
     result.address = socket.address;
     result.stages.insert(result.stages.end(), socket.stages.begin(), socket.stages.end());
-    if (socket.code != ProbeCode::kOk) {
+    if (socket.code != CheckCode::kOk) {
       finish(result, socket.code, socket.message, t, start);
       return out;
     }

@@ -1,7 +1,7 @@
 // An authenticated SSH session to one host: the stages config -> resolve -> connect -> banner
 // -> key exchange -> host key -> authentication, each timed, the first failure classified
-// (docs/check-ssh.md). --check-ssh then runs its probe script on it (probe.cpp); a launch starts
-// the host agent on it: one session per host either way.
+// (docs/check-ssh.md). --check-ssh then runs its facts script on it (check_host.cpp); a launch
+// starts the host agent on it: one session per host either way.
 #pragma once
 
 #include <memory>
@@ -10,10 +10,10 @@
 
 #include "common/unique_fd.h"
 #include "ssh/config.h"
+#include "ssh/host_check.h"
 #include "ssh/options.h"
-#include "ssh/probe_result.h"
 #include "ssh/session.h"
-#include "ssh/socket_probe.h"
+#include "ssh/ssh_socket.h"
 
 namespace hvd::ssh {
 
@@ -26,9 +26,9 @@ struct Connection {
   UniqueFd socket;  // our own connected socket (invalid when a ProxyCommand carries the session)
   Session session;
   ResolvedTarget target;
-  ProbeControl* control = nullptr;
+  CheckControl* control = nullptr;
   struct Unwatch {
-    ProbeControl*& control;
+    CheckControl*& control;
     ~Unwatch() {
       if (control != nullptr) control->unwatch();
     }
@@ -40,27 +40,27 @@ struct Connection {
 
 struct Login {
   std::unique_ptr<Connection> connection;  // null when a stage failed
-  ProbeResult result;                      // host, port, user, stages so far; the failure if any
+  HostCheck result;                        // host, port, user, stages so far; the failure if any
 };
 
 // Never throws for what the host does; throws hvd::UsageError for bad local input.
 Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuSlots& slots,
-                        ProbeControl& control, Clock::time_point start);
+                        CheckControl& control, Clock::time_point start);
 
-// Times one stage into `result` and tells the watchdog where the probe is.
+// Times one stage into `result` and tells the watchdog where the check is.
 class StageTimer {
  public:
-  StageTimer(ProbeResult& result, ProbeControl& control, Stage stage);
+  StageTimer(HostCheck& result, CheckControl& control, Stage stage);
   void done(bool ok);
 
  private:
-  ProbeResult& result_;
+  HostCheck& result_;
   Stage stage_;
   Clock::time_point start_;
 };
 
 // Sets code, message, the code's hint (unless one is set) and the elapsed time.
-void finish(ProbeResult& result, ProbeCode code, std::string message, const ResolvedTarget& t,
+void finish(HostCheck& result, CheckCode code, std::string message, const ResolvedTarget& t,
             Clock::time_point start);
 
 }  // namespace hvd::ssh

@@ -84,7 +84,7 @@ HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
     case SSH_KNOWN_HOSTS_CHANGED:
     case SSH_KNOWN_HOSTS_OTHER: {
       const std::string recorded = recorded_keys(name, target.known_hosts);
-      check.code = ProbeCode::kHostKeyChanged;
+      check.code = CheckCode::kHostKeyChanged;
       check.message = fmt::format(
           "the host key of {} has CHANGED: it now presents {} {}, but {} records {}. The "
           "key was not recorded.",
@@ -99,7 +99,7 @@ HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
       if (options.host_key_policy == HostKeyPolicy::kStrict) {
-        check.code = ProbeCode::kHostKeyUnknown;
+        check.code = CheckCode::kHostKeyUnknown;
         check.message = fmt::format(
             "{} is not in {} (its key: {} {}); the strict host-key policy "
             "refuses unknown hosts",
@@ -111,7 +111,7 @@ HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
         return check;
       }
       if (std::string error = record_key(session, target); !error.empty()) {
-        check.code = ProbeCode::kHostKeyUnknown;
+        check.code = CheckCode::kHostKeyUnknown;
         check.message = error;
         check.hint = "check that the known_hosts file and its folder are writable";
         return check;
@@ -121,7 +121,7 @@ HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
     case SSH_KNOWN_HOSTS_ERROR:
       break;
   }
-  check.code = ProbeCode::kHostKeyUnknown;
+  check.code = CheckCode::kHostKeyUnknown;
   check.message = fmt::format("cannot check the host key of {} against {}: {}", name,
                               target.known_hosts, last_error(session));
   check.hint = "check that the known_hosts file is readable and well-formed";

@@ -7,14 +7,14 @@
 #include <string>
 
 #include "ssh/config.h"
+#include "ssh/host_check.h"
 #include "ssh/options.h"
-#include "ssh/probe_result.h"
 #include "ssh/session.h"
 
 namespace hvd::ssh {
 
 struct HostKeyCheck {
-  ProbeCode code = ProbeCode::kOk;  // kOk, kHostKeyUnknown or kHostKeyChanged
+  CheckCode code = CheckCode::kOk;  // kOk, kHostKeyUnknown or kHostKeyChanged
   HostKeyOutcome outcome = HostKeyOutcome::kNotChecked;
   std::string message;
   std::string hint;

@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "common/error.h"
 #include "common/fd_io.h"
@@ -21,8 +22,7 @@ constexpr auto kLingerAfterEof = std::chrono::seconds(3);
 
 // Moves bytes between the channel and the local sockets until the agent exits or the link or
 // the launcher goes away. Runs on its own thread, which owns the session.
-void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log,
-          std::shared_ptr<int> exit_status) {
+void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log) {
   ssh_channel ch = channel.get();
   std::array<char, 64 * 1024> buf{};
   bool input_open = true;
@@ -75,7 +75,6 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
       break;
     }
   }
-  *exit_status = ssh_channel_get_exit_status(ch);
   // Closing our ends tells the launcher the agent is gone (EOF on both sockets).
   frames.reset();
   log.reset();
@@ -85,18 +84,20 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
 
 }  // namespace
 
-RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::string& command)
-    : exit_status_(std::make_shared<int>(-1)) {
+RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::string& command) {
   Channel channel(ssh_channel_new(connection->session.get()));
   if (!channel || ssh_channel_open_session(channel.get()) != SSH_OK ||
       ssh_channel_request_exec(channel.get(), command.c_str()) != SSH_OK) {
-    throw Error(fmt::format("cannot start the agent on {}: {}", connection->target.host,
-                            last_error(connection->session)));
+    throw RemoteError(fmt::format("cannot start the agent on {}: {}", connection->target.host,
+                                  last_error(connection->session)),
+                      "the host accepted the login but not the command: check its sshd "
+                      "(ForceCommand, MaxSessions) with `hvdrun --check-ssh`");
   }
   int frames[2], log[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, frames) != 0 ||
       ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, log) != 0) {
-    throw Error("cannot create sockets for the remote agent");
+    throw LauncherError(fmt::format("cannot create sockets for the agent on {}: {}",
+                                    connection->target.host, std::strerror(errno)));
   }
   frames_.reset(frames[0]);
   log_.reset(log[0]);
@@ -106,7 +107,7 @@ RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::stri
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &old);
   pump_ = std::thread(pump, std::move(connection), std::move(channel), UniqueFd(frames[1]),
-                      UniqueFd(log[1]), exit_status_);
+                      UniqueFd(log[1]));
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 

@@ -18,24 +18,21 @@ namespace hvd::ssh {
 
 class RemoteAgent {
  public:
-  // Starts `command` on the connection. Throws hvd::Error if the channel cannot be opened.
+  // Starts `command` on the connection. Throws RemoteError if the host refuses the channel or
+  // the command, LauncherError if the local sockets cannot be made.
   RemoteAgent(std::unique_ptr<Connection> connection, const std::string& command);
   RemoteAgent(RemoteAgent&&) = default;
   RemoteAgent& operator=(RemoteAgent&&) = default;
   ~RemoteAgent();  // joins the pump: close `frames` first, or it waits for the agent to exit
 
   int frames_fd() const { return frames_.get(); }  // bidirectional: frames both ways
-  int log_fd() const { return log_.get(); }        // the agent's stderr
-  UniqueFd& log() { return log_; }
+  UniqueFd& log() { return log_; }                 // the agent's stderr
   // Closes our side of the frames socket for writing: the agent sees EOF on its stdin.
   void close_input();
-  // The remote command's exit status once the pump ended (-1 unknown or a signal).
-  int exit_status() const { return *exit_status_; }
 
  private:
   UniqueFd frames_;
   UniqueFd log_;
-  std::shared_ptr<int> exit_status_;
   std::thread pump_;
 };
 

@@ -1,7 +1,7 @@
 // What the launcher asks one host's agent to run: the command, the directory, each local rank
 // with its exact environment, and the grace period. Sent as JSON in a kSpec frame; argv,
 // environment values and paths are bytes, so a value that is not UTF-8 travels as
-// {"base64": "..."} (BRIEF.md section 7). Environment values only ever travel here, never on a
+// {"base64": "..."}. Environment values only ever travel here, never on a
 // command line.
 #pragma once
 

@@ -301,3 +301,40 @@ TEST_CASE("host name with a shell character", "[cli]") {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------
+// What the launcher would run.
+
+TEST_CASE("dry run: --mpi shows the exact mpirun command, placeholders for launch-time values",
+          "[cli]") {
+  const RunResult r =
+      run_hvdrun({"--mpi", "--dry-run", "-np", "2", "-H", "10.0.0.2,10.0.0.3", "./train", "-x"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  CHECK_THAT(r.out, Contains("launcher: mpirun; it would run:"));
+  CHECK_THAT(r.out, Contains("-H 10.0.0.2:1,10.0.0.3:1 -bind-to none -map-by slot --tag-output"));
+  CHECK_THAT(r.out, Contains("btl_tcp_if_include <set at launch:"));
+  CHECK_THAT(r.out, Contains(" ./train -x\n"));
+
+  const RunResult j = run_hvdrun({"--mpi", "--dry-run", "--json", "-np", "2", "./train"});
+  INFO(show(j));
+  REQUIRE(j.exit_code == kSuccess);
+  const json plan = parse_stdout(j);
+  CHECK(plan["mode"] == "mpirun");
+  REQUIRE(plan["launcher_commands"].size() == 1);
+  const json& argv = plan["launcher_commands"][0]["argv"];
+  CHECK(argv[0] == "mpirun");
+  CHECK(argv.back() == "./train");
+}
+
+TEST_CASE("dry run: native mode shows each host's agent command", "[cli]") {
+  const RunResult r = run_hvdrun(
+      {"--dry-run", "--json", "--agent-path", "/opt/hvdrun", "-H", "localhost,10.0.0.2", "true"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  const json plan = parse_stdout(r);
+  CHECK(plan["mode"] == "native");
+  REQUIRE(plan["launcher_commands"].size() == 2);
+  CHECK(plan["launcher_commands"][0]["argv"][1] == "--agent");
+  CHECK(plan["launcher_commands"][1]["argv"] == json::array({"exec", "/opt/hvdrun", "--agent"}));
+}

@@ -4,7 +4,7 @@
 # temp dir:
 #   - `entrypoint.sh worker` on 127.0.0.200 (not one of the sshd test hosts, 127.0.0.2..65 by
 #     default, nor their fake servers' 127.0.1.x) and a free port in 41000-49000 (theirs are
-#     20000-40000), keys from HVD_KEYS_DIR;
+#     20000-40000), keys from HVDRUN_KEYS_DIR;
 #   - (1) a real `ssh` logs in with the generated key and accept-new records the host key;
 #   - (2) passwords are refused: the server offers publickey only; an unknown key is denied;
 #   - (3) `hvdrun -np 2 -H 127.0.0.200:2` runs rank_info on it (two ranks), directly and through
@@ -100,10 +100,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The entrypoint gets only the HVD_* settings given here (none inherited from the caller). An
-# array, not a function: a backgrounded function is a subshell, and $! would be that subshell.
-run_entrypoint=(env -u HVD_SSH_PORT -u HVD_SSH_LISTEN -u HVD_AUTHORIZED_KEYS -u HVD_KEYS_DIR
-    -u HVD_STATE_DIR)
+# The entrypoint gets only the HVDRUN_* settings given here (none inherited from the caller, nor
+# their deprecated HVD_* names). An array, not a function: a backgrounded function is a subshell,
+# and $! would be that subshell.
+run_entrypoint=(env -u HVDRUN_SSH_PORT -u HVDRUN_SSH_LISTEN -u HVDRUN_AUTHORIZED_KEYS
+    -u HVDRUN_KEYS_DIR -u HVDRUN_STATE_DIR -u HVD_SSH_PORT -u HVD_SSH_LISTEN -u HVD_AUTHORIZED_KEYS
+    -u HVD_KEYS_DIR -u HVD_STATE_DIR)
 
 port_free() {
     if command -v ss >/dev/null; then
@@ -139,12 +141,12 @@ ssh-keygen -q -t ed25519 -N '' -C "hvd-entrypoint-check-stranger" -f "$tmp/id_st
 client_fp=$(ssh-keygen -l -f "$keys/id_ed25519.pub" | awk '{print $2}')
 
 # --- start the worker: wait for its banner; retry on another port if this one was taken ----------
-# launch_worker PORT ENV...: starts `entrypoint.sh worker` with HVD_STATE_DIR=$state on ADDR:PORT;
+# launch_worker PORT ENV...: starts `entrypoint.sh worker` with HVDRUN_STATE_DIR=$state on ADDR:PORT;
 # 0 once it answers, 1 when the port was taken; fails the check otherwise.
 launch_worker() {
     local p=$1 deadline
     shift
-    "${run_entrypoint[@]}" HVD_STATE_DIR="$state" HVD_SSH_LISTEN="$ADDR" HVD_SSH_PORT="$p" "$@" \
+    "${run_entrypoint[@]}" HVDRUN_STATE_DIR="$state" HVDRUN_SSH_LISTEN="$ADDR" HVDRUN_SSH_PORT="$p" "$@" \
         bash "$entrypoint" worker </dev/null >"$tmp/worker.log" 2>&1 &
     ep_pid=$!
     deadline=$((SECONDS + START_TIMEOUT_S))
@@ -186,7 +188,7 @@ up=0
 for attempt in 1 2 3; do
     port=$(pick_port)
     rm -rf "$state"
-    if launch_worker "$port" HVD_KEYS_DIR="$keys"; then up=1; break; fi
+    if launch_worker "$port" HVDRUN_KEYS_DIR="$keys"; then up=1; break; fi
     echo "note: port $port was taken meanwhile (attempt $attempt), trying another one"
 done
 ((up)) || fail "the worker could not bind a port in 3 attempts" "$tmp/worker.log"
@@ -204,9 +206,9 @@ for line in "Port $port" "ListenAddress $ADDR" "PasswordAuthentication no" \
     "PidFile $state/sshd.pid" "MaxStartups 1000"; do
     grep -qxF "$line" "$state/sshd_config" || fail "sshd_config lacks '$line'" "$state/sshd_config"
 done
-ok "sshd_config: key-only settings, files in HVD_STATE_DIR"
+ok "sshd_config: key-only settings, files in HVDRUN_STATE_DIR"
 [ "$(stat -c %a "$state/authorized_keys")" = 600 ] || fail "authorized_keys is not mode 0600"
-"${run_entrypoint[@]}" HVD_STATE_DIR="$state" HVD_SSH_LISTEN="$ADDR" HVD_SSH_PORT="$port" \
+"${run_entrypoint[@]}" HVDRUN_STATE_DIR="$state" HVDRUN_SSH_LISTEN="$ADDR" HVDRUN_SSH_PORT="$port" \
     bash "$entrypoint" health >"$tmp/health.log" 2>&1 || fail "entrypoint.sh health failed" "$tmp/health.log"
 ok "entrypoint.sh health: 0"
 
@@ -267,7 +269,7 @@ ok "(3) hvdrun -np 2 -H $ADDR:2 -p $port --ssh-config --ssh-known-hosts rank_inf
 # The launcher mode: copies the key (mode 0600) and writes a client config (port, key, accept-new
 # into its own known_hosts); hvdrun gets no -p, -i or known-hosts flag, only that config.
 lstate=$tmp/launcher
-"${run_entrypoint[@]}" HVD_STATE_DIR="$lstate" HVD_KEYS_DIR="$keys" HVD_SSH_PORT="$port" \
+"${run_entrypoint[@]}" HVDRUN_STATE_DIR="$lstate" HVDRUN_KEYS_DIR="$keys" HVDRUN_SSH_PORT="$port" \
     bash "$entrypoint" launcher "$hvdrun" -np 2 -H "$user@$ADDR:2" --ssh-config "$lstate/ssh_config" \
     "$rank_info" >"$tmp/launcher.log" 2>&1 || fail "entrypoint.sh launcher hvdrun ... failed" "$tmp/launcher.log"
 check_two_ranks "$tmp/launcher.log" "entrypoint.sh launcher hvdrun"
@@ -275,8 +277,8 @@ check_two_ranks "$tmp/launcher.log" "entrypoint.sh launcher hvdrun"
 grep -qF "[$ADDR]:$port" "$lstate/known_hosts" || fail "the launcher did not record the host key" "$lstate/known_hosts"
 grep -qF "$client_fp" "$tmp/launcher.log" || fail "the launcher log does not show the key fingerprint" "$tmp/launcher.log"
 # shellcheck disable=SC2016  # expanded by the inner sh, in the launcher's environment
-out=$("${run_entrypoint[@]}" HVD_STATE_DIR="$lstate" HVD_KEYS_DIR="$keys" bash "$entrypoint" \
-    sh -c 'echo "$HVD_SSH_CONFIG $HVD_SSH_IDENTITY"' 2>/dev/null) || fail "entrypoint.sh CMD (no 'launcher') failed"
+out=$("${run_entrypoint[@]}" HVDRUN_STATE_DIR="$lstate" HVDRUN_KEYS_DIR="$keys" bash "$entrypoint" \
+    sh -c 'echo "$HVDRUN_SSH_CONFIG $HVDRUN_SSH_IDENTITY"' 2>/dev/null) || fail "entrypoint.sh CMD (no 'launcher') failed"
 [ "$out" = "$lstate/ssh_config $lstate/id_ed25519" ] || fail "entrypoint.sh CMD: got '$out'"
 ok "(3) entrypoint.sh launcher hvdrun ... with the generated client config: 2 ranks"
 
@@ -286,7 +288,7 @@ expect_refusal() {  # expect_refusal WHAT PATTERN ENV...
     local what=$1 pattern=$2 rc=0 log=$tmp/bad.log
     shift 2
     rm -rf "$tmp/bad-state"
-    "${run_entrypoint[@]}" HVD_STATE_DIR="$tmp/bad-state" HVD_SSH_LISTEN="$ADDR" "$@" \
+    "${run_entrypoint[@]}" HVDRUN_STATE_DIR="$tmp/bad-state" HVDRUN_SSH_LISTEN="$ADDR" "$@" \
         timeout 10 bash "$entrypoint" worker </dev/null >"$log" 2>&1 || rc=$?
     [ "$rc" -ne 0 ] || fail "$what: the worker started (exit 0)" "$log"
     [ "$rc" -ne 124 ] || fail "$what: the worker started and ran until killed" "$log"
@@ -294,39 +296,48 @@ expect_refusal() {  # expect_refusal WHAT PATTERN ENV...
     ok "(4) $what: exit $rc, $(grep -m1 -o 'error: .*' "$log" | cut -c1-90)..."
 }
 for p in abc 0 65536 -1 99999999; do
-    expect_refusal "HVD_SSH_PORT=$p" "HVD_SSH_PORT must be a TCP port number 1-65535, got '$p'" \
-        HVD_SSH_PORT="$p" HVD_KEYS_DIR="$keys"
+    expect_refusal "HVDRUN_SSH_PORT=$p" "HVDRUN_SSH_PORT must be a TCP port number 1-65535, got '$p'" \
+        HVDRUN_SSH_PORT="$p" HVDRUN_KEYS_DIR="$keys"
 done
-expect_refusal "no keys at all" "no public keys: set HVD_AUTHORIZED_KEYS.*HVD_KEYS_DIR" \
-    HVD_SSH_PORT="$bad_port"
+expect_refusal "no keys at all" "no public keys: set HVDRUN_AUTHORIZED_KEYS.*HVDRUN_KEYS_DIR" \
+    HVDRUN_SSH_PORT="$bad_port"
 mkdir "$tmp/empty-keys"
-expect_refusal "HVD_KEYS_DIR without authorized_keys" "no public keys: $tmp/empty-keys has no authorized_keys" \
-    HVD_SSH_PORT="$bad_port" HVD_KEYS_DIR="$tmp/empty-keys"
-expect_refusal "HVD_KEYS_DIR missing" "HVD_KEYS_DIR=$tmp/nonexistent does not exist" \
-    HVD_SSH_PORT="$bad_port" HVD_KEYS_DIR="$tmp/nonexistent"
-expect_refusal "HVD_KEYS_DIR a file" "HVD_KEYS_DIR=$keys/id_ed25519.pub is not a directory" \
-    HVD_SSH_PORT="$bad_port" HVD_KEYS_DIR="$keys/id_ed25519.pub"
-expect_refusal "HVD_AUTHORIZED_KEYS not a key" "no valid public key in HVD_AUTHORIZED_KEYS" \
-    HVD_SSH_PORT="$bad_port" HVD_AUTHORIZED_KEYS="hunter2"
+expect_refusal "HVDRUN_KEYS_DIR without authorized_keys" "no public keys: $tmp/empty-keys has no authorized_keys" \
+    HVDRUN_SSH_PORT="$bad_port" HVDRUN_KEYS_DIR="$tmp/empty-keys"
+expect_refusal "HVDRUN_KEYS_DIR missing" "HVDRUN_KEYS_DIR=$tmp/nonexistent does not exist" \
+    HVDRUN_SSH_PORT="$bad_port" HVDRUN_KEYS_DIR="$tmp/nonexistent"
+expect_refusal "HVDRUN_KEYS_DIR a file" "HVDRUN_KEYS_DIR=$keys/id_ed25519.pub is not a directory" \
+    HVDRUN_SSH_PORT="$bad_port" HVDRUN_KEYS_DIR="$keys/id_ed25519.pub"
+expect_refusal "HVDRUN_AUTHORIZED_KEYS not a key" "no valid public key in HVDRUN_AUTHORIZED_KEYS" \
+    HVDRUN_SSH_PORT="$bad_port" HVDRUN_AUTHORIZED_KEYS="hunter2"
+# The old names (HVD_*, now hvdrun's internal prefix) are still read, with a notice; a new name
+# wins over its old one.
+expect_refusal "the deprecated HVD_SSH_PORT" "HVD_SSH_PORT is deprecated: use HVDRUN_SSH_PORT" \
+    HVD_SSH_PORT=abc HVDRUN_KEYS_DIR="$keys"
+grep -q "HVDRUN_SSH_PORT must be a TCP port number 1-65535, got 'abc'" "$tmp/bad.log" ||
+    fail "the deprecated HVD_SSH_PORT's value was not used" "$tmp/bad.log"
+expect_refusal "HVDRUN_SSH_PORT over HVD_SSH_PORT" "HVD_SSH_PORT is ignored: HVDRUN_SSH_PORT is set" \
+    HVD_SSH_PORT=2222 HVDRUN_SSH_PORT=abc HVDRUN_KEYS_DIR="$keys"
+grep -q "got 'abc'" "$tmp/bad.log" || fail "HVDRUN_SSH_PORT did not win" "$tmp/bad.log"
 [ ! -e "$tmp/bad-state/sshd_config" ] || fail "a refused worker still wrote an sshd_config"
 
 # --- stop: SIGTERM to the entrypoint stops its sshd -----------------------------------------------
 stop_worker_checked
-if "${run_entrypoint[@]}" HVD_STATE_DIR="$state" HVD_SSH_PORT="$port" bash "$entrypoint" health \
+if "${run_entrypoint[@]}" HVDRUN_STATE_DIR="$state" HVDRUN_SSH_PORT="$port" bash "$entrypoint" health \
     >"$tmp/health.log" 2>&1; then
     fail "entrypoint.sh health says healthy after sshd stopped" "$tmp/health.log"
 fi
 ok "SIGTERM to the entrypoint: sshd stopped, exit 0; health now fails"
 
-# --- restart with the key from HVD_AUTHORIZED_KEYS only: same host key, so known_hosts still fits --
-launch_worker "$port" HVD_AUTHORIZED_KEYS="$(<"$keys/id_ed25519.pub")" ||
+# --- restart with the key from HVDRUN_AUTHORIZED_KEYS only: same host key, so known_hosts still fits --
+launch_worker "$port" HVDRUN_AUTHORIZED_KEYS="$(<"$keys/id_ed25519.pub")" ||
     fail "the restarted worker could not bind port $port again" "$tmp/worker.log"
-grep -q 'authorized keys from HVD_AUTHORIZED_KEYS (1)' "$tmp/worker.log" ||
-    fail "the restarted worker did not take the key from HVD_AUTHORIZED_KEYS" "$tmp/worker.log"
+grep -q 'authorized keys from HVDRUN_AUTHORIZED_KEYS (1)' "$tmp/worker.log" ||
+    fail "the restarted worker did not take the key from HVDRUN_AUTHORIZED_KEYS" "$tmp/worker.log"
 ssh -F "$cfg" -o StrictHostKeyChecking=yes "$user@$ADDR" true 2>"$tmp/ssh3.err" ||
-    fail "ssh after a restart (host key must be kept; key from HVD_AUTHORIZED_KEYS): $(<"$tmp/ssh3.err")" "$tmp/worker.log"
+    fail "ssh after a restart (host key must be kept; key from HVDRUN_AUTHORIZED_KEYS): $(<"$tmp/ssh3.err")" "$tmp/worker.log"
 stop_worker_checked
-ok "restart: host key kept, HVD_AUTHORIZED_KEYS alone lets the key in; stopped again"
+ok "restart: host key kept, HVDRUN_AUTHORIZED_KEYS alone lets the key in; stopped again"
 
 if command -v shellcheck >/dev/null; then
     shellcheck "$entrypoint" >"$tmp/shellcheck.log" 2>&1 || fail "shellcheck docker/entrypoint.sh" "$tmp/shellcheck.log"

@@ -193,7 +193,7 @@ TEST_CASE("check-ssh: unresolvable name is a dns failure", "[check-ssh]") {
 // --ssh-timeout together, while good hosts interleaved with them still log in.
 // Why 8 good hosts and not 32: the per-host timeout covers the probe too, and on a 2-core machine
 // 32 logins take 2.7-3.0 s of wall time (sshd runs the probe through bash, which reads ~/.bashrc:
-// ~135 ms each, BRIEF section 7), so with --ssh-timeout 2 about a third of 32 good hosts time out
+// ~135 ms each here), so with --ssh-timeout 2 about a third of 32 good hosts time out
 // in `probe`. 8 good hosts take about 1.0 s here, on an otherwise idle machine: when ctest -j2 runs
 // the 64-host test alongside, even these probes pass 2 s, so this test is tagged [serial] and
 // registered with RUN_SERIAL.

@@ -45,7 +45,7 @@ size_t count(const std::string& text, const std::string& needle) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The rank environment (BRIEF.md section 4)
+// The rank environment (docs/environment.md)
 
 TEST_CASE("four ranks see the documented rank environment", "[launch]") {
   JobMarker marker;
@@ -413,7 +413,7 @@ TEST_CASE("carriage return ends a line and a last partial line is flushed", "[la
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bytes, not text (BRIEF.md section 7)
+// Bytes, not text
 
 TEST_CASE("argv and -x values keep non-UTF-8 bytes and newlines end to end", "[launch]") {
   TempDir dir;

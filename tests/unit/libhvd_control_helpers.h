@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "allreduce/controller.h"
-#include "allreduce/messages.h"
-#include "allreduce/status_error.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/engine/controller.h"
+#include "allreduce/engine/messages.h"
 #include "hvd/hvd.hpp"
 
 using hvd::DataType;

@@ -6,8 +6,8 @@
 #include <set>
 #include <sstream>
 
-#include "ssh/probe_result.h"
 #include "contract/env_table.h"
+#include "ssh/host_check.h"
 
 namespace {
 
@@ -76,10 +76,19 @@ TEST_CASE("docs/environment.md names every other library's variable hvdrun sets"
   }
 }
 
+TEST_CASE("docs/check-ssh.md has a row for every --check-ssh code", "[docs]") {
+  const std::string doc = read_doc("check-ssh.md");
+  for (int c = 0; c < static_cast<int>(hvd::ssh::CheckCode::kCount); ++c) {
+    const std::string code(hvd::ssh::to_string(static_cast<hvd::ssh::CheckCode>(c)));
+    INFO(code);
+    CHECK(doc.find("\n| `" + code + "` |") != std::string::npos);
+  }
+}
+
 TEST_CASE("docs/troubleshooting.md has a section for every --check-ssh code", "[docs]") {
   const std::string doc = read_doc("troubleshooting.md");
-  for (int c = 0; c <= static_cast<int>(hvd::ssh::ProbeCode::kRemoteCommandFailed); ++c) {
-    const std::string code(hvd::ssh::to_string(static_cast<hvd::ssh::ProbeCode>(c)));
+  for (int c = 0; c < static_cast<int>(hvd::ssh::CheckCode::kCount); ++c) {
+    const std::string code(hvd::ssh::to_string(static_cast<hvd::ssh::CheckCode>(c)));
     INFO(code);
     CHECK(doc.find("\n### " + code + "\n") != std::string::npos);
   }

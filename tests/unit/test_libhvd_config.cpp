@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "allreduce/config.h"
-#include "allreduce/status_error.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/runtime/config.h"
 #include "common/error.h"
 #include "hvd/hvd.hpp"
 
@@ -15,9 +15,9 @@ namespace {
 
 using hvd::runtime::BackendKind;
 using hvd::runtime::BuildFacts;
-using hvd::runtime::Launcher;
 using hvd::runtime::read_config;
 using hvd::runtime::RuntimeConfig;
+using hvd::runtime::StartedBy;
 using Env = std::map<std::string, std::string>;
 
 constexpr BuildFacts kBoth{.has_mpi = true, .has_gloo = true};
@@ -70,7 +70,7 @@ Env mpirun_env() { return {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK
 
 TEST_CASE("read_config: a process on its own", "[libhvd]") {
   const auto c = config_of({}, kBoth);
-  CHECK(c.launcher == Launcher::kNone);
+  CHECK(c.started_by == StartedBy::kNone);
   CHECK(c.backend == BackendKind::kGloo);
   CHECK(c.advertise_addr == "127.0.0.1");
   CHECK(c.topology == hvd::contract::RankTopology{});
@@ -82,7 +82,7 @@ TEST_CASE("read_config: a process on its own", "[libhvd]") {
   CHECK(config_of({}, kGlooOnly).backend == BackendKind::kGloo);
   const auto m = config_of({}, kMpiOnly);
   CHECK(m.backend == BackendKind::kMpi);
-  CHECK(m.launcher == Launcher::kNone);
+  CHECK(m.started_by == StartedBy::kNone);
   CHECK(m.advertise_addr == "127.0.0.1");
 
   // A size-1 HOROVOD_* topology alone is fine.
@@ -92,12 +92,12 @@ TEST_CASE("read_config: a process on its own", "[libhvd]") {
                               {"HOROVOD_LOCAL_SIZE", "1"},
                               {"HOROVOD_CROSS_RANK", "0"},
                               {"HOROVOD_CROSS_SIZE", "1"}});
-  CHECK(one.launcher == Launcher::kNone);
+  CHECK(one.started_by == StartedBy::kNone);
 }
 
 TEST_CASE("read_config: under mpirun", "[libhvd]") {
   const auto c = config_of(mpirun_env(), kBoth);
-  CHECK(c.launcher == Launcher::kMpirun);
+  CHECK(c.started_by == StartedBy::kMpirun);
   CHECK(c.backend == BackendKind::kMpi);
   CHECK(c.rendezvous_addr.empty());
   CHECK(config_of(mpirun_env(), kMpiOnly).backend == BackendKind::kMpi);
@@ -105,11 +105,11 @@ TEST_CASE("read_config: under mpirun", "[libhvd]") {
   env["HOROVOD_CPU_OPERATIONS"] = "MPI";
   CHECK(config_of(env).backend == BackendKind::kMpi);
   // An empty OMPI_COMM_WORLD_SIZE is not mpirun.
-  CHECK(config_of({{"OMPI_COMM_WORLD_SIZE", ""}}).launcher == Launcher::kNone);
+  CHECK(config_of({{"OMPI_COMM_WORLD_SIZE", ""}}).started_by == StartedBy::kNone);
 
-  CHECK(std::string(hvd::runtime::launcher_name(Launcher::kMpirun)) == "mpirun");
-  CHECK(std::string(hvd::runtime::launcher_name(Launcher::kHvdrunNative)) == "hvdrun");
-  CHECK(std::string(hvd::runtime::launcher_name(Launcher::kNone)) == "none");
+  CHECK(std::string(hvd::runtime::started_by_name(StartedBy::kMpirun)) == "mpirun");
+  CHECK(std::string(hvd::runtime::started_by_name(StartedBy::kHvdrunNative)) == "hvdrun");
+  CHECK(std::string(hvd::runtime::started_by_name(StartedBy::kNone)) == "none");
   CHECK(std::string(hvd::runtime::backend_name(BackendKind::kMpi)) == "mpi");
   CHECK(std::string(hvd::runtime::backend_name(BackendKind::kGloo)) == "gloo");
 }
@@ -117,7 +117,7 @@ TEST_CASE("read_config: under mpirun", "[libhvd]") {
 TEST_CASE("read_config: hvdrun's native launch", "[libhvd]") {
   for (BuildFacts build : {kBoth, kGlooOnly}) {
     const auto c = config_of(native_env(), build);
-    CHECK(c.launcher == Launcher::kHvdrunNative);
+    CHECK(c.started_by == StartedBy::kHvdrunNative);
     CHECK(c.backend == BackendKind::kGloo);
     CHECK(c.topology == hvd::contract::RankTopology{3, 4, 1, 2, 1, 2});
     CHECK(c.rendezvous_addr == "10.0.0.1:4000");
@@ -128,7 +128,7 @@ TEST_CASE("read_config: hvdrun's native launch", "[libhvd]") {
   // Native wins over a stray mpirun variable.
   auto env = native_env();
   env["OMPI_COMM_WORLD_SIZE"] = "4";
-  CHECK(config_of(env).launcher == Launcher::kHvdrunNative);
+  CHECK(config_of(env).started_by == StartedBy::kHvdrunNative);
   // Native with MPI only built: no Gloo to use.
   CHECK(failure_of(native_env(), kMpiOnly).status == HVD_ERR_UNSUPPORTED);
 }

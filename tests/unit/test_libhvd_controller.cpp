@@ -1,6 +1,6 @@
-// libhvd's coordinator as pure logic (allreduce/controller.h), driven with hand-made requests and
-// a fake clock: readiness order, validation messages, fusion, duplicates, shutdowns, departures,
-// stalls. The codec's tests are in test_libhvd_messages.cpp.
+// libhvd's coordinator as pure logic (allreduce/engine/controller.h), driven with hand-made
+// requests and a fake clock: readiness order, validation messages, fusion, duplicates, shutdowns,
+// departures, stalls. The codec's tests are in test_libhvd_messages.cpp.
 
 #include "tests/unit/libhvd_control_helpers.h"
 

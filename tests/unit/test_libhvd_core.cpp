@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "allreduce/dtype.h"
-#include "allreduce/kernels.h"
-#include "allreduce/status_error.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/kernels/dtype.h"
+#include "allreduce/kernels/kernels.h"
 #include "common/error.h"
 #include "hvd/hvd.hpp"
 #include "tests/unit/libhvd_dtype_helpers.h"

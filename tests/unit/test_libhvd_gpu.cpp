@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "allreduce/gpu.h"
+#include "allreduce/backends/gpu.h"
 
 using hvd::runtime::GpuFacts;
 
@@ -94,8 +94,8 @@ TEST_CASE("gpu: the plugin loads without a GPU and makes distinct NCCL unique id
 
 #include <future>
 
-#include "allreduce/gloo_backend.h"
-#include "allreduce/status_error.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/backends/gloo_backend.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "allreduce/dtype.h"
-#include "allreduce/kernels.h"
+#include "allreduce/kernels/dtype.h"
+#include "allreduce/kernels/kernels.h"
 #include "hvd/hvd.hpp"
 #include "tests/unit/libhvd_dtype_helpers.h"
 

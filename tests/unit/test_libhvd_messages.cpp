@@ -1,5 +1,5 @@
-// libhvd's control-plane codec (allreduce/messages.h): round trips, truncation, absurd sizes and
-// enum values out of range, all refused as malformed messages.
+// libhvd's control-plane codec (allreduce/engine/messages.h): round trips, truncation, absurd sizes
+// and enum values out of range, all refused as malformed messages.
 #include "tests/unit/libhvd_control_helpers.h"
 
 TEST_CASE("codec: RequestList and ResponseList round-trip every field", "[libhvd]") {

@@ -1,6 +1,6 @@
 // The launcher <-> agent wire format (worker/protocol.h, worker/job_spec.h): frames survive any
 // chunking, garbage is refused with a message, and argv / environment values are bytes, not text
-// (BRIEF.md section 7). The byte helpers under it are tested in test_bytes.cpp.
+// (nlohmann-json throws on invalid UTF-8). The byte helpers under it are tested in test_bytes.cpp.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <random>

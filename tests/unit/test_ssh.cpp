@@ -7,10 +7,10 @@
 
 #include "common/error.h"
 #include "ssh/auth.h"
+#include "ssh/check_host.h"
 #include "ssh/config.h"
-#include "ssh/probe.h"
 #include "ssh/reproduce.h"
-#include "ssh/socket_probe.h"
+#include "ssh/ssh_socket.h"
 
 using namespace hvd::ssh;
 namespace fs = std::filesystem;
@@ -80,7 +80,7 @@ TEST_CASE("ssh config: a missing --ssh-config file is a usage error", "[ssh]") {
 
 TEST_CASE("probe script runs in sh and its output parses", "[ssh]") {
   // The script quotes the agent path (here with a space); run it in this machine's sh.
-  const std::string script = probe_script("/nonexistent/hvd agent");
+  const std::string script = host_facts_script("/nonexistent/hvd agent");
   FILE* p = popen(script.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string text;
@@ -88,7 +88,7 @@ TEST_CASE("probe script runs in sh and its output parses", "[ssh]") {
   size_t n = 0;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
   REQUIRE(pclose(p) == 0);
-  const auto info = parse_probe_output(text, "/nonexistent/hvd agent");
+  const auto info = parse_host_facts(text, "/nonexistent/hvd agent");
   REQUIRE(info.has_value());
   CHECK_FALSE(info->hostname.empty());
   CHECK(info->boot_id.size() == 36);
@@ -97,15 +97,15 @@ TEST_CASE("probe script runs in sh and its output parses", "[ssh]") {
 }
 
 TEST_CASE("probe output: login noise before the marker, agent version", "[ssh]") {
-  const auto info = parse_probe_output(
+  const auto info = parse_host_facts(
       "Welcome!\nhvd-probe 1\nnode7\nabcd-boot\npresent\nhvdrun 1.2.3\n", "/opt/hvdrun");
   REQUIRE(info.has_value());
   CHECK(info->hostname == "node7");
   CHECK(info->boot_id == "abcd-boot");
   CHECK(info->agent_present);
   CHECK(info->agent_version == "1.2.3");
-  CHECK_FALSE(parse_probe_output("exit 7 said nothing\n", "/x").has_value());
-  CHECK_FALSE(parse_probe_output("hvd-probe 1\nnode\n", "/x").has_value());
+  CHECK_FALSE(parse_host_facts("exit 7 said nothing\n", "/x").has_value());
+  CHECK_FALSE(parse_host_facts("hvd-probe 1\nnode\n", "/x").has_value());
 }
 
 TEST_CASE("sanitize_bytes shows control and high bytes escaped, at most 64", "[ssh]") {
@@ -150,9 +150,9 @@ TEST_CASE("reproduce line carries -F, known hosts, policy, key, port and user", 
 }
 
 TEST_CASE("result codes have stable names", "[ssh]") {
-  CHECK(to_string(ProbeCode::kOk) == "ok");
-  CHECK(to_string(ProbeCode::kClosedBeforeBanner) == "closed_before_banner");
-  CHECK(to_string(ProbeCode::kTooManyConnections) == "too_many_connections");
-  CHECK(to_string(ProbeCode::kRemoteCommandFailed) == "remote_command_failed");
+  CHECK(to_string(CheckCode::kOk) == "ok");
+  CHECK(to_string(CheckCode::kClosedBeforeBanner) == "closed_before_banner");
+  CHECK(to_string(CheckCode::kTooManyConnections) == "too_many_connections");
+  CHECK(to_string(CheckCode::kRemoteCommandFailed) == "remote_command_failed");
   CHECK(to_string(Stage::kHostKey) == "host_key");
 }

@@ -1,0 +1,296 @@
+// The public C++ API (hvd/hvd.hpp) over one process-wide Runtime.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "allreduce/api/boundary.h"
+#include "allreduce/backends/gpu.h"
+#include "allreduce/engine/op_state.h"
+#include "allreduce/runtime/runtime.h"
+#include "hvd/build_config.h"
+#include "hvd/hvd.hpp"
+
+namespace hvd {
+namespace {
+
+using runtime::Runtime;
+
+// The one global libhvd has, because Horovod's API is hvd::init() with no object: the current
+// runtime, shared so that an op in flight on another thread keeps it alive through shutdown().
+struct Process {
+  std::mutex mutex;
+  std::shared_ptr<Runtime> runtime;
+  bool shut_down = false;
+};
+
+Process& process() {
+  static Process p;
+  return p;
+}
+
+std::shared_ptr<Runtime> current(const char* call) {
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (!p.runtime) {
+    throw RuntimeError(HVD_ERR_NOT_INITIALIZED,
+                       p.shut_down ? fmt::format("hvd::{}() called after hvd::shutdown()", call)
+                                   : fmt::format("hvd::{}() called before hvd::init()", call));
+  }
+  return p.runtime;
+}
+
+}  // namespace
+
+RuntimeError::RuntimeError(hvd_status status, const std::string& message)
+    : std::runtime_error(message), status_(status) {}
+
+void init() {
+  runtime::at_boundary([] {
+    Process& p = process();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (p.runtime) return;
+    const auto config =
+        runtime::read_config([](const char* name) { return std::getenv(name); },
+                             runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
+                                                 .has_gloo = HVD_BUILD_HAS_GLOO != 0});
+    p.runtime = std::make_shared<Runtime>(config);
+    p.shut_down = false;
+  });
+}
+
+void shutdown() {
+  std::shared_ptr<Runtime> last;
+  {
+    Process& p = process();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (!p.runtime) return;
+    last = std::move(p.runtime);
+    p.shut_down = true;
+  }
+  // `last` is destroyed here, or by the last op still running on another thread.
+}
+
+bool is_initialized() {
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.runtime != nullptr;
+}
+
+int rank() { return current("rank")->topology().rank; }
+int size() { return current("size")->topology().size; }
+int local_rank() { return current("local_rank")->topology().local_rank; }
+int local_size() { return current("local_size")->topology().local_size; }
+int cross_rank() { return current("cross_rank")->topology().cross_rank; }
+int cross_size() { return current("cross_size")->topology().cross_size; }
+std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
+int gpu_device() {
+  const int local = current("gpu_device")->topology().local_rank;
+  return runtime::choose_device(local, runtime::gpu_facts().devices);
+}
+
+// ---- Ops: every one goes through the engine ----
+
+struct HandleAccess {
+  static Handle make(std::shared_ptr<detail::OpState> state) {
+    Handle h;
+    h.state_ = std::move(state);
+    return h;
+  }
+  static detail::OpState& state(const Handle& h) {
+    if (!h.state_) throw RuntimeError(HVD_ERR_INVALID_ARGUMENT, "this hvd::Handle holds no op");
+    return *h.state_;
+  }
+};
+
+namespace {
+
+using detail::OpState;
+using runtime::OpKind;
+
+// An Allocator that fills `buffer` (shape and bytes) for the Buffer-returning forms.
+Allocator into(Buffer& buffer, DataType dtype) {
+  buffer.dtype = dtype;
+  return [&buffer](const std::vector<std::int64_t>& shape, std::size_t bytes) -> void* {
+    buffer.shape = shape;
+    buffer.bytes.resize(bytes);
+    return buffer.bytes.data();
+  };
+}
+
+// An op of `kind` on `in`; with no `allocate`, an output of unknown size goes to the op's own
+// Buffer (host memory).
+std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Tensor& in,
+                                 Allocator allocate = {}) {
+  auto op = std::make_shared<OpState>();
+  op->request.kind = kind;
+  op->request.name = name;
+  op->in = in;
+  op->out = in;
+  const bool sized_later =
+      kind == OpKind::kAllgather || kind == OpKind::kReducescatter || kind == OpKind::kAlltoall;
+  if (sized_later && !allocate) {
+    op->allocate = into(op->buffer, in.dtype);
+    op->output_in_buffer = true;
+  } else {
+    op->allocate = std::move(allocate);
+  }
+  return op;
+}
+
+// Submits `op` to the current runtime, named automatically when it has no name (the synchronous
+// calls). `now`: the caller waits at once, so the batch goes out without the cycle time.
+Handle start(const char* call, const std::shared_ptr<OpState>& op, bool now) {
+  std::shared_ptr<Runtime> rt = current(call);
+  if (op->request.name.empty()) op->request.name = rt->auto_name(op->request.kind);
+  op->runtime = rt;
+  runtime::at_boundary([&] { rt->submit(op, now); });
+  return HandleAccess::make(op);
+}
+
+}  // namespace
+
+const std::string& Handle::name() const { return HandleAccess::state(*this).request.name; }
+
+bool Handle::poll() const {
+  OpState& s = HandleAccess::state(*this);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.done;
+}
+
+namespace {
+// Someone waits: no point batching any longer. Outside the op's lock: the flush may be the
+// runtime's last reference, whose destruction fails (locks) the ops still pending.
+void flush_if_pending(OpState& s) {
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.done) return;
+  }
+  if (auto rt = s.runtime.lock()) rt->flush();
+}
+}  // namespace
+
+bool Handle::wait(std::chrono::milliseconds timeout) const {
+  OpState& s = HandleAccess::state(*this);
+  flush_if_pending(s);
+  std::unique_lock<std::mutex> lock(s.mutex);
+  if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
+  if (s.error) std::rethrow_exception(s.error);
+  return true;
+}
+
+void Handle::wait() const {
+  OpState& s = HandleAccess::state(*this);
+  flush_if_pending(s);
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.cv.wait(lock, [&] { return s.done; });
+  if (s.error) std::rethrow_exception(s.error);
+}
+
+const Buffer& Handle::output() const { return HandleAccess::state(*this).buffer; }
+
+const std::vector<std::int64_t>& Handle::received_splits() const {
+  return HandleAccess::state(*this).received_splits;
+}
+
+namespace {
+std::shared_ptr<OpState> allreduce_op(const std::string& name, const Tensor& in, const Tensor& out,
+                                      const AllreduceOptions& options) {
+  auto op = make_op(OpKind::kAllreduce, name, in);
+  op->out = out;
+  op->options = options;
+  return op;
+}
+std::shared_ptr<OpState> broadcast_op(const std::string& name, const Tensor& inout, int root) {
+  auto op = make_op(OpKind::kBroadcast, name, inout);
+  op->request.root = root;
+  return op;
+}
+std::shared_ptr<OpState> reducescatter_op(const std::string& name, const Tensor& in,
+                                          ReduceOp op_kind, Allocator allocate = {}) {
+  auto op = make_op(OpKind::kReducescatter, name, in, std::move(allocate));
+  op->request.op = op_kind;
+  return op;
+}
+std::shared_ptr<OpState> alltoall_op(const std::string& name, const Tensor& in,
+                                     std::span<const std::int64_t> splits,
+                                     Allocator allocate = {}) {
+  auto op = make_op(OpKind::kAlltoall, name, in, std::move(allocate));
+  op->splits.assign(splits.begin(), splits.end());
+  return op;
+}
+}  // namespace
+
+Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
+                       const AllreduceOptions& options) {
+  return start("allreduce_async", allreduce_op(name, in, out, options), false);
+}
+
+Handle broadcast_async(const std::string& name, const Tensor& inout, int root) {
+  return start("broadcast_async", broadcast_op(name, inout, root), false);
+}
+
+Handle allgather_async(const std::string& name, const Tensor& in) {
+  return start("allgather_async", make_op(OpKind::kAllgather, name, in), false);
+}
+
+Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp op_kind) {
+  return start("reducescatter_async", reducescatter_op(name, in, op_kind), false);
+}
+
+Handle alltoall_async(const std::string& name, const Tensor& in,
+                      std::span<const std::int64_t> splits) {
+  return start("alltoall_async", alltoall_op(name, in, splits), false);
+}
+
+// ---- The synchronous forms: submit under an automatic name, then wait ----
+
+void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
+  start("allreduce", allreduce_op({}, in, out, options), true).wait();
+}
+
+void broadcast(const Tensor& inout, int root) {
+  start("broadcast", broadcast_op({}, inout, root), true).wait();
+}
+
+void allgather(const Tensor& in, const Allocator& allocate) {
+  start("allgather", make_op(OpKind::kAllgather, {}, in, allocate), true).wait();
+}
+
+Buffer allgather(const Tensor& in) {
+  Handle h = start("allgather", make_op(OpKind::kAllgather, {}, in), true);
+  h.wait();
+  return std::move(HandleAccess::state(h).buffer);
+}
+
+void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind) {
+  start("reducescatter", reducescatter_op({}, in, op_kind, allocate), true).wait();
+}
+
+Buffer reducescatter(const Tensor& in, ReduceOp op) {
+  Handle h = start("reducescatter", reducescatter_op({}, in, op), true);
+  h.wait();
+  return std::move(HandleAccess::state(h).buffer);
+}
+
+std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
+                                   const Allocator& allocate) {
+  Handle h = start("alltoall", alltoall_op({}, in, splits, allocate), true);
+  h.wait();
+  return HandleAccess::state(h).received_splits;
+}
+
+AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits) {
+  Handle h = start("alltoall", alltoall_op({}, in, splits), true);
+  h.wait();
+  auto& s = HandleAccess::state(h);
+  return AlltoallResult{std::move(s.buffer), s.received_splits};
+}
+
+void barrier() {
+  start("barrier", make_op(OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}), true)
+      .wait();
+}
+
+}  // namespace hvd

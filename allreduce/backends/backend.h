@@ -1,0 +1,41 @@
+// The engine a Runtime runs its collectives on for host buffers (MPI, Gloo). Device buffers go
+// to NCCL, through the plugin (nccl_ops.h), not through a Backend.
+//
+// A Backend sees only host buffers, element counts and byte counts: validation, scaling, the
+// average, output allocation and size exchange happen once above it, in runtime.cpp. Every call
+// is a collective: all ranks make the same calls in the same order. Calls come from one thread at
+// a time. Failures throw StatusError naming the engine and the op; after an engine failure the
+// backend may refuse further calls (a failed Gloo context is dead).
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "hvd/hvd.hpp"
+
+namespace hvd::runtime {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // In place: data = reduction over ranks. op is kSum, kMin, kMax or kProduct.
+  virtual void allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) = 0;
+  // In place: root's `bytes` bytes to every rank.
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  // Rank r contributes bytes_per_rank[r] bytes; out holds the concatenation in rank order.
+  virtual void allgatherv(const void* in, void* out,
+                          const std::vector<std::size_t>& bytes_per_rank) = 0;
+  // send_bytes[r] bytes (consecutive, in rank order) go to rank r; recv_bytes[r] come from r.
+  virtual void alltoallv(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                         const std::vector<std::size_t>& recv_bytes) = 0;
+  // Reduce `in` (sum of counts elements) across ranks; rank r keeps block r of counts[r]
+  // elements in out. op is kSum.
+  virtual void reducescatter(const void* in, void* out, const std::vector<std::size_t>& counts,
+                             DataType dtype, ReduceOp op) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace hvd::runtime

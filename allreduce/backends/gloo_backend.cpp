@@ -1,0 +1,169 @@
+#include "allreduce/backends/gloo_backend.h"
+
+#include <fmt/format.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstring>
+
+#include "allreduce/api/status_error.h"
+#include "allreduce/kernels/kernels.h"
+
+namespace hvd::runtime {
+namespace {
+
+bool is_timeout(const std::string& what) {
+  return what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
+}
+
+// Gloo's typed setters only use sizeof(T): pick an unsigned type of the element's size.
+template <class F>
+void with_element_type(DataType dtype, F&& f) {
+  switch (element_size(dtype)) {
+    case 1:
+      return f(std::uint8_t{});
+    case 2:
+      return f(std::uint16_t{});
+    case 4:
+      return f(std::uint32_t{});
+    default:
+      return f(std::uint64_t{});
+  }
+}
+
+}  // namespace
+
+GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& store,
+                         const std::string& store_name)
+    : options_(options) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = options.bind_address;
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw StatusError(HVD_ERR_BACKEND,
+                      fmt::format("Gloo cannot bind its TCP device to {} (HVD_ADVERTISE_ADDR): {}",
+                                  options.bind_address, e.what()),
+                      "the address must belong to this host; hvdrun sets it to the address the "
+                      "host was reached at");
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+  context->setTimeout(options.timeout);  // before connecting: it bounds the connect too
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const StatusError&) {
+    throw;  // the store's own error (timeout naming the missing rank, bad token) says it best
+  } catch (const std::exception& e) {
+    throw StatusError(is_timeout(e.what()) ? HVD_ERR_TIMEOUT : HVD_ERR_BACKEND,
+                      fmt::format("Gloo could not connect rank {} of {} to its peers through {}: "
+                                  "{}",
+                                  options.rank, options.size, store_name, e.what()),
+                      "a peer probably failed to start or cannot be reached; see the other "
+                      "ranks' output");
+  }
+  context_ = std::move(context);
+  // connectFullMesh returns when this rank's own pairs are connected, while a peer may still be
+  // connecting its side: a rank that left at once (a short program) would cut that peer off.
+  // One barrier makes init() return only when every rank is connected.
+  barrier();
+}
+
+GlooBackend::~GlooBackend() = default;
+
+template <class Body>
+void GlooBackend::guarded(const char* op, Body&& body) {
+  if (dead_) {
+    throw StatusError(
+        HVD_ERR_BACKEND,
+        fmt::format("{} on the Gloo backend: the Gloo context failed earlier ({})", op, *dead_),
+        "a failed Gloo context cannot be reused: restart the job");
+  }
+  try {
+    body();
+  } catch (const std::exception& e) {
+    dead_ = e.what();
+    throw StatusError(is_timeout(e.what()) ? HVD_ERR_TIMEOUT : HVD_ERR_BACKEND,
+                      fmt::format("{} failed on the Gloo backend at rank {} of {}: {}", op,
+                                  options_.rank, options_.size, e.what()),
+                      "a peer probably died or stopped calling collectives; see the other "
+                      "ranks' output (HOROVOD_GLOO_TIMEOUT_SECONDS bounds the wait)");
+  }
+}
+
+void GlooBackend::allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) {
+  const ReduceFn fn = reduce_fn(dtype, op);
+  guarded("allreduce", [&] {
+    gloo::AllreduceOptions opts(context_);
+    with_element_type(dtype,
+                      [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(data), count); });
+    opts.setReduceFunction(fn);
+    opts.setTag(next_tag_++);
+    gloo::allreduce(opts);
+  });
+}
+
+void GlooBackend::broadcast(void* data, std::size_t bytes, int root) {
+  guarded("broadcast", [&] {
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(static_cast<std::uint8_t*>(data), bytes);
+    opts.setRoot(root);
+    opts.setTag(next_tag_++);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooBackend::allgatherv(const void* in, void* out,
+                             const std::vector<std::size_t>& bytes_per_rank) {
+  guarded("allgather", [&] {
+    gloo::AllgathervOptions opts(context_);
+    opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(in)),
+                  bytes_per_rank[static_cast<std::size_t>(options_.rank)]);
+    opts.setOutput(static_cast<std::uint8_t*>(out), bytes_per_rank);
+    opts.setTag(next_tag_++);
+    gloo::allgatherv(opts);
+  });
+}
+
+void GlooBackend::alltoallv(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                            const std::vector<std::size_t>& recv_bytes) {
+  guarded("alltoall", [&] {
+    gloo::AlltoallvOptions opts(context_);
+    opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(in)),
+                  std::vector<int64_t>(send_bytes.begin(), send_bytes.end()));
+    opts.setOutput(static_cast<std::uint8_t*>(out),
+                   std::vector<int64_t>(recv_bytes.begin(), recv_bytes.end()));
+    opts.setTag(next_tag_++);
+    gloo::alltoallv(opts);
+  });
+}
+
+void GlooBackend::reducescatter(const void* in, void* out, const std::vector<std::size_t>& counts,
+                                DataType dtype, ReduceOp op) {
+  std::size_t total = 0, offset = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) == options_.rank) offset = total;
+    total += counts[r];
+  }
+  const std::size_t esize = element_size(dtype);
+  std::vector<std::byte> whole(total * esize);
+  std::memcpy(whole.data(), in, whole.size());
+  allreduce(whole.data(), total, dtype, op);
+  std::memcpy(out, whole.data() + offset * esize,
+              counts[static_cast<std::size_t>(options_.rank)] * esize);
+}
+
+void GlooBackend::barrier() {
+  guarded("barrier", [&] {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(next_tag_++);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace hvd::runtime

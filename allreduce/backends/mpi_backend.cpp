@@ -1,0 +1,237 @@
+#include "allreduce/backends/mpi_backend.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "allreduce/api/log.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/kernels/kernels.h"
+
+namespace hvd::runtime {
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw StatusError(HVD_ERR_BACKEND, fmt::format("{} failed on the MPI backend: {}", what, text),
+                    "a peer probably died; see the other ranks' output and mpirun's");
+}
+
+int to_int(std::size_t n, const char* what) {
+  if (n > static_cast<std::size_t>(INT_MAX)) {
+    throw StatusError(HVD_ERR_INVALID_ARGUMENT,
+                      fmt::format("{} of {} bytes exceeds MPI's int count limit", what, n),
+                      "split the tensor into pieces under 2 GiB");
+  }
+  return static_cast<int>(n);
+}
+
+MPI_Datatype mpi_type(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt8:
+      return MPI_INT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return MPI_UINT16_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+// MPI user functions: inout = in (op) inout.
+template <DataType D, ReduceOp O>
+void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_fn(D, O)(inout, in, inout, static_cast<std::size_t>(*len));
+}
+
+template <DataType D>
+std::array<MPI_Op, 4> make_half_ops() {
+  std::array<MPI_Op, 4> ops{};
+  check(MPI_Op_create(half_op<D, ReduceOp::kSum>, 1, &ops[0]), "MPI_Op_create");
+  check(MPI_Op_create(half_op<D, ReduceOp::kMin>, 1, &ops[1]), "MPI_Op_create");
+  check(MPI_Op_create(half_op<D, ReduceOp::kMax>, 1, &ops[2]), "MPI_Op_create");
+  check(MPI_Op_create(half_op<D, ReduceOp::kProduct>, 1, &ops[3]), "MPI_Op_create");
+  return ops;
+}
+
+int op_index(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin:
+      return 1;
+    case ReduceOp::kMax:
+      return 2;
+    case ReduceOp::kProduct:
+      return 3;
+    default:
+      return 0;
+  }
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > INT_MAX) {
+    throw StatusError(HVD_ERR_CONFIG, fmt::format("{}={:?} is not a number", name, v),
+                      "this variable is mpirun's: start the program with mpirun or hvdrun --mpi");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+MpiBackend::MpiBackend() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    finalize_ = true;
+    if (provided < MPI_THREAD_MULTIPLE) {
+      logger().warn(
+          "MPI gave thread level {} instead of MPI_THREAD_MULTIPLE: do not call MPI from other "
+          "threads while libhvd runs a collective",
+          provided);
+    }
+  }
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  half_ops_[0] = make_half_ops<DataType::kFloat16>();
+  half_ops_[1] = make_half_ops<DataType::kBFloat16>();
+  compute_topology();
+}
+
+MpiBackend::~MpiBackend() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;  // the program finalised MPI itself: nothing left to free
+  for (auto& ops : half_ops_) {
+    for (MPI_Op& op : ops) {
+      if (op != MPI_OP_NULL) MPI_Op_free(&op);
+    }
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (finalize_) MPI_Finalize();
+}
+
+void MpiBackend::compute_topology() {
+  MPI_Comm_rank(comm_, &topology_.rank);
+  MPI_Comm_size(comm_, &topology_.size);
+  // mpirun knows the "hosts" by the names it was given, which the shared-memory split cannot
+  // tell apart on loopback test hosts: prefer its local numbering.
+  topology_.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
+  topology_.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", -1);
+  if (topology_.local_rank < 0 || topology_.local_size < 1) {
+    MPI_Comm local;
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local),
+          "MPI_Comm_split_type");
+    MPI_Comm_rank(local, &topology_.local_rank);
+    MPI_Comm_size(local, &topology_.local_size);
+    MPI_Comm_free(&local);
+  }
+  MPI_Comm cross;
+  check(MPI_Comm_split(comm_, topology_.local_rank, topology_.rank, &cross), "MPI_Comm_split");
+  MPI_Comm_rank(cross, &topology_.cross_rank);
+  MPI_Comm_size(cross, &topology_.cross_size);
+  MPI_Comm_free(&cross);
+}
+
+MPI_Op MpiBackend::op_for(DataType dtype, ReduceOp op) const {
+  if (dtype == DataType::kFloat16 || dtype == DataType::kBFloat16) {
+    return half_ops_[dtype == DataType::kBFloat16 ? 1 : 0][static_cast<std::size_t>(op_index(op))];
+  }
+  switch (op) {
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
+    default:
+      return MPI_SUM;
+  }
+}
+
+void MpiBackend::allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) {
+  // MPI counts are ints: reduce in chunks of at most 1 Gi elements.
+  constexpr std::size_t kChunk = std::size_t{1} << 30;
+  auto* p = static_cast<std::byte*>(data);
+  for (std::size_t done = 0; done < count; done += kChunk) {
+    const std::size_t n = std::min(kChunk, count - done);
+    check(MPI_Allreduce(MPI_IN_PLACE, p + done * element_size(dtype), static_cast<int>(n),
+                        mpi_type(dtype), op_for(dtype, op), comm_),
+          "allreduce (MPI_Allreduce)");
+  }
+}
+
+void MpiBackend::broadcast(void* data, std::size_t bytes, int root) {
+  check(MPI_Bcast(data, to_int(bytes, "broadcast"), MPI_BYTE, root, comm_),
+        "broadcast (MPI_Bcast)");
+}
+
+namespace {
+std::vector<int> displacements(const std::vector<int>& counts) {
+  std::vector<int> displs(counts.size());
+  long long at = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    displs[i] = static_cast<int>(at);
+    at += counts[i];
+  }
+  if (at > INT_MAX) {
+    throw StatusError(HVD_ERR_INVALID_ARGUMENT,
+                      fmt::format("a result of {} bytes exceeds MPI's int count limit", at),
+                      "split the tensor into pieces under 2 GiB in total");
+  }
+  return displs;
+}
+std::vector<int> int_counts(const std::vector<std::size_t>& v, const char* what) {
+  std::vector<int> out;
+  for (std::size_t n : v) out.push_back(to_int(n, what));
+  return out;
+}
+}  // namespace
+
+void MpiBackend::allgatherv(const void* in, void* out,
+                            const std::vector<std::size_t>& bytes_per_rank) {
+  const auto counts = int_counts(bytes_per_rank, "allgather");
+  const auto displs = displacements(counts);
+  check(MPI_Allgatherv(in, counts[static_cast<std::size_t>(topology_.rank)], MPI_BYTE, out,
+                       counts.data(), displs.data(), MPI_BYTE, comm_),
+        "allgather (MPI_Allgatherv)");
+}
+
+void MpiBackend::alltoallv(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                           const std::vector<std::size_t>& recv_bytes) {
+  const auto scounts = int_counts(send_bytes, "alltoall");
+  const auto rcounts = int_counts(recv_bytes, "alltoall");
+  const auto sdispls = displacements(scounts);
+  const auto rdispls = displacements(rcounts);
+  check(MPI_Alltoallv(in, scounts.data(), sdispls.data(), MPI_BYTE, out, rcounts.data(),
+                      rdispls.data(), MPI_BYTE, comm_),
+        "alltoall (MPI_Alltoallv)");
+}
+
+void MpiBackend::reducescatter(const void* in, void* out, const std::vector<std::size_t>& counts,
+                               DataType dtype, ReduceOp op) {
+  const auto c = int_counts(counts, "reducescatter");
+  check(MPI_Reduce_scatter(in, out, c.data(), mpi_type(dtype), op_for(dtype, op), comm_),
+        "reducescatter (MPI_Reduce_scatter)");
+}
+
+void MpiBackend::barrier() { check(MPI_Barrier(comm_), "barrier (MPI_Barrier)"); }
+
+}  // namespace hvd::runtime

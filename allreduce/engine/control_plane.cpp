@@ -1,0 +1,298 @@
+#include "allreduce/engine/control_plane.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "allreduce/api/status_error.h"
+#include "common/fd_io.h"  // read_some
+#include "common/port_range.h"
+
+namespace hvd::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kMaxMessage = 64u << 20;
+
+std::string frame(const std::string& payload) {
+  const auto n = static_cast<std::uint32_t>(payload.size());
+  std::string out(4, '\0');
+  std::memcpy(out.data(), &n, 4);
+  return out + payload;
+}
+
+void set_nodelay(int fd) {
+  int yes = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+}
+
+// This host's IPv4 addresses, routable ones first, loopback last (MPI mode: no address given).
+std::vector<std::string> local_addresses() {
+  std::vector<std::string> routable, loopback;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+      if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
+      ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+      const std::string addr = text;
+      if (addr.rfind("169.254.", 0) == 0) continue;  // link-local: never routable
+      (addr.rfind("127.", 0) == 0 ? loopback : routable).push_back(addr);
+    }
+    ::freeifaddrs(list);
+  }
+  routable.insert(routable.end(), loopback.begin(), loopback.end());
+  if (routable.empty()) routable.push_back("127.0.0.1");
+  return routable;
+}
+
+sockaddr_storage resolve(const std::string& host, int port, socklen_t& len) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) {
+    throw StatusError(HVD_ERR_CONFIG, fmt::format("{} is not a numeric address", host));
+  }
+  sockaddr_storage out{};
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  len = res->ai_addrlen;
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// Listens on `address` (empty: every interface) at a free port, inside `range` when given and
+// never on `avoid`; returns the socket and port.
+std::pair<UniqueFd, int> listen_on(const std::string& address, const PortRange& range, int avoid) {
+  const std::string host = address.empty() ? "0.0.0.0" : address;
+  UniqueFd fd;
+  const BindOutcome outcome = bind_first_free(
+      range,
+      [&](int port) -> BindAttempt {
+        socklen_t len = 0;
+        sockaddr_storage addr = resolve(host, port, len);
+        fd.reset(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!fd.valid()) return {0, errno};
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+            ::listen(fd.get(), 1024) != 0) {
+          return {0, errno};
+        }
+        sockaddr_storage bound{};
+        socklen_t bound_len = sizeof bound;
+        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
+        return {
+            ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port),
+            0};
+      },
+      avoid);
+  if (!outcome.bound()) {
+    const BindFailure f = bind_failure(
+        range, outcome,
+        "HVD_PORT_RANGE=", "the engine's control plane (rank 0; MASTER_PORT excluded)", host);
+    throw StatusError(range.any() ? HVD_ERR_BACKEND : HVD_ERR_CONFIG, f.message, f.hint);
+  }
+  return {std::move(fd), outcome.port};
+}
+
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(left));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return false;
+  }
+}
+
+// Reads exactly n bytes before the deadline.
+bool read_exact(int fd, char* buf, std::size_t n, Clock::time_point deadline) {
+  std::size_t got = 0;
+  while (got < n) {
+    if (!wait_for(fd, POLLIN, deadline)) return false;
+    const long r = read_some(fd, buf + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// One non-blocking connect with a deadline; an fd, or an invalid one.
+UniqueFd connect_to(const std::string& host, int port, Clock::time_point deadline) {
+  socklen_t len = 0;
+  sockaddr_storage addr = resolve(host, port, len);
+  UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) return {};
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    if (errno != EINPROGRESS || !wait_for(fd.get(), POLLOUT, deadline)) return {};
+    int err = 0;
+    socklen_t elen = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
+    if (err != 0) return {};
+  }
+  ::fcntl(fd.get(), F_SETFL, 0);  // blocking from here on; reads are driven by poll()
+  set_nodelay(fd.get());
+  return fd;
+}
+
+// write_all() for sockets: MSG_NOSIGNAL, so a peer that is gone is an error, not a SIGPIPE that
+// would kill the training program.
+bool send_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::string random_hex() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", rd());
+  return out;
+}
+
+// Rank 0's "token port addr1,addr2,..." to every rank, over the backend.
+std::string share(Backend& backend, int rank, const std::string& mine) {
+  std::uint64_t n = rank == 0 ? mine.size() : 0;
+  backend.broadcast(&n, sizeof n, 0);
+  std::string text = rank == 0 ? mine : std::string(n, '\0');
+  backend.broadcast(text.data(), text.size(), 0);
+  return text;
+}
+
+}  // namespace
+
+ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
+                                   const std::string& bind_address,
+                                   std::chrono::milliseconds timeout, const PortRange& port_range,
+                                   int avoid_port) {
+  ControlPlane cp;
+  cp.rank_ = rank;
+  cp.size_ = size;
+  cp.peers_.resize(static_cast<std::size_t>(size));
+  if (size == 1) return cp;
+  const auto deadline = Clock::now() + timeout;
+
+  if (rank == 0) {
+    auto [listener, port] = listen_on(bind_address, port_range, avoid_port);
+    const std::string token = random_hex();
+    const std::vector<std::string> addrs =
+        bind_address.empty() ? local_addresses() : std::vector<std::string>{bind_address};
+    share(backend, rank, fmt::format("{} {} {}", token, port, fmt::join(addrs, ",")));
+    // Accept until every rank has said hello with the token.
+    std::set<int> missing;
+    for (int r = 1; r < size; ++r) missing.insert(r);
+    while (!missing.empty()) {
+      if (!wait_for(listener.get(), POLLIN, deadline)) {
+        throw StatusError(HVD_ERR_TIMEOUT,
+                          fmt::format("the engine's control plane: rank(s) {} did not connect to "
+                                      "rank 0 within {} s",
+                                      fmt::join(missing, ", "), timeout.count() / 1000),
+                          "a firewall may block rank 0's host, or those ranks failed in init()");
+      }
+      UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (conn.get() < 0) continue;
+      char hello[36];  // token (32 hex) + rank (u32)
+      if (!read_exact(conn.get(), hello, sizeof hello, Clock::now() + std::chrono::seconds(5)) ||
+          std::string_view(hello, 32) != token) {
+        continue;  // not one of ours: drop it
+      }
+      std::uint32_t from = 0;
+      std::memcpy(&from, hello + 32, 4);
+      if (from == 0 || from >= static_cast<std::uint32_t>(size) ||
+          missing.count(static_cast<int>(from)) == 0) {
+        continue;
+      }
+      set_nodelay(conn.get());
+      if (!send_all(conn.get(), "ok")) continue;
+      missing.erase(static_cast<int>(from));
+      cp.peers_[from].fd = std::move(conn);
+    }
+    return cp;
+  }
+
+  const std::string shared = share(backend, rank, {});
+  char token[33] = {};
+  int port = 0;
+  char addr_list[4096] = {};
+  if (std::sscanf(shared.c_str(), "%32s %d %4095s", token, &port, addr_list) != 3) {
+    throw StatusError(HVD_ERR_INTERNAL, "the engine's control plane: bad address from rank 0");
+  }
+  std::string addrs = addr_list;
+  std::vector<std::string> tried;
+  for (std::size_t at = 0; at <= addrs.size();) {
+    const auto comma = std::min(addrs.find(',', at), addrs.size());
+    const std::string host = addrs.substr(at, comma - at);
+    at = comma + 1;
+    tried.push_back(host);
+    const auto attempt_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(3));
+    UniqueFd fd = connect_to(host, port, attempt_deadline);
+    if (fd.get() < 0) continue;
+    std::string hello(token, 32);
+    const auto r = static_cast<std::uint32_t>(rank);
+    hello.append(reinterpret_cast<const char*>(&r), 4);
+    char ok[2];
+    if (send_all(fd.get(), hello) && read_exact(fd.get(), ok, 2, deadline) &&
+        std::string_view(ok, 2) == "ok") {
+      cp.peers_[0].fd = std::move(fd);
+      return cp;
+    }
+  }
+  throw StatusError(HVD_ERR_TIMEOUT,
+                    fmt::format("the engine's control plane: rank {} cannot reach rank 0 at port "
+                                "{} on {}",
+                                rank, port, fmt::join(tried, ", ")),
+                    "a firewall may block rank 0's host; see docs/libhvd.md");
+}
+
+int ControlPlane::peer(int r) const {
+  return r >= 0 && r < size_ ? peers_[static_cast<std::size_t>(r)].fd.get() : -1;
+}
+
+bool ControlPlane::send(int r, const std::string& payload) {
+  const int fd = peer(r);
+  return fd >= 0 && send_all(fd, frame(payload));
+}
+
+std::optional<std::vector<std::string>> ControlPlane::receive(int r) {
+  Peer& p = peers_[static_cast<std::size_t>(r)];
+  char buf[65536];
+  const long n = read_some(p.fd.get(), buf, sizeof buf);
+  if (n <= 0) return std::nullopt;
+  p.inbox.append(buf, static_cast<std::size_t>(n));
+  std::vector<std::string> messages;
+  std::size_t at = 0;
+  while (p.inbox.size() - at >= 4) {
+    std::uint32_t len = 0;
+    std::memcpy(&len, p.inbox.data() + at, 4);
+    if (len > kMaxMessage) return std::nullopt;  // garbage: treat the peer as gone
+    if (p.inbox.size() - at - 4 < len) break;
+    messages.emplace_back(p.inbox.substr(at + 4, len));
+    at += 4 + len;
+  }
+  p.inbox.erase(0, at);
+  return messages;
+}
+
+void ControlPlane::close(int r) { peers_[static_cast<std::size_t>(r)].fd.reset(); }
+
+}  // namespace hvd::runtime

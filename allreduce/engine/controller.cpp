@@ -1,0 +1,275 @@
+#include "allreduce/engine/controller.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "allreduce/kernels/dtype.h"
+
+namespace hvd::runtime {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+std::string device_text(const Device& d) {
+  return d.kind == Device::Kind::kCUDA ? fmt::format("GPU (CUDA device {})", d.id) : "CPU";
+}
+
+std::size_t byte_size(const Request& r) {
+  std::size_t n = 1;
+  for (std::int64_t d : r.shape) n *= static_cast<std::size_t>(d);
+  return n * element_size(r.dtype);
+}
+
+// Requests that may share one fused collective.
+// GPU tensors are never fused: the fusion buffer is host memory.
+bool fusable(const Request& a, const Request& b) {
+  if (a.kind != b.kind || a.device != b.device || a.device.kind != Device::Kind::kCPU) {
+    return false;
+  }
+  if (a.kind == OpKind::kAllreduce) {
+    return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
+           a.postscale == b.postscale;
+  }
+  if (a.kind == OpKind::kBroadcast) return a.root == b.root;
+  return false;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return fmt::format("{}", fmt::join(ranks, ", "));
+}
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options) : options_(options) {}
+
+void Controller::add(int rank, RequestList list, Clock::time_point now) {
+  for (Request& request : list.requests) {
+    auto [it, inserted] = table_.try_emplace(request.name);
+    Entry& entry = it->second;
+    if (inserted) {
+      entry.submitted.assign(static_cast<std::size_t>(options_.size), false);
+      entry.first_seen = now;
+      entry.last_warned = now;
+    }
+    if (entry.has(rank)) {
+      // The whole name fails: the ranks that submitted it once get the error too.
+      out_.push_back({request.kind,
+                      {request.name},
+                      fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
+                                  request.name, rank)});
+      table_.erase(it);
+      continue;
+    }
+    if (!shut_down_.empty()) {
+      std::vector<int> gone(shut_down_.begin(), shut_down_.end());
+      out_.push_back({request.kind,
+                      {request.name},
+                      fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
+                                  request.name, ranks_text(gone))});
+      table_.erase(it);
+      continue;
+    }
+    entry.submitted[static_cast<std::size_t>(rank)] = true;
+    entry.by_rank.emplace_back(rank, std::move(request));
+    if (static_cast<int>(entry.by_rank.size()) == options_.size) {
+      complete(it->first, entry);
+      table_.erase(it);
+    }
+  }
+  if (list.shutdown) {
+    shut_down_.insert(rank);
+    fail_waiting_for(rank,
+                     fmt::format("rank {} called hvd::shutdown() before submitting it", rank));
+  }
+  fuse_ready();
+}
+
+void Controller::rank_left(int rank) {
+  if (shut_down_.count(rank) != 0) return;  // a normal goodbye
+  if (fatal_.empty()) {
+    fatal_ = fmt::format(
+        "rank {} left the job without calling hvd::shutdown() (its control "
+        "connection closed): it probably crashed or was killed",
+        rank);
+  }
+  shut_down_.insert(rank);
+}
+
+std::vector<std::string> Controller::sorted_names() const {
+  std::vector<std::string> names;
+  names.reserve(table_.size());
+  for (const auto& [name, entry] : table_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void Controller::fail_waiting_for(int rank, const std::string& why) {
+  for (const std::string& name : sorted_names()) {
+    auto it = table_.find(name);
+    if (it->second.has(rank)) continue;
+    const Request& any = it->second.by_rank.front().second;
+    out_.push_back({any.kind, {name}, fmt::format("tensor '{}': {}", name, why)});
+    table_.erase(it);
+  }
+}
+
+void Controller::complete(const std::string& name, Entry& entry) {
+  std::sort(entry.by_rank.begin(), entry.by_rank.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string error = validate(name, entry);
+  ready_.emplace_back(std::move(entry.by_rank.front().second), std::move(error));
+}
+
+std::string Controller::validate(const std::string& name, const Entry& entry) const {
+  const auto& [first_rank, a] = entry.by_rank.front();
+  for (const auto& [rank, b] : entry.by_rank) {
+    auto mismatch = [&](const char* field, const std::string& va, const std::string& vb) {
+      return fmt::format("tensor '{}': {} mismatch: rank {} submitted {}, rank {} submitted {}",
+                         name, field, first_rank, va, rank, vb);
+    };
+    if (a.kind != b.kind) {
+      return mismatch("operation", op_kind_name(a.kind), op_kind_name(b.kind));
+    }
+    if (a.device.kind != b.device.kind) {
+      return mismatch("device", device_text(a.device), device_text(b.device));
+    }
+    if (a.kind == OpKind::kBarrier) continue;
+    if (a.dtype != b.dtype) {
+      return mismatch("data type", dtype_name(a.dtype), dtype_name(b.dtype));
+    }
+    const bool first_dim_free = a.kind == OpKind::kAllgather || a.kind == OpKind::kAlltoall;
+    const bool same_shape =
+        first_dim_free ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
+                             std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
+                       : a.shape == b.shape;
+    if (!same_shape) {
+      return mismatch(first_dim_free ? "shape (after the first dimension)" : "shape",
+                      shape_text(a.shape), shape_text(b.shape));
+    }
+    if ((a.kind == OpKind::kAllreduce || a.kind == OpKind::kReducescatter) && a.op != b.op) {
+      return mismatch("reduce op", op_name(a.op), op_name(b.op));
+    }
+    if (a.kind == OpKind::kBroadcast && a.root != b.root) {
+      return mismatch("root rank", std::to_string(a.root), std::to_string(b.root));
+    }
+    if (a.kind == OpKind::kAllreduce && a.prescale != b.prescale) {
+      return mismatch("prescale", fmt::format("{}", a.prescale), fmt::format("{}", b.prescale));
+    }
+    if (a.kind == OpKind::kAllreduce && a.postscale != b.postscale) {
+      return mismatch("postscale", fmt::format("{}", a.postscale), fmt::format("{}", b.postscale));
+    }
+  }
+  return {};
+}
+
+void Controller::fuse_ready() {
+  // In readiness order, each op joins the first open response it is fusable with and fits in,
+  // else opens one (the same grouping as pairing every op with every later one, in one pass
+  // over the few open responses).
+  struct Open {
+    std::size_t response;  // index in out_
+    const Request* head;
+    std::size_t bytes;
+  };
+  std::vector<Open> open;
+  for (auto& [request, error] : ready_) {
+    const std::size_t bytes = byte_size(request);
+    const bool can_fuse =
+        error.empty() && options_.fusion_threshold > 0 && bytes <= options_.fusion_threshold &&
+        (request.kind == OpKind::kAllreduce || request.kind == OpKind::kBroadcast);
+    if (can_fuse) {
+      auto joined = std::find_if(open.begin(), open.end(), [&](const Open& o) {
+        return fusable(*o.head, request) && o.bytes + bytes <= options_.fusion_threshold;
+      });
+      if (joined != open.end()) {
+        out_[joined->response].names.push_back(request.name);
+        joined->bytes += bytes;
+        continue;
+      }
+    }
+    out_.push_back(Response{request.kind, {request.name}, error});
+    if (can_fuse) open.push_back({out_.size() - 1, &request, bytes});
+  }
+  ready_.clear();
+}
+
+ResponseList Controller::take() {
+  ResponseList list;
+  list.responses = std::move(out_);
+  out_.clear();
+  if (!fatal_.empty() && !fatal_sent_) {
+    list.fatal = fatal_;
+    fatal_sent_ = true;
+  }
+  return list;
+}
+
+std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
+  std::vector<std::string> warnings;
+  // After a fatal error every rank has stopped: nothing to warn about any more.
+  if (options_.stall_warning.count() == 0 || table_.empty() || !fatal_.empty()) return warnings;
+  // One pass that allocates nothing unless something is due: this runs on every turn of rank
+  // 0's engine loop. The due names are sorted, so that messages are stable.
+  std::vector<std::string> due;
+  const std::string* shutdown_name = nullptr;  // the first name, in order, past stall_shutdown
+  for (const auto& [name, entry] : table_) {
+    if (now - entry.last_warned >= options_.stall_warning) due.push_back(name);
+    if (options_.stall_shutdown.count() > 0 && now - entry.first_seen >= options_.stall_shutdown &&
+        (shutdown_name == nullptr || name < *shutdown_name)) {
+      shutdown_name = &name;
+    }
+  }
+  std::sort(due.begin(), due.end());
+  // Missing rank -> the stalled tensors it has not submitted.
+  std::map<int, std::vector<std::string>> missing;
+  for (const std::string& name : due) {
+    Entry& entry = table_.at(name);
+    entry.last_warned = now;
+    for (int r = 0; r < options_.size; ++r) {
+      if (!entry.has(r)) missing[r].push_back(name);
+    }
+  }
+  for (const auto& [rank, stalled] : missing) {
+    std::vector<std::string> quoted;
+    for (const std::string& n : stalled) quoted.push_back("'" + n + "'");
+    warnings.push_back(fmt::format(
+        "stall: rank {} has not submitted {} {}, which other ranks have been waiting on for {} s "
+        "or more: is that rank stuck, or are the ranks submitting different tensors?",
+        rank, stalled.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
+        options_.stall_warning.count() / 1000));
+  }
+  if (shutdown_name != nullptr) {
+    const Entry& entry = table_.at(*shutdown_name);
+    std::vector<int> absent;
+    for (int r = 0; r < options_.size; ++r) {
+      if (!entry.has(r)) absent.push_back(r);
+    }
+    fatal_ = fmt::format(
+        "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}' was "
+        "never submitted by rank(s) {}",
+        options_.stall_shutdown.count() / 1000, *shutdown_name, ranks_text(absent));
+  }
+  return warnings;
+}
+
+std::optional<Clock::time_point> Controller::next_stall_check() const {
+  if (options_.stall_warning.count() == 0 || table_.empty() || !fatal_.empty()) {
+    return std::nullopt;
+  }
+  std::optional<Clock::time_point> next;
+  for (const auto& [name, entry] : table_) {
+    Clock::time_point t = entry.last_warned + options_.stall_warning;
+    if (options_.stall_shutdown.count() > 0) {
+      t = std::min(t, entry.first_seen + options_.stall_shutdown);
+    }
+    if (!next || t < *next) next = t;
+  }
+  return next;
+}
+
+}  // namespace hvd::runtime

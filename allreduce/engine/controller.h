@@ -1,0 +1,90 @@
+// The coordinator's decisions, as pure logic (rank 0's engine feeds it; unit tests drive it).
+//
+// It keeps the table of named ops that some ranks have submitted, and decides:
+// - readiness: an op is ready once every rank has submitted it; ready ops come out in the order
+//   they became ready, which becomes every rank's execution order;
+// - validation: when the last rank submits, every rank's request is compared with the first
+//   rank's (operation, dtype, CPU/GPU, shape, reduce op, root, scale factors); a mismatch is an
+//   error response naming the tensor, the field, both values and both ranks;
+// - fusion: ready allreduces with the same dtype, op, scale factors and device (and broadcasts
+//   with the same root) are packed into one response up to the fusion threshold;
+// - stalls: ops some ranks submitted and others did not, for longer than the warning time, are
+//   reported by missing rank; past the shutdown time (if set) the job is failed;
+// - departures: a rank that shut down or left fails what still needs it.
+// Not thread-safe: the engine's background thread owns it.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "allreduce/engine/messages.h"
+#include "contract/env_table.h"
+
+namespace hvd::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+// Defaults: the contract table's (contract/env_table.h).
+struct ControllerOptions {
+  int size = 1;
+  // bytes; 0 disables fusion
+  std::size_t fusion_threshold =
+      static_cast<std::size_t>(contract::kFusionThreshold.default_value.integer);
+  // 0: no stall check
+  std::chrono::milliseconds stall_warning =
+      std::chrono::seconds(contract::kStallCheckTime.default_value.integer);
+  // 0: stalls only warn
+  std::chrono::milliseconds stall_shutdown =
+      std::chrono::seconds(contract::kStallShutdownTime.default_value.integer);
+};
+
+class Controller {
+ public:
+  explicit Controller(ControllerOptions options);
+
+  // Requests from `rank`, received at `now` (moved from when the caller passes an rvalue).
+  void add(int rank, RequestList list, Clock::time_point now);
+  // `rank`'s connection closed without a shutdown message: the job is broken.
+  void rank_left(int rank);
+
+  // Everything decided since the last call (responses in execution order, or a fatal error).
+  ResponseList take();
+
+  // Stall warnings to log (one line per missing rank), at most once per warning period.
+  std::vector<std::string> check_stalls(Clock::time_point now);
+  // When check_stalls() next has something to say; nullopt when nothing is pending.
+  std::optional<Clock::time_point> next_stall_check() const;
+
+  bool everyone_shut_down() const { return static_cast<int>(shut_down_.size()) == options_.size; }
+  const std::string& fatal() const { return fatal_; }
+
+ private:
+  // One name some ranks have submitted. Per-tensor work stays O(size): a step of a few hundred
+  // tensors is negotiated on every step, so this is on the engine's critical path.
+  struct Entry {
+    std::vector<std::pair<int, Request>> by_rank;  // arrival order; sorted by rank when complete
+    std::vector<bool> submitted;                   // indexed by rank
+    Clock::time_point first_seen;
+    Clock::time_point last_warned;
+    bool has(int rank) const { return submitted[static_cast<std::size_t>(rank)]; }
+  };
+  void complete(const std::string& name, Entry& entry);
+  std::string validate(const std::string& name, const Entry& entry) const;
+  std::vector<std::string> sorted_names() const;  // the table's names, for stable messages
+  void fail_waiting_for(int rank, const std::string& why);
+  void fuse_ready();
+
+  ControllerOptions options_;
+  std::unordered_map<std::string, Entry> table_;
+  std::vector<std::pair<Request, std::string>> ready_;  // request of the lowest rank, error
+  std::vector<Response> out_;
+  std::set<int> shut_down_;
+  std::string fatal_;
+  bool fatal_sent_ = false;
+};
+
+}  // namespace hvd::runtime

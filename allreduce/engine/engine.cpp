@@ -1,0 +1,295 @@
+#include "allreduce/engine/engine.h"
+
+#include <poll.h>
+
+#include <fmt/format.h>
+
+#include "allreduce/api/boundary.h"
+#include "allreduce/api/log.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/engine/timeline.h"
+#include "allreduce/runtime/runtime.h"
+
+namespace hvd::runtime {
+namespace {
+
+constexpr const char* kCoordinatorGone =
+    "rank 0 (the coordinator) is gone: its control connection closed (it exited, crashed, was "
+    "killed or called hvd::shutdown())";
+
+std::exception_ptr failure(hvd_status status, const std::string& message) {
+  return std::make_exception_ptr(RuntimeError(status, message));
+}
+
+}  // namespace
+
+Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
+    : runtime_(runtime), control_(std::move(control)), options_(options) {
+  if (!wakeup_.ok()) {
+    throw StatusError(
+        HVD_ERR_INTERNAL,
+        fmt::format("cannot create the engine's eventfd/timerfd: {}", std::strerror(errno)));
+  }
+  if (options_.rank == 0) controller_.emplace(options_.controller);
+  thread_ = std::thread([this] {
+    while (run_once()) {
+    }
+  });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_.empty()) {
+      throw StatusError(HVD_ERR_BACKEND,
+                        fmt::format("{} '{}' cannot run: {}", op_kind_name(op->request.kind),
+                                    op->request.name, failed_));
+    }
+    if (stopping_) {
+      throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
+    }
+    if (!in_flight_.insert(op->request.name).second) {
+      throw StatusError(
+          HVD_ERR_INVALID_ARGUMENT,
+          fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
+          "wait for the earlier op of that name, or give this one another name");
+    }
+    queue_.push_back(op);
+    if (!now && !batch_armed_ && options_.cycle_time.count() > 0) {
+      // The first submission of a batch starts the batching delay; the thread sleeps on.
+      batch_armed_ = true;
+      wakeup_.arm(options_.cycle_time);
+    }
+  }
+  if (now || options_.cycle_time.count() == 0) flush();
+}
+
+void Engine::flush() {
+  if (controller_) {
+    wakeup_.flush();  // rank 0's batches go to its Controller, which the thread owns
+    return;
+  }
+  try {
+    send_to_coordinator(false);
+  } catch (...) {
+    wakeup_.flush();  // cannot happen short of bad_alloc; let the thread try
+  }
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wakeup_.notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Engine::run_once() {
+  // Sleep until a flush, the end of the batching delay, a message or a stall check.
+  std::vector<pollfd> fds{{wakeup_.fd(), POLLIN, 0}, {wakeup_.timer_fd(), POLLIN, 0}};
+  std::vector<int> ranks{-1, -1};
+  for (int r = 0; r < options_.size; ++r) {
+    if (r != options_.rank && control_.peer(r) >= 0) {
+      fds.push_back({control_.peer(r), POLLIN, 0});
+      ranks.push_back(r);
+    }
+  }
+  std::optional<Clock::time_point> wake_at;
+  if (controller_) wake_at = controller_->next_stall_check();
+  timespec timeout{};
+  if (wake_at) {
+    const auto left = std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
+    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
+    timeout.tv_nsec = static_cast<long>(left % 1000000000);
+  }
+  if (::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) < 0 &&
+      errno != EINTR) {
+    fail_everything(fmt::format("the engine's poll() failed: {}", std::strerror(errno)));
+    return false;
+  }
+  const auto now = Clock::now();
+
+  if (fds[0].revents != 0) wakeup_.drain();
+  const bool due = fds[1].revents != 0;
+  if (due) wakeup_.drain_timer();
+  // The flag before the queue: a submission flushed before we read the flag is in the queue.
+  const bool flush = wakeup_.take_flush();
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping = stopping_;
+  }
+  if (flush || due || stopping) send_batch(now, false);
+
+  std::vector<int> readable;
+  for (std::size_t i = 2; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) readable.push_back(ranks[i]);
+  }
+  if (!read_network(readable, now)) return false;
+  if (controller_) coordinate(now);
+
+  if (stopping && !stopped_) {
+    send_batch(now, true);
+    if (controller_) coordinate(now);
+    stopped_ = true;
+    fail_everything("hvd::shutdown() was called while it was pending");
+  }
+  return !stopped_;
+}
+
+RequestList Engine::take_queue() {
+  // Everything queued goes out, and the next submission starts a new batching delay.
+  RequestList batch;
+  std::lock_guard<std::mutex> lock(mutex_);
+  batch.requests.reserve(queue_.size());
+  for (auto& op : queue_) {
+    batch.requests.push_back(op->request);
+    pending_[op->request.name] = std::move(op);
+  }
+  queue_.clear();
+  if (batch_armed_) {
+    batch_armed_ = false;
+    wakeup_.disarm();
+  }
+  return batch;
+}
+
+bool Engine::send_to_coordinator(bool shutdown) {
+  // One sender at a time, so batches leave in the order they were taken and none follows the
+  // shutdown message; the background thread closes the connection under the same lock.
+  std::lock_guard<std::mutex> lock(send_mutex_);
+  RequestList batch = take_queue();
+  batch.shutdown = shutdown;
+  if (batch.requests.empty() && !shutdown) return true;
+  return control_.send(0, encode(batch));
+}
+
+void Engine::send_batch(Clock::time_point now, bool shutdown) {
+  if (!controller_) {
+    if (!send_to_coordinator(shutdown) && !shutdown) fail_everything(kCoordinatorGone);
+    return;
+  }
+  RequestList batch = take_queue();
+  batch.shutdown = shutdown;
+  if (batch.requests.empty() && !shutdown) return;
+  if (options_.timeline != nullptr) {
+    for (const Request& q : batch.requests) options_.timeline->negotiating(q, 0);
+  }
+  controller_->add(0, std::move(batch), now);
+}
+
+bool Engine::read_network(const std::vector<int>& readable, Clock::time_point now) {
+  for (int r : readable) {
+    auto messages = control_.receive(r);
+    if (!messages) {
+      {
+        std::lock_guard<std::mutex> lock(send_mutex_);  // a waiter may be sending on it
+        control_.close(r);
+      }
+      if (controller_) {
+        controller_->rank_left(r);
+        continue;
+      }
+      fail_everything(kCoordinatorGone);
+      return false;
+    }
+    for (const std::string& m : *messages) {
+      if (controller_) {
+        RequestList list = decode_requests(m);
+        if (options_.timeline != nullptr) {
+          for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
+        }
+        controller_->add(r, std::move(list), now);
+      } else {
+        execute(decode_responses(m));
+      }
+    }
+  }
+  return true;
+}
+
+void Engine::coordinate(Clock::time_point now) {
+  for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
+  ResponseList list = controller_->take();
+  if (list.responses.empty() && list.fatal.empty()) return;
+  if (options_.timeline != nullptr) {
+    for (const Response& r : list.responses) options_.timeline->negotiated(r);
+  }
+  const std::string bytes = encode(list);
+  for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);  // a gone rank is ignored
+  execute(list);
+}
+
+std::vector<std::shared_ptr<detail::OpState>> Engine::take_pending(
+    const std::vector<std::string>& names) {
+  std::vector<std::shared_ptr<detail::OpState>> ops;
+  ops.reserve(names.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& name : names) {
+    auto it = pending_.find(name);
+    if (it == pending_.end()) continue;
+    ops.push_back(std::move(it->second));
+    pending_.erase(it);
+    in_flight_.erase(name);
+  }
+  return ops;
+}
+
+void Engine::execute(const ResponseList& list) {
+  for (const Response& response : list.responses) run_response(response);
+  if (!list.fatal.empty()) fail_everything(list.fatal);
+}
+
+void Engine::run_response(const Response& response) {
+  std::vector<std::shared_ptr<detail::OpState>> ops = take_pending(response.names);
+  if (ops.size() != response.names.size()) {
+    // A shutdown on this rank failed the op already, or an error names an op this rank never
+    // submitted (another rank's duplicate): nothing to run here.
+    if (response.error.empty()) {
+      for (auto& op : ops) {
+        op->finish(failure(HVD_ERR_INTERNAL,
+                           fmt::format("the coordinator scheduled {} ops of which this rank knows "
+                                       "{}",
+                                       response.names.size(), ops.size())));
+      }
+      return;
+    }
+  }
+  if (!response.error.empty()) {
+    for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    return;
+  }
+  std::exception_ptr error;
+  try {
+    at_boundary([&] { runtime_.run(ops, options_.timeline); });
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Every op done first, then the waiters woken: a thread waiting on each handle in turn wakes
+  // once per response instead of once per op.
+  for (auto& op : ops) op->mark_done(error);
+  for (auto& op : ops) op->cv.notify_all();
+}
+
+void Engine::fail_everything(const std::string& why) {
+  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.empty()) failed_ = why;
+    for (auto& op : queue_) pending_[op->request.name] = op;
+    queue_.clear();
+    in_flight_.clear();
+    ops.swap(pending_);
+  }
+  for (auto& [name, op] : ops) {
+    op->finish(
+        failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_BACKEND,
+                fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
+  }
+}
+
+}  // namespace hvd::runtime

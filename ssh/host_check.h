@@ -1,0 +1,71 @@
+// What the SSH check found for one host: a code from a fixed set, a message, a hint, the ssh
+// command that reproduces it, and how long each stage took (docs/check-ssh.md).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hvd::ssh {
+
+enum class CheckCode {
+  kOk,
+  kDnsFailure,
+  kConnectionRefused,
+  kTimeout,
+  kClosedBeforeBanner,
+  kTooManyConnections,
+  kNotSsh,
+  kBannerTimeout,
+  kKeyExchangeFailed,
+  kHostKeyUnknown,
+  kHostKeyChanged,
+  kAuthDenied,
+  kRemoteCommandFailed,
+  kCount,  // the number of codes, not a code: a new code goes above (docs/architecture.md)
+};
+
+// The stages in order; the first that fails decides the code.
+enum class Stage { kConfig, kResolve, kConnect, kBanner, kKex, kHostKey, kAuth, kProbe };
+
+std::string_view to_string(CheckCode code);
+std::string_view to_string(Stage stage);
+
+struct StageTime {
+  Stage stage = Stage::kConfig;
+  std::chrono::microseconds elapsed{0};
+  bool ok = false;
+};
+
+// What the facts script reported from a host that let us in.
+struct RemoteInfo {
+  std::string hostname;
+  std::string boot_id;
+  std::string agent_path;
+  bool agent_present = false;
+  std::string agent_version;  // "0.1.0"; empty when absent or unreadable
+};
+
+enum class HostKeyOutcome { kNotChecked, kKnown, kRecorded };
+
+struct HostCheck {
+  std::string host;     // as the user wrote it
+  int port = 22;        // after the ssh config, -p and the hostfile
+  std::string user;     // likewise
+  std::string address;  // the address connected to, when known
+  bool local = false;   // a local host: no SSH needed
+  CheckCode code = CheckCode::kOk;
+  std::string message;
+  std::string hint;
+  std::string reproduce;  // the exact ssh command line that shows the same failure
+  std::chrono::milliseconds elapsed{0};
+  std::vector<StageTime> stages;
+  HostKeyOutcome host_key = HostKeyOutcome::kNotChecked;
+  std::optional<RemoteInfo> remote;
+
+  bool ok() const { return code == CheckCode::kOk; }
+};
+
+}  // namespace hvd::ssh

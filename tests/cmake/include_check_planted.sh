@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The include check must fail on a violation: a planted `#include "worker/probe.h"` in libhvd's
+# folder (libhvd links contract/ and common/ only, never the agent) is reported with file:line.
+# Usage: include_check_planted.sh RULES_FILE
+set -euo pipefail
+rules=$1
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root/allreduce/engine"
+printf '#include "contract/env_table.h"\n#include "worker/probe.h"\n' >"$root/allreduce/engine/planted.cpp"
+set +e
+out=$(python3 "$(dirname "$0")/include_check.py" "$rules" "$root" 2>&1)
+rc=$?
+set -e
+echo "$out"
+[ "$rc" -eq 1 ] || { echo "FAIL: expected exit 1, got $rc"; exit 1; }
+grep -q 'allreduce/engine/planted.cpp:2: includes "worker/probe.h", but allreduce/ links only' <<<"$out" ||
+  { echo "FAIL: the violation is not named with file:line"; exit 1; }
+if grep -q 'planted.cpp:1:' <<<"$out"; then echo "FAIL: contract/ is allowed"; exit 1; fi
+echo "PASS: the planted include was caught"

@@ -1,0 +1,270 @@
+// common/: the process and signal toolkit, port ranges and the bind policy, the error kinds.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/error.h"
+#include "common/port_range.h"
+#include "common/process.h"
+#include "common/signal_fd.h"
+
+using Catch::Matchers::Contains;
+using hvd::BindAttempt;
+using hvd::PortRange;
+using hvd::Process;
+using hvd::ProcessSpec;
+
+namespace {
+
+std::string read_all(hvd::UniqueFd& fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+ProcessSpec sh(const std::string& script) {
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", script};
+  spec.env = {"PATH=/usr/bin:/bin", "MARK=toolkit"};
+  return spec;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+}  // namespace
+
+TEST_CASE("process: exactly the given environment, its output and its exit status", "[toolkit]") {
+  Process p = Process::spawn(sh("echo $MARK; echo err >&2; test -z \"$HOME\" && exit 7"));
+  REQUIRE(p.started());
+  CHECK(read_all(p.out()) == "toolkit\n");
+  CHECK(read_all(p.err()) == "err\n");
+  const hvd::ExitStatus status = p.wait();
+  CHECK_FALSE(status.signaled);
+  CHECK(status.value == 7);  // HOME was not passed on
+  CHECK(status.code() == 7);
+  CHECK_FALSE(p.running());
+}
+
+TEST_CASE("process: its own process group, and a signal gives 128+N", "[toolkit]") {
+  Process p = Process::spawn(sh("exec sleep 30"));
+  REQUIRE(p.started());
+  CHECK(::getpgid(p.pid()) == p.pid());
+  p.signal_group(SIGTERM);
+  const hvd::ExitStatus status = p.wait();
+  CHECK(status.signaled);
+  CHECK(status.value == SIGTERM);
+  CHECK(status.code() == 128 + SIGTERM);
+}
+
+TEST_CASE("process: a missing program or directory is an error, not exit 127", "[toolkit]") {
+  ProcessSpec missing;
+  missing.argv = {"no-such-program-hvd"};
+  missing.env = {"PATH=/usr/bin:/bin"};
+  Process p = Process::spawn(missing);
+  CHECK_FALSE(p.started());
+  CHECK(p.failed_stage() == Process::Stage::kExec);
+  CHECK(p.error_number() == ENOENT);
+  CHECK_THAT(p.error(), Contains("cannot run the command 'no-such-program-hvd'"));
+
+  ProcessSpec bad_dir = sh("true");
+  bad_dir.cwd = "/no/such/dir";
+  Process q = Process::spawn(bad_dir);
+  CHECK_FALSE(q.started());
+  CHECK(q.failed_stage() == Process::Stage::kChdir);
+  CHECK_THAT(q.error(), Contains("cannot enter the working directory '/no/such/dir'"));
+}
+
+TEST_CASE("process: a bare name is looked up in the child's PATH, or ours when asked",
+          "[toolkit]") {
+  ProcessSpec spec;
+  spec.argv = {"true"};
+  spec.env = {"PATH=/nonexistent"};
+  CHECK_FALSE(Process::spawn(spec).started());  // not in the child's PATH
+  spec.lookup_in_our_path = true;               // ours has /bin or /usr/bin
+  Process p = Process::spawn(spec);
+  REQUIRE(p.started());
+  CHECK(p.wait().code() == 0);
+}
+
+TEST_CASE("process: stdin is a pipe when asked, else /dev/null", "[toolkit]") {
+  ProcessSpec spec = sh("cat");
+  spec.stdin_pipe = true;
+  Process p = Process::spawn(spec);
+  REQUIRE(p.started());
+  REQUIRE(::write(p.in().get(), "abc", 3) == 3);
+  p.in().reset();
+  CHECK(read_all(p.out()) == "abc");
+  Process q = Process::spawn(sh("cat"));
+  REQUIRE(q.started());
+  CHECK(read_all(q.out()).empty());
+  CHECK(q.wait().code() == 0);
+}
+
+TEST_CASE("process: no descriptor of ours leaks into the child", "[toolkit]") {
+  // Every fd the toolkit opens is close-on-exec. The child has 0, 1, 2, whatever this test
+  // process itself inherited without close-on-exec, and the one `ls` opens to list the folder.
+  std::set<int> allowed{0, 1, 2};
+  for (int fd = 3; fd < 1024; ++fd) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) allowed.insert(fd);
+  }
+  Process p = Process::spawn(sh("ls /proc/self/fd"));
+  REQUIRE(p.started());
+  std::istringstream fds(read_all(p.out()));
+  p.wait();
+  int extra = 0;
+  for (int fd; fds >> fd;) {
+    if (allowed.count(fd) == 0) ++extra;
+  }
+  CHECK(extra == 1);  // ls's own
+}
+
+TEST_CASE("process: dropped while running, it is killed and reaped", "[toolkit]") {
+  pid_t pid = -1;
+  {
+    Process p = Process::spawn(sh("exec sleep 30"));
+    REQUIRE(p.started());
+    pid = p.pid();
+    CHECK(alive(pid));
+  }
+  CHECK_FALSE(alive(pid));  // not even a zombie: it was reaped
+}
+
+TEST_CASE("signal fd: the mask comes back, also when an exception unwinds", "[toolkit]") {
+  auto blocked = [] {
+    sigset_t now;
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &now);
+    return sigismember(&now, SIGUSR1) == 1;
+  };
+  REQUIRE_FALSE(blocked());
+  try {
+    hvd::SignalFd signals{SIGUSR1};
+    CHECK(blocked());
+    ::raise(SIGUSR1);
+    CHECK(signals.next() == SIGUSR1);
+    CHECK_FALSE(signals.next().has_value());
+    throw std::runtime_error("unwind");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK_FALSE(blocked());
+}
+
+TEST_CASE("port range: parse and text", "[toolkit]") {
+  CHECK(hvd::parse_port_range("29500-29510") == PortRange{29500, 29510});
+  CHECK(hvd::parse_port_range("80-80") == PortRange{80, 80});
+  for (const char* bad : {"", "1", "2-1", "0-5", "1-65536", "a-b", "1-2-3", " 1-2"}) {
+    INFO(bad);
+    CHECK_FALSE(hvd::parse_port_range(bad).has_value());
+  }
+  CHECK(PortRange{}.any());
+  CHECK(PortRange{29500, 29510}.text() == "29500-29510");
+}
+
+TEST_CASE("bind_first_free: in order, skipping the promised port, past ports in use", "[toolkit]") {
+  std::vector<int> tried;
+  auto busy_until = [&](int free_port) {
+    return [&, free_port](int port) -> BindAttempt {
+      tried.push_back(port);
+      return port == free_port ? BindAttempt{port, 0} : BindAttempt{0, EADDRINUSE};
+    };
+  };
+  const auto bound = hvd::bind_first_free({100, 105}, busy_until(103), /*avoid=*/101);
+  CHECK(bound.port == 103);
+  CHECK(tried == std::vector<int>{100, 102, 103});
+
+  tried.clear();
+  const auto none = hvd::bind_first_free({100, 101}, busy_until(0));
+  CHECK_FALSE(none.bound());
+  CHECK(none.error == EADDRINUSE);
+  const auto used_up =
+      hvd::bind_failure({100, 101}, none, "--port-range ", "the rendezvous server", "10.0.0.1");
+  CHECK(used_up.message ==
+        "every port of --port-range 100-101 is in use on 10.0.0.1 (the rendezvous server)");
+  CHECK_THAT(used_up.hint, Contains("widen the range"));
+
+  tried.clear();
+  const auto denied = hvd::bind_first_free({80, 90}, [&](int port) -> BindAttempt {
+    tried.push_back(port);
+    return {0, EACCES};
+  });
+  CHECK(tried == std::vector<int>{80});  // not in use: trying the rest would not help
+  const auto root = hvd::bind_failure({80, 90}, denied, "HVD_PORT_RANGE=", "libhvd", "h");
+  CHECK_THAT(root.message, Contains("cannot listen on h in HVD_PORT_RANGE=80-90"));
+  CHECK_THAT(root.hint, Contains("need root"));
+
+  tried.clear();
+  const auto any = hvd::bind_first_free({}, [&](int port) -> BindAttempt {
+    tried.push_back(port);
+    return {41234, 0};  // the kernel's pick
+  });
+  CHECK(tried == std::vector<int>{0});
+  CHECK(any.port == 41234);
+}
+
+TEST_CASE("bind_first_free: with real sockets, a taken port is passed over", "[toolkit]") {
+  auto listen_on = [](int port) -> std::pair<hvd::UniqueFd, BindAttempt> {
+    hvd::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        ::listen(fd.get(), 1) != 0) {
+      return {hvd::UniqueFd(), BindAttempt{0, errno}};
+    }
+    socklen_t len = sizeof sa;
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    return {std::move(fd), BindAttempt{ntohs(sa.sin_port), 0}};
+  };
+  auto [taken, first] = listen_on(0);
+  REQUIRE(first.error == 0);
+  const int p = first.port;
+  if (p >= 65535) return;  // no room after it for this test
+  hvd::UniqueFd mine;
+  const auto outcome = hvd::bind_first_free({p, p + 1}, [&](int port) {
+    auto [fd, attempt] = listen_on(port);
+    mine = std::move(fd);
+    return attempt;
+  });
+  if (outcome.bound()) {
+    CHECK(outcome.port == p + 1);
+  } else {
+    CHECK(outcome.error == EADDRINUSE);  // p+1 happened to be taken too
+  }
+}
+
+TEST_CASE("error kinds: each has an exit code and a name; the exit codes are documented",
+          "[toolkit][docs]") {
+  std::ifstream in(std::string(HVD_SOURCE_DIR) + "/docs/exit-codes.md");
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  std::set<std::string> names;
+  for (int k = 0; k < static_cast<int>(hvd::ErrorKind::kCount); ++k) {
+    const auto kind = static_cast<hvd::ErrorKind>(k);
+    const int code = hvd::to_int(hvd::exit_code_of(kind));
+    INFO(hvd::kind_name(kind) << " -> " << code);
+    CHECK(doc.find("\n| " + std::to_string(code) + " |") != std::string::npos);
+    names.insert(std::string(hvd::kind_name(kind)));
+  }
+  CHECK(names.size() == static_cast<size_t>(hvd::ErrorKind::kCount));  // no two share a name
+  CHECK(hvd::exit_code_of(hvd::ErrorKind::kUsage) == hvd::ExitCode::kUsage);
+  CHECK(hvd::exit_code_of(hvd::ErrorKind::kRemote) == hvd::ExitCode::kCannotStart);
+  CHECK(hvd::exit_code_of(hvd::ErrorKind::kLauncher) == hvd::ExitCode::kLauncherFailed);
+  CHECK(hvd::LauncherError("x").exit_code() == hvd::ExitCode::kLauncherFailed);
+  CHECK(hvd::Error("x").kind() == hvd::ErrorKind::kInternal);
+}
