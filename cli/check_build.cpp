@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/process.h"
 #include "hvd/build_config.h"
 
 namespace hvd::cli {
@@ -78,16 +79,15 @@ Libhvd load_libhvd() {
 
 // `mpirun --version`'s first line, or nullopt when mpirun cannot be run.
 std::optional<std::string> mpirun_version() {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen("mpirun --version 2>&1", "r"), ::pclose);
-  if (!pipe) return std::nullopt;
-  std::array<char, 256> line{};
-  std::string first;
-  if (std::fgets(line.data(), line.size(), pipe.get()) != nullptr) first = line.data();
-  while (std::fgets(line.data(), line.size(), pipe.get()) != nullptr) {
-  }
-  const int status = ::pclose(pipe.release());
-  if (status != 0 || first.empty()) return std::nullopt;
-  while (!first.empty() && (first.back() == '\n' || first.back() == '\r')) first.pop_back();
+  ProcessSpec spec;
+  spec.argv = {"mpirun", "--version"};
+  spec.env = environ_strings();
+  spec.lookup_in_our_path = true;
+  const auto run = run_and_capture(spec);
+  if (!run || run->status.code() != 0) return std::nullopt;
+  std::string first = run->output.substr(0, run->output.find('\n'));
+  while (!first.empty() && first.back() == '\r') first.pop_back();
+  if (first.empty()) return std::nullopt;
   return first;
 }
 

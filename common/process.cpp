@@ -1,11 +1,13 @@
 #include "common/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -202,6 +204,36 @@ ExitStatus Process::wait() {
 
 void Process::signal_group(int sig) const {
   if (running()) ::kill(-pid_, sig);
+}
+
+std::vector<std::string> environ_strings() {
+  std::vector<std::string> env;
+  for (char** p = environ; *p != nullptr; ++p) env.emplace_back(*p);
+  return env;
+}
+
+std::optional<CapturedRun> run_and_capture(const ProcessSpec& spec) {
+  Process p = Process::spawn(spec);
+  if (!p.started()) return std::nullopt;
+  CapturedRun run;
+  std::array<char, 4096> buf{};
+  while (p.out().valid() || p.err().valid()) {
+    std::array<pollfd, 2> fds{{{p.out().valid() ? p.out().get() : -1, POLLIN, 0},
+                               {p.err().valid() ? p.err().get() : -1, POLLIN, 0}}};
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      UniqueFd& fd = i == 0 ? p.out() : p.err();
+      const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+      if (n > 0) {
+        run.output.append(buf.data(), static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        fd.reset();
+      }
+    }
+  }
+  run.status = p.wait();
+  return run;
 }
 
 }  // namespace hvd

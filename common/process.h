@@ -93,4 +93,16 @@ class Process {
   std::string argv0_, cwd_;  // for error()
 };
 
+// This process's environment as NAME=value strings (for a child that should see it all).
+std::vector<std::string> environ_strings();
+
+// Runs a short helper (`mpirun --version`) to the end: its stdout and stderr together in the
+// order they came (as `2>&1` would), and its exit status; nullopt when it cannot start. Blocks
+// until the process exits, so not for jobs.
+struct CapturedRun {
+  ExitStatus status;
+  std::string output;
+};
+std::optional<CapturedRun> run_and_capture(const ProcessSpec& spec);
+
 }  // namespace hvd

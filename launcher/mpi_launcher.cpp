@@ -29,17 +29,6 @@ bool has_remote_host(const Plan& plan) {
                      [](const HostPlan& h) { return !h.local; });
 }
 
-std::string run_capture(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  ::pclose(pipe);
-  return out;
-}
-
 // mpirun's environment: ours, with every forwarded variable set to its planned value (`-x NAME`
 // then passes it on by name: values never reach a command line).
 std::vector<std::string> mpirun_environment(const Plan& plan) {
@@ -167,7 +156,7 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
     for (const HostPlan& h : plan.hosts) {
       if (!h.local) targets.push_back({h.spec.host, h.spec.port, h.spec.user});
     }
-    for (ssh::ProbeResult& r : ssh::check_hosts(targets, options.ssh)) {
+    for (ssh::HostCheck& r : ssh::check_hosts(targets, options.ssh)) {
       if (!r.ok()) {
         result.ssh_failures.push_back(std::move(r));
         continue;
@@ -238,12 +227,18 @@ std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
 }
 
 LaunchResult MpiLauncher::run(const Plan& plan) {
-  const std::string version_text = run_capture(options_.mpirun + " --version 2>&1");
+  ProcessSpec version_spec;
+  version_spec.argv = {options_.mpirun, "--version"};
+  version_spec.env = environ_strings();
+  version_spec.lookup_in_our_path = true;
+  const auto version_run = run_and_capture(version_spec);
+  const std::string version_text = version_run ? version_run->output : "";
   if (version_text.empty()) {
     throw UsageError(fmt::format("--mpi: cannot run '{} --version'", options_.mpirun),
                      "install Open MPI 4 (Debian: openmpi-bin), or use native mode");
   }
-  parse_mpirun_version(version_text);  // throws UsageError for anything but Open MPI 4
+  // Throws UsageError for anything but Open MPI 4; the version goes into the --json result.
+  const MpiVersion version = parse_mpirun_version(version_text);
 
   // Across hosts, the same network check as a native launch first (as horovodrun probes its
   // hosts before mpirun): its agents, then nothing.
@@ -285,6 +280,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   result.command = argv;
   result.net = std::move(checked);
   result.stopped_by = "mpirun";
+  result.details = {{"mpirun_version", version.implementation + " " + version.text}};
   for (RankOutcome& o : result.ranks) {
     o.started = true;  // mpirun does not say; it ran them
     o.last_stderr = supervisor.output().last_stderr(o.rank);

@@ -268,3 +268,14 @@ TEST_CASE("error kinds: each has an exit code and a name; the exit codes are doc
   CHECK(hvd::LauncherError("x").exit_code() == hvd::ExitCode::kLauncherFailed);
   CHECK(hvd::Error("x").kind() == hvd::ErrorKind::kInternal);
 }
+
+TEST_CASE("run_and_capture: stdout and stderr together, and the status", "[toolkit]") {
+  const auto run = hvd::run_and_capture(sh("echo out; echo err >&2; exit 3"));
+  REQUIRE(run.has_value());
+  CHECK_THAT(run->output, Contains("out\n"));
+  CHECK_THAT(run->output, Contains("err\n"));
+  CHECK(run->status.code() == 3);
+  ProcessSpec missing;
+  missing.argv = {"/no/such/helper"};
+  CHECK_FALSE(hvd::run_and_capture(missing).has_value());
+}
