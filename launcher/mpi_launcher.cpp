@@ -226,20 +226,47 @@ std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
   return out;
 }
 
-LaunchResult MpiLauncher::run(const Plan& plan) {
-  ProcessSpec version_spec;
-  version_spec.argv = {options_.mpirun, "--version"};
-  version_spec.env = environ_strings();
-  version_spec.lookup_in_our_path = true;
-  const auto version_run = run_and_capture(version_spec);
-  const std::string version_text = version_run ? version_run->output : "";
-  if (version_text.empty()) {
-    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", options_.mpirun),
+namespace {
+
+// `mpirun --version`, which must be Open MPI 4 (UsageError otherwise).
+MpiVersion check_mpirun(const std::string& mpirun) {
+  ProcessSpec spec;
+  spec.argv = {mpirun, "--version"};
+  spec.env = environ_strings();
+  spec.lookup_in_our_path = true;
+  const auto run = run_and_capture(spec);
+  if (!run || run->output.empty()) {
+    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", mpirun),
                      "install Open MPI 4 (Debian: openmpi-bin), or use native mode");
   }
-  // Throws UsageError for anything but Open MPI 4; the version goes into the --json result.
-  const MpiVersion version = parse_mpirun_version(version_text);
+  return parse_mpirun_version(run->output);
+}
 
+// What only mpirun knows, after it ended: its exit code is the job's (the failed rank's, or its
+// own failure), and its messages may name the rank that failed first.
+void take_mpirun_outcome(const MpirunJob& job, LaunchResult& result) {
+  result.exit_code = job.status().code();
+  if (result.interrupted_by != 0 && result.exit_code == 0) {
+    result.exit_code = 128 + result.interrupted_by;
+  }
+  if (result.exit_code == 0 || result.interrupted_by != 0) return;
+  if (auto rank = failed_rank_from_mpirun(job.own_text());
+      rank && *rank < static_cast<int>(result.ranks.size())) {
+    RankOutcome& o = result.ranks[static_cast<size_t>(*rank)];
+    o.exited = true;
+    o.value = result.exit_code;
+    result.first_failure = *rank;
+  } else {
+    result.error =
+        Failure{ErrorKind::kRemote, fmt::format("mpirun exited with code {}", result.exit_code),
+                "mpirun's messages above say why"};
+  }
+}
+
+}  // namespace
+
+LaunchResult MpiLauncher::run(const Plan& plan) {
+  const MpiVersion version = check_mpirun(options_.mpirun);
   // Across hosts, the same network check as a native launch first (as horovodrun probes its
   // hosts before mpirun): its agents, then nothing.
   std::optional<NetCheck> checked;
@@ -285,25 +312,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
     o.started = true;  // mpirun does not say; it ran them
     o.last_stderr = supervisor.output().last_stderr(o.rank);
   }
-
-  // The exit code is mpirun's: the failed rank's, or mpirun's own failure.
-  result.exit_code = job.status().code();
-  if (result.interrupted_by != 0 && result.exit_code == 0) {
-    result.exit_code = 128 + result.interrupted_by;
-  }
-  if (result.exit_code != 0 && result.interrupted_by == 0) {
-    if (auto rank = failed_rank_from_mpirun(job.own_text());
-        rank && *rank < static_cast<int>(result.ranks.size())) {
-      RankOutcome& o = result.ranks[static_cast<size_t>(*rank)];
-      o.exited = true;
-      o.value = result.exit_code;
-      result.first_failure = *rank;
-    } else {
-      result.error =
-          Failure{ErrorKind::kRemote, fmt::format("mpirun exited with code {}", result.exit_code),
-                  "mpirun's messages above say why"};
-    }
-  }
+  take_mpirun_outcome(job, result);
   return result;
 }
 

@@ -64,7 +64,7 @@ class OutputRouter {
 
   void enqueue(int fd, std::string_view bytes);
 
-  int out_fd_;
+  int out_fd_;  // borrowed: the console (or --json's stderr) the router writes to
   int err_fd_;
   std::map<int, Queue> queues_;
   bool abandoned_ = false;

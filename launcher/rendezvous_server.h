@@ -46,7 +46,7 @@ class RendezvousServer {
  private:
   static constexpr int kListenBacklog = 1024;
   std::string token_;
-  int listen_fd_ = -1;
+  int listen_fd_ = -1;  // borrowed: the listening socket cpp-httplib owns, to raise its backlog
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   mutable std::mutex mutex_;

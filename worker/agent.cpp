@@ -131,8 +131,8 @@ class Agent {
   bool finished() const;
   void arm_timer(int ms);
 
-  int in_fd_;
-  int out_fd_;
+  int in_fd_;   // borrowed: the agent's stdin (frames from the launcher)
+  int out_fd_;  // borrowed: its stdout (frames to the launcher)
   JobSpec spec_;
   std::optional<ProbeListener> listener_;  // from kProbeListen until the ranks start
   FrameReader reader_;

@@ -30,6 +30,7 @@
 #include "allreduce/engine/control_plane.h"
 #include "allreduce/engine/controller.h"
 #include "allreduce/engine/op_state.h"
+#include "common/unique_fd.h"
 #include "contract/env_table.h"
 
 namespace hvd::runtime {
@@ -48,16 +49,12 @@ class Wakeup {
         timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {}
   Wakeup(const Wakeup&) = delete;
   Wakeup& operator=(const Wakeup&) = delete;
-  ~Wakeup() {
-    ::close(fd_);
-    ::close(timer_);
-  }
-  int fd() const { return fd_; }
-  int timer_fd() const { return timer_; }
-  bool ok() const { return fd_ >= 0 && timer_ >= 0; }
+  int fd() const { return fd_.get(); }
+  int timer_fd() const { return timer_.get(); }
+  bool ok() const { return fd_.valid() && timer_.valid(); }
   void notify() {
     const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(fd_, &one, sizeof one);
+    [[maybe_unused]] auto n = ::write(fd_.get(), &one, sizeof one);
   }
   // Asks for the batch to go out now; one wake-up however many threads ask before it does.
   void flush() {
@@ -66,24 +63,24 @@ class Wakeup {
   bool take_flush() { return flush_.exchange(false); }
   void drain() {
     std::uint64_t n;
-    [[maybe_unused]] auto r = ::read(fd_, &n, sizeof n);
+    [[maybe_unused]] auto r = ::read(fd_.get(), &n, sizeof n);
   }
   // The batching delay: the timer fires `delay` from now (0: disarmed).
   void arm(std::chrono::nanoseconds delay) {
     itimerspec spec{};
     spec.it_value.tv_sec = static_cast<time_t>(delay.count() / 1000000000);
     spec.it_value.tv_nsec = static_cast<long>(delay.count() % 1000000000);
-    ::timerfd_settime(timer_, 0, &spec, nullptr);
+    ::timerfd_settime(timer_.get(), 0, &spec, nullptr);
   }
   void disarm() { arm(std::chrono::nanoseconds(0)); }
   void drain_timer() {
     std::uint64_t n;
-    [[maybe_unused]] auto r = ::read(timer_, &n, sizeof n);
+    [[maybe_unused]] auto r = ::read(timer_.get(), &n, sizeof n);
   }
 
  private:
-  int fd_;
-  int timer_;
+  UniqueFd fd_;
+  UniqueFd timer_;
   std::atomic<bool> flush_{false};
 };
 
