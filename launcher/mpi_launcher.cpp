@@ -49,35 +49,18 @@ std::vector<std::string> mpirun_environment(const Plan& plan) {
   return env;
 }
 
-// Splits a byte stream into lines (a last partial line is kept for later).
-class LineSplitter {
- public:
-  template <typename Fn>
-  void feed(std::string_view bytes, Fn&& on_line) {
-    partial_.append(bytes);
-    size_t start = 0, nl = 0;
-    while ((nl = partial_.find('\n', start)) != std::string::npos) {
-      on_line(std::string_view(partial_).substr(start, nl - start));
-      start = nl + 1;
-    }
-    partial_.erase(0, start);
-  }
-  template <typename Fn>
-  void finish(Fn&& on_line) {
-    if (!partial_.empty()) on_line(std::string_view(partial_));
-    partial_.clear();
-  }
-
- private:
-  std::string partial_;
-};
-
 // mpirun as the supervisor's job: its two pipes, its exit, and how to stop it (signals to mpirun
 // itself, which stops its daemons and ranks).
 class MpirunJob final : public Job {
  public:
-  MpirunJob(Supervisor& supervisor, Process mpirun)
-      : sup_(supervisor), mpirun_(std::move(mpirun)) {}
+  MpirunJob(Supervisor& supervisor, Process mpirun, int ranks)
+      : sup_(supervisor),
+        mpirun_(std::move(mpirun)),
+        ranks_(ranks),
+        out_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
+             [this](std::string_view line) { own_line(line); }),
+        err_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
+             [this](std::string_view line) { own_line(line); }) {}
 
   void add_pollfds(std::vector<pollfd>& fds, bool read_output) override {
     for (UniqueFd* fd : {&mpirun_.out(), &mpirun_.err()}) {
@@ -88,15 +71,14 @@ class MpirunJob final : public Job {
     for (int i : {0, 1}) {
       if (fds[static_cast<size_t>(i)].revents == 0) continue;
       UniqueFd& fd = i == 0 ? mpirun_.out() : mpirun_.err();
-      LineSplitter& lines = i == 0 ? out_lines_ : err_lines_;
+      TagSplitter& splitter = i == 0 ? out_ : err_;
       std::array<char, 64 * 1024> buf{};
       const long n = read_some(fd.get(), buf.data(), buf.size());
-      auto on_line = [this](std::string_view line) { this->on_line(line); };
       if (n <= 0) {
-        lines.finish(on_line);
+        splitter.finish();
         fd.reset();
       } else {
-        lines.feed(std::string_view(buf.data(), static_cast<size_t>(n)), on_line);
+        splitter.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
       }
     }
   }
@@ -112,22 +94,25 @@ class MpirunJob final : public Job {
   const std::string& own_text() const { return mpirun_text_; }
 
  private:
-  void on_line(std::string_view line) {
-    if (auto tagged = parse_tagged_line(line)) {
-      sup_.output().write(tagged->rank,
-                          tagged->is_stderr ? worker::Stream::kStderr : worker::Stream::kStdout,
-                          tagged->text + "\n");
-    } else {
-      mpirun_text_.append(line);
-      mpirun_text_ += '\n';
-      spdlog::warn("mpirun: {}", line);
+  void rank_bytes(int rank, bool is_stderr, std::string_view bytes) {
+    if (rank < 0 || rank >= ranks_) {  // not one of ours: say so rather than keep it
+      own_line(bytes);
+      return;
     }
+    sup_.output().write(rank, is_stderr ? worker::Stream::kStderr : worker::Stream::kStdout, bytes);
+  }
+  void own_line(std::string_view line) {
+    // Kept for the failure report (which rank failed first), bounded.
+    if (mpirun_text_.size() < kMaxOwnText) mpirun_text_.append(line).append("\n");
+    spdlog::warn("mpirun: {}", line);
   }
 
+  static constexpr size_t kMaxOwnText = 1 << 20;
   Supervisor& sup_;
   Process mpirun_;
+  int ranks_;
   std::string mpirun_text_;  // mpirun's own (untagged) lines, for the failure report
-  LineSplitter out_lines_, err_lines_;
+  TagSplitter out_, err_;
 };
 
 bool knows_every_host(const Plan& plan, const std::vector<HostFacts>& known) {
@@ -198,6 +183,63 @@ std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
   if (!std::regex_search(line.begin(), line.end(), m, kTag)) return std::nullopt;
   return TaggedLine{std::stoi(m[1].str()), m[2].str() == "stderr",
                     std::string(line.substr(static_cast<size_t>(m.length(0))))};
+}
+
+void TagSplitter::feed(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const size_t nl = bytes.find('\n');
+    const bool ended = nl != std::string_view::npos;
+    const std::string_view segment = bytes.substr(0, ended ? nl : bytes.size());
+    bytes.remove_prefix(segment.size() + (ended ? 1 : 0));
+    consume(segment, ended);
+  }
+}
+
+// One piece of a line (`ended`: its newline came right after it).
+void TagSplitter::consume(std::string_view segment, bool ended) {
+  if (current_) {  // a tagged line: its bytes pass through as they come
+    on_rank_bytes_(current_->rank, current_->is_stderr,
+                   ended ? std::string(segment) + "\n" : std::string(segment));
+    if (ended) current_.reset();
+    return;
+  }
+  if (own_line_) {  // one of mpirun's own lines: kept up to kMaxOwnLine
+    const size_t room = kMaxOwnLine - std::min(head_.size(), kMaxOwnLine);
+    head_.append(segment.substr(0, room));
+    own_truncated_ |= segment.size() > room;
+    if (ended) {
+      on_own_line_(own_truncated_ ? head_ + " [...]" : head_);
+      head_.clear();
+      own_line_ = false;
+      own_truncated_ = false;
+    }
+    return;
+  }
+  // Not decided yet: at most kMaxTag + 1 bytes of the line's start are looked at.
+  const size_t take = std::min(segment.size(), kMaxTag + 1 - head_.size());
+  head_.append(segment.substr(0, take));
+  const std::string_view rest = segment.substr(take);
+  if (auto tagged = parse_tagged_line(head_)) {
+    current_ = TaggedLine{tagged->rank, tagged->is_stderr, {}};
+    head_.clear();
+    consume(tagged->text + std::string(rest), ended);
+    return;
+  }
+  const bool cannot_be_a_tag = (!head_.empty() && head_.front() != '[') || head_.size() > kMaxTag ||
+                               head_.find(">:") != std::string::npos;
+  if (cannot_be_a_tag || ended) {
+    own_line_ = true;
+    std::string start = std::move(head_);
+    head_.clear();
+    consume(start + std::string(rest), ended);
+  }
+}
+
+void TagSplitter::finish() {
+  if (!head_.empty()) on_own_line_(head_);
+  head_.clear();
+  own_line_ = false;
+  current_.reset();
 }
 
 std::optional<int> failed_rank_from_mpirun(std::string_view text) {
@@ -302,7 +344,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   if (!mpirun.started()) {
     throw LauncherError("--mpi: " + mpirun.error(), "install Open MPI 4 (Debian: openmpi-bin)");
   }
-  MpirunJob job(supervisor, std::move(mpirun));
+  MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()));
   LaunchResult result = supervisor.run(job);
   result.command = argv;
   result.net = std::move(checked);

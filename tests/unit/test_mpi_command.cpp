@@ -1,6 +1,9 @@
 // MPI mode's pure parts: the mpirun version check, the generated argv for the main cases (hostile
 // argument strings included), what mpirun cannot express, and parsing mpirun's output.
 #include <catch2/catch.hpp>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "launcher/mpi_command.h"
 #include "launcher/mpi_launcher.h"
@@ -144,4 +147,45 @@ TEST_CASE("mpirun output: tagged lines and the failed rank", "[mpi]") {
   CHECK(failed_rank_from_mpirun("The first process to do so was:\n\n  Process name: "
                                 "[[20648,1],2]\n  Exit code:    3\n") == 2);
   CHECK_FALSE(failed_rank_from_mpirun("nothing here").has_value());
+}
+
+TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded memory", "[mpi]") {
+  std::map<int, std::string> out, err;
+  std::vector<std::string> own;
+  hvd::launcher::TagSplitter splitter(
+      [&](int rank, bool is_stderr, std::string_view bytes) {
+        (is_stderr ? err : out)[rank].append(bytes);
+      },
+      [&](std::string_view line) { own.emplace_back(line); });
+  // Tags split across reads, an own line between, an empty own line.
+  for (std::string_view piece :
+       {"[1,0]<std", "out>:hel", "lo\nmpirun says hi\n", "\n[1,3]<", "stderr>:oops\n"}) {
+    splitter.feed(piece);
+  }
+  CHECK(out[0] == "hello\n");
+  CHECK(err[3] == "oops\n");
+  REQUIRE(own.size() == 2);
+  CHECK(own[0] == "mpirun says hi");
+  CHECK(own[1].empty());
+
+  // 64 MiB in one line without a newline, fed in 64 KiB reads: delivered as it comes, while the
+  // splitter itself holds no more than a tag's worth.
+  const std::string chunk(64 << 10, 'x');
+  splitter.feed("[1,1]<stdout>:");
+  size_t most = 0;
+  for (int i = 0; i < 1024; ++i) {
+    splitter.feed(chunk);
+    most = std::max(most, splitter.buffered());
+  }
+  splitter.feed("\n");
+  CHECK(out[1].size() == (64u << 20) + 1);
+  CHECK(most <= hvd::launcher::TagSplitter::kMaxTag);
+
+  // mpirun's own endless line is cut at kMaxOwnLine.
+  for (int i = 0; i < 64; ++i) splitter.feed(chunk);
+  CHECK(splitter.buffered() <= hvd::launcher::TagSplitter::kMaxOwnLine);
+  splitter.feed("\n");
+  REQUIRE(own.size() == 3);
+  CHECK(own[2].size() <= hvd::launcher::TagSplitter::kMaxOwnLine + 8);
+  CHECK(own[2].ends_with(" [...]"));
 }
