@@ -29,7 +29,7 @@ std::string escape(const std::string& s) {
 
 }  // namespace
 
-Timeline::Timeline(const std::string& path) : file_(std::fopen(path.c_str(), "w")) {
+Timeline::Timeline(const std::string& path) : file_(std::fopen(path.c_str(), "we")) {
   if (file_ == nullptr) {
     throw StatusError(
         HVD_ERR_CONFIG,
