@@ -40,6 +40,11 @@ struct AgentConn {
   std::deque<std::string> log_tail;  // its last stderr lines, for "agent missing" messages
   std::optional<int> probe_port;     // its probe listener (rank 0's host: the job's MASTER_PORT)
   bool probed = false;               // its probe results arrived
+  bool probe_closed = false;         // it answered kProbeClose
+  // What it was asked, so that an answer nobody asked for is refused as out of order.
+  bool asked_listen = false;
+  bool asked_probe = false;
+  bool asked_close = false;
   bool spec_sent = false;
   bool done = false;  // it sent kDone: every rank ended and was reported
   bool eof = false;   // its frame stream ended

@@ -32,7 +32,52 @@ void NativeJob::stop(StopMode mode) {
   }
 }
 
+// Why `type` cannot come from `agent` now, given what it was asked; nullopt when it may.
+std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, FrameType type) const {
+  switch (type) {
+    case FrameType::kHello:
+      if (agent.hello) return "a second hello";
+      return std::nullopt;
+    case FrameType::kListening:
+      if (!agent.asked_listen || agent.probe_port) return "a probe port nobody asked for";
+      return std::nullopt;
+    case FrameType::kProbeResult:
+      if (!agent.asked_probe || agent.probed) return "probe results nobody asked for";
+      return std::nullopt;
+    case FrameType::kProbeClosed:
+      if (!agent.asked_close || agent.probe_closed) return "a probe close nobody asked for";
+      return std::nullopt;
+    case FrameType::kStarted:
+    case FrameType::kOutput:
+    case FrameType::kExited:
+    case FrameType::kDone:
+      if (!agent.spec_sent) return "rank events before it was given a job";
+      return std::nullopt;
+    case FrameType::kError:
+      return std::nullopt;
+    case FrameType::kSpec:
+    case FrameType::kTerminate:
+    case FrameType::kKill:
+    case FrameType::kProbeListen:
+    case FrameType::kProbe:
+    case FrameType::kProbeClose:
+      break;
+  }
+  return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
+}
+
+void NativeJob::protocol_error(const AgentConn& agent, const std::string& what) {
+  sup_.fail({ErrorKind::kRemote,
+             fmt::format("protocol error: the agent on {} sent {}", host_of(agent), what),
+             "that host does not run this hvdrun's agent as it should: check the program at "
+             "--agent-path there (`hvdrun --check-ssh` shows its version)"});
+}
+
 void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
+  if (const auto why = out_of_order(agent, frame.type)) {
+    protocol_error(agent, *why);
+    return;
+  }
   switch (frame.type) {
     case FrameType::kHello:
       on_hello(agent, frame.payload);
@@ -44,6 +89,7 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
       on_probe_results(agent, frame.payload);
       break;
     case FrameType::kProbeClosed:
+      agent.probe_closed = true;
       send_specs();
       break;
     case FrameType::kStarted: {
@@ -71,10 +117,7 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
       agent.done = true;
       break;
     default:
-      sup_.fail({ErrorKind::kInternal,
-                 fmt::format("protocol error: the agent on {} sent a frame of type {}",
-                             host_of(agent), static_cast<int>(frame.type)),
-                 ""});
+      break;  // out_of_order() refused the rest
   }
 }
 
@@ -82,9 +125,13 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
 // directory) or cannot take part in the network check (no free port in the range).
 void NativeJob::on_agent_error(AgentConn& agent, const std::string& payload) {
   const auto error = nlohmann::json::parse(payload, nullptr, false);
-  std::string message = error.is_object() ? error.value("message", payload) : payload;
+  auto text = [&](const char* key, const std::string& fallback) {
+    const bool has = error.is_object() && error.contains(key) && error[key].is_string();
+    return has ? error[key].get<std::string>() : fallback;
+  };
+  std::string message = text("message", payload);
   if (!agent.spec_sent) message = fmt::format("host {}: {}", host_of(agent), message);
-  sup_.fail({ErrorKind::kRemote, message, error.is_object() ? error.value("hint", "") : ""});
+  sup_.fail({ErrorKind::kRemote, message, text("hint", "")});
 }
 
 void NativeJob::on_agent_log(AgentConn& agent) {
@@ -205,9 +252,11 @@ void NativeJob::read_frames(AgentConn& a) {
     if (e.kind() == ErrorKind::kLauncher) {
       sup_.fail({e.kind(), e.what(), e.hint()});  // this launcher's own part, not the agent's
     } else {
-      sup_.fail(
-          {ErrorKind::kInternal, fmt::format("agent on {}: {}", host_of(a), e.what()), e.hint()});
+      // A frame or payload the decoders refuse (garbage, a field of the wrong type).
+      protocol_error(a, fmt::format("what this launcher cannot read: {}", e.what()));
     }
+  } catch (const nlohmann::json::exception& e) {
+    protocol_error(a, fmt::format("JSON this launcher cannot read: {}", e.what()));
   }
 }
 

@@ -77,6 +77,7 @@ void NativeJob::begin_network_check() {
     const worker::ProbeListenRequest request{options_.port_range,
                                              net_.endpoints.token[a.host_index]};
     send(a, FrameType::kProbeListen, worker::encode_probe_listen(request));
+    a.asked_listen = true;
   }
 }
 
@@ -102,6 +103,7 @@ void NativeJob::on_listening(AgentConn& agent, const std::string& payload) {
     const worker::ProbeRequest request{net_.targets_of(a.host_index),
                                        static_cast<int>(options_.probe_timeout.count())};
     send(a, FrameType::kProbe, worker::encode_probe_request(request));
+    a.asked_probe = true;
   }
 }
 
@@ -128,6 +130,7 @@ void NativeJob::on_probe_results(AgentConn& agent, const std::string& payload) {
   // (torch.distributed's clients connect as soon as they start). One round trip to that host;
   // the specs go out on its kProbeClosed.
   send(agents_.front(), FrameType::kProbeClose);
+  agents_.front().asked_close = true;
 }
 
 void NativeJob::send_specs() {

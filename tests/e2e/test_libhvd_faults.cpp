@@ -147,3 +147,4 @@ TEST_CASE("libhvd: a bad knob value names the variable", "[libhvd]") {
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Contains("HOROVOD_GLOO_TIMEOUT_SECONDS=\"soon\" is not valid"));
 }
+
