@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 
 #include <unistd.h>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 
 namespace hvd::launcher {
@@ -31,17 +33,49 @@ void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std
   }
 }
 
+// DIR/rank.N/{stdout,stderr}. DIR is the user's; below it hvdrun never follows a symbolic link:
+// in a shared directory another user could otherwise point rank.N or its files at anything the
+// job's user may write, and have it truncated.
+UniqueFd OutputRouter::open_rank_file(int rank, Stream stream) {
+  const char* name = stream == Stream::kStdout ? "stdout" : "stderr";
+  const std::string path = fmt::format("{}/rank.{}/{}", *dir_, rank, name);
+  auto refuse = [&](const char* what) {
+    const int e = errno;
+    if (e == ELOOP || e == ENOTDIR) {
+      spdlog::error(
+          "--output-filename: refusing to write {}: {} is a symbolic link or not a "
+          "folder (someone else may have put it there); remove it or choose another "
+          "folder",
+          path, what);
+    } else {
+      spdlog::error("--output-filename: cannot write {}: {}", path, std::strerror(e));
+    }
+    return UniqueFd();
+  };
+  if (!dir_fd_.valid()) {
+    std::error_code ec;
+    std::filesystem::create_directories(*dir_, ec);
+    dir_fd_.reset(::open(dir_->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir_fd_.valid()) return refuse("the folder");
+  }
+  const std::string folder = fmt::format("rank.{}", rank);
+  if (::mkdirat(dir_fd_.get(), folder.c_str(), 0755) != 0 && errno != EEXIST) {
+    return refuse("rank.N");
+  }
+  UniqueFd folder_fd(
+      ::openat(dir_fd_.get(), folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!folder_fd.valid()) return refuse(("rank." + std::to_string(rank)).c_str());
+  UniqueFd fd(
+      ::openat(folder_fd.get(), name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return refuse(name);
+  return fd;
+}
+
 void OutputRouter::write_file(int rank, Stream stream, StreamState& s, std::string_view bytes) {
   if (!dir_) return;
   if (!s.file_opened) {
     s.file_opened = true;
-    const std::string folder = fmt::format("{}/rank.{}", *dir_, rank);
-    std::error_code ec;
-    std::filesystem::create_directories(folder, ec);
-    const std::string path =
-        fmt::format("{}/{}", folder, stream == Stream::kStdout ? "stdout" : "stderr");
-    s.file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!s.file.valid()) spdlog::warn("--output-filename: cannot write {}", path);
+    s.file = open_rank_file(rank, stream);
   }
   if (s.file.valid()) worker::write_all(s.file.get(), bytes);
 }

@@ -61,6 +61,7 @@ class OutputRouter {
   StreamState& state(int rank, worker::Stream stream);
   void emit_line(int rank, worker::Stream stream, std::string_view line, std::string& batch);
   void write_file(int rank, worker::Stream stream, StreamState& s, std::string_view bytes);
+  UniqueFd open_rank_file(int rank, worker::Stream stream);
 
   void enqueue(int fd, std::string_view bytes);
 
@@ -69,6 +70,7 @@ class OutputRouter {
   std::map<int, Queue> queues_;
   bool abandoned_ = false;
   std::optional<std::string> dir_;
+  UniqueFd dir_fd_;  // dir_, opened once
   std::map<std::pair<int, int>, StreamState> streams_;
   std::map<int, std::deque<std::string>> stderr_tail_;
 };

@@ -1,5 +1,8 @@
 #include "allreduce/engine/timeline.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,13 +32,33 @@ std::string escape(const std::string& s) {
 
 }  // namespace
 
-Timeline::Timeline(const std::string& path) : file_(std::fopen(path.c_str(), "we")) {
-  if (file_ == nullptr) {
+namespace {
+
+// The timeline file, never through a symbolic link (in a shared folder another user could point
+// it at any file of the job's user, which would be truncated), close-on-exec.
+std::FILE* open_timeline(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::FILE* file = fd < 0 ? nullptr : ::fdopen(fd, "w");
+  if (file != nullptr) return file;
+  const int e = errno;
+  if (fd >= 0) ::close(fd);
+  if (e == ELOOP) {
     throw StatusError(
         HVD_ERR_CONFIG,
-        fmt::format("HOROVOD_TIMELINE={:?}: cannot write it: {}", path, std::strerror(errno)),
-        "give a writable path on rank 0's host");
+        fmt::format("HOROVOD_TIMELINE={:?} is a symbolic link: libhvd does not "
+                    "follow it",
+                    path),
+        "give the real path, or remove the link (someone else may have put it there)");
   }
+  throw StatusError(
+      HVD_ERR_CONFIG,
+      fmt::format("HOROVOD_TIMELINE={:?}: cannot write it: {}", path, std::strerror(e)),
+      "give a writable path on rank 0's host");
+}
+
+}  // namespace
+
+Timeline::Timeline(const std::string& path) : file_(open_timeline(path)) {
   std::fputs("[\n", file_);
   writer_ = std::thread([this] { write_loop(); });
 }

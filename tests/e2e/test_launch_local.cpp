@@ -448,3 +448,25 @@ TEST_CASE("a program or directory name that is not UTF-8 still gets a clear mess
   CHECK_THAT(wd.err, Contains("host localhost: the working directory /nonexistent-"));
   CHECK(marker.alive().empty());
 }
+
+TEST_CASE("output-filename never follows a symbolic link below its folder", "[launch]") {
+  // Another user of a shared folder plants links where hvdrun will write: rank.0/stdout to a file
+  // of ours, and rank.1 to a folder of ours. Neither is followed; the job still runs.
+  TempDir dir;
+  const std::string logs = dir / "logs";
+  std::filesystem::create_directories(logs + "/rank.0");
+  const std::string victim = dir / "victim";
+  write_file(victim, "precious\n");
+  std::filesystem::create_symlink(victim, logs + "/rank.0/stdout");
+  std::filesystem::create_directories(dir / "elsewhere");
+  std::filesystem::create_symlink(dir / "elsewhere", logs + "/rank.1");
+  const RunResult r =
+      run_hvdrun({"-np", "2", "--output-filename", logs, "sh", "-c", "echo out $HOROVOD_RANK"});
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(victim) == "precious\n");
+  CHECK_FALSE(std::filesystem::exists(dir / "elsewhere/stdout"));
+  CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs + "/rank.0/stdout"));
+  CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs + "/rank.1/stdout"));
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:out 0"));
+}

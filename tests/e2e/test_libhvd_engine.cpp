@@ -195,3 +195,17 @@ TEST_CASE("engine: a program that returns without hvd::shutdown() exits cleanly"
   }
   CHECK(r.err.find("error") == std::string::npos);
 }
+
+TEST_CASE("engine: a timeline path that is a symbolic link is refused, its target untouched",
+          "[engine]") {
+  hvd::test::TempDir dir;
+  const std::string victim = dir / "victim";
+  hvd::test::write_file(victim, "precious\n");
+  const std::string link = dir / "timeline.json";
+  std::filesystem::create_symlink(victim, link);
+  const auto r = run_local(2, {"async"}, {{"HOROVOD_TIMELINE", link}});
+  INFO(show(r));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.out + r.err, Contains("is a symbolic link: libhvd does not follow it"));
+  CHECK(hvd::test::read_file(victim) == "precious\n");
+}
