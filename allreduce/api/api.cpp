@@ -43,9 +43,6 @@ std::shared_ptr<Runtime> current(const char* call) {
 
 }  // namespace
 
-RuntimeError::RuntimeError(hvd_status status, const std::string& message)
-    : std::runtime_error(message), status_(status) {}
-
 void init() {
   runtime::at_boundary([] {
     Process& p = process();

@@ -1,5 +1,16 @@
 #include "allreduce/api/status_error.h"
 
+#include "hvd/hvd.hpp"
+
+namespace hvd {
+
+// The public exception's constructor lives with the errors (not with the API) so that the engine,
+// compiled into the unit tests too, has it.
+RuntimeError::RuntimeError(hvd_status status, const std::string& message)
+    : std::runtime_error(message), status_(status) {}
+
+}  // namespace hvd
+
 namespace hvd::runtime {
 
 std::string full_message(const hvd::Error& e) {

@@ -181,6 +181,17 @@ std::string share(Backend& backend, int rank, const std::string& mine) {
 
 }  // namespace
 
+ControlPlane ControlPlane::adopt(int rank, int size, std::vector<UniqueFd> peers) {
+  ControlPlane cp;
+  cp.rank_ = rank;
+  cp.size_ = size;
+  cp.peers_.resize(static_cast<std::size_t>(size));
+  for (std::size_t r = 0; r < peers.size() && r < cp.peers_.size(); ++r) {
+    cp.peers_[r].fd = std::move(peers[r]);
+  }
+  return cp;
+}
+
 ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
                                    const std::string& bind_address,
                                    std::chrono::milliseconds timeout, const PortRange& port_range,

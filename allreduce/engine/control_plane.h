@@ -26,6 +26,9 @@ class ControlPlane {
   static ControlPlane connect(Backend& backend, int rank, int size, const std::string& bind_address,
                               std::chrono::milliseconds timeout, const PortRange& port_range = {},
                               int avoid_port = 0);
+  // Connections already made, by rank (an invalid fd for this rank and for ranks it has no
+  // connection to): for the engine's unit tests, which connect two engines with socketpairs.
+  static ControlPlane adopt(int rank, int size, std::vector<UniqueFd> peers);
   ControlPlane() = default;
   ControlPlane(ControlPlane&&) = default;
   ControlPlane& operator=(ControlPlane&&) = default;

@@ -23,8 +23,8 @@ std::exception_ptr failure(hvd_status status, const std::string& message) {
 
 }  // namespace
 
-Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
-    : runtime_(runtime), control_(std::move(control)), options_(options) {
+Engine::Engine(OpRunner& runner, ControlPlane control, EngineOptions options)
+    : runner_(runner), control_(std::move(control)), options_(options) {
   if (!wakeup_.ok()) {
     throw StatusError(
         HVD_ERR_INTERNAL,
@@ -32,7 +32,15 @@ Engine::Engine(Runtime& runtime, ControlPlane control, EngineOptions options)
   }
   if (options_.rank == 0) controller_.emplace(options_.controller);
   thread_ = std::thread([this] {
-    while (run_once()) {
+    // Nothing may escape the thread (std::terminate would end the training program): whatever
+    // goes wrong here fails the pending ops with what happened.
+    try {
+      while (run_once()) {
+      }
+    } catch (const std::exception& e) {
+      fail_everything(fmt::format("the engine's thread failed: {}", e.what()));
+    } catch (...) {
+      fail_everything("the engine's thread failed");
     }
   });
 }
@@ -199,17 +207,39 @@ bool Engine::read_network(const std::vector<int>& readable, Clock::time_point no
     }
     for (const std::string& m : *messages) {
       if (controller_) {
-        RequestList list = decode_requests(m);
+        std::optional<RequestList> list = decode_or_fail(r, [&] { return decode_requests(m); });
+        if (!list) return false;
         if (options_.timeline != nullptr) {
-          for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
+          for (const Request& q : list->requests) options_.timeline->negotiating(q, r);
         }
-        controller_->add(r, std::move(list), now);
+        controller_->add(r, std::move(*list), now);
       } else {
-        execute(decode_responses(m));
+        std::optional<ResponseList> list = decode_or_fail(r, [&] { return decode_responses(m); });
+        if (!list) return false;
+        execute(*list);
       }
     }
   }
   return true;
+}
+
+template <typename Decode>
+auto Engine::decode_or_fail(int from, Decode&& decode) -> std::optional<decltype(decode())> {
+  try {
+    return decode();
+  } catch (const std::exception& e) {
+    // Only ranks of this job reach the control plane (its token), so this is another libhvd
+    // version or a corrupted peer: stop, failing every pending op with who sent what.
+    fail_everything(fmt::format(
+        "rank {} sent a message this rank cannot read on the engine's control plane ({}); do all "
+        "ranks run the same libhvd version?",
+        from, e.what()));
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    for (int r = 0; r < options_.size; ++r) {
+      if (r != options_.rank) control_.close(r);  // the peers see this rank gone
+    }
+    return std::nullopt;
+  }
 }
 
 void Engine::coordinate(Clock::time_point now) {
@@ -265,7 +295,7 @@ void Engine::run_response(const Response& response) {
   }
   std::exception_ptr error;
   try {
-    at_boundary([&] { runtime_.run(ops, options_.timeline); });
+    at_boundary([&] { runner_.run(ops, options_.timeline); });
   } catch (...) {
     error = std::current_exception();
   }

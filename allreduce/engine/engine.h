@@ -35,7 +35,17 @@
 
 namespace hvd::runtime {
 
-class Runtime;
+class Timeline;
+
+// What runs the ops the coordinator scheduled, on the engine's thread: the Runtime (its backend);
+// a stand-in in the engine's unit tests.
+class OpRunner {
+ public:
+  virtual ~OpRunner() = default;
+  // One response's ops (several: a fused allreduce or broadcast). Throws StatusError.
+  virtual void run(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                   Timeline* timeline) = 0;
+};
 class Timeline;
 
 // Wakes the background thread. Two descriptors it polls: an eventfd for "look now" (a waiter
@@ -94,8 +104,8 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Starts the background thread. `runtime` runs the collectives and outlives the engine.
-  Engine(Runtime& runtime, ControlPlane control, EngineOptions options);
+  // Starts the background thread. `runner` runs the collectives and outlives the engine.
+  Engine(OpRunner& runner, ControlPlane control, EngineOptions options);
   ~Engine();  // shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -118,13 +128,16 @@ class Engine {
   RequestList take_queue();
   bool send_to_coordinator(bool shutdown);  // ranks other than 0; false: the coordinator is gone
   bool read_network(const std::vector<int>& readable, Clock::time_point now);
+  // decode(), or nullopt after failing everything with a message naming rank `from`.
+  template <typename Decode>
+  auto decode_or_fail(int from, Decode&& decode) -> std::optional<decltype(decode())>;
   void coordinate(Clock::time_point now);
   void execute(const ResponseList& list);
   void run_response(const Response& response);
   void fail_everything(const std::string& why);
   std::vector<std::shared_ptr<detail::OpState>> take_pending(const std::vector<std::string>& names);
 
-  Runtime& runtime_;
+  OpRunner& runner_;
   ControlPlane control_;
   EngineOptions options_;
   Wakeup wakeup_;

@@ -22,7 +22,7 @@ namespace hvd::runtime {
 
 class NcclOps;
 
-class Runtime {
+class Runtime final : public OpRunner {
  public:
   // Connects the backend and the engine's control plane; throws StatusError.
   explicit Runtime(const RuntimeConfig& config);
@@ -40,7 +40,7 @@ class Runtime {
   std::string auto_name(OpKind kind);
 
   // The engine's thread: runs one response's ops (several: a fused allreduce or broadcast).
-  void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline);
+  void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) override;
 
  private:
   void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options);
