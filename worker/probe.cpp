@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -19,7 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxGreeting = 256;
-constexpr size_t kMaxConnections = 1024;  // a probe storm beyond this is refused by closing
+constexpr size_t kMaxConnections = 1024;  // kept at once, at most (see ProbeListener)
 
 struct Status {
   ProbeStatus status;
@@ -232,11 +233,15 @@ BindAttempt listen_any_address(int family, int port, UniqueFd& out) {
 }  // namespace
 
 ProbeListener::ProbeListener(PortRange range, const std::string& token)
-    : greeting_(probe_greeting(token)) {
+    : spare_(::open("/dev/null", O_RDONLY | O_CLOEXEC)), greeting_(probe_greeting(token)) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    max_connections_ = std::clamp<size_t>(limit.rlim_cur / 4, 16, kMaxConnections);
+  }
   BindOutcome outcome;
   for (int family : {AF_INET6, AF_INET}) {  // IPv4 alone where the host has no IPv6
-    outcome = bind_first_free(
-        range, [&](int port) { return listen_any_address(family, port, listen_); });
+    outcome =
+        bind_first_free(range, [&](int port) { return listen_any_address(family, port, listen_); });
     if (outcome.bound()) {
       port_ = outcome.port;
       return;
@@ -252,21 +257,40 @@ void ProbeListener::add_pollfds(std::vector<pollfd>& fds) const {
   for (const UniqueFd& c : conns_) fds.push_back({c.get(), POLLIN, 0});
 }
 
+void ProbeListener::shed(size_t how_many) {
+  while (how_many-- > 0 && !conns_.empty()) conns_.pop_front();
+}
+
 void ProbeListener::serve() {
   while (true) {
     UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!conn.valid()) break;  // EAGAIN: nobody else is waiting
-    if (conns_.size() >= kMaxConnections) continue;
+    if (!conn.valid()) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EMFILE && errno != ENFILE) break;  // EAGAIN: nobody else is waiting
+      // Out of descriptors: make room (the oldest half of ours), and if that was not enough,
+      // accept the pending one on the spare descriptor and drop it, so the listener is not
+      // readable for ever with nothing accepted (a busy loop).
+      if (!conns_.empty()) {
+        shed(std::max<size_t>(1, conns_.size() / 2));
+        continue;
+      }
+      spare_.reset();
+      UniqueFd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      break;
+    }
+    if (conns_.size() >= max_connections_) shed(1);
     // A few dozen bytes always fit in a fresh socket's buffer.
     if (::send(conn.get(), greeting_.data(), greeting_.size(), MSG_NOSIGNAL) ==
         static_cast<ssize_t>(greeting_.size())) {
       conns_.push_back(std::move(conn));
     }
   }
+  // A prober only reads and closes: a connection that sent anything is not one.
   std::erase_if(conns_, [](const UniqueFd& c) {
     std::array<char, 64> buf{};
     const ssize_t n = ::recv(c.get(), buf.data(), buf.size(), MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,13 @@ struct ProbeOutcome {
 // The agent's side: a listening socket that greets every connection, and closes it once the
 // prober has closed its end (the prober closes first, so no TIME_WAIT is left on this port,
 // which hvdrun hands to the job as MASTER_PORT on rank 0's host).
+//
+// Hostile traffic: the port is open to anyone who can reach the host. A prober never sends a
+// byte, so a connection that sends anything is closed; at most max_connections() are kept (a
+// quarter of the descriptor limit, at most 1024), the oldest dropped first (a real prober has its
+// greeting within milliseconds of the connect); when the process is out of descriptors, old
+// connections are dropped and a spare descriptor lets the pending one be accepted and closed, so
+// a readable listener never spins.
 class ProbeListener {
  public:
   // Binds every address (IPv6 dual-stack where the host has IPv6, else IPv4) on the first free
@@ -60,10 +68,15 @@ class ProbeListener {
   void add_pollfds(std::vector<pollfd>& fds) const;
   // Accepts and greets pending connections; closes those whose peer closed. Never blocks.
   void serve();
+  size_t connections() const { return conns_.size(); }
+  size_t max_connections() const { return max_connections_; }
 
  private:
+  void shed(size_t how_many);
   UniqueFd listen_;
-  std::vector<UniqueFd> conns_;
+  UniqueFd spare_;              // /dev/null, given up to accept (and drop) when out of fds
+  std::deque<UniqueFd> conns_;  // oldest first
+  size_t max_connections_ = 1024;
   std::string greeting_;
   int port_ = 0;
 };

@@ -2,7 +2,12 @@
 // launcher's probe plan and reports (launcher/net_check.h).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -313,4 +318,64 @@ TEST_CASE("the probe listener answers over IPv4 and IPv6 alike", "[probe]") {
     return;
   }
   CHECK(probe_one({2, "::1", listener.port(), "tok-6"}, &listener).status == ProbeStatus::kOk);
+}
+
+TEST_CASE("a flood of 2000 connections neither spins the listener nor stops a real probe",
+          "[probe]") {
+  // The usual soft descriptor limit, as an agent has it; the flood comes from 4 other processes.
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  const rlimit old = limit;
+  limit.rlim_cur = std::min<rlim_t>(1024, limit.rlim_max);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &limit) == 0);
+  ProbeListener listener({}, "tok-flood");
+  CHECK(listener.max_connections() <= 256);
+  std::vector<pid_t> flooders;
+  for (int c = 0; c < 4; ++c) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {  // 500 connections that never close, then wait to be killed
+      std::vector<int> held;
+      for (int i = 0; i < 500; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sa.sin_port = htons(static_cast<uint16_t>(listener.port()));
+        if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+          held.push_back(fd);
+        }
+      }
+      ::pause();
+      ::_exit(0);
+    }
+    flooders.push_back(pid);
+  }
+  // Serve as an agent does, for 2 s of the flood, counting this thread's CPU time.
+  auto thread_cpu = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  const auto cpu_start = thread_cpu();
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  size_t most = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<pollfd> fds;
+    listener.add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), 100) > 0) listener.serve();
+    most = std::max(most, listener.connections());
+  }
+  const double cpu_share = std::chrono::duration<double>(thread_cpu() - cpu_start).count() / 2.0;
+  // A real probe still gets its greeting.
+  const ProbeOutcome o = probe_one({9, "127.0.0.1", listener.port(), "tok-flood"}, &listener);
+  for (pid_t pid : flooders) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  INFO("CPU share " << cpu_share << ", most connections kept " << most << ", probe: " << o.detail);
+  CHECK(cpu_share < 0.05);
+  CHECK(most <= listener.max_connections());
+  CHECK(o.status == ProbeStatus::kOk);
 }
