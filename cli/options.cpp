@@ -161,7 +161,9 @@ void define_options(CLI::App& app, Options& o) {
                "NCCL, CUDA, GPUs) and exit");
   app.add_option("-x", o.forward,
                  "Forward an environment variable to every rank: NAME, NAME=value or "
-                 "'PREFIX_*' (repeatable)")
+                 "'PREFIX_*' (repeatable). A value given as NAME=value is in hvdrun's own "
+                 "command line, which every local user can read in /proc: for secrets, set "
+                 "the variable and pass -x NAME")
       ->type_name("VAR")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

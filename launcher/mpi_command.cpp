@@ -121,13 +121,24 @@ std::vector<std::string> forwarded_names(const Plan& plan) {
 std::string tcp_include(const std::vector<std::string>& addresses) {
   std::vector<std::string> cidrs;
   for (const std::string& a : addresses) {
-    const std::string cidr = a.starts_with("127.") ? "127.0.0.0/8" : a + "/32";
+    const std::string cidr = a.starts_with("127.")              ? "127.0.0.0/8"
+                             : a.find(':') != std::string::npos ? a + "/128"
+                                                                : a + "/32";
     if (std::find(cidrs.begin(), cidrs.end(), cidr) == cidrs.end()) cidrs.push_back(cidr);
   }
   return fmt::format("{}", fmt::join(cidrs, ","));
 }
 
 std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& input) {
+  for (const HostPlan& h : plan.hosts) {
+    if (h.spec.host.find(':') != std::string::npos) {
+      // Open MPI 4's -H and hostfiles do not parse IPv6 addresses (bracketed or not).
+      throw UsageError(fmt::format("--mpi: mpirun cannot take the IPv6 address {} as a host",
+                                   format_host(h.spec.host)),
+                       "name the host (a name that resolves to it, or an ssh_config alias), or "
+                       "launch natively (without --mpi), which takes IPv6 addresses");
+    }
+  }
   std::vector<std::string> argv{input.mpirun};
   if (input.as_root) argv.emplace_back("--allow-run-as-root");
   std::vector<std::string> hosts;

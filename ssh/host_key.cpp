@@ -59,16 +59,22 @@ std::string recorded_keys(const std::string& name, const std::string& path) {
   return keys.empty() ? "a key of another type" : fmt::format("{}", fmt::join(keys, ", "));
 }
 
-// Appends the server's key under both locks; returns an error message or "".
-std::string record_key(Session& session, const ResolvedTarget& target) {
+// Records the server's key for a first contact (accept-new), under both locks (this process's
+// threads, other processes): the check is repeated under them, so two first contacts at once
+// record one key, and a key another process recorded meanwhile is checked, not added beside it.
+// Returns what the file says once it is done: OK (recorded or found), CHANGED/OTHER, or ERROR.
+ssh_known_hosts_e record_key(Session& session, const ResolvedTarget& target, std::string& error) {
   std::lock_guard<std::mutex> lock(known_hosts_mutex());
   UniqueFd fd(::open(target.known_hosts.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (fd.valid()) ::flock(fd.get(), LOCK_EX);
+  const ssh_known_hosts_e now = ssh_session_is_known_server(session.get());
+  if (now != SSH_KNOWN_HOSTS_UNKNOWN && now != SSH_KNOWN_HOSTS_NOT_FOUND) return now;
   if (ssh_session_update_known_hosts(session.get()) != SSH_OK) {
-    return fmt::format("could not record the host key in {}: {}", target.known_hosts,
-                       last_error(session));
+    error = fmt::format("could not record the host key in {}: {}", target.known_hosts,
+                        last_error(session));
+    return SSH_KNOWN_HOSTS_ERROR;
   }
-  return "";
+  return SSH_KNOWN_HOSTS_OK;
 }
 
 }  // namespace
@@ -77,7 +83,23 @@ HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
                             const SshOptions& options) {
   HostKeyCheck check;
   const std::string name = known_hosts_name(target);
-  switch (ssh_session_is_known_server(session.get())) {
+  ssh_known_hosts_e state = ssh_session_is_known_server(session.get());
+  std::string record_error;
+  if ((state == SSH_KNOWN_HOSTS_UNKNOWN || state == SSH_KNOWN_HOSTS_NOT_FOUND) &&
+      options.host_key_policy != HostKeyPolicy::kStrict) {
+    state = record_key(session, target, record_error);
+    if (state == SSH_KNOWN_HOSTS_OK) {
+      check.outcome = HostKeyOutcome::kRecorded;
+      return check;
+    }
+    if (state == SSH_KNOWN_HOSTS_ERROR) {
+      check.code = CheckCode::kHostKeyUnknown;
+      check.message = record_error;
+      check.hint = "check that the known_hosts file and its folder are writable";
+      return check;
+    }
+  }
+  switch (state) {
     case SSH_KNOWN_HOSTS_OK:
       check.outcome = HostKeyOutcome::kKnown;
       return check;
@@ -110,14 +132,7 @@ HostKeyCheck check_host_key(Session& session, const ResolvedTarget& target,
             target.port, shell_quote(target.hostname), shell_quote(target.known_hosts));
         return check;
       }
-      if (std::string error = record_key(session, target); !error.empty()) {
-        check.code = CheckCode::kHostKeyUnknown;
-        check.message = error;
-        check.hint = "check that the known_hosts file and its folder are writable";
-        return check;
-      }
-      check.outcome = HostKeyOutcome::kRecorded;
-      return check;
+      break;  // accept-new recorded it above, or found it meanwhile
     case SSH_KNOWN_HOSTS_ERROR:
       break;
   }

@@ -219,3 +219,10 @@ TEST_CASE("rendezvous token is always redacted", "[cli]") {
   CHECK_THAT(table.out, Contains("HVD_RENDEZVOUS_TOKEN=<redacted>"));
   CHECK(table.out.find("tok-123-real") == std::string::npos);
 }
+
+TEST_CASE("help: -x says a NAME=value value is readable on hvdrun's command line", "[cli]") {
+  const RunResult r = run_hvdrun({"--help"});
+  REQUIRE(r.exit_code == kSuccess);
+  CHECK_THAT(r.out, Contains("/proc"));
+  CHECK_THAT(r.out, Contains("pass -x NAME"));
+}

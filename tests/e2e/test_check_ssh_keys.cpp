@@ -269,3 +269,4 @@ TEST_CASE("check-ssh bad input: empty host list", "[check-ssh]") {
   CHECK(r.exit_code == kUsage);
   CHECK(r.out.empty());
 }
+

@@ -189,3 +189,15 @@ TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded
   CHECK(own[2].size() <= hvd::launcher::TagSplitter::kMaxOwnLine + 8);
   CHECK(own[2].ends_with(" [...]"));
 }
+
+TEST_CASE("mpirun argv: an IPv6 host is a usage error; IPv6 interface addresses are /128",
+          "[mpi]") {
+  PlanRequest r;
+  r.hosts = parse_host_list("[fd00::2]:1,10.0.0.3:1");
+  r.default_user = "root";
+  r.command = {"./train"};
+  const Plan plan = make_plan(r, LocalIdentity{"box", {"127.0.0.1"}}, {});
+  require_usage_error([&] { mpirun_argv(plan, MpiCommandInput{}); },
+                      "mpirun cannot take the IPv6 address [fd00::2] as a host", "without --mpi");
+  CHECK(tcp_include({"10.0.0.1", "fd00::1", "127.0.0.2"}) == "10.0.0.1/32,fd00::1/128,127.0.0.0/8");
+}
