@@ -39,4 +39,27 @@ std::optional<int> SignalFd::next() {
   return static_cast<int>(info.ssi_signo);
 }
 
+ScopedSigpipeBlock::ScopedSigpipeBlock() {
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe, &old_mask_);
+}
+
+ScopedSigpipeBlock::~ScopedSigpipeBlock() {
+  if (!was_pending_ && sigismember(&old_mask_, SIGPIPE) == 0) {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    const timespec now{0, 0};
+    while (::sigtimedwait(&pipe, nullptr, &now) == SIGPIPE) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
 }  // namespace hvd

@@ -31,4 +31,21 @@ class SignalFd {
   UniqueFd fd_;
 };
 
+// Blocks SIGPIPE in this thread for its lifetime and discards one that a write in that time
+// raised: for code that writes to sockets through a library that sends without MSG_NOSIGNAL
+// (Debian's cpp-httplib is a compiled library whose send() passes no flags). A peer that reset
+// the connection is then an EPIPE the library reports, not a signal whose default kills the
+// process (a training program, in libhvd's case). A SIGPIPE already pending is left alone.
+class ScopedSigpipeBlock {
+ public:
+  ScopedSigpipeBlock();
+  ~ScopedSigpipeBlock();
+  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
+  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
+
+ private:
+  sigset_t old_mask_;
+  bool was_pending_ = false;
+};
+
 }  // namespace hvd

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "allreduce/api/status_error.h"
+#include "common/signal_fd.h"
 #include "contract/rendezvous.h"
 
 namespace hvd::runtime {
@@ -62,7 +63,10 @@ std::string HttpStore::path(const std::string& key) const {
 void HttpStore::set(const std::string& key, const std::vector<char>& data) {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   for (;;) {
-    auto res = client_->Put(path(key), data.data(), data.size(), "application/octet-stream");
+    httplib::Result res = [&] {
+      const ScopedSigpipeBlock no_sigpipe;  // a reset store: an error, not a dead rank
+      return client_->Put(path(key), data.data(), data.size(), "application/octet-stream");
+    }();
     if (res && res->status == 200) return;
     if (res && res->status == 401) {
       throw StatusError(
@@ -83,7 +87,10 @@ void HttpStore::set(const std::string& key, const std::vector<char>& data) {
 }
 
 std::optional<std::vector<char>> HttpStore::try_get(const std::string& key) {
-  auto res = client_->Get(path(key));
+  httplib::Result res = [&] {
+    const ScopedSigpipeBlock no_sigpipe;  // a reset store: an error, not a dead rank
+    return client_->Get(path(key));
+  }();
   if (!res) return std::nullopt;  // connection trouble: the caller retries until its deadline
   if (res->status == 404) return std::nullopt;
   if (res->status == 401) {

@@ -279,3 +279,33 @@ TEST_CASE("run_and_capture: stdout and stderr together, and the status", "[toolk
   missing.argv = {"/no/such/helper"};
   CHECK_FALSE(hvd::run_and_capture(missing).has_value());
 }
+
+TEST_CASE("ScopedSigpipeBlock: a write to a closed pipe is EPIPE, and no SIGPIPE is left over",
+          "[toolkit]") {
+  // SIGPIPE at its default would end this test process: the guard is what keeps it alive.
+  struct sigaction dfl {
+  }, old{};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGPIPE, &dfl, &old);
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  ::close(fds[0]);
+  ssize_t n = 0;
+  int error = 0;
+  {
+    const hvd::ScopedSigpipeBlock guard;
+    n = ::write(fds[1], "x", 1);
+    error = errno;
+  }
+  ::close(fds[1]);
+  sigset_t pending;
+  ::sigpending(&pending);
+  const bool left_over = sigismember(&pending, SIGPIPE) == 1;
+  sigset_t now;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  ::sigaction(SIGPIPE, &old, nullptr);
+  CHECK(n == -1);
+  CHECK(error == EPIPE);
+  CHECK_FALSE(left_over);
+  CHECK_FALSE(sigismember(&now, SIGPIPE));  // unblocked again
+}
