@@ -13,11 +13,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <set>
 
+#include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
+#include "common/bytes.h"  // same_secret
 #include "common/fd_io.h"  // read_some
 #include "common/port_range.h"
 
@@ -181,6 +185,122 @@ std::string share(Backend& backend, int rank, const std::string& mine) {
 
 }  // namespace
 
+// Rank 0: accepts until every other rank said hello with the token. Handshakes run side by
+// side (one poll over the listener and every connection that has not said hello yet), each
+// with kHelloTime, so idle or slow connections (a port scanner, an attacker who found the
+// port) cannot hold up the ranks behind them; at most kMaxPendingHellos wait at once, the
+// oldest dropped first.
+void ControlPlane::accept_ranks(int listener, const std::string& token, int size,
+                                std::chrono::milliseconds timeout, Clock::time_point deadline,
+                                ControlPlane& cp) {
+  struct Pending {
+    UniqueFd fd;
+    std::string hello;  // token (32 hex) + rank (u32), as it arrives
+    Clock::time_point until;
+  };
+  constexpr auto kHelloTime = std::chrono::seconds(5);
+  constexpr std::size_t kMaxPendingHellos = 64;
+  constexpr std::size_t kHelloBytes = 36;
+  std::set<int> missing;
+  for (int r = 1; r < size; ++r) missing.insert(r);
+  std::deque<Pending> pending;
+  ::fcntl(listener, F_SETFL, ::fcntl(listener, F_GETFL) | O_NONBLOCK);  // accept until EAGAIN
+  while (!missing.empty()) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      throw StatusError(HVD_ERR_TIMEOUT,
+                        fmt::format("the engine's control plane: rank(s) {} did not connect to "
+                                    "rank 0 within {} s",
+                                    fmt::join(missing, ", "), timeout.count() / 1000),
+                        "a firewall may block rank 0's host, or those ranks failed in init()");
+    }
+    std::erase_if(pending, [&](const Pending& p) { return p.until <= now; });
+    auto wake = deadline;
+    std::vector<pollfd> fds{{listener, POLLIN, 0}};
+    for (const Pending& p : pending) {
+      fds.push_back({p.fd.get(), POLLIN, 0});
+      wake = std::min(wake, p.until);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left))) <= 0) continue;
+    // Read what the waiting connections sent; a complete hello is checked at once.
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Pending& p = pending[i - 1];
+      char buf[kHelloBytes];
+      const ssize_t n = ::recv(p.fd.get(), buf, kHelloBytes - p.hello.size(), MSG_DONTWAIT);
+      if (n <= 0) {
+        p.until = Clock::time_point{};  // gone: dropped below
+        continue;
+      }
+      p.hello.append(buf, static_cast<std::size_t>(n));
+      if (p.hello.size() < kHelloBytes) continue;
+      std::uint32_t from = 0;
+      std::memcpy(&from, p.hello.data() + 32, 4);
+      const bool ours = same_secret(std::string_view(p.hello).substr(0, 32), token) &&
+                        from > 0 && from < static_cast<std::uint32_t>(size) &&
+                        missing.count(static_cast<int>(from)) == 1;
+      if (ours) {
+        ::fcntl(p.fd.get(), F_SETFL, 0);  // blocking from here on; reads are driven by poll()
+        set_nodelay(p.fd.get());
+        if (send_all(p.fd.get(), "ok")) {
+          missing.erase(static_cast<int>(from));
+          cp.peers_[from].fd = std::move(p.fd);
+        }
+      }
+      p.until = Clock::time_point{};  // answered or not one of ours: no longer pending
+    }
+    std::erase_if(pending, [](const Pending& p) { return p.until == Clock::time_point{}; });
+    if (fds[0].revents == 0) continue;
+    while (true) {
+      UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!conn.valid()) break;
+      if (pending.size() >= kMaxPendingHellos) pending.pop_front();
+      pending.push_back({std::move(conn), {}, Clock::now() + kHelloTime});
+    }
+  }
+}
+
+std::string address_in_networks(const std::string& networks) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> cidrs;  // network, mask (host order)
+  std::vector<std::string> names;
+  for (std::size_t at = 0; at < networks.size();) {
+    const auto comma = std::min(networks.find(',', at), networks.size());
+    const std::string item = networks.substr(at, comma - at);
+    at = comma + 1;
+    const auto slash = item.find('/');
+    in_addr addr{};
+    int bits = -1;
+    if (slash != std::string::npos &&
+        ::inet_pton(AF_INET, item.substr(0, slash).c_str(), &addr) == 1 &&
+        std::sscanf(item.c_str() + slash + 1, "%d", &bits) == 1 && bits >= 0 && bits <= 32) {
+      const std::uint32_t mask = bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
+      cidrs.emplace_back(ntohl(addr.s_addr) & mask, mask);
+    } else if (!item.empty()) {
+      names.push_back(item);
+    }
+  }
+  if (cidrs.empty() && names.empty()) return {};
+  std::string found;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return {};
+  for (ifaddrs* it = list; it != nullptr && found.empty(); it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
+    const std::uint32_t a = ntohl(in->sin_addr.s_addr);
+    const bool match =
+        std::any_of(cidrs.begin(), cidrs.end(),
+                    [&](const auto& c) { return (a & c.second) == c.first; }) ||
+        std::find(names.begin(), names.end(), it->ifa_name) != names.end();
+    if (!match) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    found = text;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
 ControlPlane ControlPlane::adopt(int rank, int size, std::vector<UniqueFd> peers) {
   ControlPlane cp;
   cp.rank_ = rank;
@@ -205,39 +325,13 @@ ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
 
   if (rank == 0) {
     auto [listener, port] = listen_on(bind_address, port_range, avoid_port);
+    logger().debug("the engine's control plane listens on {}:{}",
+                   bind_address.empty() ? "every interface" : bind_address, port);
     const std::string token = random_hex();
     const std::vector<std::string> addrs =
         bind_address.empty() ? local_addresses() : std::vector<std::string>{bind_address};
     share(backend, rank, fmt::format("{} {} {}", token, port, fmt::join(addrs, ",")));
-    // Accept until every rank has said hello with the token.
-    std::set<int> missing;
-    for (int r = 1; r < size; ++r) missing.insert(r);
-    while (!missing.empty()) {
-      if (!wait_for(listener.get(), POLLIN, deadline)) {
-        throw StatusError(HVD_ERR_TIMEOUT,
-                          fmt::format("the engine's control plane: rank(s) {} did not connect to "
-                                      "rank 0 within {} s",
-                                      fmt::join(missing, ", "), timeout.count() / 1000),
-                          "a firewall may block rank 0's host, or those ranks failed in init()");
-      }
-      UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (conn.get() < 0) continue;
-      char hello[36];  // token (32 hex) + rank (u32)
-      if (!read_exact(conn.get(), hello, sizeof hello, Clock::now() + std::chrono::seconds(5)) ||
-          std::string_view(hello, 32) != token) {
-        continue;  // not one of ours: drop it
-      }
-      std::uint32_t from = 0;
-      std::memcpy(&from, hello + 32, 4);
-      if (from == 0 || from >= static_cast<std::uint32_t>(size) ||
-          missing.count(static_cast<int>(from)) == 0) {
-        continue;
-      }
-      set_nodelay(conn.get());
-      if (!send_all(conn.get(), "ok")) continue;
-      missing.erase(static_cast<int>(from));
-      cp.peers_[from].fd = std::move(conn);
-    }
+    accept_ranks(listener.get(), token, size, timeout, deadline, cp);
     return cp;
   }
 

@@ -19,6 +19,10 @@
 
 namespace hvd::runtime {
 
+// This host's first IPv4 address inside `networks` ("10.1.0.0/16,eth1": CIDRs or interface
+// names, as Open MPI's btl_tcp_if_include takes them); empty when none matches or none is given.
+std::string address_in_networks(const std::string& networks);
+
 class ControlPlane {
  public:
   // Throws StatusError (HVD_ERR_TIMEOUT naming the ranks that never connected, ...).
@@ -48,6 +52,9 @@ class ControlPlane {
   void close(int rank);
 
  private:
+  static void accept_ranks(int listener, const std::string& token, int size,
+                           std::chrono::milliseconds timeout,
+                           std::chrono::steady_clock::time_point deadline, ControlPlane& cp);
   struct Peer {
     UniqueFd fd;
     std::string inbox;  // bytes of a message not complete yet

@@ -195,6 +195,8 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
                           "start the program with hvdrun; HVD_* variables are hvdrun's own");
       }
     }
+  } else if (config.started_by == StartedBy::kMpirun) {
+    config.mpi_tcp_include = value_of(getenv, "OMPI_MCA_btl_tcp_if_include");
   } else if (config.started_by == StartedBy::kNone) {
     const auto topology = contract::read_topology(getenv);
     if (topology && topology->size > 1) {

@@ -35,6 +35,9 @@ struct RuntimeConfig {
   std::string rendezvous_token;
   std::string job_id;
   std::string advertise_addr;  // where this rank's Gloo device binds; 127.0.0.1 alone
+  // Under mpirun: the networks Open MPI was told to use (OMPI_MCA_btl_tcp_if_include: CIDRs or
+  // interface names; hvdrun --mpi always sets it), where the control plane listens.
+  std::string mpi_tcp_include;
   // HVD_PORT_RANGE (hvdrun --port-range): the control plane's listener stays inside it, and
   // off MASTER_PORT, which hvdrun took from the same range for the program.
   PortRange port_range;  // any(): unset

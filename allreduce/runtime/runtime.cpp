@@ -69,8 +69,13 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   configure_logger(topology_.rank, config.log_level);
   backend_ = connect(config_, topology_);
   configure_logger(topology_.rank, config.log_level);
+  // hvdrun's advertised address, else (under mpirun) one in the networks Open MPI uses; never
+  // every interface when either is known.
+  const std::string bind = config_.advertise_addr.empty()
+                               ? address_in_networks(config_.mpi_tcp_include)
+                               : config_.advertise_addr;
   ControlPlane control = ControlPlane::connect(
-      *backend_, topology_.rank, topology_.size, config_.advertise_addr,
+      *backend_, topology_.rank, topology_.size, bind,
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
       config_.port_range, config_.master_port);
   if (topology_.rank == 0 && !config_.timeline.empty()) {

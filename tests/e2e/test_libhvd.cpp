@@ -79,6 +79,22 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
   }
 }
 
+// Under mpirun libhvd knows no advertised address; its control plane used to listen on every
+// interface. It now listens on this host's address in the network hvdrun chose for Open MPI
+// (OMPI_MCA_btl_tcp_if_include: 127.0.0.0/8 for the loopback test hosts).
+TEST_CASE("libhvd under hvdrun --mpi: the control plane listens in Open MPI's network only",
+          "[libhvd]") {
+  Hosts h;
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--mpi", "-np", "2", "-H", h.addr(10) + "," + h.addr(11), LIBHVD_CHECK,
+              "collectives"}),
+      {{"HOROVOD_LOG_LEVEL", "debug"}}, std::chrono::seconds(90));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out + r.err, Contains("the engine's control plane listens on 127.0.0.1:"));
+  CHECK_THAT(r.out + r.err, !Contains("listens on every interface"));
+}
+
 TEST_CASE("libhvd native on localhost: 2 ranks without SSH", "[libhvd]") {
   const auto r = hvd::test::run_hvdrun({"-np", "2", LIBHVD_CHECK, "collectives"});
   INFO(show(r));
