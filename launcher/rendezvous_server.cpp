@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <random>
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/port_range.h"
 #include "contract/rendezvous.h"
@@ -19,20 +21,62 @@ namespace {
 
 namespace protocol = contract::rendezvous;
 
-// Compares without an early exit, so the time taken says nothing about the token.
-bool same_secret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 void reply(httplib::Response& res, int status, const std::string& text) {
   res.status = status;
   res.set_content(text, "text/plain");
 }
 
+// What the pre-routing handler found about the request the current worker thread serves.
+struct RequestFacts {
+  bool authorized = false;
+};
+thread_local RequestFacts* current_request = nullptr;
+
+// A listening TCP socket on `address` (numeric, or a name resolved once) and `port`; the errno
+// of what failed.
+BindAttempt listen_on(const std::string& address, int port, UniqueFd& out, int backlog) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) {
+    return {0, EADDRNOTAVAIL};
+  }
+  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int err = 0;
+  if (!fd.valid()) {
+    err = errno;
+  } else {
+    int yes = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
+      err = errno;
+    }
+  }
+  ::freeaddrinfo(res);
+  if (err != 0) return {0, err};
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  const int got = ntohs(bound.ss_family == AF_INET6
+                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  out = std::move(fd);
+  return {got, 0};
+}
+
 }  // namespace
+
+// cpp-httplib's server as a request handler: it parses and answers one request from a stream the
+// front end gives it, and never listens itself.
+class RendezvousServer::Http final : public httplib::Server {
+ public:
+  // False when the connection must close (an error, or the client asked).
+  bool serve_one(httplib::Stream& stream) {
+    bool closed = false;
+    return process_request(stream, false, closed, nullptr) && !closed;
+  }
+};
 
 std::string random_token() {
   std::random_device rd;
@@ -41,20 +85,12 @@ std::string random_token() {
   return out;
 }
 
-RendezvousServer::RendezvousServer(std::string token)
-    : token_(std::move(token)), server_(std::make_unique<httplib::Server>()) {
-  httplib::Server& s = *server_;
+RendezvousServer::RendezvousServer(std::string token, HttpLimits limits)
+    : token_(std::move(token)),
+      http_(std::make_unique<Http>()),
+      front_([this](httplib::Stream& stream) { return serve(stream); }, limits) {
+  httplib::Server& s = *http_;
   s.set_payload_max_length(protocol::kMaxValue);
-  s.set_read_timeout(10, 0);
-  s.set_write_timeout(10, 0);
-  s.set_keep_alive_max_count(1000);
-  // cpp-httplib listens with a backlog of 5 (compiled into Debian's library), which drops
-  // connections when many ranks start at once: remember the socket to raise it after bind.
-  s.set_socket_options([this](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd_ = sock;
-  });
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const bool authorized =
         same_secret(req.get_header_value(std::string(protocol::kAuthorizationHeader).c_str()),
@@ -75,7 +111,10 @@ RendezvousServer::RendezvousServer(std::string token)
         }
       }
     }
+    if (current_request != nullptr) current_request->authorized = authorized;
     if (!authorized) {
+      // Closed after the answer, its body unread (the front end closes unauthorized ones).
+      res.set_header("Connection", "close");
       reply(res, 401, "missing or wrong bearer token\n");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -119,30 +158,25 @@ RendezvousServer::RendezvousServer(std::string token)
 }
 
 int RendezvousServer::start(const std::string& address, PortRange range) {
-  // cpp-httplib binds its own socket and reports only success; errno still holds bind()'s error.
-  const BindOutcome outcome = bind_first_free(range, [&](int port) -> BindAttempt {
-    errno = 0;
-    const int bound = port == 0 ? server_->bind_to_any_port(address)
-                                : (server_->bind_to_port(address, port) ? port : -1);
-    if (bound > 0) return {bound, 0};
-    return {0, errno != 0 ? errno : EADDRNOTAVAIL};
-  });
+  UniqueFd listener;
+  const BindOutcome outcome = bind_first_free(
+      range, [&](int port) { return listen_on(address, port, listener, kListenBacklog); });
   if (!outcome.bound()) {
     const BindFailure f =
         bind_failure(range, outcome, "--port-range ", "the rendezvous server", address);
     throw LauncherError(f.message, f.hint);
   }
-  const int port = outcome.port;
-  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);  // Linux: re-listen, longer backlog
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // cpp-httplib's stop() does nothing until the listening thread has marked the server running,
-  // and that thread would then accept() forever: a job that ended at once (a missing --wd) hung
-  // its launcher in ~RendezvousServer. Return only once the server runs.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return port;
+  front_.start(std::move(listener));
+  return outcome.port;
+}
+
+// One request, on a worker thread of the front end.
+Served RendezvousServer::serve(httplib::Stream& stream) {
+  RequestFacts facts;
+  current_request = &facts;
+  const bool open = http_->serve_one(stream);
+  current_request = nullptr;
+  return {open && facts.authorized, facts.authorized};
 }
 
 RendezvousStats RendezvousServer::stats() const {
@@ -155,9 +189,6 @@ size_t RendezvousServer::size() const {
   return store_.size();
 }
 
-RendezvousServer::~RendezvousServer() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+RendezvousServer::~RendezvousServer() = default;
 
 }  // namespace hvd::launcher

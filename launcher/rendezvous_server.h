@@ -1,10 +1,13 @@
 // The launcher's rendezvous server: a small HTTP/1.1 key-value store the ranks bootstrap from
 // (Gloo's Store, NCCL's unique id), modelled on Horovod's; the protocol (paths, headers, limits)
 // is in contract/rendezvous.h. Unlike Horovod's, every request needs the job's random bearer
-// token (else 401), it binds only the address the hosts reach the launcher at, and it limits
-// request sizes and times. Built on cpp-httplib, a maintained HTTP library.
+// token (else 401, and the connection is closed with its body unread), it binds only the address
+// the hosts reach the launcher at, and what an unauthenticated client can make it hold is
+// bounded: cpp-httplib (a maintained HTTP library) parses and answers the requests, behind our
+// own connection handling (http_front.h), which bounds each request's head, its time and the
+// number of connections that have not shown the token.
 //
-// Threading: start() serves on a background thread pool; the store is guarded by a mutex; the
+// Threading: start() serves on background threads; the store is guarded by a mutex; the
 // destructor stops the server and joins.
 #pragma once
 
@@ -15,10 +18,7 @@
 #include <thread>
 
 #include "common/port_range.h"
-
-namespace httplib {
-class Server;
-}
+#include "launcher/http_front.h"
 
 namespace hvd::launcher {
 
@@ -31,7 +31,7 @@ struct RendezvousStats {
 
 class RendezvousServer {
  public:
-  explicit RendezvousServer(std::string token);
+  explicit RendezvousServer(std::string token, HttpLimits limits = {});
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
   ~RendezvousServer();
@@ -44,14 +44,16 @@ class RendezvousServer {
   RendezvousStats stats() const;
 
  private:
+  class Http;
+  Served serve(httplib::Stream& stream);
+
   static constexpr int kListenBacklog = 1024;
   std::string token_;
-  int listen_fd_ = -1;  // borrowed: the listening socket cpp-httplib owns, to raise its backlog
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<Http> http_;  // routes and handlers; never listens itself
   mutable std::mutex mutex_;
   std::map<std::string, std::string> store_;  // "scope/key" -> value
   RendezvousStats stats_;
+  HttpFrontEnd front_;  // last: destroyed (threads joined) before what they use
 };
 
 // A random token (256 bits, hex) for one job.
