@@ -177,6 +177,7 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.cwd = working_directory(o);
   options.grace_seconds = o.grace_s;
   options.start_timeout = std::chrono::milliseconds(static_cast<long>(o.start_timeout_s * 1000));
+  options.keepalive = std::chrono::milliseconds(static_cast<long>(o.keepalive_s * 1000));
   options.output_dir = o.output_filename;
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;

@@ -180,6 +180,14 @@ void define_options(CLI::App& app, Options& o) {
          [&o](const std::string& v) { o.start_timeout_s = parse_seconds("--start-timeout", v); },
          "Seconds for every agent to answer and every rank to start (default 30)")
       ->type_name("SECONDS");
+  app.add_option_function<std::string>(
+         "--keepalive",
+         [&o](const std::string& v) {
+           o.keepalive_s = v == "0" ? 0.0 : parse_seconds("--keepalive", v);
+         },
+         "Seconds a host's agent may stay silent while the job runs before the host counts as "
+         "lost (exit 74); hvdrun pings it three times per period (default 30; 0: never)")
+      ->type_name("SECONDS");
   app.add_option("--output-filename", o.output_filename,
                  "Also write each rank's output, untagged, to DIR/rank.N/stdout and stderr")
       ->type_name("DIR");

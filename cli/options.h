@@ -39,6 +39,7 @@ struct Options {
   std::optional<std::string> working_dir;      // --wd; default: hvdrun's current directory
   double grace_s = 5.0;                        // --grace
   double start_timeout_s = 30.0;               // --start-timeout
+  double keepalive_s = 30.0;                   // --keepalive
   std::optional<std::string> output_filename;  // --output-filename DIR
   std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;

@@ -11,8 +11,9 @@ ExitCode exit_code_of(ErrorKind kind) {
     case ErrorKind::kNetCheck:
       return ExitCode::kNetCheckFailed;
     case ErrorKind::kSsh:
-    case ErrorKind::kHostLost:
       return ExitCode::kSshCheckFailed;
+    case ErrorKind::kHostLost:
+      return ExitCode::kHostLost;
     case ErrorKind::kRemote:
       return ExitCode::kCannotStart;
     case ErrorKind::kTimeout:

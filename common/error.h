@@ -19,9 +19,10 @@ enum class ExitCode : int {
   kSuccess = 0,
   kUsage = 64,           // bad flags, host list, hostfile, -x, or -np (EX_USAGE)
   kNetCheckFailed = 68,  // a host cannot reach another host or the launcher (EX_NOHOST)
-  kSshCheckFailed = 69,  // a host failed the SSH check, or was lost during the job (EX_UNAVAILABLE)
+  kSshCheckFailed = 69,  // a host failed the SSH check or an SSH stage of a launch (EX_UNAVAILABLE)
   kInternal = 70,        // a bug in hvdrun itself (EX_SOFTWARE)
   kLauncherFailed = 71,  // the launcher could not do its own part: bind, spawn (EX_OSERR)
+  kHostLost = 74,        // a host was lost while the job ran: link closed or silent, agent died (EX_IOERR)
   kStartupTimeout = 75,  // a start-up phase did not finish in time (EX_TEMPFAIL)
   kCannotStart = 127,    // the command, its directory or the agent is missing on a host (as sh)
 };

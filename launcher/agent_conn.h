@@ -2,6 +2,7 @@
 // SSH channel: agent_transport.h), the frames read so far, and where it is in the launch.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -49,6 +50,10 @@ struct AgentConn {
   bool done = false;  // it sent kDone: every rank ended and was reported
   bool eof = false;   // its frame stream ended
   bool gone = false;  // the transport says it is gone for good
+  bool abandoned = false;  // given up on: silent past --keepalive, or not ended after a stop
+  // The keepalive (once its job spec is sent): when bytes last came from it, when to ping it.
+  std::chrono::steady_clock::time_point last_heard;
+  std::chrono::steady_clock::time_point next_ping;
 
   void check_gone() { gone = gone || transport->gone(eof); }
 };

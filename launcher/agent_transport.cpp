@@ -1,5 +1,7 @@
 #include "launcher/agent_transport.h"
 
+#include <signal.h>
+
 #include <array>
 #include <string_view>
 #include <vector>
@@ -28,6 +30,10 @@ class LocalAgent final : public AgentTransport {
   int write_fd() const override { return process_.in().get(); }
   UniqueFd& log() override { return process_.err(); }
   void close_input() override { process_.in().reset(); }
+  void abandon() override {
+    process_.in().reset();
+    if (process_.running()) process_.signal_group(SIGKILL);
+  }
   bool gone(bool) override { return process_.try_reap(); }
   bool remote() const override { return false; }
   std::string lost_detail() const override { return ""; }
@@ -43,6 +49,9 @@ class SshAgent final : public AgentTransport {
   int write_fd() const override { return agent_.frames_fd(); }
   UniqueFd& log() override { return agent_.log(); }
   void close_input() override { agent_.close_input(); }
+  // The pump thread closes the session a few seconds after the input closed, whatever the agent
+  // does (ssh/remote_agent.cpp); joining it is ~RemoteAgent's business.
+  void abandon() override { agent_.close_input(); }
   // The pump thread closes the frames socket when the channel ends: EOF is the end.
   bool gone(bool frames_ended) override { return frames_ended; }
   bool remote() const override { return true; }

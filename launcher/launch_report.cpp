@@ -95,6 +95,7 @@ nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result)
                               : json(nullptr);
   doc["interrupted_by"] =
       result.interrupted_by != 0 ? json(signal_name(result.interrupted_by)) : json(nullptr);
+  doc["abandoned"] = result.abandoned;
   for (const auto& [key, value] : result.details.items()) doc[key] = value;
   doc["net_check"] = result.net ? net_json(*result.net) : json(nullptr);
   doc["timings_ms"] = {{"start", result.start_time.count()}, {"total", result.total_time.count()}};

@@ -34,6 +34,8 @@ struct LaunchOptions {
   std::string cwd;                                 // absolute; the ranks' working directory
   double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
   std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
+  // --keepalive: a host whose agent is silent this long while the job runs is lost (0: never).
+  std::chrono::milliseconds keepalive{30000};
   std::optional<std::string> output_dir;           // --output-filename
   std::string hvdrun_path;                         // the local agent binary (this hvdrun)
   ssh::SshOptions ssh;                             // how remote hosts are reached
@@ -78,6 +80,9 @@ struct LaunchResult {
   std::chrono::milliseconds start_time{0};  // until every rank was started
   std::chrono::milliseconds total_time{0};
   std::vector<ssh::HostCheck> ssh_failures;  // hosts that failed an SSH stage: nothing ran
+  // Hosts whose agent did not end within the grace period and margin of the stop: hvdrun
+  // stopped waiting for them (their ranks are stopped by the agent's dead-man switch).
+  std::vector<std::string> abandoned;
   std::optional<NetCheck> net;               // once every host probed
   std::vector<HostFacts> hosts;              // by host, once every agent said hello
   // The launcher's own facts for the --json result, as top-level keys (native: "rendezvous").

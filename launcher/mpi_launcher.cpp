@@ -89,6 +89,15 @@ class MpirunJob final : public Job {
   bool done() const override {
     return mpirun_.status() && !mpirun_.out().valid() && !mpirun_.err().valid();
   }
+  // mpirun did not end in time (stopped, or waiting on a daemon it cannot reach): killed, its
+  // daemons stop their ranks when it is gone (Open MPI's own lifeline), and hvdrun moves on.
+  std::vector<std::string> abandon() override {
+    mpirun_.signal_group(SIGKILL);
+    mpirun_.wait();
+    mpirun_.out().reset();
+    mpirun_.err().reset();
+    return {"mpirun (this machine)"};
+  }
 
   ExitStatus status() const { return mpirun_.status().value_or(ExitStatus{false, 127}); }
   const std::string& own_text() const { return mpirun_text_; }

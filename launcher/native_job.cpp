@@ -51,6 +51,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kOutput:
     case FrameType::kExited:
     case FrameType::kDone:
+    case FrameType::kPong:
       if (!agent.spec_sent) return "rank events before it was given a job";
       return std::nullopt;
     case FrameType::kError:
@@ -61,6 +62,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kProbeListen:
     case FrameType::kProbe:
     case FrameType::kProbeClose:
+    case FrameType::kPing:
       break;
   }
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
@@ -116,6 +118,8 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     case FrameType::kDone:
       agent.done = true;
       break;
+    case FrameType::kPong:
+      break;  // read_frames() noted that it is there
     default:
       break;  // out_of_order() refused the rest
   }
@@ -174,16 +178,80 @@ void NativeJob::agent_lost(AgentConn& agent) {
              "when its link goes away"});
 }
 
+bool NativeJob::all_started() const {
+  return std::all_of(sup_.result().ranks.begin(), sup_.result().ranks.end(),
+                     [](const RankOutcome& r) { return r.started; });
+}
+
+bool NativeJob::keepalive_on(const AgentConn& a) const {
+  return options_.keepalive.count() > 0 && a.spec_sent && !a.eof && !a.abandoned &&
+         !sup_.stopping();
+}
+
 std::optional<Clock::time_point> NativeJob::deadline() const {
-  const bool all_started = std::all_of(sup_.result().ranks.begin(), sup_.result().ranks.end(),
-                                       [](const RankOutcome& r) { return r.started; });
-  if (all_started) return std::nullopt;
-  return start_deadline_;
+  std::optional<Clock::time_point> next;
+  auto consider = [&](Clock::time_point t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!sup_.stopping() && !all_started()) consider(start_deadline_);
+  for (const AgentConn& a : agents_) {
+    if (!keepalive_on(a)) continue;
+    consider(a.next_ping);
+    consider(a.last_heard + options_.keepalive);
+  }
+  return next;
+}
+
+void NativeJob::on_deadline() {
+  const auto now = Clock::now();
+  if (!sup_.stopping() && !all_started() && now >= start_deadline_) on_start_timeout();
+  keepalive(now);
+}
+
+// Every agent that runs a job is pinged three times per --keepalive period; any frame from it
+// (its answer, rank output, an exit) shows it is there. One that stays silent for the whole
+// period is frozen or cut off without a word (a silent partition sends no reset): it is lost.
+void NativeJob::keepalive(Clock::time_point now) {
+  for (AgentConn& a : agents_) {
+    if (!keepalive_on(a)) continue;
+    if (now >= a.last_heard + options_.keepalive) {
+      agent_silent(a);
+    } else if (now >= a.next_ping) {
+      send(a, FrameType::kPing);
+      a.next_ping = now + options_.keepalive / 3;
+    }
+  }
+}
+
+void NativeJob::agent_silent(AgentConn& a) {
+  const std::string& host = host_of(a);
+  const double seconds = std::chrono::duration<double>(options_.keepalive).count();
+  a.transport->abandon();
+  a.eof = a.gone = a.abandoned = true;
+  sup_.result().abandoned.push_back(host);
+  sup_.fail({ErrorKind::kHostLost,
+             fmt::format("lost the host {}: nothing came from its agent for {:.0f} s while the "
+                         "job ran (--keepalive {:.0f})",
+                         host, seconds, seconds),
+             "the host froze, or its link was cut without a reset; its agent stops its ranks "
+             "when its SSH session closes (now) or, if frozen, when it runs again. A longer "
+             "--keepalive tolerates longer stalls"});
+}
+
+std::vector<std::string> NativeJob::abandon() {
+  std::vector<std::string> hosts;
+  for (AgentConn& a : agents_) {
+    if (a.eof && a.gone) continue;
+    a.transport->abandon();
+    a.eof = a.gone = a.abandoned = true;
+    hosts.push_back(host_of(a));
+  }
+  return hosts;
 }
 
 // Names the phase that did not finish and the hosts that are late: start-up timeouts that name
 // no host and no phase are what users hate.
-void NativeJob::on_deadline() {
+void NativeJob::on_start_timeout() {
   std::vector<std::string> no_hello, not_probed, not_started;
   for (const AgentConn& a : agents_) {
     if (!a.hello) {
@@ -230,6 +298,10 @@ bool NativeJob::done() const {
 }
 
 void NativeJob::add_pollfds(std::vector<pollfd>& fds, bool read_output) {
+  // While the console is backed up nothing is read from the agents: silence says nothing then.
+  if (!read_output) {
+    for (AgentConn& a : agents_) a.last_heard = Clock::now();
+  }
   for (AgentConn& a : agents_) {
     fds.push_back({a.eof || !read_output ? -1 : a.transport->read_fd(), POLLIN, 0});
     fds.push_back({a.transport->log().valid() ? a.transport->log().get() : -1, POLLIN, 0});
@@ -245,6 +317,7 @@ void NativeJob::read_frames(AgentConn& a) {
     if (!a.done && !sup_.stopping()) agent_lost(a);
     return;
   }
+  a.last_heard = Clock::now();
   a.reader.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
   try {
     while (auto frame = a.reader.next()) on_frame(a, *frame);

@@ -45,6 +45,7 @@ class NativeJob final : public Job {
   bool done() const override;
   std::optional<Clock::time_point> deadline() const override;
   void on_deadline() override;
+  std::vector<std::string> abandon() override;
 
   // After the run: what the launch learned about each host, and the rendezvous server's stats.
   std::vector<HostFacts> host_facts() const;
@@ -58,6 +59,12 @@ class NativeJob final : public Job {
   void on_agent_error(AgentConn& agent, const std::string& payload);
   void on_agent_log(AgentConn& agent);
   void agent_lost(AgentConn& agent);
+  // The keepalive: pings agents that run a job, gives up on one silent past --keepalive.
+  bool keepalive_on(const AgentConn& agent) const;
+  void keepalive(Clock::time_point now);
+  void agent_silent(AgentConn& agent);
+  bool all_started() const;
+  void on_start_timeout();
   void send(AgentConn& agent, FrameType type, std::string_view payload = {});
   const std::string& host_of(const AgentConn& agent) const;
   // native_job_net.cpp

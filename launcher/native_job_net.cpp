@@ -141,6 +141,8 @@ void NativeJob::send_specs() {
   for (AgentConn& a : agents_) {
     send(a, FrameType::kSpec, worker::encode_spec(specs_[static_cast<size_t>(a.host_index)]));
     a.spec_sent = true;
+    a.last_heard = Clock::now();
+    a.next_ping = a.last_heard + options_.keepalive / 3;
   }
 }
 

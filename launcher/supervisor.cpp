@@ -14,7 +14,8 @@ namespace hvd::launcher {
 Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::string launcher_name)
     : plan_(plan),
       router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
-              options.output_dir) {
+              options.output_dir),
+      grace_(static_cast<long>(options.grace_seconds * 1000)) {
   result_.launcher = std::move(launcher_name);
   for (const RankPlan& r : plan.ranks) {
     RankOutcome o;
@@ -67,6 +68,7 @@ void Supervisor::stop(StopMode mode) {
   if (mode == StopMode::kKill && killing_) return;
   stopping_ = true;
   killing_ |= mode == StopMode::kKill;
+  if (!stop_deadline_) stop_deadline_ = Clock::now() + grace_ + kStopMargin;
   if (job_ != nullptr) job_->stop(mode);
 }
 
@@ -84,10 +86,26 @@ void Supervisor::on_signal(Job& job, int sig) {
 }
 
 int Supervisor::poll_timeout_ms(const Job& job) const {
-  const auto deadline = job.deadline();
-  if (stopping_ || !deadline) return -1;
+  std::optional<Clock::time_point> deadline = job.deadline();
+  if (stop_deadline_ && !abandoned_ && (!deadline || *stop_deadline_ < *deadline)) {
+    deadline = stop_deadline_;
+  }
+  if (!deadline) return -1;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
   return static_cast<int>(std::max<long>(0, left.count()));
+}
+
+void Supervisor::check_stop_deadline(Job& job) {
+  if (!stop_deadline_ || abandoned_ || Clock::now() < *stop_deadline_ || job.done()) return;
+  abandoned_ = true;
+  const double waited =
+      std::chrono::duration<double>(grace_ + kStopMargin).count();
+  for (std::string& host : job.abandon()) {
+    spdlog::warn("gave up on the agent on {}: it did not end within {:.0f} s of the stop (the "
+                 "grace period and {} s); its link is closed, so its ranks stop when it runs again",
+                 host, waited, kStopMargin.count());
+    result_.abandoned.push_back(std::move(host));
+  }
 }
 
 int Supervisor::exit_code() const {
@@ -120,7 +138,8 @@ LaunchResult Supervisor::run(Job& job) {
     job.add_pollfds(fds, router_.queued_bytes() <= kMaxQueuedBytes);
     const int timeout = poll_timeout_ms(job);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
-    if (timeout >= 0 && poll_timeout_ms(job) == 0) job.on_deadline();
+    if (const auto due = job.deadline(); due && Clock::now() >= *due) job.on_deadline();
+    check_stop_deadline(job);
     if (fds[0].revents != 0) {
       while (const std::optional<int> sig = signals.next()) on_signal(job, *sig);
     }

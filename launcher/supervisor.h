@@ -6,6 +6,9 @@
 // - signals: SIGINT, SIGTERM and SIGHUP stop the job gracefully (a second one kills at once);
 //   SIGCHLD tells the job a child of ours exited;
 // - the start-up deadline the job asks for;
+// - the stop deadline: once stopping, the job gets the grace period plus kStopMargin to end;
+//   then whatever has not ended is abandoned (Job::abandon) and named in the result, so a
+//   frozen or cut-off host cannot hang hvdrun;
 // and the ranks' outcomes: fail-fast (the first rank that fails stops the job), the first
 // host-level failure, and the exit code (docs/exit-codes.md). launch_report.h turns the result
 // into the root-cause report and the --json document.
@@ -47,14 +50,26 @@ class Job {
   virtual void stop(StopMode mode) = 0;
   // Nothing left to wait for: every agent or child is gone and its output read.
   virtual bool done() const = 0;
-  // When start-up must be over (nullopt: no deadline now), and what to do when it passes.
+  // When the job next wants on_deadline() (the start-up deadline, a keepalive; nullopt: no
+  // timer now). Asked again after every turn of the loop, also while stopping.
   virtual std::optional<Clock::time_point> deadline() const { return std::nullopt; }
   virtual void on_deadline() {}
+  // The stop deadline passed: stop waiting for what has not ended (done() is true afterwards).
+  // Returns the hosts given up on, for the report.
+  virtual std::vector<std::string> abandon() = 0;
 };
+
+// How long after the grace period a stopping job may take to end before it is abandoned: an
+// agent answers a terminate within milliseconds, and reports its ranks' ends right after the
+// grace period's SIGKILL.
+inline constexpr std::chrono::seconds kStopMargin{3};
 
 class Supervisor {
  public:
   Supervisor(const Plan& plan, const LaunchOptions& options, std::string launcher_name);
+
+  // When the current stop gives up on what has not ended (nullopt: not stopping).
+  std::optional<Clock::time_point> stop_deadline() const { return stop_deadline_; }
 
   OutputRouter& output() { return router_; }
   LaunchResult& result() { return result_; }
@@ -79,6 +94,7 @@ class Supervisor {
   void on_signal(Job& job, int sig);
   int exit_code() const;
   int poll_timeout_ms(const Job& job) const;
+  void check_stop_deadline(Job& job);
 
   const Plan& plan_;
   OutputRouter router_;
@@ -86,6 +102,9 @@ class Supervisor {
   Job* job_ = nullptr;
   bool stopping_ = false;
   bool killing_ = false;
+  std::chrono::milliseconds grace_;
+  std::optional<Clock::time_point> stop_deadline_;
+  bool abandoned_ = false;  // the stop deadline passed and the job was abandoned
   int started_ = 0;
   Clock::time_point start_ = Clock::now();
 };

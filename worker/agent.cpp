@@ -366,6 +366,7 @@ void Agent::handle_frames() {
     while (auto frame = reader_.next()) {
       if (frame->type == FrameType::kTerminate) stop(SIGTERM);
       if (frame->type == FrameType::kKill) stop(SIGKILL);
+      if (frame->type == FrameType::kPing) send(FrameType::kPong);
     }
   } catch (const Error& e) {
     error(e.what(), e.hint());

@@ -26,8 +26,7 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kProbeClosed) ||
-         in(FrameType::kSpec, FrameType::kProbeClose);
+  return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kPing);
 }
 
 void require_size(std::string_view payload, size_t size, std::string_view what) {

@@ -14,7 +14,8 @@
 
 namespace hvd::worker {
 
-inline constexpr int kProtocolVersion = 2;               // 2: the network probes (worker/probe.h)
+// 2: the network probes (worker/probe.h); 3: keepalive pings
+inline constexpr int kProtocolVersion = 3;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
 
@@ -29,6 +30,7 @@ enum class FrameType : uint8_t {
   kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
   kProbeResult = 8,  // JSON: one outcome per probe target (answers kProbe)
   kProbeClosed = 9,  // empty: the probe listener is closed (answers kProbeClose)
+  kPong = 10,        // empty: answers kPing
   // launcher -> agent
   kSpec = 16,         // JSON job spec (worker/job_spec.h)
   kTerminate = 17,    // empty: SIGTERM every rank, SIGKILL after the grace period
@@ -36,6 +38,7 @@ enum class FrameType : uint8_t {
   kProbeListen = 19,  // JSON: open the probe listener (port range, greeting token)
   kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
   kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)
+  kPing = 22,         // empty: the job's keepalive (answer kPong at once)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };

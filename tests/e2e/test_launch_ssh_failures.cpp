@@ -153,7 +153,7 @@ TEST_CASE("SIGTERM to hvdrun stops every remote rank and exits 143", "[launch-ss
   }
 }
 
-TEST_CASE("a cut SSH link to one host exits 69 naming the host and leaves nothing",
+TEST_CASE("a cut SSH link to one host exits 74 (host lost) naming the host and leaves nothing",
           "[launch-ssh]") {
   Hosts hosts;
   JobMarker marker;
@@ -184,17 +184,107 @@ TEST_CASE("a cut SSH link to one host exits 69 naming the host and leaves nothin
   REQUIRE(up);
   REQUIRE(sides.size() == 2);
   REQUIRE(cut);
-  CHECK(code == 69);
+  CHECK(code == 74);
   CHECK(elapsed < 8s);
   CHECK(all_gone);
   CHECK_THAT(err, Contains("lost the agent on " + b));
   CHECK(err.find("lost the agent on " + a) == std::string::npos);
   const json doc = parse_json(read_file(hosts.dir() / "out"));
-  CHECK(doc["exit_code"] == 69);
+  CHECK(doc["exit_code"] == 74);
   CHECK(doc["error"].is_object());
   if (doc["error"].is_object()) {
     CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(b));
   }
+}
+
+// A frozen host (its agent SIGSTOPped stands for a machine that hangs, or a link that drops
+// packets without a reset): hvdrun must neither wait for it forever nor leave its ranks behind.
+namespace {
+
+struct FrozenHost {
+  Hosts hosts;
+  JobMarker marker;
+  std::string a, b;
+  std::optional<Hvdrun> hvdrun;
+  std::vector<RemoteSide> sides;
+  std::optional<RemoteSide> frozen;  // b's side, its agent stopped
+
+  FrozenHost(int first, std::vector<std::string> flags) : a(hosts.addr(first)), b(hosts.addr(first + 1)) {
+    std::vector<std::string> args{"-H", a + "," + b, "--grace", "1", "--json", "-x",
+                                  marker.forward()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"sh", "-c", "exec sleep 1000"});
+    hvdrun.emplace(Hvdrun::Setup{.args = hosts.args(args),
+                                   .env = {marker.env()},
+                                   .out_path = hosts.dir() / "out",
+                                   .err_path = hosts.dir() / "err"});
+  }
+  // Waits for both ranks, then stops b's agent. False if the job never got there.
+  bool freeze_b() {
+    if (!wait_until([&] { return sleeping(marker) == 2; }, 15s)) return false;
+    sides = remote_sides(marker);
+    for (const RemoteSide& side : sides) {
+      if (side.server == b) frozen = side;
+    }
+    if (!frozen || !still_running(frozen->agent)) return false;
+    return ::kill(frozen->agent.pid, SIGSTOP) == 0;
+  }
+  // Lets b's agent run again: it finds its input closed and stops its rank.
+  bool thaw_and_check_nothing_left() {
+    if (frozen) ::kill(frozen->agent.pid, SIGCONT);
+    return wait_until([&] { return leftovers(marker, sides).empty(); }, 8s);
+  }
+  ~FrozenHost() {
+    if (frozen) ::kill(frozen->agent.pid, SIGCONT);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a frozen host does not hang the stop: hvdrun gives up on it after grace + margin",
+          "[launch-ssh]") {
+  FrozenHost job(36, {"--keepalive", "0"});  // the stop deadline alone
+  const bool frozen = job.freeze_b();
+  const auto start = Clock::now();
+  job.hvdrun->signal(SIGTERM);
+  const int code = job.hvdrun->wait(20s);  // before: it waited for b forever
+  const auto elapsed = Clock::now() - start;
+  const bool nothing_left = job.thaw_and_check_nothing_left();
+  const std::string err = read_file(job.hosts.dir() / "err");
+  INFO("--- stderr ---\n" << err.substr(0, 6000) << "\nleft running:\n"
+                          << leftovers(job.marker, job.sides));
+  REQUIRE(frozen);
+  CHECK(code == 143);
+  CHECK(elapsed < 10s);  // grace 1 s + margin 3 s + the session's close (3 s)
+  CHECK(nothing_left);
+  CHECK_THAT(err, Contains("gave up on the agent on " + job.b));
+  CHECK(err.find("gave up on the agent on " + job.a) == std::string::npos);
+  const json doc = parse_json(read_file(job.hosts.dir() / "out"));
+  CHECK(doc["abandoned"] == json::array({job.b}));
+  CHECK(doc["exit_code"] == 143);
+}
+
+TEST_CASE("a host silent past --keepalive is lost: exit 74 naming it, the others stopped",
+          "[launch-ssh]") {
+  FrozenHost job(38, {"--keepalive", "2"});
+  const bool frozen = job.freeze_b();
+  const auto start = Clock::now();
+  const int code = job.hvdrun->wait(20s);  // before: the job ran on, b's rank unreachable
+  const auto elapsed = Clock::now() - start;
+  const bool nothing_left = job.thaw_and_check_nothing_left();
+  const std::string err = read_file(job.hosts.dir() / "err");
+  INFO("--- stderr ---\n" << err.substr(0, 6000) << "\nleft running:\n"
+                          << leftovers(job.marker, job.sides));
+  REQUIRE(frozen);
+  CHECK(code == 74);
+  CHECK(elapsed >= 1s);   // silence is judged over the whole period, not at the first ping
+  CHECK(elapsed < 10s);   // 2 s of silence, then a's rank stopped within its grace
+  CHECK(nothing_left);
+  CHECK_THAT(err, Contains("lost the host " + job.b + ": nothing came from its agent for 2 s"));
+  const json doc = parse_json(read_file(job.hosts.dir() / "out"));
+  CHECK(doc["exit_code"] == 74);
+  CHECK(doc["error"]["kind"] == "host_lost");
+  CHECK(doc["ranks"][0]["stopped_by_hvdrun"] == true);
 }
 
 // ---------------------------------------------------------------------------------------------
