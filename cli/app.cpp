@@ -21,6 +21,7 @@
 #include "cli/check_build.h"
 #include "cli/engine_flags.h"
 #include "cli/options.h"
+#include "common/process.h"
 #include "common/error.h"
 #include "launcher/json_text.h"
 #include "launcher/launch_report.h"
@@ -313,6 +314,9 @@ void print_error(const std::string& kind, const std::string& what, const std::st
 }  // namespace
 
 int run(int argc, char** argv) {
+  // A few descriptors per remote host (the launcher), per probe connection (an agent): the
+  // default soft limit of 1024 is a few hundred hosts. Ranks get the old limit back.
+  raise_descriptor_limit();
   // The host agent is this binary in a hidden mode; it takes no other arguments.
   if (argc == 2 && std::string_view(argv[1]) == "--agent") {
     return worker::run_agent(STDIN_FILENO, STDOUT_FILENO);

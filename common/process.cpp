@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,10 @@ extern char** environ;
 
 namespace hvd {
 namespace {
+
+// The soft descriptor limit children get back after raise_descriptor_limit(); rlim_cur 0: unset.
+// Written once before threads start, read in the child after fork (a plain load).
+struct rlimit g_child_nofile {};
 
 struct ChildFailure {
   Process::Stage stage;
@@ -46,6 +51,21 @@ bool make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
 }
 
 }  // namespace
+
+unsigned long raise_descriptor_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const struct rlimit original = limit;
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      if (g_child_nofile.rlim_cur == 0) g_child_nofile = original;
+    } else {
+      limit.rlim_cur = original.rlim_cur;
+    }
+  }
+  return limit.rlim_cur;
+}
 
 ExitStatus ExitStatus::from_wait_status(int status) {
   if (WIFSIGNALED(status)) return {true, WTERMSIG(status)};
@@ -93,6 +113,7 @@ Process Process::spawn(const ProcessSpec& spec) {
     dfl.sa_handler = SIG_DFL;
     ::sigaction(SIGPIPE, &dfl, nullptr);
     ::sigaction(SIGINT, &dfl, nullptr);
+    if (g_child_nofile.rlim_cur != 0) ::setrlimit(RLIMIT_NOFILE, &g_child_nofile);
     if (in_r.valid()) {
       ::dup2(in_r.get(), STDIN_FILENO);
     } else {

@@ -93,6 +93,13 @@ class Process {
   std::string argv0_, cwd_;  // for error()
 };
 
+// Raises this process's soft RLIMIT_NOFILE to its hard limit and returns the new soft limit.
+// The launcher keeps a few descriptors per remote host, so the usual soft limit of 1024 is a few
+// hundred hosts. Processes started by Process::spawn afterwards get the old soft limit back: a
+// rank that uses select() (which cannot watch descriptors >= 1024) sees the limit it would have
+// had without hvdrun. Call it once, before any thread starts.
+unsigned long raise_descriptor_limit();
+
 // This process's environment as NAME=value strings (for a child that should see it all).
 std::vector<std::string> environ_strings();
 

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,6 +46,31 @@ ProcessSpec sh(const std::string& script) {
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
 
 }  // namespace
+
+// hvdrun raises its soft descriptor limit to the hard one (a launcher holds a few descriptors per
+// host: 1024 was a few hundred hosts); what it starts gets the old limit back.
+TEST_CASE("process: the descriptor limit is raised for us and not for the children", "[toolkit]") {
+  struct rlimit before {};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+  if (before.rlim_max < 512) {
+    WARN("skipped: the hard descriptor limit here is below 512");
+    return;
+  }
+  struct rlimit low = before;
+  low.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  const unsigned long raised = hvd::raise_descriptor_limit();
+  struct rlimit now {};
+  ::getrlimit(RLIMIT_NOFILE, &now);
+  Process p = Process::spawn(sh("ulimit -n"));
+  REQUIRE(p.started());
+  const std::string child = read_all(p.out());
+  p.wait();
+  ::setrlimit(RLIMIT_NOFILE, &before);
+  CHECK(raised == before.rlim_max);
+  CHECK(now.rlim_cur == before.rlim_max);
+  CHECK(child == "256\n");
+}
 
 TEST_CASE("process: exactly the given environment, its output and its exit status", "[toolkit]") {
   Process p = Process::spawn(sh("echo $MARK; echo err >&2; test -z \"$HOME\" && exit 7"));
