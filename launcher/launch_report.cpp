@@ -1,6 +1,7 @@
 #include "launcher/launch_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <csignal>
 #include <cstring>
@@ -53,8 +54,15 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
       for (const std::string& line : r.last_stderr) out += "    " + line + "\n";
     }
   } else if (result.interrupted_by != 0) {
-    out += fmt::format("hvdrun: interrupted by {}; all ranks were stopped.\n",
-                       signal_name(result.interrupted_by));
+    out += fmt::format("hvdrun: interrupted by {}; {} ranks were stopped.\n",
+                       signal_name(result.interrupted_by),
+                       result.abandoned.empty() ? "all" : "the other");
+  }
+  if (!result.abandoned.empty()) {
+    out += fmt::format(
+        "hvdrun: not known to be stopped: the ranks on {}, whose agent did not answer; it stops "
+        "them when it finds its link closed.\n",
+        fmt::join(result.abandoned, ", "));
   }
   return out;
 }
