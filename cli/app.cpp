@@ -25,6 +25,7 @@
 #include "common/error.h"
 #include "launcher/json_text.h"
 #include "launcher/launch_report.h"
+#include "launcher/scheduler_hosts.h"
 #include "launcher/launcher.h"
 #include "launcher/native_launcher.h"
 #include "launcher/net_check.h"
@@ -60,10 +61,10 @@ bool checking_net(const Options& o) {
   return o.check_net || (o.check_net_full && o.command.empty());
 }
 
-std::vector<launcher::HostSpec> host_specs(const Options& o) {
-  if (o.hosts) return launcher::parse_host_list(*o.hosts);
-  if (o.hostfile) return launcher::read_hostfile(*o.hostfile);
-  return {};
+// -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
+launcher::HostsSource hosts_source(const Options& o) {
+  return launcher::choose_hosts(o.hosts, o.hostfile, launcher::getenv_value,
+                                launcher::read_whole_file);
 }
 
 void require_readable_file(const std::string& flag, const std::string& path) {
@@ -97,7 +98,7 @@ ssh::SshOptions ssh_options(const Options& o) {
 }
 
 launcher::CheckReport run_check_ssh(const Options& o) {
-  std::vector<launcher::HostSpec> hosts = host_specs(o);
+  std::vector<launcher::HostSpec> hosts = hosts_source(o).hosts;
   if (hosts.empty()) {
     hosts.push_back({.host = "localhost", .port = {}, .user = {}, .origin = "default host"});
   }
@@ -131,8 +132,11 @@ launcher::PlanRequest plan_request(const Options& o) {
                      "--epochs 3");
   }
   launcher::PlanRequest request;
-  request.hosts = host_specs(o);
-  request.num_proc = o.num_proc;
+  launcher::HostsSource source = hosts_source(o);
+  request.hosts = std::move(source.hosts);
+  request.hosts_origin = {source.kind, source.description};
+  // Inside an allocation, -np defaults to the scheduler's task count (SLURM_NTASKS).
+  request.num_proc = o.num_proc ? o.num_proc : source.default_np;
   request.oversubscribe = o.oversubscribe;
   request.ssh_port = o.ssh_port;
   request.default_user = current_user();

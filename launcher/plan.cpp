@@ -180,6 +180,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   Plan plan;
   plan.command = request.command;
   plan.job_id = request.job_id;
+  plan.hosts_origin = request.hosts_origin;
   plan.network = request.network;
   plan.total_slots = std::accumulate(hosts.begin(), hosts.end(), 0,
                                      [](int sum, const HostSpec& h) { return sum + h.slots; });
@@ -189,10 +190,16 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
                      "give -np 1 or more, or leave it out to use every slot");
   }
   if (np > plan.total_slots && !request.oversubscribe) {
-    throw UsageError(fmt::format("-np {} is more than the {} slots of the hosts ({})", np,
-                                 plan.total_slots, slots_summary(hosts)),
-                     "lower -np, give the hosts more slots (host:N), or allow it with "
-                     "--oversubscribe");
+    const bool scheduled = request.hosts_origin.kind != "host_list" &&
+                           request.hosts_origin.kind != "hostfile" &&
+                           request.hosts_origin.kind != "localhost";
+    throw UsageError(
+        fmt::format("-np {} is more than the {} slots of {} ({})", np, plan.total_slots,
+                    scheduled ? request.hosts_origin.description : "the hosts",
+                    slots_summary(hosts)),
+        scheduled ? "lower -np, ask the scheduler for more tasks, or allow it with --oversubscribe"
+                  : "lower -np, give the hosts more slots (host:N), or allow it with "
+                    "--oversubscribe");
   }
 
   const std::vector<int> counts = ranks_per_host(hosts, np);

@@ -28,8 +28,15 @@ struct LocalIdentity {
 
 bool is_local_host(std::string_view host, const LocalIdentity& self);
 
+// Where the hosts came from (scheduler_hosts.h), as the dry run says it.
+struct HostsOrigin {
+  std::string kind = "localhost";  // "host_list", "hostfile", "slurm", "pbs", "lsf", ...
+  std::string description = "localhost";
+};
+
 struct PlanRequest {
   std::vector<HostSpec> hosts;  // empty: localhost with num_proc slots
+  HostsOrigin hosts_origin;
   std::optional<int> num_proc;  // default: all slots (1 without hosts)
   bool oversubscribe = false;   // allow num_proc > slots
   std::optional<int> ssh_port;  // -p; a hostfile port= wins for its host
@@ -85,6 +92,7 @@ struct RankPlan {
 
 struct Plan {
   std::vector<HostPlan> hosts;  // only hosts that get at least one rank, in input order
+  HostsOrigin hosts_origin;
   std::vector<RankPlan> ranks;  // in rank order
   std::vector<std::string> command;
   std::string job_id;

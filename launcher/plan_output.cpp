@@ -66,6 +66,10 @@ std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options
       "hvdrun dry run: {} rank{} on {} host{} ({} slot{}); nothing is started.\n",
       plan.ranks.size(), plan.ranks.size() == 1 ? "" : "s", plan.hosts.size(),
       plan.hosts.size() == 1 ? "" : "s", plan.total_slots, plan.total_slots == 1 ? "" : "s");
+  // Hosts the user did not type: say where they came from (JSON: always, as hosts_source).
+  if (plan.hosts_origin.kind != "host_list" && plan.hosts_origin.kind != "localhost") {
+    out += fmt::format("hosts from: {}\n", plan.hosts_origin.description);
+  }
   out += fmt::format("command: {}\n\n", shell_join(plan.command));
 
   size_t host_width = 4;
@@ -131,6 +135,8 @@ nlohmann::ordered_json plan_json(const Plan& plan, const PlanOutputOptions& opti
   doc["total_slots"] = plan.total_slots;
   doc["job_id"] = plan.job_id;
   doc["command"] = plan.command;
+  doc["hosts_source"] = {{"kind", plan.hosts_origin.kind},
+                         {"description", plan.hosts_origin.description}};
   doc["hosts"] = std::move(hosts);
   doc["ranks"] = std::move(ranks);
   doc["warnings"] = plan.warnings;

@@ -338,3 +338,50 @@ TEST_CASE("dry run: native mode shows each host's agent command", "[cli]") {
   CHECK(plan["launcher_commands"][0]["argv"][1] == "--agent");
   CHECK(plan["launcher_commands"][1]["argv"] == json::array({"exec", "/opt/hvdrun", "--agent"}));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hosts from a scheduler (launcher/scheduler_hosts.h): inside a Slurm allocation, with no -H.
+
+TEST_CASE("inside a Slurm allocation the plan takes its nodes, tasks and -np from it", "[cli]") {
+  const std::vector<std::pair<std::string, std::string>> slurm{
+      {"SLURM_JOB_ID", "1234"},
+      {"SLURM_JOB_NODELIST", "n[1-3]"},
+      {"SLURM_TASKS_PER_NODE", "2(x3)"},
+      {"SLURM_NTASKS", "6"}};
+  const RunResult r = run_hvdrun({"--dry-run", "--json", "./train"}, slurm);
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  const json plan = parse_stdout(r);
+  CHECK(plan["np"] == 6);
+  CHECK(plan["hosts_source"]["kind"] == "slurm");
+  CHECK(plan["hosts_source"]["description"] == "the Slurm allocation 1234: 3 nodes, 6 tasks");
+  REQUIRE(plan["hosts"].size() == 3);
+  CHECK(plan["hosts"][2]["host"] == "n3");
+  CHECK(plan["ranks"][5]["host"] == "n3");
+  CHECK(plan["ranks"][5]["local_rank"] == 1);
+
+  const RunResult table = run_hvdrun({"--dry-run", "./train"}, slurm);
+  CHECK_THAT(table.out + table.err,
+             Contains("hosts from: the Slurm allocation 1234: 3 nodes, 6 tasks"));
+  // More ranks than the allocation holds: a usage error naming both numbers and the allocation.
+  const RunResult over = run_hvdrun({"--dry-run", "-np", "8", "./train"}, slurm);
+  CHECK(over.exit_code == kUsage);
+  CHECK_THAT(over.err, Contains("-np 8 is more than the 6 slots of the Slurm allocation 1234"));
+  // An explicit -H still wins.
+  const RunResult explicit_hosts =
+      run_hvdrun({"--dry-run", "--json", "-H", "a:2", "./train"}, slurm);
+  REQUIRE(explicit_hosts.exit_code == kSuccess);
+  CHECK(parse_stdout(explicit_hosts)["hosts_source"]["kind"] == "host_list");
+  CHECK(parse_stdout(explicit_hosts)["np"] == 2);
+  // A malformed node list names the variable.
+  const RunResult bad = run_hvdrun({"--dry-run", "./train"},
+                                   {{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "n[1-"}});
+  CHECK(bad.exit_code == kUsage);
+  CHECK_THAT(bad.err, Contains("SLURM_JOB_NODELIST='n[1-'"));
+}
+
+TEST_CASE("without -H or a scheduler the dry run says the hosts are localhost", "[cli]") {
+  const RunResult r = run_hvdrun({"--dry-run", "--json", "-np", "2", "./train"});
+  REQUIRE(r.exit_code == kSuccess);
+  CHECK(parse_stdout(r)["hosts_source"]["kind"] == "localhost");
+}
