@@ -93,21 +93,30 @@ RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::stri
                       "the host accepted the login but not the command: check its sshd "
                       "(ForceCommand, MaxSessions) with `hvdrun --check-ssh`");
   }
-  int frames[2], log[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, frames) != 0 ||
-      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, log) != 0) {
-    throw LauncherError(fmt::format("cannot create sockets for the agent on {}: {}",
-                                    connection->target.host, std::strerror(errno)));
-  }
-  frames_.reset(frames[0]);
+  int frames[2] = {-1, -1}, log[2] = {-1, -1};
+  const bool made = ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, frames) == 0 &&
+                    ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, log) == 0;
+  const int error = errno;
+  frames_.reset(frames[0]);  // owned at once: a failure closes whatever was made
   log_.reset(log[0]);
+  UniqueFd frames_pump(frames[1]), log_pump(log[1]);
+  if (!made) {
+    throw LauncherError(
+        fmt::format("cannot create sockets for the agent on {}: {}", connection->target.host,
+                    std::strerror(error)),
+        error == EMFILE || error == ENFILE
+            ? "hvdrun holds about four descriptors per remote host and its descriptor limit is "
+              "used up: raise it (`ulimit -n`, or the hard limit in /etc/security/limits.conf; "
+              "hvdrun raises its soft limit to the hard one by itself) or start fewer hosts"
+            : "");
+  }
   // The pump must never receive the launcher's signals (SIGINT, SIGTERM, SIGCHLD go to its event
   // loop's signalfd): it starts with every signal blocked.
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &old);
-  pump_ = std::thread(pump, std::move(connection), std::move(channel), UniqueFd(frames[1]),
-                      UniqueFd(log[1]));
+  pump_ = std::thread(pump, std::move(connection), std::move(channel), std::move(frames_pump),
+                      std::move(log_pump));
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
