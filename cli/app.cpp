@@ -33,6 +33,7 @@
 #include "launcher/plan_output.h"
 #include "launcher/ssh_check.h"
 #include "worker/agent.h"
+#include "worker/agent_connect.h"
 
 namespace hvd::cli {
 namespace {
@@ -237,6 +238,36 @@ nlohmann::ordered_json check_net_json(const std::optional<launcher::CheckReport>
   return doc;
 }
 
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// --launcher: srun inside an allocation whose hosts hvdrun took from Slurm, else SSH.
+launcher::AgentLaunch agent_launch(const Options& o, const launcher::Plan& plan) {
+  if (o.agent_launch == "ssh") return launcher::AgentLaunch::kSsh;
+  const bool in_allocation = std::getenv("SLURM_JOB_ID") != nullptr;
+  if (o.agent_launch == "srun") {
+    if (!in_allocation) {
+      throw UsageError("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set)",
+                       "run hvdrun in salloc or an sbatch script, or use --launcher ssh");
+    }
+    return launcher::AgentLaunch::kSrun;
+  }
+  return plan.hosts_origin.kind == "slurm" && on_path("srun") ? launcher::AgentLaunch::kSrun
+                                                              : launcher::AgentLaunch::kSsh;
+}
+
+launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& plan) {
+  launcher::LaunchOptions options = launch_options(o);
+  if (!o.mpi()) options.agents = agent_launch(o, plan);
+  return options;
+}
+
 // --check-net [--check-ssh]: the native launcher's agents start and probe each other; no rank
 // starts.
 int check_net(const Options& o, const launcher::Plan& plan) {
@@ -246,7 +277,9 @@ int check_net(const Options& o, const launcher::Plan& plan) {
     if (!o.json) print_check_ssh(*ssh);
   }
   std::optional<launcher::LaunchResult> result;
-  if (!ssh || ssh->ok()) result = launcher::NativeLauncher(launch_options(o)).check_network(plan);
+  if (!ssh || ssh->ok()) {
+    result = launcher::NativeLauncher(launch_options(o, plan)).check_network(plan);
+  }
   if (o.json) print_json(check_net_json(ssh, result));
   if (!result) return to_int(exit_code_of(ErrorKind::kSsh));
   if (!o.json) {
@@ -305,7 +338,7 @@ int execute(const Options& o) {
 
   if (checking_net(o)) return check_net(o, plan);
   const std::unique_ptr<launcher::Launcher> launcher =
-      launcher::make_launcher(o.launcher, launch_options(o));
+      launcher::make_launcher(o.launcher, launch_options(o, plan));
   if (o.dry_run) return dry_run(o, plan, *launcher);
   return report_launch(o, plan, launcher->run(plan));
 }
@@ -324,6 +357,10 @@ int run(int argc, char** argv) {
   // The host agent is this binary in a hidden mode; it takes no other arguments.
   if (argc == 2 && std::string_view(argv[1]) == "--agent") {
     return worker::run_agent(STDIN_FILENO, STDOUT_FILENO);
+  }
+  // The same agent started by srun: it connects back to the launcher (worker/agent_connect.h).
+  if (argc == 2 && std::string_view(argv[1]) == "--agent-connect") {
+    return worker::run_connecting_agent();
   }
   // A peer that is gone (a ProxyCommand that exited, an agent's closed pipe, a closed stdout)
   // must be an EPIPE error the code reports, not a SIGPIPE that kills hvdrun with exit 141.

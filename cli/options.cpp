@@ -139,6 +139,14 @@ void define_options(CLI::App& app, Options& o) {
   auto* native = app.add_flag_callback(
       "--native", [&o] { o.launcher = "native"; }, "Launch with hvdrun's own agents (the default)");
   mpi->excludes(native);
+  auto* agents = app.add_option("--launcher", o.agent_launch,
+                                "How the native launch starts its agents: ssh (one SSH session "
+                                "per host), srun (one Slurm step with a task per node, inside an "
+                                "allocation), or auto (the default: srun when the hosts came from "
+                                "the Slurm allocation and srun is on PATH, else ssh)")
+                     ->type_name("auto|ssh|srun")
+                     ->check(CLI::IsMember({"auto", "ssh", "srun"}));
+  agents->excludes(mpi);
   app.add_option("--mpi-args", o.mpi_args,
                  "Extra mpirun options, split on spaces and appended as given (with --mpi)")
       ->type_name("ARGS");

@@ -6,12 +6,20 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/unique_fd.h"
 #include "ssh/remote_agent.h"
 
 namespace hvd::launcher {
+
+// How a host and the launcher see each other, when the transport knows it (an agent that
+// connected back); over SSH the agent's hello says it (SSH_CONNECTION).
+struct AgentAddresses {
+  std::string launcher_address;  // the launcher's address as that host reaches it
+  std::string reached_at;        // the host's own address: where its ranks listen
+};
 
 class AgentTransport {
  public:
@@ -34,6 +42,9 @@ class AgentTransport {
   virtual bool remote() const = 0;
   // What losing this agent means, for the message: " (the SSH connection closed)", or "".
   virtual std::string lost_detail() const = 0;
+  // Who the lines of log() come from, for the launcher's log ("": the lines say it themselves).
+  virtual std::string log_label(const std::string& host) const { return "agent on " + host; }
+  virtual std::optional<AgentAddresses> addresses() const { return std::nullopt; }
 };
 
 // `hvdrun_path --agent` as a local child with pipes, and a login-like environment (HOME, USER,

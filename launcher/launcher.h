@@ -29,8 +29,15 @@
 
 namespace hvd::launcher {
 
+// How the native launcher starts its agents on remote hosts (--launcher).
+enum class AgentLaunch {
+  kSsh,   // one SSH session per host (and a local child for this machine)
+  kSrun,  // one srun step with a task per node, which connects back (srun_agents.h)
+};
+
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
+  AgentLaunch agents = AgentLaunch::kSsh;  // native: ssh or srun
   std::string cwd;                                 // absolute; the ranks' working directory
   double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
   std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started

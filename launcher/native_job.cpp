@@ -150,7 +150,8 @@ void NativeJob::on_agent_log(AgentConn& agent) {
   size_t newline = 0;
   while ((newline = agent.log_partial.find('\n')) != std::string::npos) {
     const std::string line = agent.log_partial.substr(0, newline);
-    spdlog::warn("agent on {}: {}", host_of(agent), line);
+    const std::string label = agent.transport->log_label(host_of(agent));
+    spdlog::warn("{}{}{}", label, label.empty() ? "" : ": ", line);
     agent.log_tail.push_back(line);
     if (agent.log_tail.size() > 5) agent.log_tail.pop_front();
     agent.log_partial.erase(0, newline + 1);

@@ -38,6 +38,12 @@ bool NativeJob::choose_addresses() {
   facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
   facts_.reached_at.assign(plan_.hosts.size(), "");
   for (const AgentConn& a : agents_) {
+    if (const auto known = a.transport->addresses()) {  // an agent that connected back
+      facts_.launcher_address_of[a.host_index] = known->launcher_address;
+      facts_.reached_at[a.host_index] = known->reached_at;
+      if (facts_.launcher_address.empty()) facts_.launcher_address = known->launcher_address;
+      continue;
+    }
     // SSH_CONNECTION: "client_ip client_port server_ip server_port".
     std::istringstream words(a.hello->ssh_connection);
     std::string client, client_port, server;

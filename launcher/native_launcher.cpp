@@ -1,9 +1,16 @@
 #include "launcher/native_launcher.h"
 
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <unistd.h>
+
 #include "common/shell_quote.h"
 #include "launcher/agent_transport.h"
 #include "launcher/native_job.h"
 #include "launcher/remote_start.h"
+#include "launcher/srun_agents.h"
 #include "launcher/supervisor.h"
 
 namespace hvd::launcher {
@@ -13,6 +20,11 @@ std::unique_ptr<Launcher> NativeLauncher::make(LaunchOptions options) {
 }
 
 std::vector<LaunchCommand> NativeLauncher::describe(const Plan& plan) const {
+  if (options_.agents == AgentLaunch::kSrun) {
+    return {{"through Slurm on this machine: one srun step, one agent task per node, which "
+             "connects back (HVD_AGENT_CONNECT and HVD_AGENT_TOKEN in its environment)",
+             srun_agent_argv(plan, options_)}};
+  }
   std::vector<LaunchCommand> out;
   for (const HostPlan& h : plan.hosts) {
     if (h.local) {
@@ -32,7 +44,26 @@ LaunchResult NativeLauncher::run(const Plan& plan) { return launch(plan, false);
 
 LaunchResult NativeLauncher::check_network(const Plan& plan) { return launch(plan, true); }
 
+// Through srun: the step's agents connect back; then the same job as over SSH. The step ends
+// when its agents do; it is given a few seconds, then killed (which cancels it).
+LaunchResult NativeLauncher::launch_through_srun(const Plan& plan, bool check_net_only) {
+  SrunAgents srun = start_srun_agents(plan, options_);
+  Supervisor supervisor(plan, options_, std::string(name()));
+  native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(srun.agents));
+  LaunchResult result = supervisor.run(job);
+  result.command = srun_agent_argv(plan, options_);
+  result.hosts = job.host_facts();
+  result.details = job.details();
+  const auto waited_from = std::chrono::steady_clock::now();
+  for (int i = 0; i < 300 && !srun.srun.try_reap(); ++i) ::usleep(1000);
+  spdlog::debug("srun ended {:.1f} ms after the job",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from).count());
+  if (!srun.srun.status()) srun.srun.signal_group(SIGKILL);
+  return result;
+}
+
 LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
+  if (options_.agents == AgentLaunch::kSrun) return launch_through_srun(plan, check_net_only);
   RemoteStart remote = start_remote_agents(plan, options_.ssh);
   if (!remote.failures.empty()) {
     LaunchResult result;

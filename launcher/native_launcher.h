@@ -27,6 +27,7 @@ class NativeLauncher final : public Launcher {
 
  private:
   LaunchResult launch(const Plan& plan, bool check_net_only);
+  LaunchResult launch_through_srun(const Plan& plan, bool check_net_only);
   LaunchOptions options_;
 };
 

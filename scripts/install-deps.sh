@@ -14,6 +14,7 @@ packages=(
   catch2 zlib1g-dev
   dataset-fashion-mnist
   openssh-server openssh-client
+  slurmctld slurmd slurm-client   # tests/slurm's local cluster; munge comes along, unused
   procps iproute2 iptables python3
 )
 

@@ -198,6 +198,19 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
   } else if (config.started_by == StartedBy::kMpirun) {
     config.mpi_tcp_include = value_of(getenv, "OMPI_MCA_btl_tcp_if_include");
   } else if (config.started_by == StartedBy::kNone) {
+    // `srun ./train` in an allocation: N copies that would each train alone, at size 1.
+    const std::string procid = value_of(getenv, "SLURM_PROCID");
+    const std::string ntasks = value_of(getenv, "SLURM_NTASKS");
+    if (!procid.empty() && !ntasks.empty() && ntasks != "1" && ntasks != "0") {
+      throw StatusError(
+          HVD_ERR_CONFIG,
+          fmt::format("started by srun as task {} of {} (SLURM_PROCID, SLURM_NTASKS) without "
+                      "hvdrun: each task would train on its own as a job of size 1",
+                      procid, ntasks),
+          "inside the allocation, run the program once through hvdrun (`hvdrun ./train`: it "
+          "takes the nodes and tasks from Slurm and starts the ranks through srun), not "
+          "`srun ./train`");
+    }
     const auto topology = contract::read_topology(getenv);
     if (topology && topology->size > 1) {
       throw StatusError(

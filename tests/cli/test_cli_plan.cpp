@@ -385,3 +385,21 @@ TEST_CASE("without -H or a scheduler the dry run says the hosts are localhost", 
   REQUIRE(r.exit_code == kSuccess);
   CHECK(parse_stdout(r)["hosts_source"]["kind"] == "localhost");
 }
+
+TEST_CASE("agents launcher choice: srun needs an allocation and is not for --mpi", "[cli]") {
+  const RunResult outside = run_hvdrun({"--dry-run", "--launcher", "srun", "-np", "2", "true"});
+  CHECK(outside.exit_code == kUsage);
+  CHECK_THAT(outside.err, Contains("--launcher srun: not inside a Slurm allocation"));
+  const RunResult mpi = run_hvdrun({"--dry-run", "--mpi", "--launcher", "ssh", "-np", "2", "true"});
+  CHECK(mpi.exit_code == kUsage);
+  const RunResult bad = run_hvdrun({"--dry-run", "--launcher", "pbs", "-np", "2", "true"});
+  CHECK(bad.exit_code == kUsage);
+  // Inside an allocation whose hosts came from Slurm, auto picks srun when srun is on PATH;
+  // --launcher ssh keeps SSH.
+  const std::vector<std::pair<std::string, std::string>> slurm{
+      {"SLURM_JOB_ID", "5"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}};
+  const RunResult ssh = run_hvdrun({"--dry-run", "--launcher", "ssh", "true"}, slurm);
+  REQUIRE(ssh.exit_code == kSuccess);
+  CHECK_THAT(ssh.out, Contains("over SSH"));
+  CHECK_THAT(ssh.out, !Contains("srun --nodes"));
+}

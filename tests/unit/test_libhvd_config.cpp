@@ -239,6 +239,20 @@ TEST_CASE("read_config: a multi-rank topology without a launcher", "[libhvd]") {
   CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_SIZE='x'"));
 }
 
+TEST_CASE("read_config: a bare srun of several tasks is refused with how to start it",
+          "[libhvd]") {
+  const auto f = failure_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "6"}, {"SLURM_JOB_ID", "9"}});
+  CHECK(f.status == HVD_ERR_CONFIG);
+  CHECK_THAT(f.what, Catch::Matchers::Contains("started by srun as task 2 of 6"));
+  CHECK_THAT(f.hint, Catch::Matchers::Contains("hvdrun ./train"));
+  // One task, or Slurm variables a launcher's rank inherited, are not a bare srun.
+  CHECK_NOTHROW(config_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  Env native = native_env();
+  native["SLURM_PROCID"] = "1";
+  native["SLURM_NTASKS"] = "3";
+  CHECK_NOTHROW(config_of(native));
+}
+
 TEST_CASE("read_config: an incomplete native launch", "[libhvd]") {
   for (const char* name : {"HVD_RENDEZVOUS_TOKEN", "HVD_JOB_ID", "HVD_ADVERTISE_ADDR"}) {
     INFO(name);
