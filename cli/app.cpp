@@ -4,11 +4,13 @@
 #include <pwd.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,9 +24,12 @@
 #include "cli/engine_flags.h"
 #include "cli/options.h"
 #include "common/process.h"
+#include "common/signal_fd.h"
+#include "contract/env_table.h"
 #include "common/error.h"
 #include "launcher/json_text.h"
 #include "launcher/launch_report.h"
+#include "launcher/restarts.h"
 #include "launcher/scheduler_hosts.h"
 #include "launcher/launcher.h"
 #include "launcher/native_launcher.h"
@@ -300,47 +305,136 @@ int check_net(const Options& o, const launcher::Plan& plan) {
 
 // What a launch prints: the SSH rows when it stopped there, else the failure report on stderr
 // and (--json) the result document on stdout.
-int report_launch(const Options& o, const launcher::Plan& plan,
-                  const launcher::LaunchResult& result) {
-  if (!result.ssh_failures.empty()) {
-    print_ssh_failures(o, result);
-    return result.exit_code;
-  }
-  const std::string report = launcher::format_failure_report(plan, result);
-  std::fwrite(report.data(), 1, report.size(), stderr);
-  if (o.json) print_json(launcher::launch_json(plan, result));
-  return result.exit_code;
-}
-
 // --dry-run: the plan and what the launcher would run, as a table or JSON; nothing starts.
-int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launcher& launcher) {
+int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launcher& launcher,
+            const launcher::RestartPolicy& policy) {
   const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
                                            .show_env = o.verbose};
   const std::vector<launcher::LaunchCommand> commands = launcher.describe(plan);
   if (o.json) {
-    print_json(launcher::plan_json(plan, output, launcher.name(), commands));
+    nlohmann::ordered_json doc = launcher::plan_json(plan, output, launcher.name(), commands);
+    doc["restarts"] = {{"max_restarts", policy.max_restarts},
+                       {"backoff_seconds", policy.backoff_seconds}};
+    print_json(doc);
   } else {
-    const std::string text = launcher::format_plan_table(plan, output) +
-                             launcher::format_launcher_commands(launcher.name(), commands);
+    std::string text = launcher::format_plan_table(plan, output) +
+                       launcher::format_launcher_commands(launcher.name(), commands);
+    if (policy.enabled()) {
+      text += fmt::format(
+          "\nrestarts: up to {} (after a failed rank, a lost host, a failed network check, an "
+          "SSH connection refused or timed out); waits {:g} s before the first, doubling, at "
+          "most {:g} s\n",
+          policy.max_restarts, policy.backoff_seconds, launcher::kMaxBackoffSeconds);
+    }
     std::fwrite(text.data(), 1, text.size(), stdout);
   }
   return to_int(ExitCode::kSuccess);
 }
 
+// Each attempt's plan: a new job id (a new rendezvous scope and token), and with restarts on
+// torchrun's restart variables on every rank.
+launcher::PlanRequest attempt_request(const launcher::PlanRequest& base,
+                                      const launcher::RestartPolicy& policy, int attempt,
+                                      const std::string& run_id) {
+  launcher::PlanRequest r = base;
+  if (!policy.enabled()) return r;
+  if (attempt > 1) r.job_id = random_job_id();
+  r.knobs.emplace_back(contract::kRestartCount.name, std::to_string(attempt - 1));
+  r.knobs.emplace_back(contract::kMaxRestarts.name, std::to_string(policy.max_restarts));
+  r.knobs.emplace_back(contract::kRunId.name, run_id);
+  return r;
+}
+
+// Waits `wait` unless SIGINT, SIGTERM or SIGHUP comes first; returns that signal, or 0.
+int interruptible_wait(std::chrono::milliseconds wait) {
+  SignalFd signals{SIGINT, SIGTERM, SIGHUP};
+  const auto until = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    pollfd p{signals.fd(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+      if (const auto sig = signals.next()) return *sig;
+    }
+  }
+}
+
+// The launch, and with --max-restarts the attempts after it (launcher/restarts.h).
+int launch(const Options& o, const launcher::PlanRequest& request) {
+  const launcher::RestartPolicy policy{o.max_restarts, o.restart_backoff_s};
+  const std::string run_id = request.job_id;
+  nlohmann::ordered_json attempts = nlohmann::ordered_json::array();
+  for (int attempt = 1;; ++attempt) {
+    const launcher::Plan plan =
+        launcher::make_plan(attempt_request(request, policy, attempt, run_id),
+                            launcher::local_identity(), launcher::current_environment());
+    launcher::LaunchOptions options = launch_options(o, plan);
+    // Each attempt's files beside the others': DIR/attempt.K/rank.N/...
+    if (policy.enabled() && options.output_dir) {
+      options.output_dir = fmt::format("{}/attempt.{}", *options.output_dir, attempt);
+      std::error_code ec;
+      std::filesystem::create_directories(*options.output_dir, ec);
+    }
+    const launcher::LaunchResult result = launcher::make_launcher(o.launcher, options)->run(plan);
+    if (!result.ssh_failures.empty()) {
+      print_ssh_failures(o, result);
+    } else {
+      const std::string report = launcher::format_failure_report(plan, result);
+      std::fwrite(report.data(), 1, report.size(), stderr);
+    }
+    attempts.push_back({{"attempt", attempt},
+                        {"job_id", plan.job_id},
+                        {"exit_code", result.exit_code},
+                        {"root_cause", result.exit_code == 0
+                                           ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json(
+                                                 launcher::failure_summary(plan, result))},
+                        {"timings_ms",
+                         {{"start", result.start_time.count()},
+                          {"total", result.total_time.count()}}}});
+    const std::optional<std::string> why_not = launcher::why_no_restart(result);
+    const bool again = policy.enabled() && attempt <= policy.max_restarts && !why_not;
+    if (policy.enabled() && result.exit_code != 0 && !again) {
+      spdlog::warn("no restart: {}", why_not ? *why_not
+                                             : fmt::format("all {} restarts were used",
+                                                           policy.max_restarts));
+    }
+    if (!again) {
+      if (o.json) {
+        nlohmann::ordered_json doc = launcher::launch_json(plan, result);
+        if (policy.enabled()) doc["attempts"] = std::move(attempts);
+        print_json(doc);
+      }
+      return result.exit_code;
+    }
+    const auto wait = launcher::backoff_before(policy, attempt + 1);
+    spdlog::warn("{}", launcher::attempt_banner(attempt + 1, policy,
+                                                launcher::failure_summary(plan, result), wait));
+    if (const int sig = interruptible_wait(wait); sig != 0) {
+      spdlog::warn("{} during the wait: no more attempts", strsignal(sig));
+      return 128 + sig;
+    }
+  }
+}
+
 int execute(const Options& o) {
   if (o.check_build) return check_build(o.json);
   if (o.check_ssh && !checking_net(o)) return check_ssh(o);
-  launcher::PlanRequest request = plan_request(o);
+  const launcher::PlanRequest request = plan_request(o);
   if (!o.command.empty()) warn_if_command_looks_like_a_host(o);
+  const launcher::RestartPolicy policy{o.max_restarts, o.restart_backoff_s};
   const launcher::Plan plan =
-      launcher::make_plan(request, launcher::local_identity(), launcher::current_environment());
+      launcher::make_plan(attempt_request(request, policy, 1, request.job_id),
+                          launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
 
   if (checking_net(o)) return check_net(o, plan);
-  const std::unique_ptr<launcher::Launcher> launcher =
-      launcher::make_launcher(o.launcher, launch_options(o, plan));
-  if (o.dry_run) return dry_run(o, plan, *launcher);
-  return report_launch(o, plan, launcher->run(plan));
+  if (o.dry_run) {
+    const auto launcher = launcher::make_launcher(o.launcher, launch_options(o, plan));
+    return dry_run(o, plan, *launcher, policy);
+  }
+  return launch(o, request);
 }
 
 void print_error(const std::string& kind, const std::string& what, const std::string& hint) {

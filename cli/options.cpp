@@ -188,6 +188,19 @@ void define_options(CLI::App& app, Options& o) {
          [&o](const std::string& v) { o.start_timeout_s = parse_seconds("--start-timeout", v); },
          "Seconds for every agent to answer and every rank to start (default 30)")
       ->type_name("SECONDS");
+  app.add_option("--max-restarts", o.max_restarts,
+                 "Start the job again, up to N times, when a rank fails, a host is lost, the "
+                 "network check fails or an SSH connection is refused or times out (default 0)")
+      ->type_name("N")
+      ->check(CLI::Range(0, 1000));
+  app.add_option_function<std::string>(
+         "--restart-backoff",
+         [&o](const std::string& v) {
+           o.restart_backoff_s = v == "0" ? 0.0 : parse_seconds("--restart-backoff", v);
+         },
+         "Seconds before the first restart, doubled for each next one, at most 30 (default 1; "
+         "0: none)")
+      ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--keepalive",
          [&o](const std::string& v) {

@@ -41,6 +41,8 @@ struct Options {
   double grace_s = 5.0;                        // --grace
   double start_timeout_s = 30.0;               // --start-timeout
   double keepalive_s = 30.0;                   // --keepalive
+  int max_restarts = 0;                        // --max-restarts
+  double restart_backoff_s = 1.0;              // --restart-backoff
   std::optional<std::string> output_filename;  // --output-filename DIR
   std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;

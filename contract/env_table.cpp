@@ -8,7 +8,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 19> kTable{
+constexpr std::array<const EnvVar*, 22> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -23,6 +23,9 @@ constexpr std::array<const EnvVar*, 19> kTable{
     &kGroupRank,
     &kMasterAddr,
     &kMasterPort,
+    &kRestartCount,
+    &kMaxRestarts,
+    &kRunId,
     &kRendezvousAddr,
     &kRendezvousToken,
     &kJobId,

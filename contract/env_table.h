@@ -86,6 +86,14 @@ inline constexpr EnvVar kMasterAddr{"MASTER_ADDR", EnvKind::kPerRank, EnvType::k
                                     "rank 0's host, reachable from every host"};
 inline constexpr EnvVar kMasterPort{"MASTER_PORT", EnvKind::kPerRank, EnvType::kPort,
                                     "a free port on rank 0's host, chosen at launch"};
+// torchrun's restart variables (hvdrun --max-restarts): the same on every rank of an attempt.
+inline constexpr EnvVar kRestartCount{"TORCHELASTIC_RESTART_COUNT", EnvKind::kPerRank,
+                                      EnvType::kInt,
+                                      "restarts before this attempt: 0 on the first"};
+inline constexpr EnvVar kMaxRestarts{"TORCHELASTIC_MAX_RESTARTS", EnvKind::kPerRank, EnvType::kInt,
+                                     "--max-restarts"};
+inline constexpr EnvVar kRunId{"TORCHELASTIC_RUN_ID", EnvKind::kPerRank, EnvType::kString,
+                               "the job's id, the same in every attempt"};
 // hvdrun internals.
 inline constexpr EnvVar kRendezvousAddr{"HVD_RENDEZVOUS_ADDR", EnvKind::kInternal,
                                         EnvType::kAddress,
