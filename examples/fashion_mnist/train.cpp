@@ -9,6 +9,9 @@
 //   linearly to a tenth over the run, so the final accuracy does not depend on the last steps'
 //   noise.
 // - After each epoch every rank's parameter checksum is gathered and compared: they must match.
+// - `--checkpoint FILE`: rank 0 saves the model after each epoch; at start, when FILE exists,
+//   every rank resumes from it (rank 0 reads it and broadcasts it), at the epoch after the last
+//   one saved. With `hvdrun --max-restarts N` a restarted attempt picks up where the last left.
 // Rank 0 prints per-epoch loss, test accuracy and time. Exit 1 if the checksums differ.
 #include <hvd/hvd.hpp>
 
@@ -20,6 +23,7 @@
 #include <numeric>
 #include <string>
 
+#include "checkpoint.h"
 #include "idx.h"
 #include "mlp.h"
 
@@ -32,6 +36,7 @@ struct Args {
   float momentum = 0.9f;
   int hidden = 128;
   std::string data = fmnist::kDefaultDir;
+  std::string checkpoint;  // empty: none
 };
 
 // The whole of `text` as a number, or an error naming the flag.
@@ -62,10 +67,12 @@ Args parse(int argc, char** argv) {
       a.hidden = number<int>(flag, argv[++i]);
     } else if (flag == "--data" && has_value) {
       a.data = argv[++i];
+    } else if (flag == "--checkpoint" && has_value) {
+      a.checkpoint = argv[++i];
     } else {
       throw std::runtime_error(
           "usage: train_fashion_mnist [--epochs N] [--batch-size B] "
-          "[--lr X] [--momentum M] [--hidden H] [--data DIR]; bad argument: " +
+          "[--lr X] [--momentum M] [--hidden H] [--data DIR] [--checkpoint FILE]; bad argument: " +
           flag);
     }
   }
@@ -124,6 +131,23 @@ double test_accuracy(fmnist::Mlp& model, const fmnist::Dataset& test) {
   return 100.0 * static_cast<double>(right) / static_cast<double>(n);
 }
 
+// With a checkpoint file: rank 0 loads it, and every rank gets its epoch count and momentum
+// (broadcast_parameters sends the parameters after this). Returns the first epoch to train.
+int resume(const std::string& path, fmnist::Mlp& model) {
+  if (path.empty()) return 1;
+  std::int64_t done = 0;
+  if (hvd::rank() == 0) done = fmnist::load_checkpoint(path, model).value_or(0);
+  hvd::broadcast(std::span<std::int64_t>(&done, 1), 0);
+  if (done == 0) return 1;
+  for (std::vector<float>* v : model.velocity().tensors()) {
+    hvd::broadcast(hvd::tensor(v->data(), v->size()), 0);
+  }
+  if (hvd::rank() == 0) {
+    std::printf("resuming from %s: %lld epochs done\n", path.c_str(), static_cast<long long>(done));
+  }
+  return static_cast<int>(done) + 1;
+}
+
 int train(const Args& args) {
   const int rank = hvd::rank(), size = hvd::size();
   const fmnist::Dataset train_set = fmnist::load(args.data, "train");
@@ -153,17 +177,25 @@ int train(const Args& args) {
 
   fmnist::Mlp model(static_cast<int>(train_set.pixels()), args.hidden, 10);
   model.init(42 + static_cast<std::uint32_t>(rank));  // differs per rank until the broadcast
+  const int first_epoch = resume(args.checkpoint, model);
   broadcast_parameters(model);
 
   std::vector<float> x(static_cast<std::size_t>(args.batch) * train_set.pixels());
   std::vector<std::uint8_t> y(static_cast<std::size_t>(args.batch));
-  double final_accuracy = 0;
+  // A checkpoint of a finished run: nothing left to train, its accuracy is the result.
+  double final_accuracy = first_epoch > args.epochs ? test_accuracy(model, test_set) : 0;
   const double total_steps = static_cast<double>(steps) * args.epochs;
-  double done_steps = 0;
-  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
-    const auto start = std::chrono::steady_clock::now();
+  double done_steps = static_cast<double>(steps) * (first_epoch - 1);
+  // Each epoch shuffles the shard as the last one left it: a resumed run replays the shuffles of
+  // the epochs it skips, so it sees the same batches as a run that never stopped.
+  auto shuffle_for = [&](int epoch) {
     std::shuffle(shard.begin(), shard.end(),
-                 std::mt19937(1000u * epoch + static_cast<unsigned>(rank)));
+                 std::mt19937(1000u * static_cast<unsigned>(epoch) + static_cast<unsigned>(rank)));
+  };
+  for (int epoch = 1; epoch < first_epoch; ++epoch) shuffle_for(epoch);
+  for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    shuffle_for(epoch);
     double loss_sum = 0;
     for (std::size_t step = 0; step < steps; ++step) {
       for (int b = 0; b < args.batch; ++b) {
@@ -192,12 +224,14 @@ int train(const Args& args) {
           epoch, args.epochs, loss, final_accuracy, seconds,
           static_cast<unsigned long long>(checksum),
           same ? "identical on every rank" : "DIFFERS between ranks");
+      std::fflush(stdout);  // a pipe is block-buffered: a rank stopped later must not lose it
     }
     if (!same) {
       std::fprintf(stderr, "rank %d: parameters differ between ranks after epoch %d\n", rank,
                    epoch);
       return 1;
     }
+    if (rank == 0 && !args.checkpoint.empty()) fmnist::save_checkpoint(args.checkpoint, epoch, model);
   }
   if (rank == 0) std::printf("final test accuracy: %.2f%% on %d ranks\n", final_accuracy, size);
   return 0;
