@@ -1,6 +1,7 @@
 #include "cli/app.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pwd.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -314,7 +315,9 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
   if (o.json) {
     nlohmann::ordered_json doc = launcher::plan_json(plan, output, launcher.name(), commands);
     doc["restarts"] = {{"max_restarts", policy.max_restarts},
-                       {"backoff_seconds", policy.backoff_seconds}};
+                       {"backoff_seconds", policy.backoff_seconds},
+                       {"host_failure_limit", o.host_failure_limit},
+                       {"blacklist_cooldown_seconds", o.blacklist_cooldown}};
     print_json(doc);
   } else {
     std::string text = launcher::format_plan_table(plan, output) +
@@ -323,8 +326,9 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
       text += fmt::format(
           "\nrestarts: up to {} (after a failed rank, a lost host, a failed network check, an "
           "SSH connection refused or timed out); waits {:g} s before the first, doubling, at "
-          "most {:g} s\n",
-          policy.max_restarts, policy.backoff_seconds, launcher::kMaxBackoffSeconds);
+          "most {:g} s; a host with {} failure(s) is blacklisted for {:g}-{:g} s\n",
+          policy.max_restarts, policy.backoff_seconds, launcher::kMaxBackoffSeconds,
+          o.host_failure_limit, o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1));
     }
     std::fwrite(text.data(), 1, text.size(), stdout);
   }
@@ -361,14 +365,60 @@ int interruptible_wait(std::chrono::milliseconds wait) {
 }
 
 // The launch, and with --max-restarts the attempts after it (launcher/restarts.h).
+// The hosts of `request` that are not blacklisted now, when they hold `np` ranks; else waits
+// (interruptibly) for the first blacklisted one to come back and looks again. Fills `left_out`.
+// Returns a signal that interrupted the wait, or 0.
+int usable_hosts(const launcher::PlanRequest& request, const launcher::HostHealth& health,
+                 int np, std::vector<launcher::HostSpec>& hosts, std::vector<std::string>& left_out) {
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    hosts.clear();
+    left_out.clear();
+    int slots = 0;
+    for (const launcher::HostSpec& h : request.hosts) {
+      if (health.blacklisted(h.host, now)) {
+        left_out.push_back(h.host);
+      } else {
+        hosts.push_back(h);
+        slots += h.slots;
+      }
+    }
+    if (left_out.empty() || slots >= np) return 0;
+    const auto back = *health.first_back(left_out, now);
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(back - now);
+    spdlog::warn("waiting {:.0f} s for a blacklisted host ({}) to come back: the others have {} "
+                 "slots for {} ranks",
+                 std::chrono::duration<double>(wait).count(), fmt::join(left_out, ", "), slots,
+                 np);
+    if (const int sig = interruptible_wait(wait); sig != 0) return sig;
+  }
+}
+
 int launch(const Options& o, const launcher::PlanRequest& request) {
   const launcher::RestartPolicy policy{o.max_restarts, o.restart_backoff_s};
+  launcher::HostHealth health(o.host_failure_limit, o.blacklist_cooldown.at(0),
+                              o.blacklist_cooldown.at(1));
+  std::mt19937 jitter_source{std::random_device{}()};
   const std::string run_id = request.job_id;
   nlohmann::ordered_json attempts = nlohmann::ordered_json::array();
+  int np = 0;  // the job's size, fixed by the first attempt
   for (int attempt = 1;; ++attempt) {
+    launcher::PlanRequest r = attempt_request(request, policy, attempt, run_id);
+    std::vector<std::string> left_out;
+    if (attempt > 1) {
+      r.num_proc = np;
+      if (const int sig = usable_hosts(request, health, np, r.hosts, left_out); sig != 0) {
+        spdlog::warn("{} during the wait: no more attempts", strsignal(sig));
+        return 128 + sig;
+      }
+      if (!left_out.empty()) {
+        spdlog::warn("attempt {} runs without the blacklisted {}", attempt,
+                     fmt::join(left_out, ", "));
+      }
+    }
     const launcher::Plan plan =
-        launcher::make_plan(attempt_request(request, policy, attempt, run_id),
-                            launcher::local_identity(), launcher::current_environment());
+        launcher::make_plan(r, launcher::local_identity(), launcher::current_environment());
+    if (attempt == 1) np = static_cast<int>(plan.ranks.size());
     launcher::LaunchOptions options = launch_options(o, plan);
     // Each attempt's files beside the others': DIR/attempt.K/rank.N/...
     if (policy.enabled() && options.output_dir) {
@@ -378,7 +428,10 @@ int launch(const Options& o, const launcher::PlanRequest& request) {
     }
     const launcher::LaunchResult result = launcher::make_launcher(o.launcher, options)->run(plan);
     if (!result.ssh_failures.empty()) {
-      print_ssh_failures(o, result);
+      // The table on stderr; with --json, the last attempt's check document is the result.
+      launcher::CheckReport report{result.ssh_failures};
+      fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
+                 launcher::format_check_table(report, false));
     } else {
       const std::string report = launcher::format_failure_report(plan, result);
       std::fwrite(report.data(), 1, report.size(), stderr);
@@ -390,11 +443,25 @@ int launch(const Options& o, const launcher::PlanRequest& request) {
                                            ? nlohmann::ordered_json(nullptr)
                                            : nlohmann::ordered_json(
                                                  launcher::failure_summary(plan, result))},
+                        {"blacklisted", left_out},
                         {"timings_ms",
                          {{"start", result.start_time.count()},
                           {"total", result.total_time.count()}}}});
     const std::optional<std::string> why_not = launcher::why_no_restart(result);
     const bool again = policy.enabled() && attempt <= policy.max_restarts && !why_not;
+    if (again) {
+      std::uniform_real_distribution<double> jitter(0.0, 1.0);
+      for (const std::string& host : launcher::failing_hosts(plan, result)) {
+        const auto cooldown =
+            health.record_failure(host, std::chrono::steady_clock::now(), jitter(jitter_source));
+        if (cooldown) {
+          spdlog::warn("host {} is blacklisted for {:.0f} s (its failures reached "
+                       "--host-failure-limit {})",
+                       host, std::chrono::duration<double>(*cooldown).count(),
+                       o.host_failure_limit);
+        }
+      }
+    }
     if (policy.enabled() && result.exit_code != 0 && !again) {
       spdlog::warn("no restart: {}", why_not ? *why_not
                                              : fmt::format("all {} restarts were used",
@@ -402,7 +469,10 @@ int launch(const Options& o, const launcher::PlanRequest& request) {
     }
     if (!again) {
       if (o.json) {
-        nlohmann::ordered_json doc = launcher::launch_json(plan, result);
+        nlohmann::ordered_json doc =
+            result.ssh_failures.empty()
+                ? launcher::launch_json(plan, result)
+                : launcher::check_json(launcher::CheckReport{result.ssh_failures});
         if (policy.enabled()) doc["attempts"] = std::move(attempts);
         print_json(doc);
       }
@@ -429,6 +499,11 @@ int execute(const Options& o) {
                           launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
 
+  if (o.blacklist_cooldown.at(0) > o.blacklist_cooldown.at(1)) {
+    throw UsageError(fmt::format("--blacklist-cooldown-range {:g} {:g}: MIN is above MAX",
+                                 o.blacklist_cooldown[0], o.blacklist_cooldown[1]),
+                     "e.g. --blacklist-cooldown-range 10 300");
+  }
   if (checking_net(o)) return check_net(o, plan);
   if (o.dry_run) {
     const auto launcher = launcher::make_launcher(o.launcher, launch_options(o, plan));

@@ -201,6 +201,17 @@ void define_options(CLI::App& app, Options& o) {
          "Seconds before the first restart, doubled for each next one, at most 30 (default 1; "
          "0: none)")
       ->type_name("SECONDS");
+  app.add_option("--host-failure-limit", o.host_failure_limit,
+                 "With --max-restarts: failures against a host (lost, SSH refused or timed out, "
+                 "a rank killed by SIGBUS) before it is blacklisted for a cooldown (default 1)")
+      ->type_name("K")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--blacklist-cooldown-range", o.blacklist_cooldown,
+                 "With --max-restarts: a blacklisted host's cooldown, MIN seconds the first time, "
+                 "doubling each next time, at most MAX, plus up to 10% (default 10 300)")
+      ->type_name("MIN MAX")
+      ->expected(2)
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option_function<std::string>(
          "--keepalive",
          [&o](const std::string& v) {
@@ -249,6 +260,13 @@ bool takes_value(const CLI::App& app, const std::string& name) {
   return opt != nullptr && opt->get_expected_min() > 0;
 }
 
+// How many words follow the option (2 for --blacklist-cooldown-range MIN MAX), 0 for a flag.
+std::size_t values_of(const CLI::App& app, const std::string& name) {
+  const CLI::Option* opt = app.get_option_no_throw(name);
+  if (opt == nullptr || opt->get_expected_min() <= 0) return 0;
+  return static_cast<std::size_t>(std::max(1, opt->get_items_expected_min()));
+}
+
 // Finds where hvdrun's options end, using `app` to know which options take a value.
 CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args) {
   CommandLine out;
@@ -267,8 +285,10 @@ CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args
     }
     out.own.push_back(token);
     if (token.starts_with("--")) {
-      if (token.find('=') == std::string::npos && takes_value(app, token) && i + 1 < args.size()) {
-        out.own.push_back(args[++i]);
+      if (token.find('=') == std::string::npos) {
+        for (std::size_t n = values_of(app, token); n > 0 && i + 1 < args.size(); --n) {
+          out.own.push_back(args[++i]);
+        }
       }
       continue;
     }

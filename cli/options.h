@@ -43,6 +43,8 @@ struct Options {
   double keepalive_s = 30.0;                   // --keepalive
   int max_restarts = 0;                        // --max-restarts
   double restart_backoff_s = 1.0;              // --restart-backoff
+  int host_failure_limit = 1;                  // --host-failure-limit
+  std::vector<double> blacklist_cooldown{10.0, 300.0};  // --blacklist-cooldown-range MIN MAX
   std::optional<std::string> output_filename;  // --output-filename DIR
   std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;

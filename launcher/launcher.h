@@ -90,6 +90,8 @@ struct LaunchResult {
   // Hosts whose agent did not end within the grace period and margin of the stop: hvdrun
   // stopped waiting for them (their ranks are stopped by the agent's dead-man switch).
   std::vector<std::string> abandoned;
+  // Hosts lost while the job ran (their link closed or went silent, their agent died).
+  std::vector<std::string> lost_hosts;
   std::optional<NetCheck> net;               // once every host probed
   std::vector<HostFacts> hosts;              // by host, once every agent said hello
   // The launcher's own facts for the --json result, as top-level keys (native: "rendezvous").

@@ -172,6 +172,7 @@ void NativeJob::agent_lost(AgentConn& agent) {
          "--agent-path; `hvdrun --check-ssh` shows which hosts have it"});
     return;
   }
+  if (!sup_.stopping()) sup_.result().lost_hosts.push_back(host);
   sup_.fail({ErrorKind::kHostLost,
              fmt::format("lost the agent on {} while the job ran{}", host,
                          agent.transport->lost_detail()),
@@ -230,6 +231,7 @@ void NativeJob::agent_silent(AgentConn& a) {
   a.transport->abandon();
   a.eof = a.gone = a.abandoned = true;
   sup_.result().abandoned.push_back(host);
+  sup_.result().lost_hosts.push_back(host);
   sup_.fail({ErrorKind::kHostLost,
              fmt::format("lost the host {}: nothing came from its agent for {:.0f} s while the "
                          "job ran (--keepalive {:.0f})",

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -75,6 +77,55 @@ std::string attempt_banner(int attempt, const RestartPolicy& policy, const std::
     out += fmt::format("; waiting {:g} s", std::chrono::duration<double>(wait).count());
   }
   return out;
+}
+
+std::vector<std::string> failing_hosts(const Plan& plan, const LaunchResult& result) {
+  std::vector<std::string> out = result.lost_hosts;
+  for (const ssh::HostCheck& h : result.ssh_failures) {
+    if (h.code == ssh::CheckCode::kConnectionRefused || h.code == ssh::CheckCode::kTimeout) {
+      out.push_back(h.host);
+    }
+  }
+  if (result.first_failure) {
+    const RankOutcome& r = result.ranks[static_cast<size_t>(*result.first_failure)];
+    if (r.signaled && r.value == SIGBUS) {
+      out.push_back(plan.hosts[static_cast<size_t>(r.host_index)].spec.host);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<std::chrono::milliseconds> HostHealth::record_failure(const std::string& host,
+                                                                    Clock::time_point now,
+                                                                    double jitter) {
+  State& s = hosts_[host];
+  if (s.until && *s.until <= now) s = State{0, s.times_blacklisted, std::nullopt};  // it was back
+  if (++s.failures < limit_) return std::nullopt;
+  ++s.times_blacklisted;
+  s.failures = 0;
+  const double base = std::min(max_, min_ * std::pow(2.0, s.times_blacklisted - 1));
+  const auto cooldown = std::chrono::milliseconds(
+      static_cast<long>(base * (1.0 + 0.1 * std::clamp(jitter, 0.0, 1.0)) * 1000));
+  s.until = now + cooldown;
+  return cooldown;
+}
+
+bool HostHealth::blacklisted(const std::string& host, Clock::time_point now) const {
+  const auto it = hosts_.find(host);
+  return it != hosts_.end() && it->second.until && *it->second.until > now;
+}
+
+std::optional<HostHealth::Clock::time_point> HostHealth::first_back(
+    const std::vector<std::string>& hosts, Clock::time_point now) const {
+  std::optional<Clock::time_point> first;
+  for (const std::string& h : hosts) {
+    if (!blacklisted(h, now)) continue;
+    const Clock::time_point t = *hosts_.at(h).until;
+    if (!first || t < *first) first = t;
+  }
+  return first;
 }
 
 }  // namespace hvd::launcher

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launcher/launcher.h"
 #include "launcher/plan.h"
@@ -38,5 +40,39 @@ std::string failure_summary(const Plan& plan, const LaunchResult& result);
 // "attempt 2 of 4 after rank 3 on h2 exited with code 1; waiting 1 s".
 std::string attempt_banner(int attempt, const RestartPolicy& policy, const std::string& summary,
                            std::chrono::milliseconds wait);
+
+// The hosts an attempt's failure counts against: a host lost while the job ran, an SSH connection
+// to it refused or timed out, a rank on it killed by SIGBUS (hardware trouble). A rank's own
+// failure (a non-zero exit, a crash) is the program's, not the host's.
+std::vector<std::string> failing_hosts(const Plan& plan, const LaunchResult& result);
+
+// Host health across attempts, as Horovod's elastic driver keeps it: after `failure_limit`
+// failures a host is blacklisted for a cooldown; the k-th time it is, for
+// min(min * 2^(k-1), max) seconds plus up to 10% (jitter, given by the caller in [0, 1)). When
+// the cooldown is over the host is used again, with its failure count back at zero.
+class HostHealth {
+ public:
+  using Clock = std::chrono::steady_clock;
+  HostHealth(int failure_limit, double cooldown_min, double cooldown_max)
+      : limit_(failure_limit), min_(cooldown_min), max_(cooldown_max) {}
+
+  // Counts one failure against `host`; the cooldown when it is blacklisted by it.
+  std::optional<std::chrono::milliseconds> record_failure(const std::string& host,
+                                                          Clock::time_point now, double jitter);
+  bool blacklisted(const std::string& host, Clock::time_point now) const;
+  // When the earliest of the blacklisted `hosts` is back (nullopt: none of them is out).
+  std::optional<Clock::time_point> first_back(const std::vector<std::string>& hosts,
+                                              Clock::time_point now) const;
+
+ private:
+  struct State {
+    int failures = 0;
+    int times_blacklisted = 0;
+    std::optional<Clock::time_point> until;
+  };
+  int limit_;
+  double min_, max_;
+  std::map<std::string, State> hosts_;
+};
 
 }  // namespace hvd::launcher

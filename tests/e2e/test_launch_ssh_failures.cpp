@@ -452,3 +452,46 @@ TEST_CASE("five thousand lines from each of four remote ranks arrive whole and i
     CHECK(bad == 0);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Restarts and host health (launcher/restarts.h)
+
+TEST_CASE("restarts: a host whose SSH is refused is blacklisted and the next attempt runs without it",
+          "[launch-ssh][restarts]") {
+  Hosts hosts;
+  const std::string a = hosts.addr(40), b = hosts.addr(41);
+  const std::string dead = "127.0.0.199";  // no sshd there: connection refused
+  const RunResult r = run_hvdrun(
+      hosts.args({"-H", a + ":1," + dead + ":1," + b + ":1", "-np", "2", "--max-restarts", "1",
+                  "--restart-backoff", "0", "--json", "sh", "-c",
+                  "echo rank $HOROVOD_RANK on $HOROVOD_HOSTNAME"}));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("host " + dead + " is blacklisted for"));
+  CHECK_THAT(r.err, Contains("attempt 2 runs without the blacklisted " + dead));
+  CHECK_THAT(r.err, Contains("rank 0 on " + a));
+  CHECK_THAT(r.err, Contains("rank 1 on " + b));
+  const json doc = parse_json(r.out);
+  REQUIRE(doc["attempts"].size() == 2);
+  CHECK(doc["attempts"][0]["exit_code"] == 69);
+  CHECK(doc["attempts"][1]["blacklisted"] == json::array({dead}));
+  CHECK(doc["np"] == 2);
+  CHECK(doc["ranks"][1]["host"] == b);
+}
+
+TEST_CASE("restarts: with no spare slots the next attempt waits for the host's cooldown",
+          "[launch-ssh][restarts]") {
+  Hosts hosts;
+  const std::string a = hosts.addr(42);
+  const std::string dead = "127.0.0.198";
+  const auto start = Clock::now();
+  const RunResult r = run_hvdrun(hosts.args(
+      {"-H", a + ":1," + dead + ":1", "-np", "2", "--max-restarts", "1", "--restart-backoff", "0",
+       "--blacklist-cooldown-range", "1", "1", "true"}));
+  const auto elapsed = Clock::now() - start;
+  INFO(show(r));
+  CHECK(r.exit_code == 69);  // the host is still refused when it comes back
+  CHECK_THAT(r.err, Contains("waiting 1 s for a blacklisted host (" + dead + ") to come back"));
+  CHECK(elapsed >= 1s);
+  CHECK_THAT(r.err, Contains("no restart: all 1 restarts were used"));
+}
