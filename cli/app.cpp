@@ -5,7 +5,6 @@
 #include <pwd.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,22 +20,21 @@
 #include <sstream>
 #include <string_view>
 
+#include "cli/attempts.h"
 #include "cli/check_build.h"
 #include "cli/engine_flags.h"
 #include "cli/options.h"
-#include "common/process.h"
-#include "common/signal_fd.h"
-#include "contract/env_table.h"
 #include "common/error.h"
+#include "common/process.h"
 #include "launcher/json_text.h"
 #include "launcher/launch_report.h"
-#include "launcher/restarts.h"
-#include "launcher/scheduler_hosts.h"
 #include "launcher/launcher.h"
 #include "launcher/native_launcher.h"
 #include "launcher/net_check.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
+#include "launcher/restarts.h"
+#include "launcher/scheduler_hosts.h"
 #include "launcher/ssh_check.h"
 #include "worker/agent.h"
 #include "worker/agent_connect.h"
@@ -335,167 +333,18 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
   return to_int(ExitCode::kSuccess);
 }
 
-// Each attempt's plan: a new job id (a new rendezvous scope and token), and with restarts on
-// torchrun's restart variables on every rank.
-launcher::PlanRequest attempt_request(const launcher::PlanRequest& base,
-                                      const launcher::RestartPolicy& policy, int attempt,
-                                      const std::string& run_id) {
-  launcher::PlanRequest r = base;
-  if (!policy.enabled()) return r;
-  if (attempt > 1) r.job_id = random_job_id();
-  r.knobs.emplace_back(contract::kRestartCount.name, std::to_string(attempt - 1));
-  r.knobs.emplace_back(contract::kMaxRestarts.name, std::to_string(policy.max_restarts));
-  r.knobs.emplace_back(contract::kRunId.name, run_id);
-  return r;
-}
-
-// Waits `wait` unless SIGINT, SIGTERM or SIGHUP comes first; returns that signal, or 0.
-int interruptible_wait(std::chrono::milliseconds wait) {
-  SignalFd signals{SIGINT, SIGTERM, SIGHUP};
-  const auto until = std::chrono::steady_clock::now() + wait;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return 0;
-    pollfd p{signals.fd(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
-      if (const auto sig = signals.next()) return *sig;
-    }
-  }
-}
-
-// The launch, and with --max-restarts the attempts after it (launcher/restarts.h).
-// The hosts of `request` that are not blacklisted now, when they hold `np` ranks; else waits
-// (interruptibly) for the first blacklisted one to come back and looks again. Fills `left_out`.
-// Returns a signal that interrupted the wait, or 0.
-int usable_hosts(const launcher::PlanRequest& request, const launcher::HostHealth& health,
-                 int np, std::vector<launcher::HostSpec>& hosts, std::vector<std::string>& left_out) {
-  for (;;) {
-    const auto now = std::chrono::steady_clock::now();
-    hosts.clear();
-    left_out.clear();
-    int slots = 0;
-    for (const launcher::HostSpec& h : request.hosts) {
-      if (health.blacklisted(h.host, now)) {
-        left_out.push_back(h.host);
-      } else {
-        hosts.push_back(h);
-        slots += h.slots;
-      }
-    }
-    if (left_out.empty() || slots >= np) return 0;
-    const auto back = *health.first_back(left_out, now);
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(back - now);
-    spdlog::warn("waiting {:.0f} s for a blacklisted host ({}) to come back: the others have {} "
-                 "slots for {} ranks",
-                 std::chrono::duration<double>(wait).count(), fmt::join(left_out, ", "), slots,
-                 np);
-    if (const int sig = interruptible_wait(wait); sig != 0) return sig;
-  }
-}
-
-int launch(const Options& o, const launcher::PlanRequest& request) {
-  const launcher::RestartPolicy policy{o.max_restarts, o.restart_backoff_s};
-  launcher::HostHealth health(o.host_failure_limit, o.blacklist_cooldown.at(0),
-                              o.blacklist_cooldown.at(1));
-  std::mt19937 jitter_source{std::random_device{}()};
-  const std::string run_id = request.job_id;
-  nlohmann::ordered_json attempts = nlohmann::ordered_json::array();
-  int np = 0;  // the job's size, fixed by the first attempt
-  for (int attempt = 1;; ++attempt) {
-    launcher::PlanRequest r = attempt_request(request, policy, attempt, run_id);
-    std::vector<std::string> left_out;
-    if (attempt > 1) {
-      r.num_proc = np;
-      if (const int sig = usable_hosts(request, health, np, r.hosts, left_out); sig != 0) {
-        spdlog::warn("{} during the wait: no more attempts", strsignal(sig));
-        return 128 + sig;
-      }
-      if (!left_out.empty()) {
-        spdlog::warn("attempt {} runs without the blacklisted {}", attempt,
-                     fmt::join(left_out, ", "));
-      }
-    }
-    const launcher::Plan plan =
-        launcher::make_plan(r, launcher::local_identity(), launcher::current_environment());
-    if (attempt == 1) np = static_cast<int>(plan.ranks.size());
-    launcher::LaunchOptions options = launch_options(o, plan);
-    // Each attempt's files beside the others': DIR/attempt.K/rank.N/...
-    if (policy.enabled() && options.output_dir) {
-      options.output_dir = fmt::format("{}/attempt.{}", *options.output_dir, attempt);
-      std::error_code ec;
-      std::filesystem::create_directories(*options.output_dir, ec);
-    }
-    const launcher::LaunchResult result = launcher::make_launcher(o.launcher, options)->run(plan);
-    if (!result.ssh_failures.empty()) {
-      // The table on stderr; with --json, the last attempt's check document is the result.
-      launcher::CheckReport report{result.ssh_failures};
-      fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
-                 launcher::format_check_table(report, false));
-    } else {
-      const std::string report = launcher::format_failure_report(plan, result);
-      std::fwrite(report.data(), 1, report.size(), stderr);
-    }
-    attempts.push_back({{"attempt", attempt},
-                        {"job_id", plan.job_id},
-                        {"exit_code", result.exit_code},
-                        {"root_cause", result.exit_code == 0
-                                           ? nlohmann::ordered_json(nullptr)
-                                           : nlohmann::ordered_json(
-                                                 launcher::failure_summary(plan, result))},
-                        {"blacklisted", left_out},
-                        {"timings_ms",
-                         {{"start", result.start_time.count()},
-                          {"total", result.total_time.count()}}}});
-    const std::optional<std::string> why_not = launcher::why_no_restart(result);
-    const bool again = policy.enabled() && attempt <= policy.max_restarts && !why_not;
-    if (again) {
-      std::uniform_real_distribution<double> jitter(0.0, 1.0);
-      for (const std::string& host : launcher::failing_hosts(plan, result)) {
-        const auto cooldown =
-            health.record_failure(host, std::chrono::steady_clock::now(), jitter(jitter_source));
-        if (cooldown) {
-          spdlog::warn("host {} is blacklisted for {:.0f} s (its failures reached "
-                       "--host-failure-limit {})",
-                       host, std::chrono::duration<double>(*cooldown).count(),
-                       o.host_failure_limit);
-        }
-      }
-    }
-    if (policy.enabled() && result.exit_code != 0 && !again) {
-      spdlog::warn("no restart: {}", why_not ? *why_not
-                                             : fmt::format("all {} restarts were used",
-                                                           policy.max_restarts));
-    }
-    if (!again) {
-      if (o.json) {
-        nlohmann::ordered_json doc =
-            result.ssh_failures.empty()
-                ? launcher::launch_json(plan, result)
-                : launcher::check_json(launcher::CheckReport{result.ssh_failures});
-        if (policy.enabled()) doc["attempts"] = std::move(attempts);
-        print_json(doc);
-      }
-      return result.exit_code;
-    }
-    const auto wait = launcher::backoff_before(policy, attempt + 1);
-    spdlog::warn("{}", launcher::attempt_banner(attempt + 1, policy,
-                                                launcher::failure_summary(plan, result), wait));
-    if (const int sig = interruptible_wait(wait); sig != 0) {
-      spdlog::warn("{} during the wait: no more attempts", strsignal(sig));
-      return 128 + sig;
-    }
-  }
-}
-
 int execute(const Options& o) {
   if (o.check_build) return check_build(o.json);
   if (o.check_ssh && !checking_net(o)) return check_ssh(o);
   const launcher::PlanRequest request = plan_request(o);
   if (!o.command.empty()) warn_if_command_looks_like_a_host(o);
-  const launcher::RestartPolicy policy{o.max_restarts, o.restart_backoff_s};
+  const AttemptContext context{
+      .launch_options = [&o](const launcher::Plan& p) { return launch_options(o, p); },
+      .new_job_id = random_job_id,
+      .print_json = print_json};
+  const launcher::RestartPolicy policy = restart_policy(o);
   const launcher::Plan plan =
-      launcher::make_plan(attempt_request(request, policy, 1, request.job_id),
+      launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
                           launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
 
@@ -509,7 +358,7 @@ int execute(const Options& o) {
     const auto launcher = launcher::make_launcher(o.launcher, launch_options(o, plan));
     return dry_run(o, plan, *launcher, policy);
   }
-  return launch(o, request);
+  return run_attempts(o, request, context);
 }
 
 void print_error(const std::string& kind, const std::string& what, const std::string& hint) {

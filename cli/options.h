@@ -33,20 +33,20 @@ struct Options {
   bool check_net_full = false;  // --check-net-full: probe every pair (alone: a full --check-net)
   PortRange port_range;         // --port-range LOW-HIGH; any(): not given
   bool check_build = false;     // --check-build: what this build supports and what works now
-  std::string launcher = "native";  // the launcher the flags name (--mpi: "mpirun")
+  std::string launcher = "native";    // the launcher the flags name (--mpi: "mpirun")
   std::string agent_launch = "auto";  // --launcher: how native agents start (auto, ssh, srun)
   bool mpi() const { return launcher == "mpirun"; }
-  std::optional<std::string> mpi_args;         // --mpi-args "...": appended to mpirun's options
-  std::optional<std::string> working_dir;      // --wd; default: hvdrun's current directory
-  double grace_s = 5.0;                        // --grace
-  double start_timeout_s = 30.0;               // --start-timeout
-  double keepalive_s = 30.0;                   // --keepalive
-  int max_restarts = 0;                        // --max-restarts
-  double restart_backoff_s = 1.0;              // --restart-backoff
-  int host_failure_limit = 1;                  // --host-failure-limit
+  std::optional<std::string> mpi_args;     // --mpi-args "...": appended to mpirun's options
+  std::optional<std::string> working_dir;  // --wd; default: hvdrun's current directory
+  double grace_s = 5.0;                    // --grace
+  double start_timeout_s = 30.0;           // --start-timeout
+  double keepalive_s = 30.0;               // --keepalive
+  int max_restarts = 0;                    // --max-restarts
+  double restart_backoff_s = 1.0;          // --restart-backoff
+  int host_failure_limit = 1;              // --host-failure-limit
   std::vector<double> blacklist_cooldown{10.0, 300.0};  // --blacklist-cooldown-range MIN MAX
-  std::optional<std::string> output_filename;  // --output-filename DIR
-  std::vector<std::string> forward;            // -x, as written
+  std::optional<std::string> output_filename;           // --output-filename DIR
+  std::vector<std::string> forward;                     // -x, as written
   bool dry_run = false;
   bool json = false;
   bool show_env_values = false;

@@ -22,7 +22,8 @@ enum class ExitCode : int {
   kSshCheckFailed = 69,  // a host failed the SSH check or an SSH stage of a launch (EX_UNAVAILABLE)
   kInternal = 70,        // a bug in hvdrun itself (EX_SOFTWARE)
   kLauncherFailed = 71,  // the launcher could not do its own part: bind, spawn (EX_OSERR)
-  kHostLost = 74,        // a host was lost while the job ran: link closed or silent, agent died (EX_IOERR)
+  kHostLost =
+      74,  // a host was lost while the job ran: link closed or silent, agent died (EX_IOERR)
   kStartupTimeout = 75,  // a start-up phase did not finish in time (EX_TEMPFAIL)
   kCannotStart = 127,    // the command, its directory or the agent is missing on a host (as sh)
 };

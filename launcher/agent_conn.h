@@ -47,9 +47,9 @@ struct AgentConn {
   bool asked_probe = false;
   bool asked_close = false;
   bool spec_sent = false;
-  bool done = false;  // it sent kDone: every rank ended and was reported
-  bool eof = false;   // its frame stream ended
-  bool gone = false;  // the transport says it is gone for good
+  bool done = false;       // it sent kDone: every rank ended and was reported
+  bool eof = false;        // its frame stream ended
+  bool gone = false;       // the transport says it is gone for good
   bool abandoned = false;  // given up on: silent past --keepalive, or not ended after a stop
   // The keepalive (once its job spec is sent): when bytes last came from it, when to ping it.
   std::chrono::steady_clock::time_point last_heard;

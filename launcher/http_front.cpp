@@ -50,7 +50,9 @@ void send_and_forget(int fd, std::string_view text) {
 
 }  // namespace
 
-bool head_complete(const std::string& buffer) { return buffer.find("\r\n\r\n") != std::string::npos; }
+bool head_complete(const std::string& buffer) {
+  return buffer.find("\r\n\r\n") != std::string::npos;
+}
 
 // One request's bytes for cpp-httplib: the head the polling thread read, then the socket (the
 // body, read only when the server asks for it), every wait bounded by the request's deadline
@@ -174,8 +176,8 @@ void HttpFrontEnd::accept_all(std::vector<Conn>& conns) {
       }
       continue;
     }
-    const auto untrusted = std::count_if(conns.begin(), conns.end(),
-                                         [](const Conn& c) { return !c.trusted; });
+    const auto untrusted =
+        std::count_if(conns.begin(), conns.end(), [](const Conn& c) { return !c.trusted; });
     if (static_cast<std::size_t>(untrusted) >= limits_.max_untrusted) drop_oldest_untrusted(conns);
     Conn c;
     c.fd = std::move(fd);
@@ -245,7 +247,8 @@ void HttpFrontEnd::poll_loop() {
   std::vector<pollfd> fds;
   for (;;) {
     const bool accepting = Clock::now() >= accept_paused_until_;
-    fds.assign({{accepting ? listener_.get() : -1, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0},
+    fds.assign({{accepting ? listener_.get() : -1, POLLIN, 0},
+                {wake_fd_.get(), POLLIN, 0},
                 {stop_fd_.get(), POLLIN, 0}});
     auto next = Clock::now() + std::chrono::seconds(60);
     if (!accepting) next = accept_paused_until_;

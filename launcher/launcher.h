@@ -37,21 +37,21 @@ enum class AgentLaunch {
 
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
-  AgentLaunch agents = AgentLaunch::kSsh;  // native: ssh or srun
+  AgentLaunch agents = AgentLaunch::kSsh;          // native: ssh or srun
   std::string cwd;                                 // absolute; the ranks' working directory
   double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
   std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
   // --keepalive: a host whose agent is silent this long while the job runs is lost (0: never).
   std::chrono::milliseconds keepalive{30000};
-  std::optional<std::string> output_dir;           // --output-filename
-  std::string hvdrun_path;                         // the local agent binary (this hvdrun)
-  ssh::SshOptions ssh;                             // how remote hosts are reached
-  bool stdout_to_stderr = false;                   // --json keeps stdout for the result document
-  PortRange port_range;                            // --port-range: rendezvous, probes, MASTER_PORT
-  bool check_net_full = false;                     // --check-net-full: probe every pair of hosts
-  std::chrono::milliseconds probe_timeout{5000};   // each network probe's connect and greeting
-  std::string mpirun = "mpirun";                   // mpirun: the program
-  std::vector<std::string> mpi_args;               // mpirun: --mpi-args, split into words
+  std::optional<std::string> output_dir;          // --output-filename
+  std::string hvdrun_path;                        // the local agent binary (this hvdrun)
+  ssh::SshOptions ssh;                            // how remote hosts are reached
+  bool stdout_to_stderr = false;                  // --json keeps stdout for the result document
+  PortRange port_range;                           // --port-range: rendezvous, probes, MASTER_PORT
+  bool check_net_full = false;                    // --check-net-full: probe every pair of hosts
+  std::chrono::milliseconds probe_timeout{5000};  // each network probe's connect and greeting
+  std::string mpirun = "mpirun";                  // mpirun: the program
+  std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
 };
 
 struct RankOutcome {
@@ -92,8 +92,8 @@ struct LaunchResult {
   std::vector<std::string> abandoned;
   // Hosts lost while the job ran (their link closed or went silent, their agent died).
   std::vector<std::string> lost_hosts;
-  std::optional<NetCheck> net;               // once every host probed
-  std::vector<HostFacts> hosts;              // by host, once every agent said hello
+  std::optional<NetCheck> net;   // once every host probed
+  std::vector<HostFacts> hosts;  // by host, once every agent said hello
   // The launcher's own facts for the --json result, as top-level keys (native: "rendezvous").
   nlohmann::ordered_json details = nlohmann::ordered_json::object();
   int exit_code = 0;

@@ -3,8 +3,8 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <unistd.h>
+#include <chrono>
 
 #include "common/shell_quote.h"
 #include "launcher/agent_transport.h"
@@ -21,9 +21,10 @@ std::unique_ptr<Launcher> NativeLauncher::make(LaunchOptions options) {
 
 std::vector<LaunchCommand> NativeLauncher::describe(const Plan& plan) const {
   if (options_.agents == AgentLaunch::kSrun) {
-    return {{"through Slurm on this machine: one srun step, one agent task per node, which "
-             "connects back (HVD_AGENT_CONNECT and HVD_AGENT_TOKEN in its environment)",
-             srun_agent_argv(plan, options_)}};
+    return {
+        {"through Slurm on this machine: one srun step, one agent task per node, which "
+         "connects back (HVD_AGENT_CONNECT and HVD_AGENT_TOKEN in its environment)",
+         srun_agent_argv(plan, options_)}};
   }
   std::vector<LaunchCommand> out;
   for (const HostPlan& h : plan.hosts) {
@@ -56,8 +57,10 @@ LaunchResult NativeLauncher::launch_through_srun(const Plan& plan, bool check_ne
   result.details = job.details();
   const auto waited_from = std::chrono::steady_clock::now();
   for (int i = 0; i < 300 && !srun.srun.try_reap(); ++i) ::usleep(1000);
-  spdlog::debug("srun ended {:.1f} ms after the job",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from).count());
+  spdlog::debug(
+      "srun ended {:.1f} ms after the job",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from)
+          .count());
   if (!srun.srun.status()) srun.srun.signal_group(SIGKILL);
   return result;
 }

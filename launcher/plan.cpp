@@ -69,8 +69,7 @@ std::optional<std::string> reachable_address(const HostPlan& host, bool all_loca
 std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const Plan& plan,
                                bool all_local, const ForwardResult& forwarded,
                                const std::vector<std::pair<std::string, std::string>>& knobs,
-                               std::optional<int> gpus_per_rank,
-                               const PortRange& port_range) {
+                               std::optional<int> gpus_per_rank, const PortRange& port_range) {
   using contract::EnvVar;
   std::vector<EnvEntry> env;
   for (auto& [name, value] : contract::topology_env(placement)) {
@@ -86,15 +85,13 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                                       ? "the launcher's address as the other hosts reach it"
                                       : "the address rank 0's host was reached at over SSH",
                                   EnvSource::kPerRank));
-  env.push_back(
-      deferred(contract::kMasterPort, Deferred::kMasterPort, "a free port on rank 0's host",
-               EnvSource::kPerRank));
+  env.push_back(deferred(contract::kMasterPort, Deferred::kMasterPort,
+                         "a free port on rank 0's host", EnvSource::kPerRank));
 
   env.push_back(deferred(contract::kRendezvousAddr, Deferred::kRendezvousAddr,
                          "the launcher's rendezvous server", EnvSource::kInternal));
-  EnvEntry token =
-      deferred(contract::kRendezvousToken, Deferred::kRendezvousToken, "a random per-job token",
-               EnvSource::kInternal);
+  EnvEntry token = deferred(contract::kRendezvousToken, Deferred::kRendezvousToken,
+                            "a random per-job token", EnvSource::kInternal);
   token.secret = true;
   env.push_back(token);
   env.push_back(entry(contract::kJobId, plan.job_id, EnvSource::kInternal));
@@ -105,9 +102,7 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                                      EnvSource::kInternal));
 
   if (!port_range.any()) {
-    env.push_back(entry(contract::kPortRange,
-                        port_range.text(),
-                        EnvSource::kInternal));
+    env.push_back(entry(contract::kPortRange, port_range.text(), EnvSource::kInternal));
   }
 
   for (const ForwardedVar& var : forwarded.vars) {

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "common/port_range.h"
+#include "contract/topology.h"
 #include "launcher/env_forwarding.h"
 #include "launcher/host_spec.h"
 #include "launcher/network_choice.h"
-#include "contract/topology.h"
 
 namespace hvd::launcher {
 
@@ -47,8 +47,8 @@ struct PlanRequest {
   // --gpus-per-rank N: each rank sees CUDA devices local_rank*N .. local_rank*N+N-1 through
   // CUDA_VISIBLE_DEVICES (native mode).
   std::optional<int> gpus_per_rank;
-  NetworkChoice network;                          // --network-cidr / --network-interface
-  PortRange port_range;  // --port-range (any(): none): HVD_PORT_RANGE for libhvd
+  NetworkChoice network;  // --network-cidr / --network-interface
+  PortRange port_range;   // --port-range (any(): none): HVD_PORT_RANGE for libhvd
   std::vector<std::string> command;
   std::string job_id;
 };

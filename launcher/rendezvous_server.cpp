@@ -58,9 +58,9 @@ BindAttempt listen_on(const std::string& address, int port, UniqueFd& out, int b
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-  const int got = ntohs(bound.ss_family == AF_INET6
-                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const int got =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   out = std::move(fd);
   return {got, 0};
 }
@@ -101,8 +101,7 @@ RendezvousServer::RendezvousServer(std::string token, HttpLimits limits)
         ++stats_.rejected;
       } else {
         ++stats_.requests;
-        const std::string rank =
-            req.get_header_value(std::string(protocol::kRankHeader).c_str());
+        const std::string rank = req.get_header_value(std::string(protocol::kRankHeader).c_str());
         int r = -1;
         if (!rank.empty() &&
             std::from_chars(rank.data(), rank.data() + rank.size(), r).ec == std::errc() &&

@@ -18,9 +18,10 @@ std::optional<std::string> why_no_restart(const LaunchResult& result) {
     for (const ssh::HostCheck& h : result.ssh_failures) {
       if (h.code != ssh::CheckCode::kConnectionRefused && h.code != ssh::CheckCode::kTimeout &&
           h.code != ssh::CheckCode::kTooManyConnections) {
-        return fmt::format("the SSH check of {} failed with {}, which a new attempt would meet "
-                           "again",
-                           h.host, ssh::to_string(h.code));
+        return fmt::format(
+            "the SSH check of {} failed with {}, which a new attempt would meet "
+            "again",
+            h.host, ssh::to_string(h.code));
       }
     }
     return std::nullopt;  // refused or timed out: a host that may be back
@@ -71,8 +72,8 @@ std::string failure_summary(const Plan& plan, const LaunchResult& result) {
 
 std::string attempt_banner(int attempt, const RestartPolicy& policy, const std::string& summary,
                            std::chrono::milliseconds wait) {
-  std::string out = fmt::format("attempt {} of {} after {}", attempt, policy.max_restarts + 1,
-                                summary);
+  std::string out =
+      fmt::format("attempt {} of {} after {}", attempt, policy.max_restarts + 1, summary);
   if (wait.count() > 0) {
     out += fmt::format("; waiting {:g} s", std::chrono::duration<double>(wait).count());
   }

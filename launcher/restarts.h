@@ -17,8 +17,8 @@
 namespace hvd::launcher {
 
 struct RestartPolicy {
-  int max_restarts = 0;           // 0: one attempt, as without restarts
-  double backoff_seconds = 1.0;   // attempt k (k >= 2) waits backoff * 2^(k-2), at most kMaxBackoff
+  int max_restarts = 0;          // 0: one attempt, as without restarts
+  double backoff_seconds = 1.0;  // attempt k (k >= 2) waits backoff * 2^(k-2), at most kMaxBackoff
   bool enabled() const { return max_restarts > 0; }
 };
 

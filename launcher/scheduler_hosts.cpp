@@ -20,8 +20,8 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
     s.remove_prefix(1);
   }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' ||
-                        s.back() == '\n')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
   return s;
@@ -53,7 +53,8 @@ std::vector<std::string> expand_group(std::string_view group, std::string_view w
     at = comma + 1;
     const std::size_t dash = item.find('-');
     const std::string_view lo_text = item.substr(0, dash);
-    const std::string_view hi_text = dash == std::string_view::npos ? lo_text : item.substr(dash + 1);
+    const std::string_view hi_text =
+        dash == std::string_view::npos ? lo_text : item.substr(dash + 1);
     const auto lo = to_number(lo_text);
     const auto hi = to_number(hi_text);
     if (!lo || !hi) bad_hostlist(what, text, item, "not a number or a range of numbers");
@@ -76,8 +77,10 @@ void expand_entry(std::string_view entry, std::string_view what, std::string_vie
   std::size_t at = 0;
   while (at < entry.size()) {
     const std::size_t open = entry.find('[', at);
-    const std::string_view literal = entry.substr(at, open == std::string_view::npos ? entry.npos : open - at);
-    if (literal.find(']') != std::string_view::npos) bad_hostlist(what, text, entry, "a ']' without '['");
+    const std::string_view literal =
+        entry.substr(at, open == std::string_view::npos ? entry.npos : open - at);
+    if (literal.find(']') != std::string_view::npos)
+      bad_hostlist(what, text, entry, "a ']' without '['");
     for (std::string& n : names) n += literal;
     if (open == std::string_view::npos) break;
     const std::size_t close = entry.find(']', open);
@@ -247,7 +250,8 @@ std::vector<HostSpec> hosts_from_slot_lines(std::string_view text, std::string_v
       throw UsageError(fmt::format("{}:{}: '{}' is not one host name", what, number, name),
                        "the scheduler's node file has one host name per line and slot");
     }
-    auto it = std::find_if(out.begin(), out.end(), [&](const HostSpec& h) { return h.host == name; });
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const HostSpec& h) { return h.host == name; });
     if (it != out.end()) {
       ++it->slots;
       continue;
@@ -276,9 +280,9 @@ std::vector<HostSpec> hosts_from_lsb_mcpu(std::string_view text) {
   for (std::size_t i = 0; i < w.size(); i += 2) {
     const auto n = to_number(w[i + 1]);
     if (!n || *n < 1 || *n > kMaxSlotsPerHost) {
-      throw UsageError(fmt::format("LSB_MCPU_HOSTS='{}': '{}' is not a slot count for {}", text,
-                                   w[i + 1], w[i]),
-                       "LSF writes it as 'host1 4 host2 4'; name the hosts with -H instead");
+      throw UsageError(
+          fmt::format("LSB_MCPU_HOSTS='{}': '{}' is not a slot count for {}", text, w[i + 1], w[i]),
+          "LSF writes it as 'host1 4 host2 4'; name the hosts with -H instead");
     }
     HostSpec h;
     h.host = w[i];
@@ -313,11 +317,11 @@ HostsSource choose_hosts(const std::optional<std::string>& host_list,
     const auto text = read_listed_file("PBS_NODEFILE", *nodefile, read_file);
     source.kind = "pbs";
     source.hosts = hosts_from_slot_lines(*text, *nodefile);
-    source.description = fmt::format(
-        "the PBS allocation{}: {}, {} (PBS_NODEFILE)",
-        env("PBS_JOBID") ? " " + *env("PBS_JOBID") : std::string(),
-        plural(source.hosts.size(), "node"),
-        plural(static_cast<std::size_t>(total_slots(source.hosts)), "slot"));
+    source.description =
+        fmt::format("the PBS allocation{}: {}, {} (PBS_NODEFILE)",
+                    env("PBS_JOBID") ? " " + *env("PBS_JOBID") : std::string(),
+                    plural(source.hosts.size(), "node"),
+                    plural(static_cast<std::size_t>(total_slots(source.hosts)), "slot"));
   } else if (env("LSB_MCPU_HOSTS") || env("LSB_DJOB_HOSTFILE")) {
     source.kind = "lsf";
     const char* from = "LSB_MCPU_HOSTS";
@@ -325,20 +329,19 @@ HostsSource choose_hosts(const std::optional<std::string>& host_list,
       source.hosts = hosts_from_lsb_mcpu(*mcpu);
     } else {
       const std::string path = *env("LSB_DJOB_HOSTFILE");
-      source.hosts = hosts_from_slot_lines(*read_listed_file("LSB_DJOB_HOSTFILE", path, read_file),
-                                           path);
+      source.hosts =
+          hosts_from_slot_lines(*read_listed_file("LSB_DJOB_HOSTFILE", path, read_file), path);
       from = "LSB_DJOB_HOSTFILE";
     }
-    source.description = fmt::format(
-        "the LSF allocation{}: {}, {} ({})",
-        env("LSB_JOBID") ? " " + *env("LSB_JOBID") : std::string(),
-        plural(source.hosts.size(), "host"),
-        plural(static_cast<std::size_t>(total_slots(source.hosts)), "slot"), from);
+    source.description =
+        fmt::format("the LSF allocation{}: {}, {} ({})",
+                    env("LSB_JOBID") ? " " + *env("LSB_JOBID") : std::string(),
+                    plural(source.hosts.size(), "host"),
+                    plural(static_cast<std::size_t>(total_slots(source.hosts)), "slot"), from);
   } else if (const auto path = env("OMPI_MCA_orte_default_hostfile")) {
     source.kind = "openmpi";
-    source.hosts = parse_hostfile(*read_listed_file("OMPI_MCA_orte_default_hostfile", *path,
-                                                    read_file),
-                                  *path);
+    source.hosts = parse_hostfile(
+        *read_listed_file("OMPI_MCA_orte_default_hostfile", *path, read_file), *path);
     source.description =
         fmt::format("Open MPI's default hostfile {} (OMPI_MCA_orte_default_hostfile)", *path);
   } else {

@@ -20,10 +20,10 @@ namespace hvd::launcher {
 
 // Where a launch's hosts came from, for the dry run ("hosts_source" in JSON) and messages.
 struct HostsSource {
-  std::string kind;         // "host_list", "hostfile", "slurm", "pbs", "lsf", "openmpi", "localhost"
-  std::string description;  // "the Slurm allocation 1234: 3 nodes, 6 tasks"
-  std::vector<HostSpec> hosts;          // empty for "localhost" (the plan's default host)
-  std::optional<int> default_np;        // the scheduler's task count (SLURM_NTASKS)
+  std::string kind;  // "host_list", "hostfile", "slurm", "pbs", "lsf", "openmpi", "localhost"
+  std::string description;               // "the Slurm allocation 1234: 3 nodes, 6 tasks"
+  std::vector<HostSpec> hosts;           // empty for "localhost" (the plan's default host)
+  std::optional<int> default_np;         // the scheduler's task count (SLURM_NTASKS)
   std::optional<std::string> slurm_job;  // SLURM_JOB_ID, when the hosts are Slurm's
 };
 

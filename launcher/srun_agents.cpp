@@ -92,9 +92,9 @@ std::pair<UniqueFd, int> listen_for_agents(const std::string& address, const Por
     return {ntohs(addr.sin_port), 0};
   });
   if (!outcome.bound()) {
-    const BindFailure f = bind_failure(range, outcome, "--port-range ",
-                                       "the listener for the srun agents",
-                                       address.empty() ? "0.0.0.0" : address);
+    const BindFailure f =
+        bind_failure(range, outcome, "--port-range ", "the listener for the srun agents",
+                     address.empty() ? "0.0.0.0" : address);
     throw LauncherError(f.message, f.hint);
   }
   return {std::move(fd), outcome.port};
@@ -165,8 +165,7 @@ int take_preamble(Pending& p, const std::string& token, const Plan& plan,
   for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
     if (plan.hosts[h].spec.host == node && !have[h]) return static_cast<int>(h);
   }
-  spdlog::warn("an agent for node {} connected, which the plan does not have or has already",
-               node);
+  spdlog::warn("an agent for node {} connected, which the plan does not have or has already", node);
   return -1;
 }
 
@@ -224,8 +223,8 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
   ProcessSpec spec;
   spec.argv = srun_agent_argv(plan, options);
   spec.env = environ_strings();
-  spec.env.push_back(fmt::format("{}={} {}", worker::kAgentConnectVar,
-                                 worker::kAgentConnectSrunHost, port));
+  spec.env.push_back(
+      fmt::format("{}={} {}", worker::kAgentConnectVar, worker::kAgentConnectSrunHost, port));
   spec.env.push_back(fmt::format("{}={}", worker::kAgentTokenVar, token));
   spec.lookup_in_our_path = true;
   spec.parent_death_signal = SIGKILL;  // srun killed alone cancels its step (its helper asks)
@@ -239,8 +238,9 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
   // The nodes' addresses while the step starts (srun takes tens of milliseconds; scontrol a few).
   const std::map<std::string, std::string> node_addr = slurm_node_addresses(nodes);
   if (node_addr.size() < nodes.size()) {
-    spdlog::warn("scontrol did not give every node's NodeAddr; those nodes are advertised at the "
-                 "address their agent connected from");
+    spdlog::warn(
+        "scontrol did not give every node's NodeAddr; those nodes are advertised at the "
+        "address their agent connected from");
   }
   std::vector<std::unique_ptr<TcpAgent>> transports(plan.hosts.size());
   std::size_t connected = 0;
@@ -309,8 +309,7 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
           }
           reached = text;
         }
-        transports[host] =
-            std::make_unique<TcpAgent>(std::move(p.fd), reached, launcher_address);
+        transports[host] = std::make_unique<TcpAgent>(std::move(p.fd), reached, launcher_address);
       }
       p.until = Clock::time_point{};  // taken or dropped
     }

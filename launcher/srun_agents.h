@@ -24,7 +24,7 @@
 namespace hvd::launcher {
 
 struct SrunAgents {
-  Process srun;                  // the step: it runs as long as its agents
+  Process srun;                   // the step: it runs as long as its agents
   std::vector<AgentConn> agents;  // one per plan host, by host index
 };
 

@@ -98,12 +98,12 @@ int Supervisor::poll_timeout_ms(const Job& job) const {
 void Supervisor::check_stop_deadline(Job& job) {
   if (!stop_deadline_ || abandoned_ || Clock::now() < *stop_deadline_ || job.done()) return;
   abandoned_ = true;
-  const double waited =
-      std::chrono::duration<double>(grace_ + kStopMargin).count();
+  const double waited = std::chrono::duration<double>(grace_ + kStopMargin).count();
   for (std::string& host : job.abandon()) {
-    spdlog::warn("gave up on the agent on {}: it did not end within {:.0f} s of the stop (the "
-                 "grace period and {} s); its link is closed, so its ranks stop when it runs again",
-                 host, waited, kStopMargin.count());
+    spdlog::warn(
+        "gave up on the agent on {}: it did not end within {:.0f} s of the stop (the "
+        "grace period and {} s); its link is closed, so its ranks stop when it runs again",
+        host, waited, kStopMargin.count());
     result_.abandoned.push_back(std::move(host));
   }
 }

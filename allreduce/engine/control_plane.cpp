@@ -237,8 +237,8 @@ void ControlPlane::accept_ranks(int listener, const std::string& token, int size
       if (p.hello.size() < kHelloBytes) continue;
       std::uint32_t from = 0;
       std::memcpy(&from, p.hello.data() + 32, 4);
-      const bool ours = same_secret(std::string_view(p.hello).substr(0, 32), token) &&
-                        from > 0 && from < static_cast<std::uint32_t>(size) &&
+      const bool ours = same_secret(std::string_view(p.hello).substr(0, 32), token) && from > 0 &&
+                        from < static_cast<std::uint32_t>(size) &&
                         missing.count(static_cast<int>(from)) == 1;
       if (ours) {
         ::fcntl(p.fd.get(), F_SETFL, 0);  // blocking from here on; reads are driven by poll()
@@ -288,10 +288,9 @@ std::string address_in_networks(const std::string& networks) {
     if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
     const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
     const std::uint32_t a = ntohl(in->sin_addr.s_addr);
-    const bool match =
-        std::any_of(cidrs.begin(), cidrs.end(),
-                    [&](const auto& c) { return (a & c.second) == c.first; }) ||
-        std::find(names.begin(), names.end(), it->ifa_name) != names.end();
+    const bool match = std::any_of(cidrs.begin(), cidrs.end(),
+                                   [&](const auto& c) { return (a & c.second) == c.first; }) ||
+                       std::find(names.begin(), names.end(), it->ifa_name) != names.end();
     if (!match) continue;
     char text[INET_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);

@@ -74,10 +74,19 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   const std::string bind = config_.advertise_addr.empty()
                                ? address_in_networks(config_.mpi_tcp_include)
                                : config_.advertise_addr;
-  ControlPlane control = ControlPlane::connect(
-      *backend_, topology_.rank, topology_.size, bind,
-      std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
-      config_.port_range, config_.master_port);
+  // Said here, before the backend is torn down by the unwinding: the other ranks then fail with
+  // a reset, and the launcher may stop this rank before the program could print the cause.
+  auto control = [&] {
+    try {
+      return ControlPlane::connect(
+          *backend_, topology_.rank, topology_.size, bind,
+          std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
+          config_.port_range, config_.master_port);
+    } catch (const StatusError& e) {
+      logger().error("{}", e.what());
+      throw;
+    }
+  }();
   if (topology_.rank == 0 && !config_.timeline.empty()) {
     timeline_ = std::make_unique<Timeline>(config_.timeline);
   }

@@ -44,8 +44,7 @@ std::optional<int> load_checkpoint(const std::string& path, Mlp& model) {
   std::int32_t epochs = 0;
   in.read(magic, sizeof magic);
   in.read(reinterpret_cast<char*>(&epochs), sizeof epochs);
-  if (!in || std::string(magic, sizeof magic) != std::string(kMagic, sizeof kMagic) ||
-      epochs < 0) {
+  if (!in || std::string(magic, sizeof magic) != std::string(kMagic, sizeof kMagic) || epochs < 0) {
     throw std::runtime_error(path + ": not a checkpoint of this example");
   }
   for (std::vector<float>* t : state(model)) {

@@ -35,7 +35,7 @@ class Mlp {
   Params& params() { return params_; }
   Params& grads() { return grads_; }
   Params& velocity() { return velocity_; }  // the momentum, for checkpoints
-  std::uint64_t checksum();  // FNV-1a over the parameter bytes
+  std::uint64_t checksum();                 // FNV-1a over the parameter bytes
 
  private:
   void forward(std::span<const float> x, std::size_t batch);

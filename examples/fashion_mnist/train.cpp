@@ -231,7 +231,8 @@ int train(const Args& args) {
                    epoch);
       return 1;
     }
-    if (rank == 0 && !args.checkpoint.empty()) fmnist::save_checkpoint(args.checkpoint, epoch, model);
+    if (rank == 0 && !args.checkpoint.empty())
+      fmnist::save_checkpoint(args.checkpoint, epoch, model);
   }
   if (rank == 0) std::printf("final test accuracy: %.2f%% on %d ranks\n", final_accuracy, size);
   return 0;

@@ -343,11 +343,10 @@ TEST_CASE("dry run: native mode shows each host's agent command", "[cli]") {
 // Hosts from a scheduler (launcher/scheduler_hosts.h): inside a Slurm allocation, with no -H.
 
 TEST_CASE("inside a Slurm allocation the plan takes its nodes, tasks and -np from it", "[cli]") {
-  const std::vector<std::pair<std::string, std::string>> slurm{
-      {"SLURM_JOB_ID", "1234"},
-      {"SLURM_JOB_NODELIST", "n[1-3]"},
-      {"SLURM_TASKS_PER_NODE", "2(x3)"},
-      {"SLURM_NTASKS", "6"}};
+  const std::vector<std::pair<std::string, std::string>> slurm{{"SLURM_JOB_ID", "1234"},
+                                                               {"SLURM_JOB_NODELIST", "n[1-3]"},
+                                                               {"SLURM_TASKS_PER_NODE", "2(x3)"},
+                                                               {"SLURM_NTASKS", "6"}};
   const RunResult r = run_hvdrun({"--dry-run", "--json", "./train"}, slurm);
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
@@ -374,8 +373,8 @@ TEST_CASE("inside a Slurm allocation the plan takes its nodes, tasks and -np fro
   CHECK(parse_stdout(explicit_hosts)["hosts_source"]["kind"] == "host_list");
   CHECK(parse_stdout(explicit_hosts)["np"] == 2);
   // A malformed node list names the variable.
-  const RunResult bad = run_hvdrun({"--dry-run", "./train"},
-                                   {{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "n[1-"}});
+  const RunResult bad =
+      run_hvdrun({"--dry-run", "./train"}, {{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "n[1-"}});
   CHECK(bad.exit_code == kUsage);
   CHECK_THAT(bad.err, Contains("SLURM_JOB_NODELIST='n[1-'"));
 }

@@ -34,12 +34,12 @@ size_t count(const std::string& text, const std::string& needle) {
 TEST_CASE("restarts: a rank killed once, the second attempt succeeds and sees its count",
           "[launch][restarts]") {
   TempDir dir;
-  const RunResult r = run_hvdrun(
-      {"--max-restarts", "2", "--restart-backoff", "0", "--json", "-np", "2", "-x",
-       "MARK=" + (dir / "killed"), "sh", "-c",
-       "echo \"rank $HOROVOD_RANK attempt $TORCHELASTIC_RESTART_COUNT of "
-       "$TORCHELASTIC_MAX_RESTARTS run $TORCHELASTIC_RUN_ID job $HVD_JOB_ID\"; "
-       "if [ $HOROVOD_RANK = 1 ] && [ ! -e $MARK ]; then touch $MARK; kill -9 $$; fi"});
+  const RunResult r =
+      run_hvdrun({"--max-restarts", "2", "--restart-backoff", "0", "--json", "-np", "2", "-x",
+                  "MARK=" + (dir / "killed"), "sh", "-c",
+                  "echo \"rank $HOROVOD_RANK attempt $TORCHELASTIC_RESTART_COUNT of "
+                  "$TORCHELASTIC_MAX_RESTARTS run $TORCHELASTIC_RUN_ID job $HVD_JOB_ID\"; "
+                  "if [ $HOROVOD_RANK = 1 ] && [ ! -e $MARK ]; then touch $MARK; kill -9 $$; fi"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   // --json: rank output on stderr. Both attempts ran both ranks, with their counts.
@@ -61,8 +61,8 @@ TEST_CASE("restarts: a rank killed once, the second attempt succeeds and sees it
 
 TEST_CASE("restarts: a rank that always fails gets exactly N+1 attempts and its code",
           "[launch][restarts]") {
-  const RunResult r = run_hvdrun({"--max-restarts", "2", "--restart-backoff", "0", "--json",
-                                  "-np", "1", "sh", "-c", "echo boom >&2; exit 3"});
+  const RunResult r = run_hvdrun({"--max-restarts", "2", "--restart-backoff", "0", "--json", "-np",
+                                  "1", "sh", "-c", "echo boom >&2; exit 3"});
   INFO(show(r));
   CHECK(r.exit_code == 3);
   CHECK(count(r.err, "rank 0 (host localhost, local rank 0) exited with code 3") == 3);
@@ -76,8 +76,8 @@ TEST_CASE("restarts: a rank that always fails gets exactly N+1 attempts and its 
 
 TEST_CASE("restarts: a failure that would repeat is not retried, and the report says why",
           "[launch][restarts]") {
-  const RunResult r = run_hvdrun({"--max-restarts", "3", "--restart-backoff", "0", "-np", "1",
-                                  "/nonexistent/train"});
+  const RunResult r = run_hvdrun(
+      {"--max-restarts", "3", "--restart-backoff", "0", "-np", "1", "/nonexistent/train"});
   INFO(show(r));
   CHECK(r.exit_code == 127);
   CHECK(count(r.err, "/nonexistent/train") >= 1);
@@ -96,11 +96,11 @@ TEST_CASE("restarts: without --max-restarts one failure ends the job as before",
 
 TEST_CASE("restarts: Ctrl-C during the backoff ends everything at once", "[launch][restarts]") {
   TempDir dir;
-  Hvdrun hvdrun({.args = {"--max-restarts", "3", "--restart-backoff", "30", "-np", "1", "sh",
-                          "-c", "exit 1"},
-                 .env = {},
-                 .out_path = dir / "out",
-                 .err_path = dir / "err"});
+  Hvdrun hvdrun(
+      {.args = {"--max-restarts", "3", "--restart-backoff", "30", "-np", "1", "sh", "-c", "exit 1"},
+       .env = {},
+       .out_path = dir / "out",
+       .err_path = dir / "err"});
   const bool waiting = wait_until(
       [&] { return read_file(dir / "err").find("waiting 30 s") != std::string::npos; }, 10s);
   const auto start = std::chrono::steady_clock::now();
@@ -116,11 +116,11 @@ TEST_CASE("restarts: Ctrl-C during the backoff ends everything at once", "[launc
 
 TEST_CASE("restarts: --output-filename keeps each attempt's files", "[launch][restarts]") {
   TempDir dir;
-  const RunResult r = run_hvdrun(
-      {"--max-restarts", "1", "--restart-backoff", "0", "--output-filename", dir / "logs", "-np",
-       "1", "-x", "MARK=" + (dir / "failed"), "sh", "-c",
-       "echo attempt $TORCHELASTIC_RESTART_COUNT; "
-       "if [ ! -e $MARK ]; then touch $MARK; exit 2; fi"});
+  const RunResult r =
+      run_hvdrun({"--max-restarts", "1", "--restart-backoff", "0", "--output-filename",
+                  dir / "logs", "-np", "1", "-x", "MARK=" + (dir / "failed"), "sh", "-c",
+                  "echo attempt $TORCHELASTIC_RESTART_COUNT; "
+                  "if [ ! -e $MARK ]; then touch $MARK; exit 2; fi"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   CHECK(read_file(dir / "logs/attempt.1/rank.0/stdout") == "attempt 0\n");
@@ -133,8 +133,8 @@ TEST_CASE("restarts: the dry run shows the policy", "[launch][restarts]") {
   CHECK(table.exit_code == 0);
   CHECK_THAT(table.out, Contains("restarts: up to 4"));
   CHECK_THAT(table.out, Contains("waits 2 s before the first"));
-  const RunResult doc = run_hvdrun({"--dry-run", "--json", "--max-restarts", "4", "-np", "1",
-                                    "true"});
+  const RunResult doc =
+      run_hvdrun({"--dry-run", "--json", "--max-restarts", "4", "-np", "1", "true"});
   REQUIRE(doc.exit_code == 0);
   const json plan = json::parse(doc.out);
   CHECK(plan["restarts"]["max_restarts"] == 4);

@@ -209,15 +209,16 @@ struct FrozenHost {
   std::vector<RemoteSide> sides;
   std::optional<RemoteSide> frozen;  // b's side, its agent stopped
 
-  FrozenHost(int first, std::vector<std::string> flags) : a(hosts.addr(first)), b(hosts.addr(first + 1)) {
-    std::vector<std::string> args{"-H", a + "," + b, "--grace", "1", "--json", "-x",
-                                  marker.forward()};
+  FrozenHost(int first, std::vector<std::string> flags)
+      : a(hosts.addr(first)), b(hosts.addr(first + 1)) {
+    std::vector<std::string> args{"-H",     a + "," + b, "--grace",       "1",
+                                  "--json", "-x",        marker.forward()};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"sh", "-c", "exec sleep 1000"});
     hvdrun.emplace(Hvdrun::Setup{.args = hosts.args(args),
-                                   .env = {marker.env()},
-                                   .out_path = hosts.dir() / "out",
-                                   .err_path = hosts.dir() / "err"});
+                                 .env = {marker.env()},
+                                 .out_path = hosts.dir() / "out",
+                                 .err_path = hosts.dir() / "err"});
   }
   // Waits for both ranks, then stops b's agent. False if the job never got there.
   bool freeze_b() {
@@ -251,8 +252,9 @@ TEST_CASE("a frozen host does not hang the stop: hvdrun gives up on it after gra
   const auto elapsed = Clock::now() - start;
   const bool nothing_left = job.thaw_and_check_nothing_left();
   const std::string err = read_file(job.hosts.dir() / "err");
-  INFO("--- stderr ---\n" << err.substr(0, 6000) << "\nleft running:\n"
-                          << leftovers(job.marker, job.sides));
+  INFO("--- stderr ---\n"
+       << err.substr(0, 6000) << "\nleft running:\n"
+       << leftovers(job.marker, job.sides));
   REQUIRE(frozen);
   CHECK(code == 143);
   CHECK(elapsed < 10s);  // grace 1 s + margin 3 s + the session's close (3 s)
@@ -273,12 +275,13 @@ TEST_CASE("a host silent past --keepalive is lost: exit 74 naming it, the others
   const auto elapsed = Clock::now() - start;
   const bool nothing_left = job.thaw_and_check_nothing_left();
   const std::string err = read_file(job.hosts.dir() / "err");
-  INFO("--- stderr ---\n" << err.substr(0, 6000) << "\nleft running:\n"
-                          << leftovers(job.marker, job.sides));
+  INFO("--- stderr ---\n"
+       << err.substr(0, 6000) << "\nleft running:\n"
+       << leftovers(job.marker, job.sides));
   REQUIRE(frozen);
   CHECK(code == 74);
-  CHECK(elapsed >= 1s);   // silence is judged over the whole period, not at the first ping
-  CHECK(elapsed < 10s);   // 2 s of silence, then a's rank stopped within its grace
+  CHECK(elapsed >= 1s);  // silence is judged over the whole period, not at the first ping
+  CHECK(elapsed < 10s);  // 2 s of silence, then a's rank stopped within its grace
   CHECK(nothing_left);
   CHECK_THAT(err, Contains("lost the host " + job.b + ": nothing came from its agent for 2 s"));
   const json doc = parse_json(read_file(job.hosts.dir() / "out"));
@@ -456,15 +459,16 @@ TEST_CASE("five thousand lines from each of four remote ranks arrive whole and i
 // ---------------------------------------------------------------------------------------------
 // Restarts and host health (launcher/restarts.h)
 
-TEST_CASE("restarts: a host whose SSH is refused is blacklisted and the next attempt runs without it",
-          "[launch-ssh][restarts]") {
+TEST_CASE(
+    "restarts: a host whose SSH is refused is blacklisted and the next attempt runs without it",
+    "[launch-ssh][restarts]") {
   Hosts hosts;
   const std::string a = hosts.addr(40), b = hosts.addr(41);
   const std::string dead = "127.0.0.199";  // no sshd there: connection refused
-  const RunResult r = run_hvdrun(
-      hosts.args({"-H", a + ":1," + dead + ":1," + b + ":1", "-np", "2", "--max-restarts", "1",
-                  "--restart-backoff", "0", "--json", "sh", "-c",
-                  "echo rank $HOROVOD_RANK on $HOROVOD_HOSTNAME"}));
+  const RunResult r =
+      run_hvdrun(hosts.args({"-H", a + ":1," + dead + ":1," + b + ":1", "-np", "2",
+                             "--max-restarts", "1", "--restart-backoff", "0", "--json", "sh", "-c",
+                             "echo rank $HOROVOD_RANK on $HOROVOD_HOSTNAME"}));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Contains("host " + dead + " is blacklisted for"));
@@ -485,9 +489,9 @@ TEST_CASE("restarts: with no spare slots the next attempt waits for the host's c
   const std::string a = hosts.addr(42);
   const std::string dead = "127.0.0.198";
   const auto start = Clock::now();
-  const RunResult r = run_hvdrun(hosts.args(
-      {"-H", a + ":1," + dead + ":1", "-np", "2", "--max-restarts", "1", "--restart-backoff", "0",
-       "--blacklist-cooldown-range", "1", "1", "true"}));
+  const RunResult r = run_hvdrun(
+      hosts.args({"-H", a + ":1," + dead + ":1", "-np", "2", "--max-restarts", "1",
+                  "--restart-backoff", "0", "--blacklist-cooldown-range", "1", "1", "true"}));
   const auto elapsed = Clock::now() - start;
   INFO(show(r));
   CHECK(r.exit_code == 69);  // the host is still refused when it comes back

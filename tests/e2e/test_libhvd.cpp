@@ -85,10 +85,10 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
 TEST_CASE("libhvd under hvdrun --mpi: the control plane listens in Open MPI's network only",
           "[libhvd]") {
   Hosts h;
-  const auto r = hvd::test::run_hvdrun(
-      h.args({"--mpi", "-np", "2", "-H", h.addr(10) + "," + h.addr(11), LIBHVD_CHECK,
-              "collectives"}),
-      {{"HOROVOD_LOG_LEVEL", "debug"}}, std::chrono::seconds(90));
+  const auto r =
+      hvd::test::run_hvdrun(h.args({"--mpi", "-np", "2", "-H", h.addr(10) + "," + h.addr(11),
+                                    LIBHVD_CHECK, "collectives"}),
+                            {{"HOROVOD_LOG_LEVEL", "debug"}}, std::chrono::seconds(90));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out + r.err, Contains("the engine's control plane listens on 127.0.0.1:"));

@@ -239,8 +239,7 @@ TEST_CASE("read_config: a multi-rank topology without a launcher", "[libhvd]") {
   CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_SIZE='x'"));
 }
 
-TEST_CASE("read_config: a bare srun of several tasks is refused with how to start it",
-          "[libhvd]") {
+TEST_CASE("read_config: a bare srun of several tasks is refused with how to start it", "[libhvd]") {
   const auto f = failure_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "6"}, {"SLURM_JOB_ID", "9"}});
   CHECK(f.status == HVD_ERR_CONFIG);
   CHECK_THAT(f.what, Catch::Matchers::Contains("started by srun as task 2 of 6"));

@@ -132,8 +132,10 @@ TEST_CASE("control plane: idle connections to rank 0's port do not hold up the r
   };
   MailboxBackend b0(box, 0), b1(box, 1);
   const auto start = std::chrono::steady_clock::now();
-  auto r0 = std::async(std::launch::async, [&] { return run_rank(b0, 0, std::chrono::seconds(10)); });
-  auto r1 = std::async(std::launch::async, [&] { return run_rank(b1, 1, std::chrono::seconds(10)); });
+  auto r0 =
+      std::async(std::launch::async, [&] { return run_rank(b0, 0, std::chrono::seconds(10)); });
+  auto r1 =
+      std::async(std::launch::async, [&] { return run_rank(b1, 1, std::chrono::seconds(10)); });
   Outcome o0 = r0.get();
   Outcome o1 = r1.get();
   const double seconds =
@@ -171,8 +173,10 @@ TEST_CASE("control plane: rank 0 listens on the address it is given, not every i
     CHECK(shared.substr(shared.rfind(' ') + 1) == "127.0.0.1");
   };
   MailboxBackend b0(box, 0), b1(box, 1);
-  auto r0 = std::async(std::launch::async, [&] { return run_rank(b0, 0, std::chrono::seconds(10)); });
-  auto r1 = std::async(std::launch::async, [&] { return run_rank(b1, 1, std::chrono::seconds(10)); });
+  auto r0 =
+      std::async(std::launch::async, [&] { return run_rank(b0, 0, std::chrono::seconds(10)); });
+  auto r1 =
+      std::async(std::launch::async, [&] { return run_rank(b1, 1, std::chrono::seconds(10)); });
   CHECK(r0.get().error == "");
   CHECK(r1.get().error == "");
   CHECK(bound == "127.0.0.1");

@@ -222,8 +222,7 @@ TEST_CASE("rendezvous under attack: the oldest unauthenticated connection makes 
   CHECK(server.stats().requests == 2);
 }
 
-TEST_CASE("rendezvous: a keep-alive client's pipelined requests are all answered",
-          "[rendezvous]") {
+TEST_CASE("rendezvous: a keep-alive client's pipelined requests are all answered", "[rendezvous]") {
   RendezvousServer server(hvd::launcher::random_token());
   const int port = server.start("127.0.0.1");
   UniqueFd fd = connect_to(port);

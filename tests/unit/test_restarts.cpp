@@ -42,8 +42,8 @@ TEST_CASE("restart policy: what is worth another attempt", "[restarts]") {
   CHECK_FALSE(why_no_restart(ssh_failed(hvd::ssh::CheckCode::kTimeout)));
 
   CHECK(why_no_restart(LaunchResult{}));  // exit 0: nothing to restart
-  for (ErrorKind k : {ErrorKind::kUsage, ErrorKind::kTimeout, ErrorKind::kRemote,
-                      ErrorKind::kSsh, ErrorKind::kLauncher, ErrorKind::kInternal}) {
+  for (ErrorKind k : {ErrorKind::kUsage, ErrorKind::kTimeout, ErrorKind::kRemote, ErrorKind::kSsh,
+                      ErrorKind::kLauncher, ErrorKind::kInternal}) {
     CHECK(why_no_restart(failed_with(k)));
   }
   const auto auth = why_no_restart(ssh_failed(hvd::ssh::CheckCode::kAuthDenied));

@@ -185,11 +185,12 @@ TEST_CASE("hosts source: Open MPI's default hostfile (the Kubeflow MPI Operator'
           "[scheduler]") {
   World w;
   w.env = {{"OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"}};
-  w.files["/etc/mpi/hostfile"] = "job-worker-0.job-worker slots=2\njob-worker-1.job-worker slots=2\n";
+  w.files["/etc/mpi/hostfile"] =
+      "job-worker-0.job-worker slots=2\njob-worker-1.job-worker slots=2\n";
   const HostsSource s = w.choose();
   CHECK(s.kind == "openmpi");
   CHECK(slots_of(s) == std::vector<std::pair<std::string, int>>{{"job-worker-0.job-worker", 2},
-                                                               {"job-worker-1.job-worker", 2}});
+                                                                {"job-worker-1.job-worker", 2}});
   CHECK_THAT(s.description, Contains("/etc/mpi/hostfile"));
   w.files["/etc/mpi/hostfile"] = "a slots=x\n";
   CHECK_THAT(usage_error([&] { w.choose(); }), Contains("/etc/mpi/hostfile:1"));
