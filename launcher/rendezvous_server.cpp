@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
-#include <netdb.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "common/error.h"
 #include "common/port_range.h"
 #include "contract/rendezvous.h"
+#include "launcher/tcp_listen.h"
 
 namespace hvd::launcher {
 namespace {
@@ -31,39 +31,6 @@ struct RequestFacts {
   bool authorized = false;
 };
 thread_local RequestFacts* current_request = nullptr;
-
-// A listening TCP socket on `address` (numeric, or a name resolved once) and `port`; the errno
-// of what failed.
-BindAttempt listen_on(const std::string& address, int port, UniqueFd& out, int backlog) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) {
-    return {0, EADDRNOTAVAIL};
-  }
-  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  int err = 0;
-  if (!fd.valid()) {
-    err = errno;
-  } else {
-    int yes = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
-      err = errno;
-    }
-  }
-  ::freeaddrinfo(res);
-  if (err != 0) return {0, err};
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-  const int got =
-      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  out = std::move(fd);
-  return {got, 0};
-}
 
 }  // namespace
 
@@ -157,16 +124,9 @@ RendezvousServer::RendezvousServer(std::string token, HttpLimits limits)
 }
 
 int RendezvousServer::start(const std::string& address, PortRange range) {
-  UniqueFd listener;
-  const BindOutcome outcome = bind_first_free(
-      range, [&](int port) { return listen_on(address, port, listener, kListenBacklog); });
-  if (!outcome.bound()) {
-    const BindFailure f =
-        bind_failure(range, outcome, "--port-range ", "the rendezvous server", address);
-    throw LauncherError(f.message, f.hint);
-  }
+  auto [listener, port] = listen_in_range(address, range, "the rendezvous server");
   front_.start(std::move(listener));
-  return outcome.port;
+  return port;
 }
 
 // One request, on a worker thread of the front end.

@@ -47,7 +47,6 @@ class RendezvousServer {
   class Http;
   Served serve(httplib::Stream& stream);
 
-  static constexpr int kListenBacklog = 1024;
   std::string token_;
   std::unique_ptr<Http> http_;  // routes and handlers; never listens itself
   mutable std::mutex mutex_;

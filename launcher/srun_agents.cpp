@@ -17,13 +17,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
-#include <random>
 #include <sstream>
 
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/fd_io.h"
 #include "common/port_range.h"
+#include "launcher/rendezvous_server.h"  // random_token
+#include "launcher/tcp_listen.h"
 #include "worker/agent_connect.h"
 
 namespace hvd::launcher {
@@ -61,44 +62,6 @@ class TcpAgent final : public AgentTransport {
   std::string launcher_address_;
   UniqueFd log_;
 };
-
-std::string random_token() {
-  std::random_device rd;
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += fmt::format("{:08x}", rd());
-  return out;
-}
-
-// The listener the agents connect to, on `address` (empty: every address), inside --port-range
-// when given. Only the token makes a connection an agent.
-std::pair<UniqueFd, int> listen_for_agents(const std::string& address, const PortRange& range) {
-  UniqueFd fd;
-  const BindOutcome outcome = bind_first_free(range, [&](int port) -> BindAttempt {
-    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) return {0, errno};
-    int yes = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (!address.empty()) ::inet_pton(AF_INET, address.c_str(), &addr.sin_addr);
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd.get(), 1024) != 0) {
-      return {0, errno};
-    }
-    socklen_t len = sizeof addr;
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    return {ntohs(addr.sin_port), 0};
-  });
-  if (!outcome.bound()) {
-    const BindFailure f =
-        bind_failure(range, outcome, "--port-range ", "the listener for the srun agents",
-                     address.empty() ? "0.0.0.0" : address);
-    throw LauncherError(f.message, f.hint);
-  }
-  return {std::move(fd), outcome.port};
-}
 
 std::string local_address_of(int fd) {
   sockaddr_in addr{};
@@ -219,7 +182,9 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
   // Every address: the agents connect to where srun itself runs as the nodes see it
   // (SLURM_SRUN_COMM_HOST in each task's environment), which only srun knows. The listener
   // lives only until every agent has connected, and only the token makes a connection one.
-  auto [listener, port] = listen_for_agents("", options.port_range);
+  auto [listener, port] =
+      listen_in_range("0.0.0.0", options.port_range, "the listener for the srun agents");
+  ::fcntl(listener.get(), F_SETFL, ::fcntl(listener.get(), F_GETFL) | O_NONBLOCK);
   ProcessSpec spec;
   spec.argv = srun_agent_argv(plan, options);
   spec.env = environ_strings();
