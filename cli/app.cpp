@@ -268,7 +268,9 @@ launcher::AgentLaunch agent_launch(const Options& o, const launcher::Plan& plan)
 
 launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& plan) {
   launcher::LaunchOptions options = launch_options(o);
-  if (!o.mpi()) options.agents = agent_launch(o, plan);
+  // Under --mpi (where --launcher is refused) the same choice says whether the network check's
+  // agents and mpirun's daemons start through Slurm.
+  options.agents = agent_launch(o, plan);
   return options;
 }
 

@@ -72,7 +72,9 @@ struct RankOutcome {
 
 // What a launch learned about a host, once every agent said hello.
 struct HostFacts {
-  std::string address;  // a remote host: the address hvdrun's SSH session connected to
+  // A remote host: the address hvdrun's SSH session connected to, or (through srun) the node's
+  // NodeAddr.
+  std::string address;
   std::string boot_id;
 };
 

@@ -71,11 +71,13 @@ bool has_remote_host(const Plan& plan) {
 }
 
 // Open MPI's shared-memory transport crashes across "hosts" that are one machine.
-std::string btl_exclude(const Plan& plan, const MpiCommandInput& input) {
+std::string btl_choice(const Plan& plan, const MpiCommandInput& input) {
+  const std::string_view shared = input.through_slurm ? "self,tcp" : "^openib,vader";
   if (input.placeholders && has_remote_host(plan)) {
-    return "<set at launch: ^openib, or ^openib,vader when two hosts are one machine>";
+    return fmt::format("<set at launch: ^openib, or {} when two {} are one machine>", shared,
+                       input.through_slurm ? "nodes" : "hosts");
   }
-  return input.same_machine ? "^openib,vader" : "^openib";
+  return input.same_machine ? std::string(shared) : "^openib";
 }
 
 }  // namespace
@@ -145,27 +147,17 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   for (const HostPlan& h : plan.hosts) {
     hosts.push_back(fmt::format("{}:{}", h.spec.host, h.num_ranks));
   }
-  argv.insert(argv.end(), {"-np",
-                           std::to_string(plan.ranks.size()),
-                           "-H",
-                           fmt::format("{}", fmt::join(hosts, ",")),
-                           "-bind-to",
-                           "none",
-                           "-map-by",
-                           "slot",
-                           "--tag-output",
-                           "-mca",
-                           "pml",
-                           "ob1",
-                           "-mca",
-                           "btl",
-                           btl_exclude(plan, input),
-                           "-mca",
-                           "plm_rsh_no_tree_spawn",
-                           "1",
-                           "-mca",
-                           "plm_rsh_args",
-                           rsh_args(plan, input.ssh)});
+  argv.insert(argv.end(),
+              {"-np", std::to_string(plan.ranks.size()), "-H",
+               fmt::format("{}", fmt::join(hosts, ",")), "-bind-to", "none", "-map-by", "slot",
+               "--tag-output", "-mca", "pml", "ob1", "-mca", "btl", btl_choice(plan, input)});
+  if (input.through_slurm) {
+    // Open MPI's own Slurm launcher: its daemons start in a step of the allocation, no SSH.
+    argv.insert(argv.end(), {"-mca", "plm", "slurm"});
+  } else {
+    argv.insert(argv.end(), {"-mca", "plm_rsh_no_tree_spawn", "1", "-mca", "plm_rsh_args",
+                             rsh_args(plan, input.ssh)});
+  }
   // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
   // CIDR works across hosts whose NICs are named differently.
   const bool unknown = input.placeholders && has_remote_host(plan);

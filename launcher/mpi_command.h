@@ -28,6 +28,10 @@ struct MpiCommandInput {
   std::string mpirun = "mpirun";
   bool as_root = false;
   bool same_machine = false;  // two host entries share a boot id: Open MPI's vader would crash
+  // Inside a Slurm allocation whose nodes hvdrun took from Slurm: mpirun starts its daemons
+  // through Slurm itself (`-mca plm slurm`), so no SSH options; nodes that are one machine get
+  // `btl self,tcp` (faster to start than `^vader`, which leaves other components probing).
+  bool through_slurm = false;
   std::vector<std::string> host_addresses;  // numeric address each host was reached at
   ssh::SshOptions ssh;
   std::string cwd;

@@ -168,8 +168,9 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   input.same_machine = std::adjacent_find(boot_ids.begin(), boot_ids.end()) != boot_ids.end();
   if (input.same_machine) {
     spdlog::info(
-        "some hosts are the same machine (one boot id): adding -mca btl ^vader, as "
-        "Open MPI's shared-memory transport crashes across such hosts");
+        "some hosts are the same machine (one boot id): adding -mca btl {}, as Open MPI's "
+        "shared-memory transport crashes across such hosts",
+        input.through_slurm ? "self,tcp" : "^vader");
   }
   return true;
 }
@@ -181,6 +182,9 @@ MpiCommandInput command_input(const LaunchOptions& options) {
   input.ssh = options.ssh;
   input.cwd = options.cwd;
   input.extra_args = options.mpi_args;
+  // Inside the Slurm allocation the hosts came from: the network check's agents go through srun,
+  // and so do mpirun's daemons.
+  input.through_slurm = options.agents == AgentLaunch::kSrun;
   return input;
 }
 

@@ -350,8 +350,14 @@ std::vector<HostFacts> NativeJob::host_facts() const {
     return facts;
   }
   facts.resize(plan_.hosts.size());
-  for (const AgentConn& a : agents_)
-    facts[static_cast<size_t>(a.host_index)].boot_id = a.hello->boot_id;
+  for (const AgentConn& a : agents_) {
+    HostFacts& f = facts[static_cast<size_t>(a.host_index)];
+    f.boot_id = a.hello->boot_id;
+    // Where the launcher reached it (an agent through srun: its node's NodeAddr), once known.
+    if (static_cast<size_t>(a.host_index) < facts_.reached_at.size()) {
+      f.address = facts_.reached_at[static_cast<size_t>(a.host_index)];
+    }
+  }
   return facts;
 }
 

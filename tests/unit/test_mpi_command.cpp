@@ -118,6 +118,33 @@ TEST_CASE("mpirun argv: one machine twice drops vader; strict policy; key; extra
   CHECK(Args(argv.end() - 4, argv.end()) == Args{"-mca", "btl_base_verbose", "1", "x"});
 }
 
+TEST_CASE("mpirun argv: inside Slurm, daemons through Slurm and no SSH options", "[mpi]") {
+  MpiCommandInput in = input();
+  in.through_slurm = true;
+  in.host_addresses = {"127.0.1.1", "127.0.1.2"};
+  auto after = [](const Args& argv, const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
+  };
+  // Differing ports would be a usage error over SSH; through Slurm they are not used at all.
+  const Plan plan = plan_for("n1 slots=2 port=22\nn2 slots=2 port=2200\n", {"x"});
+  Args argv = mpirun_argv(plan, in);
+  CHECK(after(argv, "plm") == "slurm");
+  CHECK(after(argv, "btl") == "^openib");
+  CHECK(after(argv, "btl_tcp_if_include") == "127.0.0.0/8");
+  CHECK(after(argv, "-H") == "n1:2,n2:2");
+  for (const std::string& word : argv) {
+    CHECK(word.find("plm_rsh") == std::string::npos);
+    CHECK(word.find("BatchMode") == std::string::npos);
+  }
+  in.same_machine = true;  // nodes that are one machine: TCP only, vader would crash
+  argv = mpirun_argv(plan, in);
+  CHECK(after(argv, "btl") == "self,tcp");
+  in.placeholders = true;
+  CHECK_THAT(after(mpirun_argv(plan, in), "btl"),
+             Catch::Matchers::Contains("self,tcp when two nodes are one machine"));
+}
+
 TEST_CASE("mpirun argv: hostile command words stay separate words", "[mpi]") {
   const Args command{"./train", "a b", "it's", "$HOME", "line\nbreak", "--x=\"y\""};
   const Args argv = mpirun_argv(plan_for("a:1", command), input());
