@@ -145,6 +145,8 @@ const char* hvd_status_name(hvd_status status) {
       return "HVD_ERR_TIMEOUT";
     case HVD_ERR_INTERNAL:
       return "HVD_ERR_INTERNAL";
+    case HVD_ERR_PEER_LOST:
+      return "HVD_ERR_PEER_LOST";
   }
   return "HVD_ERR_UNKNOWN";
 }

@@ -1,5 +1,7 @@
 #include "allreduce/backends/gloo_backend.h"
 
+#include <gloo/common/error.h>
+
 #include <fmt/format.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
@@ -80,20 +82,31 @@ template <class Body>
 void GlooBackend::guarded(const char* op, Body&& body) {
   if (dead_) {
     throw StatusError(
-        HVD_ERR_BACKEND,
+        dead_status_,
         fmt::format("{} on the Gloo backend: the Gloo context failed earlier ({})", op, *dead_),
         "a failed Gloo context cannot be reused: restart the job");
   }
   try {
     body();
+  } catch (const gloo::IoException& e) {
+    // Gloo's network errors: a peer's connection closed or reset (it died or was killed), or
+    // a read or write timed out (it stopped calling collectives, or froze).
+    fail_context(op, e.what(), is_timeout(e.what()) ? HVD_ERR_TIMEOUT : HVD_ERR_PEER_LOST);
   } catch (const std::exception& e) {
-    dead_ = e.what();
-    throw StatusError(is_timeout(e.what()) ? HVD_ERR_TIMEOUT : HVD_ERR_BACKEND,
-                      fmt::format("{} failed on the Gloo backend at rank {} of {}: {}", op,
-                                  options_.rank, options_.size, e.what()),
-                      "a peer probably died or stopped calling collectives; see the other "
-                      "ranks' output (HOROVOD_GLOO_TIMEOUT_SECONDS bounds the wait)");
+    fail_context(op, e.what(), is_timeout(e.what()) ? HVD_ERR_TIMEOUT : HVD_ERR_BACKEND);
   }
+}
+
+void GlooBackend::fail_context(const char* op, const std::string& what, hvd_status status) {
+  dead_ = what;
+  dead_status_ = status;
+  throw StatusError(status,
+                    fmt::format("{} failed on the Gloo backend at rank {} of {}: {}", op,
+                                options_.rank, options_.size, what),
+                    status == HVD_ERR_PEER_LOST
+                        ? "a peer died or was killed; see the other ranks' output"
+                        : "a peer probably died or stopped calling collectives; see the other "
+                          "ranks' output (HOROVOD_GLOO_TIMEOUT_SECONDS bounds the wait)");
 }
 
 void GlooBackend::allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) {

@@ -59,7 +59,11 @@ class GlooBackend : public Backend {
   GlooOptions options_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t next_tag_ = 0;
+  // Marks the context dead and throws the op's StatusError with `status`.
+  [[noreturn]] void fail_context(const char* op, const std::string& what, hvd_status status);
+
   std::optional<std::string> dead_;  // the first failure; the context is unusable after it
+  hvd_status dead_status_ = HVD_ERR_BACKEND;
 };
 
 }  // namespace hvd::runtime

@@ -96,6 +96,7 @@ void Controller::rank_left(int rank) {
         "rank {} left the job without calling hvd::shutdown() (its control "
         "connection closed): it probably crashed or was killed",
         rank);
+    fatal_status_ = HVD_ERR_PEER_LOST;
   }
   shut_down_.insert(rank);
 }
@@ -204,6 +205,7 @@ ResponseList Controller::take() {
   out_.clear();
   if (!fatal_.empty() && !fatal_sent_) {
     list.fatal = fatal_;
+    list.fatal_status = fatal_status_;
     fatal_sent_ = true;
   }
   return list;

@@ -84,6 +84,7 @@ class Controller {
   std::vector<Response> out_;
   std::set<int> shut_down_;
   std::string fatal_;
+  hvd_status fatal_status_ = HVD_ERR_BACKEND;  // PEER_LOST when a rank left
   bool fatal_sent_ = false;
 };
 

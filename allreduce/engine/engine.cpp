@@ -51,7 +51,7 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failed_.empty()) {
-      throw StatusError(HVD_ERR_BACKEND,
+      throw StatusError(failed_status_,
                         fmt::format("{} '{}' cannot run: {}", op_kind_name(op->request.kind),
                                     op->request.name, failed_));
     }
@@ -178,7 +178,8 @@ bool Engine::send_to_coordinator(bool shutdown) {
 
 void Engine::send_batch(Clock::time_point now, bool shutdown) {
   if (!controller_) {
-    if (!send_to_coordinator(shutdown) && !shutdown) fail_everything(kCoordinatorGone);
+    if (!send_to_coordinator(shutdown) && !shutdown)
+      fail_everything(kCoordinatorGone, HVD_ERR_PEER_LOST);
     return;
   }
   RequestList batch = take_queue();
@@ -202,7 +203,7 @@ bool Engine::read_network(const std::vector<int>& readable, Clock::time_point no
         controller_->rank_left(r);
         continue;
       }
-      fail_everything(kCoordinatorGone);
+      fail_everything(kCoordinatorGone, HVD_ERR_PEER_LOST);
       return false;
     }
     for (const std::string& m : *messages) {
@@ -271,7 +272,7 @@ std::vector<std::shared_ptr<detail::OpState>> Engine::take_pending(
 
 void Engine::execute(const ResponseList& list) {
   for (const Response& response : list.responses) run_response(response);
-  if (!list.fatal.empty()) fail_everything(list.fatal);
+  if (!list.fatal.empty()) fail_everything(list.fatal, list.fatal_status);
 }
 
 void Engine::run_response(const Response& response) {
@@ -305,11 +306,14 @@ void Engine::run_response(const Response& response) {
   for (auto& op : ops) op->cv.notify_all();
 }
 
-void Engine::fail_everything(const std::string& why) {
+void Engine::fail_everything(const std::string& why, hvd_status status) {
   std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (failed_.empty()) failed_ = why;
+    if (failed_.empty()) {
+      failed_ = why;
+      failed_status_ = status;
+    }
     for (auto& op : queue_) pending_[op->request.name] = op;
     queue_.clear();
     in_flight_.clear();
@@ -317,7 +321,7 @@ void Engine::fail_everything(const std::string& why) {
   }
   for (auto& [name, op] : ops) {
     op->finish(
-        failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_BACKEND,
+        failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : status,
                 fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
 }

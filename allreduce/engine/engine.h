@@ -134,7 +134,8 @@ class Engine {
   void coordinate(Clock::time_point now);
   void execute(const ResponseList& list);
   void run_response(const Response& response);
-  void fail_everything(const std::string& why);
+  // Fails every pending and later op with `status` (HVD_ERR_PEER_LOST when a peer is gone).
+  void fail_everything(const std::string& why, hvd_status status = HVD_ERR_BACKEND);
   std::vector<std::shared_ptr<detail::OpState>> take_pending(const std::vector<std::string>& names);
 
   OpRunner& runner_;
@@ -147,7 +148,8 @@ class Engine {
   std::deque<std::shared_ptr<detail::OpState>> queue_;
   std::unordered_set<std::string> in_flight_;
   std::unordered_map<std::string, std::shared_ptr<detail::OpState>> pending_;  // sent, not done
-  std::string failed_;  // once set, submissions fail with it
+  std::string failed_;  // once set, submissions fail with it (and failed_status_)
+  hvd_status failed_status_ = HVD_ERR_BACKEND;
   bool stopping_ = false;
   bool batch_armed_ = false;  // the batching delay of the queued submissions is running
 

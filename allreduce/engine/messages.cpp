@@ -145,6 +145,7 @@ RequestList decode_requests(std::string_view bytes) {
 std::string encode(const ResponseList& list) {
   Writer w;
   w.put_string(list.fatal);
+  w.put(static_cast<std::uint8_t>(list.fatal_status == HVD_ERR_PEER_LOST ? 1 : 0));
   w.put(static_cast<std::uint32_t>(list.responses.size()));
   for (const Response& r : list.responses) {
     w.put(static_cast<std::uint8_t>(r.kind));
@@ -159,6 +160,8 @@ ResponseList decode_responses(std::string_view bytes) {
   Reader r(bytes);
   ResponseList list;
   list.fatal = r.get_string();
+  list.fatal_status =
+      checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1 ? HVD_ERR_PEER_LOST : HVD_ERR_BACKEND;
   const auto n = r.get_count(9);
   for (std::uint32_t i = 0; i < n; ++i) {
     Response p;

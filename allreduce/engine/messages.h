@@ -56,6 +56,8 @@ struct Response {
 struct ResponseList {
   std::vector<Response> responses;
   std::string fatal;  // non-empty: the job is broken (stall shutdown, a rank left); stop
+  // What the ops fail with: HVD_ERR_PEER_LOST when a rank left, else HVD_ERR_BACKEND.
+  hvd_status fatal_status = HVD_ERR_BACKEND;
   bool operator==(const ResponseList&) const = default;
 };
 

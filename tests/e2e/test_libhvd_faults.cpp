@@ -119,7 +119,9 @@ TEST_CASE("libhvd: after SIGKILL of one rank mid-allreduce the others fail in ti
       continue;
     }
     CHECK(r.exit_code == 3);
-    // The engine's control connection notices first: the op and the dead rank are named.
+    // The engine's control connection notices first: the op and the dead rank are named, with
+    // the status that says a peer is gone.
+    CHECK_THAT(r.out, Contains("(status HVD_ERR_PEER_LOST)"));
     CHECK_THAT(r.out, Contains("allreduce 'hvd.allreduce."));
     CHECK_THAT(r.out,
                Contains(victim == 0 ? "rank 0 (the coordinator) is gone"
@@ -147,4 +149,3 @@ TEST_CASE("libhvd: a bad knob value names the variable", "[libhvd]") {
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Contains("HOROVOD_GLOO_TIMEOUT_SECONDS=\"soon\" is not valid"));
 }
-

@@ -126,6 +126,7 @@ inline RequestList full_request_list() {
 inline ResponseList full_response_list() {
   ResponseList list;
   list.fatal = "rank 3 left\n\0with a NUL"s;
+  list.fatal_status = HVD_ERR_PEER_LOST;
   list.responses.push_back({OpKind::kBarrier, {"b\0arrier"s}, ""});
   list.responses.push_back({OpKind::kAllreduce, {"a", "b c", "\xE2\x88\x91"}, ""});
   list.responses.push_back({OpKind::kAlltoall, {"z"}, "tensor 'z': shape mismatch"});

@@ -333,6 +333,7 @@ TEST_CASE("controller: a rank that leaves without a shutdown is fatal, once", "[
   const ResponseList first = c.take();
   CHECK(first.fatal == c.fatal());
   CHECK_THAT(first.fatal, Catch::Matchers::Contains("rank 1 left"));
+  CHECK(first.fatal_status == HVD_ERR_PEER_LOST);  // a lost peer, not an engine failure
   CHECK(c.take().fatal.empty());
   c.rank_left(2);  // the first cause stays the one reported
   CHECK(c.take().fatal.empty());

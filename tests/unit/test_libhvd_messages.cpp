@@ -12,8 +12,8 @@ TEST_CASE("codec: RequestList and ResponseList round-trip every field", "[libhvd
   CHECK(hvd::runtime::encode(RequestList{}) == "\0\0\0\0\0"s);
   CHECK(hvd::runtime::encode(RequestList{{}, true}) == "\1\0\0\0\0"s);
   CHECK(hvd::runtime::decode_requests("\1\0\0\0\0"s) == RequestList{{}, true});
-  CHECK(hvd::runtime::encode(ResponseList{}) == std::string(8, '\0'));
-  CHECK(hvd::runtime::decode_responses(std::string(8, '\0')) == ResponseList{});
+  CHECK(hvd::runtime::encode(ResponseList{}) == std::string(9, '\0'));
+  CHECK(hvd::runtime::decode_responses(std::string(9, '\0')) == ResponseList{});
 }
 
 TEST_CASE("codec: every truncation and trailing garbage throw StatusError(INTERNAL)", "[libhvd]") {
@@ -46,9 +46,9 @@ TEST_CASE("codec: absurd counts and lengths throw instead of allocating", "[libh
   CHECK(status_thrown([&] { hvd::runtime::decode_requests(dims_prefix + huge + pad); }) ==
         HVD_ERR_INTERNAL);
   CHECK(status_thrown([&] { hvd::runtime::decode_responses(huge + pad); }) == HVD_ERR_INTERNAL);
-  CHECK(status_thrown([&] { hvd::runtime::decode_responses("\0\0\0\0"s + huge + pad); }) ==
+  CHECK(status_thrown([&] { hvd::runtime::decode_responses("\0\0\0\0\0"s + huge + pad); }) ==
         HVD_ERR_INTERNAL);
-  const std::string one_response = "\0\0\0\0"s + "\1\0\0\0"s + "\0"s + "\0\0\0\0"s;
+  const std::string one_response = "\0\0\0\0\0"s + "\1\0\0\0"s + "\0"s + "\0\0\0\0"s;
   CHECK(status_thrown([&] { hvd::runtime::decode_responses(one_response + huge + pad); }) ==
         HVD_ERR_INTERNAL);
   // A count that passes the size sanity check but whose items run out.
@@ -65,4 +65,13 @@ TEST_CASE("codec: an enum value out of range is a malformed message", "[libhvd]"
   REQUIRE(bytes[kind_at] == static_cast<char>(OpKind::kAllreduce));
   bytes[kind_at] = 99;
   CHECK(status_thrown([&] { hvd::runtime::decode_requests(bytes); }) == HVD_ERR_INTERNAL);
+
+  // ResponseList: fatal (u32 length + text), then the fatal status byte: 0 backend, 1 peer lost.
+  ResponseList lost;
+  lost.fatal = "x";
+  lost.fatal_status = HVD_ERR_PEER_LOST;
+  std::string resp = hvd::runtime::encode(lost);
+  REQUIRE(resp[4 + 1] == 1);
+  resp[4 + 1] = 2;
+  CHECK(status_thrown([&] { hvd::runtime::decode_responses(resp); }) == HVD_ERR_INTERNAL);
 }

@@ -28,9 +28,10 @@ typedef enum hvd_status {
   HVD_ERR_INVALID_ARGUMENT = 2, /* a bad buffer, count, type, op or root on this rank */
   HVD_ERR_UNSUPPORTED = 3,      /* this build or backend cannot do it (e.g. no NCCL) */
   HVD_ERR_CONFIG = 4,           /* bad environment: HOROVOD_* / HVD_* values, backend choice */
-  HVD_ERR_BACKEND = 5,          /* the engine (MPI, Gloo) failed: usually a peer died */
+  HVD_ERR_BACKEND = 5,          /* the engine (MPI, Gloo) failed (a lost peer: PEER_LOST) */
   HVD_ERR_TIMEOUT = 6,          /* a peer did not join or answer in time */
-  HVD_ERR_INTERNAL = 7          /* a bug in libhvd: please report it */
+  HVD_ERR_INTERNAL = 7,         /* a bug in libhvd: please report it */
+  HVD_ERR_PEER_LOST = 8         /* a peer died, was killed or cannot be reached any more */
 } hvd_status;
 
 typedef enum hvd_dtype {
