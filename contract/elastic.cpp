@@ -54,8 +54,7 @@ class Lines {
     ++number_;
     std::vector<std::string_view> words = words_of(line_);
     if (words.empty() || words.front() != key) {
-      fail("expected '" + std::string(key) + "', found '" + std::string(line_.substr(0, 40)) +
-           "'");
+      fail("expected '" + std::string(key) + "', found '" + std::string(line_.substr(0, 40)) + "'");
     }
     return words;
   }
@@ -114,15 +113,15 @@ const WorldEntry* WorldDoc::find_worker(int worker) const {
 std::string encode_world(const WorldDoc& doc) {
   std::ostringstream out;
   std::string reason = doc.reason;
-  std::replace_if(reason.begin(), reason.end(), [](char c) { return c == '\n' || c == '\r'; },
-                  ' ');
+  std::replace_if(
+      reason.begin(), reason.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
   if (doc.master_addr.empty() || has_space(doc.master_addr)) {
     throw ContractError("elastic world: master address '" + doc.master_addr + "' is not one word",
                         "this is a bug in hvdrun: please report it");
   }
-  out << "hvd-world " << kWorldFormat << "\ngeneration " << doc.generation << "\nreason "
-      << reason << "\nmaster " << doc.master_addr << ' ' << doc.master_port << "\nsync_root "
-      << doc.sync_root << "\nsize " << doc.size() << '\n';
+  out << "hvd-world " << kWorldFormat << "\ngeneration " << doc.generation << "\nreason " << reason
+      << "\nmaster " << doc.master_addr << ' ' << doc.master_port << "\nsync_root " << doc.sync_root
+      << "\nsize " << doc.size() << '\n';
   for (std::size_t r = 0; r < doc.workers.size(); ++r) {
     const WorldEntry& e = doc.workers[r];
     if (e.topology.rank != static_cast<int>(r) || e.host.empty() || has_space(e.host)) {

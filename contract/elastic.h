@@ -48,7 +48,7 @@ struct WorldDoc {
   std::string reason;  // why this generation began; one line (newlines become spaces)
   std::string master_addr;
   int master_port = 0;
-  int sync_root = 0;  // the rank whose state every rank takes in State::sync()
+  int sync_root = 0;                // the rank whose state every rank takes in State::sync()
   std::vector<WorldEntry> workers;  // in rank order
   bool operator==(const WorldDoc&) const = default;
 

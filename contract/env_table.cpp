@@ -8,7 +8,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 22> kTable{
+constexpr std::array<const EnvVar*, 25> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -31,6 +31,9 @@ constexpr std::array<const EnvVar*, 22> kTable{
     &kJobId,
     &kAdvertiseAddr,
     &kPortRange,
+    &kElasticFd,
+    &kElasticWorker,
+    &kElasticGeneration,
 };
 
 constexpr std::array<const EnvVar*, 9> kKnobs{

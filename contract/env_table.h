@@ -110,6 +110,17 @@ inline constexpr EnvVar kPortRange{
     "HVD_PORT_RANGE", EnvKind::kInternal, EnvType::kString,
     "LOW-HIGH from `hvdrun --port-range`: libhvd's control plane listens inside it (unset: any "
     "free port)"};
+// Elastic training (docs/design/elastic.md): set only for ranks of an elastic job.
+inline constexpr EnvVar kElasticFd{
+    "HVD_ELASTIC_FD", EnvKind::kInternal, EnvType::kInt,
+    "elastic jobs: the descriptor of the rank's channel to its agent, where new generations are "
+    "announced ('gen G' lines)"};
+inline constexpr EnvVar kElasticWorker{
+    "HVD_ELASTIC_WORKER", EnvKind::kInternal, EnvType::kInt,
+    "elastic jobs: this process's worker id, which never changes (its rank may, per generation)"};
+inline constexpr EnvVar kElasticGeneration{
+    "HVD_ELASTIC_GENERATION", EnvKind::kInternal, EnvType::kInt,
+    "elastic jobs: the generation this process was started in"};
 
 // Other libraries' variables hvdrun sets for a rank when a flag asks for it (kLibrary).
 inline constexpr EnvVar kNcclSocketIfname{

@@ -143,6 +143,11 @@ RendezvousStats RendezvousServer::stats() const {
   return stats_;
 }
 
+void RendezvousServer::put(const std::string& scope, const std::string& key, std::string value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  store_[scope + "/" + key] = std::move(value);
+}
+
 size_t RendezvousServer::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return store_.size();

@@ -41,6 +41,9 @@ class RendezvousServer {
   int start(const std::string& address, PortRange range = {});
   const std::string& token() const { return token_; }
   size_t size() const;  // keys stored, for tests
+  // The launcher's own write, as a PUT of /<scope>/<key> would store it (an elastic job's world
+  // documents: contract/elastic.h).
+  void put(const std::string& scope, const std::string& key, std::string value);
   RendezvousStats stats() const;
 
  private:

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "allreduce/api/boundary.h"
+#include "allreduce/api/process_state.h"
 #include "allreduce/backends/gpu.h"
 #include "allreduce/engine/op_state.h"
 #include "allreduce/runtime/runtime.h"
@@ -13,22 +14,17 @@
 #include "hvd/hvd.hpp"
 
 namespace hvd {
+
+api_detail::ProcessState& api_detail::process_state() {
+  static ProcessState p;
+  return p;
+}
+
 namespace {
 
 using runtime::Runtime;
-
-// The one global libhvd has, because Horovod's API is hvd::init() with no object: the current
-// runtime, shared so that an op in flight on another thread keeps it alive through shutdown().
-struct Process {
-  std::mutex mutex;
-  std::shared_ptr<Runtime> runtime;
-  bool shut_down = false;
-};
-
-Process& process() {
-  static Process p;
-  return p;
-}
+using Process = api_detail::ProcessState;
+Process& process() { return api_detail::process_state(); }
 
 std::shared_ptr<Runtime> current(const char* call) {
   Process& p = process();
@@ -54,6 +50,8 @@ void init() {
                                                  .has_gloo = HVD_BUILD_HAS_GLOO != 0});
     p.runtime = std::make_shared<Runtime>(config);
     p.shut_down = false;
+    p.config = config;
+    p.generation = p.announced = config.elastic.generation;
   });
 }
 

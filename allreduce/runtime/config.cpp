@@ -8,6 +8,7 @@
 
 #include "allreduce/api/status_error.h"
 #include "common/port_range.h"
+#include "contract/elastic.h"
 #include "contract/env_table.h"
 
 namespace hvd::runtime {
@@ -194,6 +195,16 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
                                       name),
                           "start the program with hvdrun; HVD_* variables are hvdrun's own");
       }
+    }
+    config.gloo_scope = config.job_id + ".global";
+    if (!value_of(getenv, contract::kElasticFd.name).empty()) {
+      config.elastic.fd =
+          static_cast<int>(read_integer(getenv, contract::kElasticFd, 0, 1 << 20, "a descriptor"));
+      config.elastic.worker = static_cast<int>(
+          read_integer(getenv, contract::kElasticWorker, 0, 1 << 30, "a worker id"));
+      config.elastic.generation = static_cast<int>(
+          read_integer(getenv, contract::kElasticGeneration, 0, 1 << 30, "a generation"));
+      config.gloo_scope = contract::generation_scope(config.job_id, config.elastic.generation);
     }
   } else if (config.started_by == StartedBy::kMpirun) {
     config.mpi_tcp_include = value_of(getenv, "OMPI_MCA_btl_tcp_if_include");

@@ -54,6 +54,14 @@ struct RuntimeConfig {
   // 0: stalls only warn
   std::chrono::seconds stall_shutdown{contract::kStallShutdownTime.default_value.integer};
   std::string timeline;  // HOROVOD_TIMELINE; written by rank 0
+  // Gloo's rendezvous scope: "<job id>.global", or one per generation in an elastic job.
+  std::string gloo_scope;
+  // Elastic jobs (HVD_ELASTIC_FD set): the channel to the agent and who this process is.
+  struct Elastic {
+    int fd = -1;  // -1: not an elastic job
+    int worker = 0;
+    int generation = 0;
+  } elastic;
 };
 
 // Throws StatusError(HVD_ERR_CONFIG) for a bad or inconsistent environment, and

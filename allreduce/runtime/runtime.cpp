@@ -51,7 +51,7 @@ std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopo
     if (config.started_by == StartedBy::kHvdrunNative) {
       HttpStore store({.address = config.rendezvous_addr,
                        .token = config.rendezvous_token,
-                       .scope = config.job_id + ".global",
+                       .scope = config.gloo_scope,
                        .rank = topology.rank,
                        .timeout = options.timeout});
       return std::make_unique<GlooBackend>(options, store, store.where());

@@ -2,7 +2,7 @@
 # Installs the built project into a scratch prefix and proves a program outside the tree builds
 # against the installed libhvd package and runs:
 #   - the installed tree has the headers, libhvd.so, the CMake package and the pkg-config file;
-#   - the installed headers include only standard headers (and hvd/hvd.h);
+#   - the installed headers include only standard headers (and each other: hvd/hvd.h, hvd.hpp);
 #   - libhvd.so exports nothing from gloo, fmt, spdlog, httplib or hvd::contract;
 #   - tests/libhvd/consumer (C++, find_package(hvd) -> hvd::hvd) configures, builds and runs;
 #   - tests/libhvd/consumer/c_consumer.c (C99, pkg-config hvd) compiles and runs.
@@ -63,7 +63,7 @@ mapfile -t libs < <(find "$prefix" -name libhvd.so \( -type f -o -type l \))
 [ ${#libs[@]} -eq 1 ] || fail "expected one libhvd.so under $prefix, found ${#libs[@]}: ${libs[*]:-none}"
 libdir=$(dirname "${libs[0]}")
 [ -e "$libdir/libhvd.so" ] || fail "$libdir/libhvd.so is a dangling link"
-for f in include/hvd/hvd.h include/hvd/hvd.hpp; do
+for f in include/hvd/hvd.h include/hvd/hvd.hpp include/hvd/elastic.hpp; do
   [ -f "$prefix/$f" ] || fail "missing $prefix/$f"
 done
 for f in cmake/hvd/hvdConfig.cmake cmake/hvd/hvdConfigVersion.cmake pkgconfig/hvd.pc; do
@@ -76,7 +76,7 @@ runpath=$(readelf -d "$libdir/libhvd.so" | grep -E 'R(UN)?PATH' || true)
 case "$runpath" in
   *"$build"*) fail "the installed libhvd.so still has a RUNPATH into the build tree: $runpath" ;;
 esac
-ok "installed tree: include/hvd/hvd.h, include/hvd/hvd.hpp, ${libdir#"$prefix"/}/libhvd.so -> $soname, cmake/hvd, pkgconfig/hvd.pc"
+ok "installed tree: include/hvd/hvd.h, hvd.hpp, elastic.hpp, ${libdir#"$prefix"/}/libhvd.so -> $soname, cmake/hvd, pkgconfig/hvd.pc"
 
 # ---- 3. The installed headers include only standard headers ----
 std_headers=" assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h
@@ -96,7 +96,7 @@ for header in "$prefix"/include/hvd/*; do
   while IFS= read -r line; do
     target=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*//; s/[[:space:]]*(\/[*/].*)?$//' <<<"$line")
     case "$target" in
-      '"hvd/hvd.h"') continue ;;
+      '"hvd/hvd.h"' | '"hvd/hvd.hpp"') continue ;;  # our own public headers
       '<'*'>')
         name=${target#<}
         name=${name%>}
@@ -106,7 +106,7 @@ for header in "$prefix"/include/hvd/*; do
     fail "${header#"$prefix"/} includes a non-standard header: $line"
   done < <(grep -E '^[[:space:]]*#[[:space:]]*include' "$header" || true)
 done
-ok "installed headers include only standard headers and hvd/hvd.h"
+ok "installed headers include only standard headers and hvd/hvd.h, hvd/hvd.hpp"
 
 # ---- 4. Exported symbols ----
 nm -DC --defined-only "$libdir/libhvd.so" >"$scratch/exports.txt" 2>&1 ||

@@ -149,8 +149,7 @@ TEST_CASE("elastic slots: survivors keep their slots and ranks compact in slot o
   CHECK(c.sync_root == 0);
 }
 
-TEST_CASE("elastic slots: a refilled slot before the survivors moves the sync root",
-          "[elastic]") {
+TEST_CASE("elastic slots: a refilled slot before the survivors moves the sync root", "[elastic]") {
   const std::vector<PoolHost> pool{{"a", 1}, {"b", 2}};
   // a#0's worker died; its cooldown ended: a new worker takes it and becomes rank 0, but has no
   // state, so the first survivor (rank 1) is the root everyone syncs from.
@@ -161,14 +160,15 @@ TEST_CASE("elastic slots: a refilled slot before the survivors moves the sync ro
 
 TEST_CASE("elastic slots: max-np, removed hosts and cooling slots", "[elastic]") {
   // A lower max-np keeps the first survivors in slot order and adds nothing.
-  WorldChoice c = choose_world({{"a", 2}, {"b", 2}}, {{"b", 1}, {"a", 1}, {"b", 0}},
-                               kNoneCooling, 2);
+  WorldChoice c =
+      choose_world({{"a", 2}, {"b", 2}}, {{"b", 1}, {"a", 1}, {"b", 0}}, kNoneCooling, 2);
   CHECK(slots_text(c) == std::vector<std::string>{"a#1", "b#0"});
   // A survivor whose host left the pool (or lost that slot) is not kept.
   c = choose_world({{"a", 1}}, {{"a", 0}, {"b", 0}, {"a", 1}}, kNoneCooling, 8);
   CHECK(slots_text(c) == std::vector<std::string>{"a#0"});
   // Every free slot cooling: only the survivors.
-  c = choose_world({{"a", 2}, {"b", 1}}, {{"a", 1}}, [](const SlotKey&) { return true; }, 8);
+  c = choose_world(
+      {{"a", 2}, {"b", 1}}, {{"a", 1}}, [](const SlotKey&) { return true; }, 8);
   CHECK(slots_text(c) == std::vector<std::string>{"a#1"});
   CHECK(c.placements[0].topology == RankTopology{0, 1, 0, 1, 0, 1});
   // Nothing at all.

@@ -1,0 +1,34 @@
+// The one global libhvd has, because Horovod's API is hvd::init() with no object: the current
+// runtime (shared, so that an op in flight on another thread keeps it alive through shutdown()),
+// the configuration it was built from, and an elastic job's generation (api.cpp, elastic.cpp).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "allreduce/runtime/config.h"
+#include "allreduce/runtime/runtime.h"
+
+namespace hvd::api_detail {
+
+struct ProcessState {
+  std::mutex mutex;
+  std::shared_ptr<runtime::Runtime> runtime;
+  bool shut_down = false;
+  std::optional<runtime::RuntimeConfig> config;  // what init() read; an elastic reset's base
+
+  // Elastic jobs: the generation the runtime belongs to, the newest one the agent announced on
+  // the channel (HVD_ELASTIC_FD), and what is left of a partial line from it.
+  int generation = 0;
+  int announced = 0;
+  int sync_root = 0;
+  int resets = 0;
+  std::string channel_partial;
+  bool channel_closed = false;
+};
+
+ProcessState& process_state();
+
+}  // namespace hvd::api_detail

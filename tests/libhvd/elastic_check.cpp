@@ -1,0 +1,62 @@
+// A rank program for libhvd's elastic API (tests/e2e/test_libhvd_elastic.cpp): a training loop of
+// STEPS steps over a BufferState (1000 weights and the step counter), committing every step. Each
+// step allreduces a gradient of ones and adds (step + 1) * mean to every weight, so after a run
+// that neither skips nor repeats a step every weight is STEPS * (STEPS + 1) / 2 whatever the
+// world's size was at each step.
+//
+//   elastic_check STEPS [DIE_WORKER DIE_STEP]   worker DIE_WORKER kills itself (SIGKILL) after
+//                                               the allreduce of step DIE_STEP, in generation 0
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#include "hvd/elastic.hpp"
+#include "hvd/hvd.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 4) {
+    std::fprintf(stderr, "usage: elastic_check STEPS [DIE_WORKER DIE_STEP]\n");
+    return 2;
+  }
+  const long long steps = std::atoll(argv[1]);
+  const int die_worker = argc == 4 ? std::atoi(argv[2]) : -1;
+  const long long die_step = argc == 4 ? std::atoll(argv[3]) : -1;
+  try {
+    hvd::init();
+    std::vector<float> weights(1000, 0.0f);
+    long long step = 0;
+    hvd::elastic::BufferState state;
+    state.add("weights", weights.data(), weights.size() * sizeof(float));
+    state.add("step", &step, sizeof step);
+    hvd::elastic::run(state, [&] {
+      const hvd::elastic::WorldInfo w = hvd::elastic::world();
+      std::printf("worker %d: generation %d rank %d size %d from step %lld\n", w.worker,
+                  w.generation, hvd::rank(), hvd::size(), step);
+      std::fflush(stdout);
+      for (; step < steps;) {
+        std::vector<float> grad(weights.size(), 1.0f);
+        hvd::allreduce(std::span<float>(grad), hvd::ReduceOp::kAverage);
+        for (std::size_t i = 0; i < weights.size(); ++i) weights[i] += (step + 1) * grad[i];
+        ++step;
+        if (w.worker == die_worker && step == die_step && w.generation == 0) ::raise(SIGKILL);
+        state.commit();
+      }
+    });
+    double sum = 0;
+    for (float v : weights) sum += v;
+    const hvd::elastic::WorldInfo w = hvd::elastic::world();
+    std::printf("worker %d done: generation %d rank %d size %d resets %d steps %lld weights %.1f\n",
+                w.worker, w.generation, hvd::rank(), hvd::size(), w.resets, step,
+                sum / static_cast<double>(weights.size()));
+    std::fflush(stdout);
+    hvd::shutdown();
+  } catch (const hvd::RuntimeError& e) {
+    std::printf("libhvd error (%s): %s\n", hvd_status_name(e.status()), e.what());
+    std::fflush(stdout);
+    return 3;
+  }
+  return 0;
+}
