@@ -127,6 +127,57 @@ TEST_CASE("elastic: a rank dies, the survivors go on at a smaller size from the 
   }
 }
 
+TEST_CASE("elastic: a rank that dies inside sync() costs one more generation, not a hang",
+          "[elastic]") {
+  hvd::launcher::RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  const std::string job = "elastic" + std::to_string(port);
+  std::vector<Channel> channels;
+  for (int w = 0; w < 4; ++w) channels.push_back(make_channel());
+  std::vector<std::future<RunResult>> ranks;
+  for (int w = 0; w < 4; ++w) {
+    // Worker 3 dies after step 5; worker 2 dies in generation 1's sync().
+    ranks.push_back(start({std::to_string(kSteps), "3", "5", "2"},
+                          worker_env(w, 4, port, server.token(), job, channels[w].theirs.get())));
+  }
+  const RunResult first = ranks[3].get();
+  INFO("worker 3:\n" << first.out << first.err);
+  REQUIRE(first.exit_code == 128 + 9);
+  for (Channel& c : channels) c.theirs.reset();
+  auto publish = [&](int generation, const std::vector<int>& workers) {
+    hvd::contract::WorldDoc doc;
+    doc.generation = generation;
+    doc.reason = "test";
+    doc.master_addr = "127.0.0.1";
+    const int size = static_cast<int>(workers.size());
+    for (int r = 0; r < size; ++r) {
+      doc.workers.push_back(
+          {workers[static_cast<std::size_t>(r)], {r, size, r, size, 0, 1}, "127.0.0.1"});
+    }
+    server.put(hvd::contract::elastic_scope(job), hvd::contract::world_key(generation),
+               hvd::contract::encode_world(doc));
+    const std::string line = "gen " + std::to_string(generation) + "\n";
+    for (int w : workers) {
+      REQUIRE(::write(channels[static_cast<std::size_t>(w)].ours.get(), line.data(), line.size()) ==
+              static_cast<ssize_t>(line.size()));
+    }
+  };
+  publish(1, {0, 1, 2});
+  const RunResult second = ranks[2].get();
+  INFO("worker 2:\n" << second.out << second.err);
+  REQUIRE(second.exit_code == 128 + 9);
+  publish(2, {0, 1});
+  for (int w : {0, 1}) {
+    const RunResult r = ranks[static_cast<std::size_t>(w)].get();
+    INFO("worker " << w << ": exit " << r.exit_code << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("worker " + std::to_string(w) + " done: generation 2 rank " +
+                               std::to_string(w) + " size 2 resets 2 steps 20 weights 210.0"));
+    CHECK(read_available(channels[static_cast<std::size_t>(w)].ours.get()) ==
+          "joined 1\njoined 2\n");
+  }
+}
+
 TEST_CASE("elastic: without an elastic launch run() calls the loop once", "[elastic]") {
   hvd::launcher::RendezvousServer server(hvd::launcher::random_token());
   const int port = server.start("127.0.0.1");

@@ -4,8 +4,10 @@
 // that neither skips nor repeats a step every weight is STEPS * (STEPS + 1) / 2 whatever the
 // world's size was at each step.
 //
-//   elastic_check STEPS [DIE_WORKER DIE_STEP]   worker DIE_WORKER kills itself (SIGKILL) after
-//                                               the allreduce of step DIE_STEP, in generation 0
+//   elastic_check STEPS [DIE_WORKER DIE_STEP [SYNC_WORKER]]
+//     worker DIE_WORKER kills itself (SIGKILL) after the allreduce of step DIE_STEP, in
+//     generation 0; worker SYNC_WORKER kills itself inside State::sync() in generation 1, while
+//     the others broadcast the state (a reset that fails half-way)
 #include <signal.h>
 
 #include <cstdio>
@@ -16,19 +18,38 @@
 #include "hvd/elastic.hpp"
 #include "hvd/hvd.hpp"
 
+namespace {
+
+// A BufferState whose sync() can be made to die half-way.
+class DyingState : public hvd::elastic::BufferState {
+ public:
+  explicit DyingState(int sync_worker) : sync_worker_(sync_worker) {}
+  void sync() override {
+    const hvd::elastic::WorldInfo w = hvd::elastic::world();
+    if (w.worker == sync_worker_ && w.generation == 1) ::raise(SIGKILL);
+    BufferState::sync();
+  }
+
+ private:
+  int sync_worker_;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 4) {
-    std::fprintf(stderr, "usage: elastic_check STEPS [DIE_WORKER DIE_STEP]\n");
+  if (argc < 2 || argc == 3 || argc > 5) {
+    std::fprintf(stderr, "usage: elastic_check STEPS [DIE_WORKER DIE_STEP [SYNC_WORKER]]\n");
     return 2;
   }
   const long long steps = std::atoll(argv[1]);
-  const int die_worker = argc == 4 ? std::atoi(argv[2]) : -1;
-  const long long die_step = argc == 4 ? std::atoll(argv[3]) : -1;
+  const int die_worker = argc >= 4 ? std::atoi(argv[2]) : -1;
+  const long long die_step = argc >= 4 ? std::atoll(argv[3]) : -1;
+  const int sync_worker = argc == 5 ? std::atoi(argv[4]) : -1;
   try {
     hvd::init();
     std::vector<float> weights(1000, 0.0f);
     long long step = 0;
-    hvd::elastic::BufferState state;
+    DyingState state(sync_worker);
     state.add("weights", weights.data(), weights.size() * sizeof(float));
     state.add("step", &step, sizeof step);
     hvd::elastic::run(state, [&] {
