@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "contract/elastic.h"
+#include "launcher/elastic_driver.h"
 #include "launcher/elastic_world.h"
 
 using Catch::Matchers::Contains;
@@ -174,4 +175,155 @@ TEST_CASE("elastic slots: max-np, removed hosts and cooling slots", "[elastic]")
   // Nothing at all.
   c = choose_world({}, {}, kNoneCooling, 8);
   CHECK(c.size() == 0);
+}
+
+// ---- the driver (launcher/elastic_driver.h) ----
+
+namespace {
+
+using hvd::launcher::ElasticAction;
+using hvd::launcher::ElasticDriver;
+using hvd::launcher::ElasticPolicy;
+using hvd::launcher::ElasticWorker;
+namespace act = hvd::launcher::elastic_action;
+using Clock = ElasticDriver::Clock;
+
+ElasticPolicy policy(int min_np, int max_np, std::optional<int> reset_limit = std::nullopt,
+                     std::chrono::milliseconds form_timeout = std::chrono::seconds(30)) {
+  ElasticPolicy p;
+  p.min_np = min_np;
+  p.max_np = max_np;
+  p.reset_limit = reset_limit;
+  p.form_timeout = form_timeout;
+  return p;
+}
+
+// Four workers on a:2, b:2, ranks 0..3 in slot order.
+ElasticDriver four_workers(ElasticPolicy policy, Clock::time_point now) {
+  return ElasticDriver(policy, {{"a", 2}, {"b", 2}},
+                       {{0, {"a", 0}}, {1, {"a", 1}}, {2, {"b", 0}}, {3, {"b", 1}}}, "a", 29500,
+                       now);
+}
+
+// A pointer into `actions`: keep the vector alive while using it.
+template <class T>
+const T* find_action(const std::vector<ElasticAction>& actions) {
+  for (const ElasticAction& a : actions) {
+    if (const T* t = std::get_if<T>(&a)) return t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("elastic driver: a failed worker's generation shrinks, ranks compacted", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(policy(2, 4), t0);
+  CHECK(d.generation() == 0);
+  CHECK(d.formed());
+  const auto actions = d.on_exit(1, 137, "rank 1 on a was killed by signal 9", t0);
+  const auto* publish = find_action<act::Publish>(actions);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->doc.generation == 1);
+  CHECK(publish->doc.reason == "rank 1 on a was killed by signal 9");
+  CHECK(publish->doc.master_addr == "a");
+  CHECK(publish->doc.master_port == 29500);
+  CHECK(publish->workers == std::vector<int>{0, 2, 3});
+  REQUIRE(publish->doc.workers.size() == 3);
+  CHECK(publish->doc.workers[1].worker == 2);
+  CHECK(publish->doc.workers[1].host == "b");
+  CHECK(publish->doc.workers[1].topology == RankTopology{1, 3, 0, 2, 1, 2});
+  CHECK(publish->doc.workers[0].topology == RankTopology{0, 3, 0, 1, 0, 2});
+  CHECK(hvd::contract::decode_world(hvd::contract::encode_world(publish->doc)) == publish->doc);
+  REQUIRE(find_action<act::Log>(actions) != nullptr);
+  CHECK_THAT(find_action<act::Log>(actions)->line,
+             Contains("elastic: generation 1: 3 ranks on 2 hosts (rank 1 on a was killed"));
+  CHECK_FALSE(d.formed());
+  REQUIRE(d.next_deadline().has_value());
+  // The survivors join; the generation is formed and no deadline is left.
+  for (int w : {0, 2}) CHECK(d.on_joined(w, 1, t0).empty());
+  CHECK(d.on_joined(3, 0, t0).empty());  // an old generation's word does not count
+  const auto formed = d.on_joined(3, 1, t0);
+  REQUIRE(find_action<act::Log>(formed) != nullptr);
+  CHECK(find_action<act::Log>(formed)->line == "elastic: generation 1 formed");
+  CHECK(d.formed());
+  CHECK_FALSE(d.next_deadline().has_value());
+}
+
+TEST_CASE("elastic driver: rank 0 dies: the next rank 0 is the first survivor", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(policy(1, 4), t0);
+  const auto actions = d.on_exit(0, 1, "rank 0 exited with 1", t0);
+  const auto* publish = find_action<act::Publish>(actions);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->doc.workers[0].worker == 1);
+  CHECK(publish->doc.workers[0].topology.rank == 0);
+  CHECK(publish->doc.sync_root == 0);
+}
+
+TEST_CASE("elastic driver: a failure while a generation forms supersedes it", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(policy(1, 4), t0);
+  d.on_exit(3, 137, "rank 3 killed", t0);
+  d.on_joined(0, 1, t0);
+  // Worker 2 dies inside generation 1's sync: generation 2 at once, without waiting.
+  const auto actions = d.on_exit(2, 137, "rank 2 killed", t0);
+  const auto* publish = find_action<act::Publish>(actions);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->doc.generation == 2);
+  CHECK(publish->workers == std::vector<int>{0, 1});
+  CHECK(d.members() == std::vector<int>{0, 1});
+}
+
+TEST_CASE("elastic driver: below --min-np, over --reset-limit, a generation that never forms",
+          "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver below = four_workers(policy(3, 4), t0);
+  CHECK(find_action<act::Publish>(below.on_exit(3, 137, "rank 3 killed", t0)) != nullptr);
+  const auto below_actions = below.on_exit(0, 9, "rank 0 exited with 9", t0);
+  const auto* fail = find_action<act::Fail>(below_actions);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == 9);  // the failure that took the job below min-np
+  CHECK_THAT(fail->message, Contains("rank 0 exited with 9; elastic: 2 ranks left, fewer than "
+                                     "--min-np 3"));
+  CHECK(below.done());
+  CHECK(below.on_exit(1, 1, "x", t0).empty());  // done: nothing more
+
+  ElasticDriver limited = four_workers(policy(1, 4, 1), t0);
+  CHECK(find_action<act::Publish>(limited.on_exit(3, 137, "rank 3 killed", t0)) != nullptr);
+  const auto limited_actions = limited.on_exit(2, 137, "rank 2 killed", t0);
+  fail = find_action<act::Fail>(limited_actions);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == 137);
+  CHECK_THAT(fail->message, Contains("--reset-limit 1 reached"));
+
+  ElasticDriver slow = four_workers(policy(1, 4, std::nullopt, std::chrono::milliseconds(500)), t0);
+  slow.on_exit(3, 137, "rank 3 killed", t0);
+  slow.on_joined(0, 1, t0);
+  CHECK(slow.on_tick(t0 + std::chrono::milliseconds(499)).empty());
+  const auto slow_actions = slow.on_tick(t0 + std::chrono::milliseconds(500));
+  fail = find_action<act::Fail>(slow_actions);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == to_int(hvd::exit_code_of(hvd::ErrorKind::kTimeout)));
+  CHECK_THAT(fail->message, Contains("generation 1 did not form within 0 s: workers 1, 2 never "
+                                     "joined"));
+}
+
+TEST_CASE("elastic driver: the job finishes when the current generation exits 0", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(policy(1, 4), t0);
+  d.on_exit(3, 137, "rank 3 killed", t0);
+  for (int w : {0, 1}) CHECK(d.on_exit(w, 0, "", t0).empty());
+  const auto last = d.on_exit(2, 0, "", t0);
+  CHECK(find_action<act::Finish>(last) != nullptr);
+  CHECK(d.done());
+
+  // After a member finished, another's failure is the job's (as in a static job).
+  ElasticDriver e = four_workers(policy(1, 4), t0);
+  CHECK(e.on_exit(0, 0, "", t0).empty());
+  const auto e_actions = e.on_exit(1, 3, "rank 1 exited with 3", t0);
+  const auto* fail = find_action<act::Fail>(e_actions);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == 3);
+  CHECK(fail->message == "rank 1 exited with 3");
 }
