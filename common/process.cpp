@@ -122,14 +122,25 @@ Process Process::spawn(const ProcessSpec& spec) {
     }
     ::dup2(out_w.get(), STDOUT_FILENO);
     ::dup2(err_w.get(), STDERR_FILENO);
-    if (cwd != nullptr && ::chdir(cwd) != 0) child_fail(status_w.get(), Stage::kChdir);
+    int status_fd = status_w.get();
+    if (spec.pass_fd) {
+      const auto [from, to] = *spec.pass_fd;
+      // The exec-status pipe must survive dup2 onto `to`: move it out of the way first.
+      if (status_fd == to) status_fd = ::fcntl(status_fd, F_DUPFD_CLOEXEC, to + 1);
+      if (from == to) {
+        ::fcntl(to, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
+      } else {
+        ::dup2(from, to);  // the copy is not close-on-exec
+      }
+    }
+    if (cwd != nullptr && ::chdir(cwd) != 0) child_fail(status_fd, Stage::kChdir);
     if (spec.lookup_in_our_path) {
       ::execvpe(c_argv[0], c_argv.data(), c_env.data());  // searches our PATH
     } else {
       environ = c_env.data();  // execvp searches the child's own PATH
       ::execvp(c_argv[0], c_argv.data());
     }
-    child_fail(status_w.get(), Stage::kExec);
+    child_fail(status_fd, Stage::kExec);
   }
   ::setpgid(pid, pid);  // from the parent too, so a signal to the group right away cannot miss
   status_w.reset();

@@ -158,6 +158,30 @@ TEST_CASE("process: no descriptor of ours leaks into the child", "[toolkit]") {
   CHECK(extra == 1);  // ls's own
 }
 
+TEST_CASE("process: pass_fd hands one descriptor to the child at the number asked", "[toolkit]") {
+  int pair[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
+  hvd::UniqueFd ours(pair[0]), theirs(pair[1]);
+  // Into fd 3: the child sees it, though ours is close-on-exec.
+  ProcessSpec spec = sh("read line <&3; echo \"got $line\" >&3");
+  spec.pass_fd = std::pair{theirs.get(), 3};
+  Process p = Process::spawn(spec);
+  REQUIRE(p.started());
+  REQUIRE(::write(ours.get(), "gen 1\n", 6) == 6);
+  char buf[64] = {};
+  const ssize_t n = ::read(ours.get(), buf, sizeof buf - 1);
+  CHECK(std::string(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0))) == "got gen 1\n");
+  CHECK(p.wait().code() == 0);
+  // The same number as the parent's: close-on-exec is cleared, not kept.
+  ProcessSpec same = sh("echo same >&" + std::to_string(theirs.get()));
+  same.pass_fd = std::pair{theirs.get(), theirs.get()};
+  Process q = Process::spawn(same);
+  REQUIRE(q.started());
+  CHECK(q.wait().code() == 0);
+  const ssize_t m = ::read(ours.get(), buf, sizeof buf - 1);
+  CHECK(std::string(buf, static_cast<std::size_t>(std::max<ssize_t>(m, 0))) == "same\n");
+}
+
 TEST_CASE("process: dropped while running, it is killed and reaped", "[toolkit]") {
   pid_t pid = -1;
   {
