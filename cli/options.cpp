@@ -23,6 +23,8 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kSingleDa
     {"-wd", "--wd"},
 }};
 
+constexpr std::string_view kGraceZero = "SIGKILL right after SIGTERM";
+
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 // Our own integer parsing: CLI11's conversion message names --num-proc, not the -np typed.
@@ -36,13 +38,21 @@ int parse_int(std::string_view flag, const std::string& text) {
   return value;
 }
 
-double parse_seconds(std::string_view flag, const std::string& text) {
+// Seconds, at most an hour. `zero` says what 0 means for the flag; empty: 0 is refused (a
+// timeout of 0 would fail at once, and an unbounded start-up is the silent hang hvdrun avoids).
+double parse_seconds(std::string_view flag, const std::string& text, std::string_view zero = {}) {
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(value > 0) ||
-      value > 3600) {
-    throw UsageError(fmt::format("{} {}: not a number of seconds between 0 and 3600", flag, text),
-                     fmt::format("e.g. {} 10", flag));
+  const bool number = !text.empty() && ec == std::errc() && end == text.data() + text.size();
+  const bool low_ok = zero.empty() ? value > 0 : value >= 0;
+  if (!number || !low_ok || !(value <= 3600)) {
+    if (zero.empty()) {
+      throw UsageError(
+          fmt::format("{} {}: not a number of seconds above 0 and at most 3600", flag, text),
+          fmt::format("e.g. {} 10 (fractions such as 0.5 work; 0 is not allowed here)", flag));
+    }
+    throw UsageError(fmt::format("{} {}: not a number of seconds from 0 to 3600", flag, text),
+                     fmt::format("e.g. {} 10 (0: {})", flag, zero));
   }
   return value;
 }
@@ -180,8 +190,10 @@ void define_options(CLI::App& app, Options& o) {
                  "directory")
       ->type_name("DIR");
   app.add_option_function<std::string>(
-         "--grace", [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v); },
-         "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5)")
+         "--grace",
+         [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v, kGraceZero); },
+         "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5; 0: SIGKILL "
+         "right after SIGTERM)")
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--start-timeout",
@@ -196,7 +208,7 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>(
          "--restart-backoff",
          [&o](const std::string& v) {
-           o.restart_backoff_s = v == "0" ? 0.0 : parse_seconds("--restart-backoff", v);
+           o.restart_backoff_s = parse_seconds("--restart-backoff", v, "no wait");
          },
          "Seconds before the first restart, doubled for each next one, at most 30 (default 1; "
          "0: none)")
@@ -214,9 +226,7 @@ void define_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option_function<std::string>(
          "--keepalive",
-         [&o](const std::string& v) {
-           o.keepalive_s = v == "0" ? 0.0 : parse_seconds("--keepalive", v);
-         },
+         [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
          "Seconds a host's agent may stay silent while the job runs before the host counts as "
          "lost (exit 74); hvdrun pings it three times per period (default 30; 0: never)")
       ->type_name("SECONDS");
