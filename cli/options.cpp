@@ -365,6 +365,42 @@ void validate(const Options& o) {
   }
 }
 
+// --check-ssh, --check-net and --check-build diagnose and exit: a command or --dry-run with
+// them would be silently ignored, so say so instead.
+void validate_checks(const Options& o) {
+  struct Check {
+    bool given;
+    std::string_view flag;
+    std::string_view what;  // what it does instead of a launch
+    std::string_view launch_note;
+  };
+  const Check checks[] = {
+      {o.check_ssh, "--check-ssh", "checks SSH to every host",
+       " (a launch checks SSH to every host first anyway)"},
+      {o.check_net, "--check-net", "probes the network between the hosts",
+       " (a launch runs the same network check first; --check-net-full with a command probes "
+       "every pair before it)"},
+      {o.check_build, "--check-build", "reports what this build supports", ""},
+  };
+  for (const Check& c : checks) {
+    if (!c.given) continue;
+    if (!o.command.empty()) {
+      throw UsageError(
+          fmt::format("{} {} and exits; it runs no command, but the command '{}' was given", c.flag,
+                      c.what, o.command.front()),
+          fmt::format("drop the command to only check, or drop {} to launch it{}", c.flag,
+                      c.launch_note));
+    }
+    if (o.dry_run) {
+      throw UsageError(
+          fmt::format("{} and --dry-run were both given: {} {}, --dry-run only "
+                      "prints a launch plan",
+                      c.flag, c.flag, c.what),
+          fmt::format("use one of them: {} alone, or --dry-run with a command", c.flag));
+    }
+  }
+}
+
 }  // namespace
 
 CommandLine split_command_line(const std::vector<std::string>& args) {
@@ -392,6 +428,7 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   o.command = std::move(line.command);
   validate(o);
+  validate_checks(o);
   return o;
 }
 

@@ -226,3 +226,18 @@ TEST_CASE("help: -x says a NAME=value value is readable on hvdrun's command line
   CHECK_THAT(r.out, Contains("/proc"));
   CHECK_THAT(r.out, Contains("pass -x NAME"));
 }
+
+TEST_CASE("the checks take no command and no --dry-run: a usage error, not ignored", "[cli]") {
+  // 127.0.1.250 port 1: nothing listens there; a check that ran would exit 69 or 68.
+  const std::vector<std::string> host{"-H", "127.0.1.250", "-p", "1"};
+  for (const char* check : {"--check-ssh", "--check-net", "--check-build"}) {
+    INFO(check);
+    expect_usage_error(
+        with_prefix({check}, with_prefix(host, {"./t"})),
+        {check, "runs no command", "'./t'", "drop the command", "drop " + std::string(check)});
+    expect_usage_error(with_prefix({check, "--dry-run"}, host),
+                       {std::string(check) + " and --dry-run were both given", "use one"});
+  }
+  expect_usage_error(with_prefix({"--check-ssh", "--check-net"}, with_prefix(host, {"./t"})),
+                     {"runs no command"});
+}
