@@ -175,11 +175,33 @@ void warn_if_command_looks_like_a_host(const Options& o) {
   }
 }
 
-std::string working_directory(const Options& o) {
+// hvdrun's current directory, the ranks' default one. getcwd fails when the directory was
+// deleted (or moved out of reach) after the shell entered it: say that, not "'' is not absolute".
+std::filesystem::path current_directory(const Options& o) {
   std::error_code ec;
-  if (!o.working_dir) return std::filesystem::current_path(ec).string();
+  std::filesystem::path here = std::filesystem::current_path(ec);
+  if (ec) {
+    throw UsageError(
+        fmt::format("hvdrun's current directory cannot be read ({}): it was probably deleted "
+                    "after this shell entered it, and {}",
+                    ec.message(),
+                    o.working_dir ? fmt::format("--wd {} is taken from it", *o.working_dir)
+                                  : "the ranks start in it by default"),
+        o.working_dir ? "cd to a directory that exists, or give --wd an absolute path"
+                      : "cd to a directory that exists (e.g. cd \"$PWD\" if it was recreated), "
+                        "or give the ranks' directory with --wd DIR");
+  }
+  return here;
+}
+
+std::string working_directory(const Options& o) {
+  if (o.working_dir && std::filesystem::path(*o.working_dir).is_absolute()) {
+    return std::filesystem::path(*o.working_dir).lexically_normal().string();
+  }
+  const std::filesystem::path here = current_directory(o);
+  if (!o.working_dir) return here.string();
   // A relative --wd is taken from here, as mpirun does; it must exist on every host.
-  return std::filesystem::absolute(*o.working_dir, ec).lexically_normal().string();
+  return (here / *o.working_dir).lexically_normal().string();
 }
 
 launcher::LaunchOptions launch_options(const Options& o) {
