@@ -109,7 +109,7 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     case FrameType::kExited: {
       const auto exited = worker::decode_exited(frame.payload);
       sup_.rank_exited(static_cast<int>(exited.rank),
-                       {exited.signaled, static_cast<int>(exited.value)});
+                       {exited.signaled, static_cast<int>(exited.value)}, exited.stopped);
       break;
     }
     case FrameType::kError:

@@ -38,7 +38,7 @@ void Supervisor::rank_started(int rank, long pid) {
   }
 }
 
-void Supervisor::rank_exited(int rank, ExitStatus status) {
+void Supervisor::rank_exited(int rank, ExitStatus status, bool signalled) {
   if (rank < 0 || rank >= static_cast<int>(result_.ranks.size())) return;
   RankOutcome& r = result_.ranks[static_cast<size_t>(rank)];
   router_.flush(rank);
@@ -47,7 +47,7 @@ void Supervisor::rank_exited(int rank, ExitStatus status) {
   r.value = status.value;
   r.last_stderr = router_.last_stderr(rank);
   if (stopping_) {
-    r.stopped_by_hvdrun = true;
+    r.stopped_by_hvdrun = signalled;
   } else if (r.failed()) {
     result_.first_failure = rank;
     stop(StopMode::kTerminate);

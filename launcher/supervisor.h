@@ -78,8 +78,10 @@ class Supervisor {
 
   void rank_started(int rank, long pid);
   // Records how the rank ended (its output is flushed first). The first rank that fails while
-  // the job is not stopping is the root cause: the job is stopped.
-  void rank_exited(int rank, ExitStatus status);
+  // the job is not stopping is the root cause: the job is stopped. `signalled`: it was sent the
+  // stop's signal before it ended; a rank that ended on its own while the job was stopping
+  // (false) is not counted as stopped by hvdrun.
+  void rank_exited(int rank, ExitStatus status, bool signalled);
   // The first host-level failure is kept and stops the job; after an interrupt, failures are
   // consequences, not the cause, and only logged.
   void fail(Failure failure);

@@ -29,6 +29,10 @@ bool known_type(uint8_t t) {
   return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kPing);
 }
 
+// The exited frame's flags byte.
+constexpr uint8_t kExitedSignaled = 1;
+constexpr uint8_t kExitedStopped = 2;
+
 void require_size(std::string_view payload, size_t size, std::string_view what) {
   if (payload.size() < size) {
     throw Error(
@@ -86,7 +90,8 @@ std::string encode_started(const RankStarted& started) {
 std::string encode_exited(const RankExited& exited) {
   std::string out;
   put_u32(out, exited.rank);
-  out += static_cast<char>(exited.signaled ? 1 : 0);
+  out += static_cast<char>((exited.signaled ? kExitedSignaled : 0) |
+                           (exited.stopped ? kExitedStopped : 0));
   put_u32(out, exited.value);
   return out;
 }
@@ -106,7 +111,12 @@ RankStarted decode_started(std::string_view payload) {
 
 RankExited decode_exited(std::string_view payload) {
   require_size(payload, 9, "exited");
-  return {get_u32(payload, 0), payload[4] != 0, get_u32(payload, 5)};
+  const auto flags = static_cast<uint8_t>(payload[4]);
+  if ((flags & ~(kExitedSignaled | kExitedStopped)) != 0) {
+    throw Error("protocol error: exited frame with unknown flags " + std::to_string(flags));
+  }
+  return {get_u32(payload, 0), (flags & kExitedSignaled) != 0, get_u32(payload, 5),
+          (flags & kExitedStopped) != 0};
 }
 
 }  // namespace hvd::worker

@@ -15,7 +15,7 @@
 namespace hvd::worker {
 
 // 2: the network probes (worker/probe.h); 3: keepalive pings
-inline constexpr int kProtocolVersion = 3;
+inline constexpr int kProtocolVersion = 4;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
 
@@ -24,7 +24,7 @@ enum class FrameType : uint8_t {
   kHello = 1,        // JSON: protocol, version, hostname, boot_id
   kStarted = 2,      // rank u32, pid u32
   kOutput = 3,       // rank u32, stream u8 (1 stdout, 2 stderr), bytes
-  kExited = 4,       // rank u32, kind u8 (0 exit code, 1 signal), value u32
+  kExited = 4,       // rank u32, flags u8 (1: a signal, else a code; 2: after a stop), value u32
   kError = 5,        // JSON: message, hint; the agent gives up on the whole job
   kDone = 6,         // empty: every rank has exited and nothing of the job is left on the host
   kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
@@ -77,7 +77,8 @@ struct RankStarted {
 struct RankExited {
   uint32_t rank = 0;
   bool signaled = false;
-  uint32_t value = 0;  // exit code, or signal number
+  uint32_t value = 0;    // exit code, or signal number
+  bool stopped = false;  // the agent had signalled it to stop (a job stop) before it ended
 };
 
 std::string encode_output(const OutputChunk& chunk);

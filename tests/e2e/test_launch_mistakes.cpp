@@ -46,3 +46,48 @@ TEST_CASE("a deleted current directory is named as such, with what to do", "[lau
   CHECK(absolute.exit_code == 0);
   CHECK_THAT(absolute.out, Contains("[1,0]<stdout>:/\n"));
 }
+
+TEST_CASE("a rank that ended on its own while hvdrun stopped the job is not 'stopped by hvdrun'",
+          "[launch]") {
+  // Rank 0 (first agent) exits 0 on its own while its agent is frozen (SIGSTOP), so hvdrun
+  // learns of it only after rank 1 (second agent) failed and the stop began.
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-H", "localhost:1,127.0.0.1:1", "--json", "--grace", "1", "-x",
+                          marker.forward(), "-x", "D=" + dir.path(), "sh", "-c",
+                          "echo $PPID > $D/agent.$RANK; echo $$ > $D/pid.$RANK; "
+                          "while [ ! -e $D/go.$RANK ]; do sleep 0.02; done; "
+                          "[ $RANK = 0 ] && exit 0; echo broken >&2; exit 3"},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until(
+      [&] { return !read_file(dir / "pid.0").empty() && !read_file(dir / "pid.1").empty(); }, 10s);
+  REQUIRE(up);
+  const pid_t agent0 = std::stoi(read_file(dir / "agent.0"));
+  REQUIRE(agent0 != std::stoi(read_file(dir / "agent.1")));  // two agents
+  const std::string rank0_stat =
+      "/proc/" + std::to_string(std::stoi(read_file(dir / "pid.0"))) + "/stat";
+  const std::string rank1_proc = "/proc/" + std::to_string(std::stoi(read_file(dir / "pid.1")));
+  ::kill(agent0, SIGSTOP);
+  write_file(dir / "go.0", "");
+  const bool rank0_ended =
+      wait_until([&] { return read_file(rank0_stat).find(") Z ") != std::string::npos; }, 10s);
+  write_file(dir / "go.1", "");
+  const bool rank1_ended = wait_until([&] { return !std::filesystem::exists(rank1_proc); }, 10s);
+  std::this_thread::sleep_for(300ms);  // hvdrun sees rank 1's exit and sends the stop
+  ::kill(agent0, SIGCONT);
+  const auto code = hvdrun.wait(20s);
+  const std::string err = read_file(dir / "err");
+  INFO(err);
+  CHECK(rank0_ended);
+  CHECK(rank1_ended);
+  CHECK(code == 3);
+  CHECK_THAT(err, Contains("hvdrun stopped 0 other ranks"));
+  const json doc = json::parse(read_file(dir / "out"), nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["first_failure"]["rank"] == 1);
+  CHECK(doc["ranks"][0]["exit_code"] == 0);
+  CHECK(doc["ranks"][0]["stopped_by_hvdrun"] == false);
+  CHECK(marker.alive().empty());
+}

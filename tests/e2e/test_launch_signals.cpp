@@ -365,7 +365,7 @@ TEST_CASE("the agent obeys a terminate frame that arrives together with its job"
     const std::string& exited = frames[1].payload;
     REQUIRE(exited.size() == 9);
     CHECK(u32_at(exited, 0) == 0);   // rank 0
-    CHECK(exited[4] == 1);           // by a signal
+    CHECK(exited[4] == 3);           // by a signal (1), which the stop sent (2)
     CHECK(u32_at(exited, 5) == 15);  // SIGTERM
   }
   CHECK(ranks_left == 0);

@@ -227,11 +227,14 @@ TEST_CASE("started and exited payloads round-trip", "[protocol]") {
     CHECK(started.rank == v);
     CHECK(started.pid == (v ^ 0x5a5a5a5au));
     for (bool signaled : {false, true}) {
-      const auto exited =
-          hvd::worker::decode_exited(hvd::worker::encode_exited({v, signaled, 255 - (v & 0xff)}));
-      CHECK(exited.rank == v);
-      CHECK(exited.signaled == signaled);
-      CHECK(exited.value == 255 - (v & 0xff));
+      for (bool stopped : {false, true}) {
+        const auto exited = hvd::worker::decode_exited(
+            hvd::worker::encode_exited({v, signaled, 255 - (v & 0xff), stopped}));
+        CHECK(exited.rank == v);
+        CHECK(exited.signaled == signaled);
+        CHECK(exited.value == 255 - (v & 0xff));
+        CHECK(exited.stopped == stopped);
+      }
     }
   }
 }
@@ -254,6 +257,12 @@ TEST_CASE("short or malformed packed payloads throw", "[protocol]") {
     std::string bad = output;
     bad[4] = stream;
     require_error([&] { hvd::worker::decode_output(bad); }, {"stream"});
+  }
+  // Flags other than 1 (a signal) and 2 (after a stop).
+  for (char flags : {'\4', '\x83', '\xff'}) {
+    std::string bad = exited;
+    bad[4] = flags;
+    require_error([&] { hvd::worker::decode_exited(bad); }, {"exited", "flags"});
   }
 }
 
