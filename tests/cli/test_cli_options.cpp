@@ -241,3 +241,27 @@ TEST_CASE("the checks take no command and no --dry-run: a usage error, not ignor
   expect_usage_error(with_prefix({"--check-ssh", "--check-net"}, with_prefix(host, {"./t"})),
                      {"runs no command"});
 }
+
+TEST_CASE("with --json a usage error is a JSON document on stdout too", "[cli]") {
+  // A bad option (CLI parsing), a bad value found later (the plan): both give the document.
+  for (const auto& [args, what] : {std::pair<std::vector<std::string>, std::string>{
+                                       {"--json", "-np", "two", "./x"}, "-np two"},
+                                   {{"--dry-run", "--json", "-H", "a:0", "./x"}, "'a:0'"},
+                                   {{"--json", "--frobnicate", "./x"}, "--frobnicate"}}) {
+    const RunResult r = run_hvdrun(args);
+    INFO(show(r));
+    CHECK(r.exit_code == kUsage);
+    CHECK_THAT(r.err, StartsWith("hvdrun: error: "));
+    const json doc = parse_stdout(r);
+    CHECK(doc["schema_version"] == 1);
+    CHECK(doc["ok"] == false);
+    CHECK(doc["exit_code"] == kUsage);
+    CHECK(doc["error"]["kind"] == "usage");
+    CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(what));
+    CHECK_THAT(doc["error"]["hint"].get<std::string>(), !Catch::Matchers::Equals(""));
+  }
+  // The command's own --json is not hvdrun's.
+  const RunResult command_json = run_hvdrun({"-np", "two", "./x", "--json"});
+  CHECK(command_json.exit_code == kUsage);
+  CHECK(command_json.out.empty());
+}
