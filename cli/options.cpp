@@ -63,7 +63,8 @@ PortRange parse_port_range_flag(std::string_view flag, const std::string& text) 
   if (!range) {
     throw UsageError(
         fmt::format("{} {}: not a port range LOW-HIGH (1-65535, LOW <= HIGH)", flag, text),
-        fmt::format("e.g. {} 29500-29599: hvdrun needs one port per host and one on the launcher",
+        fmt::format("e.g. {} 29500-29599: hvdrun needs one port on the launcher, one per host "
+                    "entry and one more on rank 0's host (docs/network.md)",
                     flag));
   }
   return *range;
