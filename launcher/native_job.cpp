@@ -32,6 +32,12 @@ void NativeJob::stop(StopMode mode) {
   }
 }
 
+void NativeJob::forward_signal(int sig) {
+  for (AgentConn& a : agents_) {
+    if (!a.eof && a.spec_sent) send(a, FrameType::kSignal, worker::encode_signal(sig));
+  }
+}
+
 // Why `type` cannot come from `agent` now, given what it was asked; nullopt when it may.
 std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, FrameType type) const {
   switch (type) {
@@ -63,6 +69,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kProbe:
     case FrameType::kProbeClose:
     case FrameType::kPing:
+    case FrameType::kSignal:
       break;
   }
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));

@@ -42,6 +42,8 @@ class NativeJob final : public Job {
   void on_ready(std::span<const pollfd> fds) override;
   void on_child_exited() override;
   void stop(StopMode mode) override;
+  bool forwards_signals() const override { return true; }
+  void forward_signal(int sig) override;
   bool done() const override;
   std::optional<Clock::time_point> deadline() const override;
   void on_deadline() override;

@@ -75,6 +75,11 @@ void Supervisor::stop(StopMode mode) {
 void Supervisor::on_signal(Job& job, int sig) {
   if (sig == SIGCHLD) {
     job.on_child_exited();
+  } else if ((sig == SIGUSR1 || sig == SIGUSR2) && job.forwards_signals()) {
+    if (!stopping_) {
+      spdlog::info("{}: forwarded to every rank", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+      job.forward_signal(sig);
+    }
   } else if (!interrupted()) {
     result_.interrupted_by = sig;
     spdlog::warn("{}: stopping all ranks (again to kill them at once)", strsignal(sig));
@@ -120,7 +125,7 @@ LaunchResult Supervisor::run(Job& job) {
   // A peer that is gone (an agent's closed pipe, a closed stdout) must be an error the code
   // sees, not a SIGPIPE that kills hvdrun.
   ::signal(SIGPIPE, SIG_IGN);
-  SignalFd signals{SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+  SignalFd signals{SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
   if (stopping_) job.stop(killing_ ? StopMode::kKill : StopMode::kTerminate);  // before the loop
   auto console_pending = [&] {
     return router_.pending(STDOUT_FILENO) || router_.pending(STDERR_FILENO);

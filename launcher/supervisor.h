@@ -4,6 +4,7 @@
 // - the console: rank output tagged `[1,RANK]<stdout>:` (output_router.h), queued and drained
 //   when the terminal takes more, with back-pressure on the job while the queue is full;
 // - signals: SIGINT, SIGTERM and SIGHUP stop the job gracefully (a second one kills at once);
+//   SIGUSR1 and SIGUSR2 go to every rank (Job::forward_signal);
 //   SIGCHLD tells the job a child of ours exited;
 // - the start-up deadline the job asks for;
 // - the stop deadline: once stopping, the job gets the grace period plus kStopMargin to end;
@@ -48,6 +49,10 @@ class Job {
   virtual void on_child_exited() = 0;
   // Stop the ranks: kTerminate asks (SIGTERM, then SIGKILL after the grace period), kKill kills.
   virtual void stop(StopMode mode) = 0;
+  // SIGUSR1 and SIGUSR2 to hvdrun go to every running rank (as mpirun does) when the job can
+  // forward them; else they stop the job as SIGTERM does.
+  virtual bool forwards_signals() const { return false; }
+  virtual void forward_signal(int /*sig*/) {}
   // Nothing left to wait for: every agent or child is gone and its output read.
   virtual bool done() const = 0;
   // When the job next wants on_deadline() (the start-up deadline, a keepalive; nullopt: no

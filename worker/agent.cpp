@@ -379,6 +379,10 @@ void Agent::handle_frames() {
       if (frame->type == FrameType::kTerminate) stop(SIGTERM);
       if (frame->type == FrameType::kKill) stop(SIGKILL);
       if (frame->type == FrameType::kPing) send(FrameType::kPong);
+      if (frame->type == FrameType::kSignal) {
+        const int sig = decode_signal(frame->payload);
+        for (const LiveRank& r : ranks_) r.process.signal_group(sig);
+      }
     }
   } catch (const Error& e) {
     error(e.what(), e.hint());

@@ -1,6 +1,7 @@
 #include "worker/protocol.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include "common/error.h"
 
@@ -26,7 +27,7 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kPing);
+  return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kSignal);
 }
 
 // The exited frame's flags byte.
@@ -96,6 +97,8 @@ std::string encode_exited(const RankExited& exited) {
   return out;
 }
 
+std::string encode_signal(int signal) { return std::string(1, static_cast<char>(signal)); }
+
 OutputChunk decode_output(std::string_view payload) {
   require_size(payload, 5, "output");
   const auto stream = static_cast<uint8_t>(payload[4]);
@@ -117,6 +120,18 @@ RankExited decode_exited(std::string_view payload) {
   }
   return {get_u32(payload, 0), (flags & kExitedSignaled) != 0, get_u32(payload, 5),
           (flags & kExitedStopped) != 0};
+}
+
+int decode_signal(std::string_view payload) {
+  require_size(payload, 1, "signal");
+  const int signal = static_cast<uint8_t>(payload[0]);
+  if (payload.size() != 1 || (signal != SIGUSR1 && signal != SIGUSR2)) {
+    throw Error(
+        fmt::format("protocol error: a signal frame for signal {} ({} bytes); only "
+                    "SIGUSR1 and SIGUSR2 are forwarded",
+                    signal, payload.size()));
+  }
+  return signal;
 }
 
 }  // namespace hvd::worker

@@ -14,7 +14,8 @@
 
 namespace hvd::worker {
 
-// 2: the network probes (worker/probe.h); 3: keepalive pings
+// 2: the network probes (worker/probe.h); 3: keepalive pings; 4: the exited frame's "after a
+// stop" flag, the signal frame
 inline constexpr int kProtocolVersion = 4;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
@@ -39,6 +40,7 @@ enum class FrameType : uint8_t {
   kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
   kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)
   kPing = 22,         // empty: the job's keepalive (answer kPong at once)
+  kSignal = 23,       // signal u8: send it to every running rank (SIGUSR1 or SIGUSR2 only)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
@@ -84,10 +86,13 @@ struct RankExited {
 std::string encode_output(const OutputChunk& chunk);
 std::string encode_started(const RankStarted& started);
 std::string encode_exited(const RankExited& exited);
+std::string encode_signal(int signal);
 // Throw hvd::Error on a malformed payload.
 OutputChunk decode_output(std::string_view payload);
 RankStarted decode_started(std::string_view payload);
 RankExited decode_exited(std::string_view payload);
+// The signals a launcher forwards to the ranks (SIGUSR1, SIGUSR2); anything else throws.
+int decode_signal(std::string_view payload);
 
 // The fd helpers live in common/fd_io.h; re-exported here for the protocol's users.
 using hvd::read_some;
