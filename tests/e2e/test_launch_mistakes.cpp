@@ -91,3 +91,27 @@ TEST_CASE("a rank that ended on its own while hvdrun stopped the job is not 'sto
   CHECK(doc["ranks"][0]["stopped_by_hvdrun"] == false);
   CHECK(marker.alive().empty());
 }
+
+TEST_CASE("a library the loader cannot find is the root cause, with the fix", "[launch]") {
+  const RunResult r = run_hvdrun({"-np", "1", "--json", NEEDS_LIB});
+  INFO(show(r));
+  CHECK(r.exit_code == 127);
+  CHECK_THAT(r.err, Contains("rank 0 (host localhost, local rank 0) exited with code 127: the "
+                             "dynamic loader could not load libhvd_test_lib.so"));
+  CHECK_THAT(r.err, Contains("-x LD_LIBRARY_PATH"));
+  CHECK_THAT(r.err, Contains("rpath"));
+  const json doc = json::parse(r.out, nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK_THAT(doc["first_failure"]["description"].get<std::string>(),
+             Contains("could not load libhvd_test_lib.so"));
+  // The fix the message gives works.
+  const RunResult fixed =
+      run_hvdrun({"-np", "1", "-x", std::string("LD_LIBRARY_PATH=") + NEEDS_LIB_DIR, NEEDS_LIB});
+  INFO(show(fixed));
+  CHECK(fixed.exit_code == 0);
+  // A shell's own 127 (command not found) is not blamed on the loader.
+  const RunResult shell = run_hvdrun({"-np", "1", "sh", "-c", "no-such-command-hvd"});
+  INFO(show(shell));
+  CHECK(shell.exit_code == 127);
+  CHECK_THAT(shell.err, !Contains("dynamic loader"));
+}
