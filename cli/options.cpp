@@ -237,7 +237,8 @@ void define_options(CLI::App& app, Options& o) {
   app.add_flag("--dry-run", o.dry_run, "Print the launch plan and exit; touches no network");
   app.add_flag("--json", o.json, "Print the result as one JSON document on stdout");
   app.add_flag("--show-env-values", o.show_env_values,
-               "Show -x values in --dry-run output instead of <redacted>");
+               "Show -x values instead of <redacted> where the plan shows the environment "
+               "(--dry-run --json, --dry-run -v)");
   app.add_flag("-v,--verbose", o.verbose, "More detail: each rank's environment, debug logs");
   app.add_option_function<std::string>(
          "--log-level",
