@@ -381,7 +381,11 @@ int execute(const Options& o) {
   if (checking_net(o)) return check_net(o, plan);
   if (o.dry_run) {
     const auto launcher = launcher::make_launcher(o.launcher, launch_options(o, plan));
-    return dry_run(o, plan, *launcher, policy);
+    // Native mode shows where each SSH session will go (the config's Port and User); mpirun's
+    // ssh reads the config itself.
+    launcher::Plan shown = plan;
+    if (!o.mpi()) launcher::apply_ssh_config(shown, ssh_options(o));
+    return dry_run(o, shown, *launcher, policy);
   }
   return run_attempts(o, request, context);
 }
