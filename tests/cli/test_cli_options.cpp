@@ -265,3 +265,18 @@ TEST_CASE("with --json a usage error is a JSON document on stdout too", "[cli]")
   CHECK(command_json.exit_code == kUsage);
   CHECK(command_json.out.empty());
 }
+
+TEST_CASE("-v names an ssh_config option libssh ignores once, not once per host", "[cli]") {
+  const TempFile config("Host *\n  BatchMode yes\n  IdentitiesOnly yes\n");
+  // 127.0.1.250-251 port 1: refused, after the config stage has read the file for each host.
+  const RunResult r = run_hvdrun({"--check-ssh", "-v", "-H", "127.0.1.250,127.0.1.251", "-p", "1",
+                                  "--ssh-config", config.path(), "--ssh-known-hosts", "/dev/null"});
+  INFO(show(r));
+  CHECK(r.exit_code == 69);
+  const std::string line = "ssh config: 'BatchMode' has no effect on hvdrun's SSH client";
+  const auto first = r.err.find(line);
+  CHECK(first != std::string::npos);
+  CHECK(r.err.find(line, first + 1) == std::string::npos);
+  CHECK_THAT(r.err, Contains("'IdentitiesOnly'"));
+  CHECK_THAT(r.err, !Contains("Unsupported option"));
+}
