@@ -32,9 +32,8 @@ class AgentTransport {
   // No more frames: the agent sees EOF on its stdin (its dead-man switch stops its ranks).
   virtual void close_input() = 0;
   // Gives up on an agent that does not answer (frozen, or its link silently cut): a local one is
-  // killed (its ranks get their parent-death signal), a remote one's SSH session is closed
-  // within seconds (sshd closes the agent's stdin, its dead-man switch stops its ranks). Never
-  // blocks.
+  // killed (its ranks get their parent-death signal), a remote one's SSH session is closed at
+  // once (sshd closes the agent's stdin, its dead-man switch stops its ranks). Never blocks.
   virtual void abandon() = 0;
   // True once the agent is gone for good. `frames_ended`: read_fd() has reached EOF.
   virtual bool gone(bool frames_ended) = 0;

@@ -26,6 +26,10 @@ void NativeJob::stop(StopMode mode) {
     if (a.eof) continue;
     if (a.spec_sent) {
       send(a, mode == StopMode::kKill ? FrameType::kKill : FrameType::kTerminate);
+    } else if (!a.hello) {
+      // Not answering (a --start-timeout): nothing of the job runs there, so there is nothing
+      // to wait for; its session is closed now, so that the timeout ends hvdrun at its value.
+      a.transport->abandon();
     } else {
       a.transport->close_input();  // no job yet: EOF tells the agent there will be none
     }

@@ -22,7 +22,8 @@ constexpr auto kLingerAfterEof = std::chrono::seconds(3);
 
 // Moves bytes between the channel and the local sockets until the agent exits or the link or
 // the launcher goes away. Runs on its own thread, which owns the session.
-void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log) {
+void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log,
+          std::shared_ptr<std::atomic<bool>> cut) {
   ssh_channel ch = channel.get();
   std::array<char, 64 * 1024> buf{};
   bool input_open = true;
@@ -71,7 +72,8 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
     if (ssh_is_connected(connection->session.get()) == 0) break;
     // An agent that does not finish after its input closed (stuck before its hello, say) is
     // cut off: closing the session makes sshd close its stdin, and its dead-man switch fires.
-    if (!input_open && std::chrono::steady_clock::now() - input_closed_at > kLingerAfterEof) {
+    if (!input_open &&
+        (cut->load() || std::chrono::steady_clock::now() - input_closed_at > kLingerAfterEof)) {
       break;
     }
   }
@@ -116,12 +118,17 @@ RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::stri
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &old);
   pump_ = std::thread(pump, std::move(connection), std::move(channel), std::move(frames_pump),
-                      std::move(log_pump));
+                      std::move(log_pump), cut_);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void RemoteAgent::close_input() {
   if (frames_.valid()) ::shutdown(frames_.get(), SHUT_WR);
+}
+
+void RemoteAgent::cut() {
+  cut_->store(true);
+  close_input();
 }
 
 RemoteAgent::~RemoteAgent() {

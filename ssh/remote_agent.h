@@ -7,6 +7,7 @@
 // agent: its dead-man switch stops the ranks. A cut link ends the pump, which closes `frames`.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,12 +28,17 @@ class RemoteAgent {
 
   int frames_fd() const { return frames_.get(); }  // bidirectional: frames both ways
   UniqueFd& log() { return log_; }                 // the agent's stderr
-  // Closes our side of the frames socket for writing: the agent sees EOF on its stdin.
+  // Closes our side of the frames socket for writing: the agent sees EOF on its stdin. The
+  // session stays open a few seconds for the agent to finish (kLingerAfterEof).
   void close_input();
+  // Closes the input and the session at once, without the linger: for an agent that has nothing
+  // of the job to wind down (it never said hello) or that is given up on.
+  void cut();
 
  private:
   UniqueFd frames_;
   UniqueFd log_;
+  std::shared_ptr<std::atomic<bool>> cut_ = std::make_shared<std::atomic<bool>>(false);
   std::thread pump_;
 };
 
