@@ -55,6 +55,7 @@ class SshAgent final : public AgentTransport {
   // The pump thread closes the frames socket when the channel ends: EOF is the end.
   bool gone(bool frames_ended) override { return frames_ended; }
   bool remote() const override { return true; }
+  std::optional<int> exit_status() const override { return agent_.exit_status(); }
   std::string lost_detail() const override { return " (the SSH connection closed)"; }
 
  private:

@@ -37,6 +37,8 @@ class AgentTransport {
   virtual void abandon() = 0;
   // True once the agent is gone for good. `frames_ended`: read_fd() has reached EOF.
   virtual bool gone(bool frames_ended) = 0;
+  // A remote agent command's exit status once its channel ended (nullopt: not known).
+  virtual std::optional<int> exit_status() const { return std::nullopt; }
   // Reached over the network: its hello's SSH_CONNECTION says where (a local child has none).
   virtual bool remote() const = 0;
   // What losing this agent means, for the message: " (the SSH connection closed)", or "".

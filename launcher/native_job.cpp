@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/fd_io.h"
 #include "launcher/native_job.h"
+#include "ssh/host_check.h"
 
 namespace hvd::launcher::native {
 
@@ -173,6 +174,20 @@ void NativeJob::agent_lost(AgentConn& agent) {
   const std::string& host = host_of(agent);
   std::string said;
   for (const std::string& line : agent.log_tail) said += (said.empty() ? "" : " / ") + line;
+  // The login worked, but something else ran instead of the agent and failed (a forced
+  // command= in authorized_keys): the same code and words as --check-ssh's probe gets. 126 and
+  // 127 are the shell's "cannot run" and "not found": a missing agent, below.
+  const std::optional<int> status = agent.transport->exit_status();
+  if (!agent.hello && status && *status != 0 && *status != 126 && *status != 127) {
+    sup_.fail(
+        {ErrorKind::kSsh,
+         fmt::format(
+             "{}: remote_command_failed: logged in, but the agent command {}{}", host,
+             *status < 0 ? "was killed by a signal" : fmt::format("exited with status {}", *status),
+             said.empty() ? "" : fmt::format("; its stderr ends: {}", said)),
+         fmt::format("{}; `hvdrun --check-ssh` shows the same", ssh::kRemoteCommandFailedHint)});
+    return;
+  }
   if (!agent.hello) {
     sup_.fail(
         {ErrorKind::kRemote,

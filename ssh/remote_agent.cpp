@@ -23,7 +23,7 @@ constexpr auto kLingerAfterEof = std::chrono::seconds(3);
 // Moves bytes between the channel and the local sockets until the agent exits or the link or
 // the launcher goes away. Runs on its own thread, which owns the session.
 void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log,
-          std::shared_ptr<std::atomic<bool>> cut) {
+          std::shared_ptr<std::atomic<bool>> cut, std::shared_ptr<std::atomic<int>> exit_status) {
   ssh_channel ch = channel.get();
   std::array<char, 64 * 1024> buf{};
   bool input_open = true;
@@ -48,6 +48,12 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
     drain();
     if (ssh_channel_is_eof(ch) || !ssh_channel_is_open(ch)) {
       drain();  // the EOF may have come in the same packets as the last output
+      // The exit status (the launcher reads it once the frames socket closes below). All output
+      // is read, but a command that closed its stdout and still runs has none yet: wait for it
+      // at most a second (libssh's call waits up to the session's timeout).
+      const long one_second = 1;
+      ssh_options_set(connection->session.get(), SSH_OPTIONS_TIMEOUT, &one_second);
+      exit_status->store(ssh_channel_get_exit_status(ch));
       break;
     }
 
@@ -118,12 +124,18 @@ RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::stri
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &old);
   pump_ = std::thread(pump, std::move(connection), std::move(channel), std::move(frames_pump),
-                      std::move(log_pump), cut_);
+                      std::move(log_pump), cut_, exit_status_);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void RemoteAgent::close_input() {
   if (frames_.valid()) ::shutdown(frames_.get(), SHUT_WR);
+}
+
+std::optional<int> RemoteAgent::exit_status() const {
+  const int status = exit_status_->load();
+  if (status == kNoExitStatus) return std::nullopt;
+  return status;
 }
 
 void RemoteAgent::cut() {
