@@ -80,11 +80,14 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
 }
 
-void NativeJob::protocol_error(const AgentConn& agent, const std::string& what) {
+void NativeJob::protocol_error(const AgentConn& agent, const std::string& what,
+                               const std::string& hint) {
   sup_.fail({ErrorKind::kRemote,
              fmt::format("protocol error: the agent on {} sent {}", host_of(agent), what),
-             "that host does not run this hvdrun's agent as it should: check the program at "
-             "--agent-path there (`hvdrun --check-ssh` shows its version)"});
+             !hint.empty() ? hint
+                           : "that host does not run this hvdrun's agent as it should: check the "
+                             "program at --agent-path there (`hvdrun --check-ssh` shows its "
+                             "version)"});
 }
 
 void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
@@ -355,7 +358,8 @@ void NativeJob::read_frames(AgentConn& a) {
       sup_.fail({e.kind(), e.what(), e.hint()});  // this launcher's own part, not the agent's
     } else {
       // A frame or payload the decoders refuse (garbage, a field of the wrong type).
-      protocol_error(a, fmt::format("what this launcher cannot read: {}", e.what()));
+      // The decoder's own hint, where it has one, says more (text from a login script).
+      protocol_error(a, fmt::format("what this launcher cannot read: {}", e.what()), e.hint());
     }
   } catch (const nlohmann::json::exception& e) {
     protocol_error(a, fmt::format("JSON this launcher cannot read: {}", e.what()));

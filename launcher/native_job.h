@@ -56,7 +56,8 @@ class NativeJob final : public Job {
  private:
   void read_frames(AgentConn& agent);
   std::optional<std::string> out_of_order(const AgentConn& agent, FrameType type) const;
-  void protocol_error(const AgentConn& agent, const std::string& what);
+  void protocol_error(const AgentConn& agent, const std::string& what,
+                      const std::string& hint = "");
   void on_frame(AgentConn& agent, const worker::Frame& frame);
   void on_agent_error(AgentConn& agent, const std::string& payload);
   void on_agent_log(AgentConn& agent);

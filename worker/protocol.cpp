@@ -60,8 +60,10 @@ std::optional<Frame> FrameReader::next() {
     // The usual cause: something printed text on the agent's stdout (a login script).
     throw Error(fmt::format("protocol error: unexpected bytes from the peer: \"{}\"",
                             buffer_.substr(offset_, std::min<size_t>(buffered(), 40))),
-                "something other than the hvdrun agent wrote to its stdout (a login script "
-                "printing text?), or the versions differ");
+                "something other than the hvdrun agent wrote to its stdout: a login script "
+                "(~/.bashrc, /etc/profile) printing text for non-interactive sessions? Print "
+                "only in interactive shells (case $- in *i*) or to stderr; else the versions "
+                "differ");
   }
   if (buffered() < kFrameHeader + length) return std::nullopt;
   Frame frame{static_cast<FrameType>(type), buffer_.substr(offset_ + kFrameHeader, length)};
