@@ -115,9 +115,12 @@ void print_check_ssh(const launcher::CheckReport& report) {
   fmt::print(stderr, "{}", launcher::format_check_table(report, colour));
 }
 
+bool json_printed = false;  // a run prints one document: an error after it adds none
+
 void print_json(const nlohmann::ordered_json& doc) {
   const std::string text = launcher::json_text(doc);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  json_printed = true;
 }
 
 int check_ssh(const Options& o) {
@@ -175,11 +178,33 @@ void warn_if_command_looks_like_a_host(const Options& o) {
   }
 }
 
-std::string working_directory(const Options& o) {
+// hvdrun's current directory, the ranks' default one. getcwd fails when the directory was
+// deleted (or moved out of reach) after the shell entered it: say that, not "'' is not absolute".
+std::filesystem::path current_directory(const Options& o) {
   std::error_code ec;
-  if (!o.working_dir) return std::filesystem::current_path(ec).string();
+  std::filesystem::path here = std::filesystem::current_path(ec);
+  if (ec) {
+    throw UsageError(
+        fmt::format("hvdrun's current directory cannot be read ({}): it was probably deleted "
+                    "after this shell entered it, and {}",
+                    ec.message(),
+                    o.working_dir ? fmt::format("--wd {} is taken from it", *o.working_dir)
+                                  : "the ranks start in it by default"),
+        o.working_dir ? "cd to a directory that exists, or give --wd an absolute path"
+                      : "cd to a directory that exists (e.g. cd \"$PWD\" if it was recreated), "
+                        "or give the ranks' directory with --wd DIR");
+  }
+  return here;
+}
+
+std::string working_directory(const Options& o) {
+  if (o.working_dir && std::filesystem::path(*o.working_dir).is_absolute()) {
+    return std::filesystem::path(*o.working_dir).lexically_normal().string();
+  }
+  const std::filesystem::path here = current_directory(o);
+  if (!o.working_dir) return here.string();
   // A relative --wd is taken from here, as mpirun does; it must exist on every host.
-  return std::filesystem::absolute(*o.working_dir, ec).lexically_normal().string();
+  return (here / *o.working_dir).lexically_normal().string();
 }
 
 launcher::LaunchOptions launch_options(const Options& o) {
@@ -358,14 +383,40 @@ int execute(const Options& o) {
   if (checking_net(o)) return check_net(o, plan);
   if (o.dry_run) {
     const auto launcher = launcher::make_launcher(o.launcher, launch_options(o, plan));
-    return dry_run(o, plan, *launcher, policy);
+    // Native mode shows where each SSH session will go (the config's Port and User); mpirun's
+    // ssh reads the config itself.
+    launcher::Plan shown = plan;
+    if (!o.mpi()) launcher::apply_ssh_config(shown, ssh_options(o));
+    return dry_run(o, shown, *launcher, policy);
   }
   return run_attempts(o, request, context);
 }
 
-void print_error(const std::string& kind, const std::string& what, const std::string& hint) {
-  fmt::print(stderr, "hvdrun: {}: {}\n", kind, what);
+// Whether hvdrun's own options (not the command's) include --json, also when they do not parse.
+bool asks_for_json(const std::vector<std::string>& args) {
+  try {
+    const CommandLine line = split_command_line(args);
+    return std::find(line.own.begin(), line.own.end(), "--json") != line.own.end();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The error's words on stderr; with --json also a document on stdout (when none was printed),
+// so that a script that parses stdout gets the error and the exit code, not nothing.
+int report_error(const std::vector<std::string>& args, ErrorKind kind, const std::string& what,
+                 const std::string& hint) {
+  fmt::print(stderr, "hvdrun: {}: {}\n", kind == ErrorKind::kInternal ? "internal error" : "error",
+             what);
   if (!hint.empty()) fmt::print(stderr, "hvdrun: hint: {}\n", hint);
+  const int code = to_int(exit_code_of(kind));
+  if (!json_printed && asks_for_json(args)) {
+    print_json({{"schema_version", launcher::kLaunchSchemaVersion},
+                {"ok", false},
+                {"exit_code", code},
+                {"error", error_json(Failure{kind, what, hint})}});
+  }
+  return code;
 }
 
 }  // namespace
@@ -386,19 +437,19 @@ int run(int argc, char** argv) {
   // must be an EPIPE error the code reports, not a SIGPIPE that kills hvdrun with exit 141.
   // Children get SIGPIPE back at its default (common/process.h).
   ::signal(SIGPIPE, SIG_IGN);
+  const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    const Options options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
+    const Options options = parse_options(args);
     setup_logging(options);
     return execute(options);
   } catch (const EarlyExit& e) {
     std::fwrite(e.text.data(), 1, e.text.size(), stdout);
     return to_int(ExitCode::kSuccess);
   } catch (const Error& e) {
-    print_error(e.kind() == ErrorKind::kInternal ? "internal error" : "error", e.what(), e.hint());
-    return to_int(e.exit_code());
+    return report_error(args, e.kind(), e.what(), e.hint());
   } catch (const std::exception& e) {
-    print_error("internal error", e.what(), "this is a bug in hvdrun; please report it");
-    return to_int(ExitCode::kInternal);
+    return report_error(args, ErrorKind::kInternal, e.what(),
+                        "this is a bug in hvdrun; please report it");
   }
 }
 

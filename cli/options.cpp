@@ -23,6 +23,8 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kSingleDa
     {"-wd", "--wd"},
 }};
 
+constexpr std::string_view kGraceZero = "SIGKILL right after SIGTERM";
+
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 // Our own integer parsing: CLI11's conversion message names --num-proc, not the -np typed.
@@ -36,13 +38,21 @@ int parse_int(std::string_view flag, const std::string& text) {
   return value;
 }
 
-double parse_seconds(std::string_view flag, const std::string& text) {
+// Seconds, at most an hour. `zero` says what 0 means for the flag; empty: 0 is refused (a
+// timeout of 0 would fail at once, and an unbounded start-up is the silent hang hvdrun avoids).
+double parse_seconds(std::string_view flag, const std::string& text, std::string_view zero = {}) {
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(value > 0) ||
-      value > 3600) {
-    throw UsageError(fmt::format("{} {}: not a number of seconds between 0 and 3600", flag, text),
-                     fmt::format("e.g. {} 10", flag));
+  const bool number = !text.empty() && ec == std::errc() && end == text.data() + text.size();
+  const bool low_ok = zero.empty() ? value > 0 : value >= 0;
+  if (!number || !low_ok || !(value <= 3600)) {
+    if (zero.empty()) {
+      throw UsageError(
+          fmt::format("{} {}: not a number of seconds above 0 and at most 3600", flag, text),
+          fmt::format("e.g. {} 10 (fractions such as 0.5 work; 0 is not allowed here)", flag));
+    }
+    throw UsageError(fmt::format("{} {}: not a number of seconds from 0 to 3600", flag, text),
+                     fmt::format("e.g. {} 10 (0: {})", flag, zero));
   }
   return value;
 }
@@ -53,7 +63,8 @@ PortRange parse_port_range_flag(std::string_view flag, const std::string& text) 
   if (!range) {
     throw UsageError(
         fmt::format("{} {}: not a port range LOW-HIGH (1-65535, LOW <= HIGH)", flag, text),
-        fmt::format("e.g. {} 29500-29599: hvdrun needs one port per host and one on the launcher",
+        fmt::format("e.g. {} 29500-29599: hvdrun needs one port on the launcher, one per host "
+                    "entry and one more on rank 0's host (docs/network.md)",
                     flag));
   }
   return *range;
@@ -180,8 +191,10 @@ void define_options(CLI::App& app, Options& o) {
                  "directory")
       ->type_name("DIR");
   app.add_option_function<std::string>(
-         "--grace", [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v); },
-         "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5)")
+         "--grace",
+         [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v, kGraceZero); },
+         "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5; 0: SIGKILL "
+         "right after SIGTERM)")
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--start-timeout",
@@ -196,7 +209,7 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>(
          "--restart-backoff",
          [&o](const std::string& v) {
-           o.restart_backoff_s = v == "0" ? 0.0 : parse_seconds("--restart-backoff", v);
+           o.restart_backoff_s = parse_seconds("--restart-backoff", v, "no wait");
          },
          "Seconds before the first restart, doubled for each next one, at most 30 (default 1; "
          "0: none)")
@@ -214,9 +227,7 @@ void define_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option_function<std::string>(
          "--keepalive",
-         [&o](const std::string& v) {
-           o.keepalive_s = v == "0" ? 0.0 : parse_seconds("--keepalive", v);
-         },
+         [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
          "Seconds a host's agent may stay silent while the job runs before the host counts as "
          "lost (exit 74); hvdrun pings it three times per period (default 30; 0: never)")
       ->type_name("SECONDS");
@@ -226,7 +237,8 @@ void define_options(CLI::App& app, Options& o) {
   app.add_flag("--dry-run", o.dry_run, "Print the launch plan and exit; touches no network");
   app.add_flag("--json", o.json, "Print the result as one JSON document on stdout");
   app.add_flag("--show-env-values", o.show_env_values,
-               "Show -x values in --dry-run output instead of <redacted>");
+               "Show -x values instead of <redacted> where the plan shows the environment "
+               "(--dry-run --json, --dry-run -v)");
   app.add_flag("-v,--verbose", o.verbose, "More detail: each rank's environment, debug logs");
   app.add_option_function<std::string>(
          "--log-level",
@@ -355,6 +367,42 @@ void validate(const Options& o) {
   }
 }
 
+// --check-ssh, --check-net and --check-build diagnose and exit: a command or --dry-run with
+// them would be silently ignored, so say so instead.
+void validate_checks(const Options& o) {
+  struct Check {
+    bool given;
+    std::string_view flag;
+    std::string_view what;  // what it does instead of a launch
+    std::string_view launch_note;
+  };
+  const Check checks[] = {
+      {o.check_ssh, "--check-ssh", "checks SSH to every host",
+       " (a launch checks SSH to every host first anyway)"},
+      {o.check_net, "--check-net", "probes the network between the hosts",
+       " (a launch runs the same network check first; --check-net-full with a command probes "
+       "every pair before it)"},
+      {o.check_build, "--check-build", "reports what this build supports", ""},
+  };
+  for (const Check& c : checks) {
+    if (!c.given) continue;
+    if (!o.command.empty()) {
+      throw UsageError(
+          fmt::format("{} {} and exits; it runs no command, but the command '{}' was given", c.flag,
+                      c.what, o.command.front()),
+          fmt::format("drop the command to only check, or drop {} to launch it{}", c.flag,
+                      c.launch_note));
+    }
+    if (o.dry_run) {
+      throw UsageError(
+          fmt::format("{} and --dry-run were both given: {} {}, --dry-run only "
+                      "prints a launch plan",
+                      c.flag, c.flag, c.what),
+          fmt::format("use one of them: {} alone, or --dry-run with a command", c.flag));
+    }
+  }
+}
+
 }  // namespace
 
 CommandLine split_command_line(const std::vector<std::string>& args) {
@@ -382,6 +430,7 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   o.command = std::move(line.command);
   validate(o);
+  validate_checks(o);
   return o;
 }
 

@@ -1,5 +1,6 @@
 // rank_info: prints where this process sits in an hvdrun job, read from the launcher<->rank
-// contract (HOROVOD_* variables). Run alone, it says it is a single process.
+// contract (HOROVOD_* variables), or under `hvdrun --mpi` (and plain mpirun) from Open MPI's
+// OMPI_COMM_WORLD_* variables. Run alone, it says it is a single process.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -10,6 +11,16 @@
 int main() {
   try {
     const auto topology = hvd::contract::read_topology(std::getenv);
+    if (!topology && std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
+      auto var = [](const char* name) {
+        const char* value = std::getenv(name);
+        return value != nullptr ? value : "?";
+      };
+      std::printf("rank %s of %s: local rank %s of %s (from Open MPI: hvdrun --mpi or mpirun)\n",
+                  var("OMPI_COMM_WORLD_RANK"), var("OMPI_COMM_WORLD_SIZE"),
+                  var("OMPI_COMM_WORLD_LOCAL_RANK"), var("OMPI_COMM_WORLD_LOCAL_SIZE"));
+      return 0;
+    }
     if (!topology) {
       std::printf("rank 0 of 1 (not started by hvdrun: no HOROVOD_RANK)\n");
       return 0;

@@ -49,12 +49,13 @@ class SshAgent final : public AgentTransport {
   int write_fd() const override { return agent_.frames_fd(); }
   UniqueFd& log() override { return agent_.log(); }
   void close_input() override { agent_.close_input(); }
-  // The pump thread closes the session a few seconds after the input closed, whatever the agent
-  // does (ssh/remote_agent.cpp); joining it is ~RemoteAgent's business.
-  void abandon() override { agent_.close_input(); }
+  // The pump thread closes the session at once (ssh/remote_agent.cpp); joining it is
+  // ~RemoteAgent's business.
+  void abandon() override { agent_.cut(); }
   // The pump thread closes the frames socket when the channel ends: EOF is the end.
   bool gone(bool frames_ended) override { return frames_ended; }
   bool remote() const override { return true; }
+  std::optional<int> exit_status() const override { return agent_.exit_status(); }
   std::string lost_detail() const override { return " (the SSH connection closed)"; }
 
  private:

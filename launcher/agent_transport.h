@@ -32,12 +32,13 @@ class AgentTransport {
   // No more frames: the agent sees EOF on its stdin (its dead-man switch stops its ranks).
   virtual void close_input() = 0;
   // Gives up on an agent that does not answer (frozen, or its link silently cut): a local one is
-  // killed (its ranks get their parent-death signal), a remote one's SSH session is closed
-  // within seconds (sshd closes the agent's stdin, its dead-man switch stops its ranks). Never
-  // blocks.
+  // killed (its ranks get their parent-death signal), a remote one's SSH session is closed at
+  // once (sshd closes the agent's stdin, its dead-man switch stops its ranks). Never blocks.
   virtual void abandon() = 0;
   // True once the agent is gone for good. `frames_ended`: read_fd() has reached EOF.
   virtual bool gone(bool frames_ended) = 0;
+  // A remote agent command's exit status once its channel ended (nullopt: not known).
+  virtual std::optional<int> exit_status() const { return std::nullopt; }
   // Reached over the network: its hello's SSH_CONNECTION says where (a local child has none).
   virtual bool remote() const = 0;
   // What losing this agent means, for the message: " (the SSH connection closed)", or "".

@@ -1,5 +1,6 @@
 #include "launcher/host_spec.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -47,6 +48,34 @@ void validate_host(std::string_view host, bool bracketed, const std::string& whe
                            : "host names and addresses contain letters, digits, '.', '-' and '_'");
     }
   }
+}
+
+bool is_ipv6_address(std::string_view text) {
+  const std::string address(text.substr(0, text.find('%')));  // without a %zone
+  in6_addr out{};
+  return inet_pton(AF_INET6, address.c_str(), &out) == 1;
+}
+
+// `entry` has two colons or more and no brackets: offer only the readings that are valid, an
+// address with a slot count after the last ':' (::1:2) and the whole entry as one address.
+std::string bracket_hint(std::string_view entry) {
+  const auto last = entry.rfind(':');
+  const std::string_view address = entry.substr(0, last);
+  const std::string_view slots = entry.substr(last + 1);
+  const bool slots_reading = is_ipv6_address(address) && !slots.empty() &&
+                             std::all_of(slots.begin(), slots.end(), [](char c) {
+                               return std::isdigit(static_cast<unsigned char>(c));
+                             });
+  const bool address_reading = is_ipv6_address(entry);
+  if (slots_reading && address_reading) {
+    return fmt::format("write [{}]:{} if {} is the slot count, or [{}] for that address", address,
+                       slots, slots, entry);
+  }
+  if (slots_reading) return fmt::format("write [{}]:{}", address, slots);
+  if (address_reading) {
+    return fmt::format("write [{}] for 1 slot, or [{}]:N for N slots", entry, entry);
+  }
+  return "write an IPv6 address in brackets, [address] or [address]:slots, e.g. [fe80::1]:2";
 }
 
 void validate_user(std::string_view user, const std::string& where) {
@@ -165,12 +194,8 @@ HostSpec parse_host_entry(std::string_view entry, int index, bool last) {
   } else {
     const auto colons = std::count(rest.begin(), rest.end(), ':');
     if (colons > 1) {
-      const auto slot_colon = rest.rfind(':');
       throw UsageError(fmt::format("{}: an IPv6 address needs brackets", where),
-                       fmt::format("write [{}]:{} if {} is the slot count, or [{}] for that "
-                                   "address",
-                                   rest.substr(0, slot_colon), rest.substr(slot_colon + 1),
-                                   rest.substr(slot_colon + 1), rest));
+                       bracket_hint(rest));
     }
     const auto colon = rest.find(':');
     spec.host = std::string(rest.substr(0, colon));

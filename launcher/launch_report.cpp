@@ -6,6 +6,8 @@
 #include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
 namespace hvd::launcher {
 namespace {
@@ -15,9 +17,32 @@ std::string signal_name(int sig) {
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
+// The library the dynamic loader could not load, when a rank's exit 127 came from it (its
+// stderr ends with "PROG: error while loading shared libraries: LIB: cannot open ..."), not
+// from a shell that did not find the command.
+std::optional<std::string> library_not_loaded(const RankOutcome& rank) {
+  static constexpr std::string_view kLoader = "error while loading shared libraries: ";
+  if (rank.signaled || rank.value != 127) return std::nullopt;
+  for (const std::string& line : rank.last_stderr) {
+    const auto at = line.find(kLoader);
+    if (at == std::string::npos) continue;
+    const std::string rest = line.substr(at + kLoader.size());
+    return rest.substr(0, rest.find(':'));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string describe_exit(const RankOutcome& rank) {
+  if (const auto library = library_not_loaded(rank)) {
+    return fmt::format(
+        "exited with code 127: the dynamic loader could not load {}, so the program never ran "
+        "(fix: make the library findable on that host: forward its folder with -x "
+        "LD_LIBRARY_PATH, or -x LD_LIBRARY_PATH=DIR, or link the program with an rpath, "
+        "-Wl,-rpath,DIR)",
+        *library);
+  }
   if (!rank.signaled) return fmt::format("exited with code {}", rank.value);
   std::string text = fmt::format("was killed by signal {} ({}, exit code {}", rank.value,
                                  signal_name(rank.value), rank.exit_code());

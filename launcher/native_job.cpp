@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/fd_io.h"
 #include "launcher/native_job.h"
+#include "ssh/host_check.h"
 
 namespace hvd::launcher::native {
 
@@ -26,9 +27,19 @@ void NativeJob::stop(StopMode mode) {
     if (a.eof) continue;
     if (a.spec_sent) {
       send(a, mode == StopMode::kKill ? FrameType::kKill : FrameType::kTerminate);
+    } else if (!a.hello) {
+      // Not answering (a --start-timeout): nothing of the job runs there, so there is nothing
+      // to wait for; its session is closed now, so that the timeout ends hvdrun at its value.
+      a.transport->abandon();
     } else {
       a.transport->close_input();  // no job yet: EOF tells the agent there will be none
     }
+  }
+}
+
+void NativeJob::forward_signal(int sig) {
+  for (AgentConn& a : agents_) {
+    if (!a.eof && a.spec_sent) send(a, FrameType::kSignal, worker::encode_signal(sig));
   }
 }
 
@@ -63,16 +74,20 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kProbe:
     case FrameType::kProbeClose:
     case FrameType::kPing:
+    case FrameType::kSignal:
       break;
   }
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
 }
 
-void NativeJob::protocol_error(const AgentConn& agent, const std::string& what) {
+void NativeJob::protocol_error(const AgentConn& agent, const std::string& what,
+                               const std::string& hint) {
   sup_.fail({ErrorKind::kRemote,
              fmt::format("protocol error: the agent on {} sent {}", host_of(agent), what),
-             "that host does not run this hvdrun's agent as it should: check the program at "
-             "--agent-path there (`hvdrun --check-ssh` shows its version)"});
+             !hint.empty() ? hint
+                           : "that host does not run this hvdrun's agent as it should: check the "
+                             "program at --agent-path there (`hvdrun --check-ssh` shows its "
+                             "version)"});
 }
 
 void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
@@ -109,7 +124,7 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     case FrameType::kExited: {
       const auto exited = worker::decode_exited(frame.payload);
       sup_.rank_exited(static_cast<int>(exited.rank),
-                       {exited.signaled, static_cast<int>(exited.value)});
+                       {exited.signaled, static_cast<int>(exited.value)}, exited.stopped);
       break;
     }
     case FrameType::kError:
@@ -162,6 +177,20 @@ void NativeJob::agent_lost(AgentConn& agent) {
   const std::string& host = host_of(agent);
   std::string said;
   for (const std::string& line : agent.log_tail) said += (said.empty() ? "" : " / ") + line;
+  // The login worked, but something else ran instead of the agent and failed (a forced
+  // command= in authorized_keys): the same code and words as --check-ssh's probe gets. 126 and
+  // 127 are the shell's "cannot run" and "not found": a missing agent, below.
+  const std::optional<int> status = agent.transport->exit_status();
+  if (!agent.hello && status && *status != 0 && *status != 126 && *status != 127) {
+    sup_.fail(
+        {ErrorKind::kSsh,
+         fmt::format(
+             "{}: remote_command_failed: logged in, but the agent command {}{}", host,
+             *status < 0 ? "was killed by a signal" : fmt::format("exited with status {}", *status),
+             said.empty() ? "" : fmt::format("; its stderr ends: {}", said)),
+         fmt::format("{}; `hvdrun --check-ssh` shows the same", ssh::kRemoteCommandFailedHint)});
+    return;
+  }
   if (!agent.hello) {
     sup_.fail(
         {ErrorKind::kRemote,
@@ -329,7 +358,8 @@ void NativeJob::read_frames(AgentConn& a) {
       sup_.fail({e.kind(), e.what(), e.hint()});  // this launcher's own part, not the agent's
     } else {
       // A frame or payload the decoders refuse (garbage, a field of the wrong type).
-      protocol_error(a, fmt::format("what this launcher cannot read: {}", e.what()));
+      // The decoder's own hint, where it has one, says more (text from a login script).
+      protocol_error(a, fmt::format("what this launcher cannot read: {}", e.what()), e.hint());
     }
   } catch (const nlohmann::json::exception& e) {
     protocol_error(a, fmt::format("JSON this launcher cannot read: {}", e.what()));

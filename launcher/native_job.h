@@ -42,6 +42,8 @@ class NativeJob final : public Job {
   void on_ready(std::span<const pollfd> fds) override;
   void on_child_exited() override;
   void stop(StopMode mode) override;
+  bool forwards_signals() const override { return true; }
+  void forward_signal(int sig) override;
   bool done() const override;
   std::optional<Clock::time_point> deadline() const override;
   void on_deadline() override;
@@ -54,7 +56,8 @@ class NativeJob final : public Job {
  private:
   void read_frames(AgentConn& agent);
   std::optional<std::string> out_of_order(const AgentConn& agent, FrameType type) const;
-  void protocol_error(const AgentConn& agent, const std::string& what);
+  void protocol_error(const AgentConn& agent, const std::string& what,
+                      const std::string& hint = "");
   void on_frame(AgentConn& agent, const worker::Frame& frame);
   void on_agent_error(AgentConn& agent, const std::string& payload);
   void on_agent_log(AgentConn& agent);

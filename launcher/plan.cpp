@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "common/error.h"
@@ -155,6 +156,41 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
   return env;
 }
 
+// The ports of --port-range one machine needs (docs/network.md, "Firewalls"): on the launcher's
+// machine its rendezvous server and one probe listener per local host entry; on a remote host
+// one listener per entry with that name; and on rank 0's host one more for libhvd's control
+// plane (MASTER_PORT is rank 0's host's probe port). Entries that turn out to be one machine
+// (same boot id) are known only at launch, which then names the range that ran out.
+int ports_needed(const Plan& plan) {
+  std::map<std::string, int> per_machine;  // "" is the launcher's machine
+  per_machine[""] = 1;
+  for (size_t i = 0; i < plan.hosts.size(); ++i) {
+    const HostPlan& h = plan.hosts[i];
+    per_machine[h.local ? std::string() : h.spec.host] += i == 0 ? 2 : 1;
+  }
+  int most = 0;
+  for (const auto& [machine, ports] : per_machine) most = std::max(most, ports);
+  return most;
+}
+
+// A range too small for the plan fails before anything starts, with the number it needs.
+void check_port_range(const Plan& plan, const PortRange& range) {
+  if (range.any()) return;
+  const int needed = ports_needed(plan);
+  const int size = range.high - range.low + 1;
+  if (size >= needed) return;
+  const int low = std::min(range.low, 65536 - needed);
+  throw UsageError(
+      fmt::format("--port-range {} has {} port{}; this job needs {} on one machine", range.text(),
+                  size, size == 1 ? "" : "s", needed),
+      fmt::format("widen it to at least {} ports, e.g. --port-range {}-{}: the launcher's "
+                  "rendezvous server takes one, each host entry one (its network probes; rank 0's "
+                  "host hands it to the job as MASTER_PORT), and rank 0's host one more for "
+                  "libhvd's control plane; entries on one machine share its range "
+                  "(docs/network.md)",
+                  needed, low, low + needed - 1));
+}
+
 }  // namespace
 
 bool is_local_host(std::string_view host, const LocalIdentity& self) {
@@ -235,6 +271,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
                           rank_env(placement, plan, all_local, forwarded, request.knobs,
                                    request.gpus_per_rank, request.port_range)});
   }
+  check_port_range(plan, request.port_range);
   return plan;
 }
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ssh/check.h"
+#include "ssh/config.h"
+#include "ssh/session.h"
 
 namespace hvd::launcher {
 namespace {
@@ -131,6 +133,17 @@ nlohmann::ordered_json check_json(const CheckReport& report) {
   doc["ok"] = report.ok();
   doc["hosts"] = std::move(hosts);
   return doc;
+}
+
+void apply_ssh_config(Plan& plan, const ssh::SshOptions& options) {
+  for (HostPlan& h : plan.hosts) {
+    if (h.local) continue;
+    ssh::Session session = ssh::new_session();
+    const ssh::ResolvedTarget resolved =
+        ssh::apply_config(session, {h.spec.host, h.spec.port, h.spec.user}, options);
+    h.ssh_port = resolved.port;
+    h.ssh_user = resolved.user;
+  }
 }
 
 }  // namespace hvd::launcher

@@ -23,6 +23,12 @@ struct CheckReport {
 CheckReport run_ssh_check(const std::vector<HostSpec>& hosts, const ssh::SshOptions& options,
                           const LocalIdentity& self);
 
+// Sets each remote host's ssh_port and ssh_user to what its SSH connection will use once the
+// ssh config (--ssh-config, else ~/.ssh/config) is applied, with the same precedence as a launch
+// (hostfile port=/user=, then -p, then the config): for the dry run. Reads files only; connects
+// nowhere. Throws UsageError for an unreadable --ssh-config.
+void apply_ssh_config(Plan& plan, const ssh::SshOptions& options);
+
 inline constexpr int kCheckSchemaVersion = 1;
 
 std::string format_check_table(const CheckReport& report, bool colour);

@@ -38,7 +38,7 @@ void Supervisor::rank_started(int rank, long pid) {
   }
 }
 
-void Supervisor::rank_exited(int rank, ExitStatus status) {
+void Supervisor::rank_exited(int rank, ExitStatus status, bool signalled) {
   if (rank < 0 || rank >= static_cast<int>(result_.ranks.size())) return;
   RankOutcome& r = result_.ranks[static_cast<size_t>(rank)];
   router_.flush(rank);
@@ -47,7 +47,7 @@ void Supervisor::rank_exited(int rank, ExitStatus status) {
   r.value = status.value;
   r.last_stderr = router_.last_stderr(rank);
   if (stopping_) {
-    r.stopped_by_hvdrun = true;
+    r.stopped_by_hvdrun = signalled;
   } else if (r.failed()) {
     result_.first_failure = rank;
     stop(StopMode::kTerminate);
@@ -75,6 +75,11 @@ void Supervisor::stop(StopMode mode) {
 void Supervisor::on_signal(Job& job, int sig) {
   if (sig == SIGCHLD) {
     job.on_child_exited();
+  } else if ((sig == SIGUSR1 || sig == SIGUSR2) && job.forwards_signals()) {
+    if (!stopping_) {
+      spdlog::info("{}: forwarded to every rank", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+      job.forward_signal(sig);
+    }
   } else if (!interrupted()) {
     result_.interrupted_by = sig;
     spdlog::warn("{}: stopping all ranks (again to kill them at once)", strsignal(sig));
@@ -120,7 +125,7 @@ LaunchResult Supervisor::run(Job& job) {
   // A peer that is gone (an agent's closed pipe, a closed stdout) must be an error the code
   // sees, not a SIGPIPE that kills hvdrun.
   ::signal(SIGPIPE, SIG_IGN);
-  SignalFd signals{SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+  SignalFd signals{SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
   if (stopping_) job.stop(killing_ ? StopMode::kKill : StopMode::kTerminate);  // before the loop
   auto console_pending = [&] {
     return router_.pending(STDOUT_FILENO) || router_.pending(STDERR_FILENO);

@@ -4,6 +4,7 @@
 // - the console: rank output tagged `[1,RANK]<stdout>:` (output_router.h), queued and drained
 //   when the terminal takes more, with back-pressure on the job while the queue is full;
 // - signals: SIGINT, SIGTERM and SIGHUP stop the job gracefully (a second one kills at once);
+//   SIGUSR1 and SIGUSR2 go to every rank (Job::forward_signal);
 //   SIGCHLD tells the job a child of ours exited;
 // - the start-up deadline the job asks for;
 // - the stop deadline: once stopping, the job gets the grace period plus kStopMargin to end;
@@ -48,6 +49,10 @@ class Job {
   virtual void on_child_exited() = 0;
   // Stop the ranks: kTerminate asks (SIGTERM, then SIGKILL after the grace period), kKill kills.
   virtual void stop(StopMode mode) = 0;
+  // SIGUSR1 and SIGUSR2 to hvdrun go to every running rank (as mpirun does) when the job can
+  // forward them; else they stop the job as SIGTERM does.
+  virtual bool forwards_signals() const { return false; }
+  virtual void forward_signal(int /*sig*/) {}
   // Nothing left to wait for: every agent or child is gone and its output read.
   virtual bool done() const = 0;
   // When the job next wants on_deadline() (the start-up deadline, a keepalive; nullopt: no
@@ -78,8 +83,10 @@ class Supervisor {
 
   void rank_started(int rank, long pid);
   // Records how the rank ended (its output is flushed first). The first rank that fails while
-  // the job is not stopping is the root cause: the job is stopped.
-  void rank_exited(int rank, ExitStatus status);
+  // the job is not stopping is the root cause: the job is stopped. `signalled`: it was sent the
+  // stop's signal before it ended; a rank that ended on its own while the job was stopping
+  // (false) is not counted as stopped by hvdrun.
+  void rank_exited(int rank, ExitStatus status, bool signalled);
   // The first host-level failure is kept and stops the job; after an interrupt, failures are
   // consequences, not the cause, and only logged.
   void fail(Failure failure);

@@ -49,8 +49,7 @@ std::string hint_for(CheckCode code, const ResolvedTarget& t) {
           "(StrictModes): chmod 700 ~/.ssh; chmod 600 ~/.ssh/authorized_keys",
           t.user, t.port, t.user, t.hostname);
     case CheckCode::kRemoteCommandFailed:
-      return "login works, but commands fail: a forced command= in authorized_keys, or a "
-             "login shell or ~/.bashrc that exits or prints errors";
+      return std::string(kRemoteCommandFailedHint);
     case CheckCode::kOk:
     case CheckCode::kHostKeyUnknown:  // host_key.cpp words these with the key's fingerprint
     case CheckCode::kHostKeyChanged:

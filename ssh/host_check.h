@@ -10,6 +10,12 @@
 
 namespace hvd::ssh {
 
+// remote_command_failed's hint: the check's, and a launch's when the agent command fails the same
+// way (a forced command in authorized_keys runs instead of it).
+inline constexpr std::string_view kRemoteCommandFailedHint =
+    "login works, but commands fail: a forced command= in authorized_keys, or a login shell or "
+    "~/.bashrc that exits or prints errors";
+
 enum class CheckCode {
   kOk,
   kDnsFailure,

@@ -22,7 +22,8 @@ constexpr auto kLingerAfterEof = std::chrono::seconds(3);
 
 // Moves bytes between the channel and the local sockets until the agent exits or the link or
 // the launcher goes away. Runs on its own thread, which owns the session.
-void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log) {
+void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd frames, UniqueFd log,
+          std::shared_ptr<std::atomic<bool>> cut, std::shared_ptr<std::atomic<int>> exit_status) {
   ssh_channel ch = channel.get();
   std::array<char, 64 * 1024> buf{};
   bool input_open = true;
@@ -47,6 +48,12 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
     drain();
     if (ssh_channel_is_eof(ch) || !ssh_channel_is_open(ch)) {
       drain();  // the EOF may have come in the same packets as the last output
+      // The exit status (the launcher reads it once the frames socket closes below). All output
+      // is read, but a command that closed its stdout and still runs has none yet: wait for it
+      // at most a second (libssh's call waits up to the session's timeout).
+      const long one_second = 1;
+      ssh_options_set(connection->session.get(), SSH_OPTIONS_TIMEOUT, &one_second);
+      exit_status->store(ssh_channel_get_exit_status(ch));
       break;
     }
 
@@ -71,7 +78,8 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
     if (ssh_is_connected(connection->session.get()) == 0) break;
     // An agent that does not finish after its input closed (stuck before its hello, say) is
     // cut off: closing the session makes sshd close its stdin, and its dead-man switch fires.
-    if (!input_open && std::chrono::steady_clock::now() - input_closed_at > kLingerAfterEof) {
+    if (!input_open &&
+        (cut->load() || std::chrono::steady_clock::now() - input_closed_at > kLingerAfterEof)) {
       break;
     }
   }
@@ -116,12 +124,23 @@ RemoteAgent::RemoteAgent(std::unique_ptr<Connection> connection, const std::stri
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &old);
   pump_ = std::thread(pump, std::move(connection), std::move(channel), std::move(frames_pump),
-                      std::move(log_pump));
+                      std::move(log_pump), cut_, exit_status_);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void RemoteAgent::close_input() {
   if (frames_.valid()) ::shutdown(frames_.get(), SHUT_WR);
+}
+
+std::optional<int> RemoteAgent::exit_status() const {
+  const int status = exit_status_->load();
+  if (status == kNoExitStatus) return std::nullopt;
+  return status;
+}
+
+void RemoteAgent::cut() {
+  cut_->store(true);
+  close_input();
 }
 
 RemoteAgent::~RemoteAgent() {

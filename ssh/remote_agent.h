@@ -7,7 +7,9 @@
 // agent: its dead-man switch stops the ranks. A cut link ends the pump, which closes `frames`.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -27,12 +29,23 @@ class RemoteAgent {
 
   int frames_fd() const { return frames_.get(); }  // bidirectional: frames both ways
   UniqueFd& log() { return log_; }                 // the agent's stderr
-  // Closes our side of the frames socket for writing: the agent sees EOF on its stdin.
+  // Closes our side of the frames socket for writing: the agent sees EOF on its stdin. The
+  // session stays open a few seconds for the agent to finish (kLingerAfterEof).
   void close_input();
+  // Closes the input and the session at once, without the linger: for an agent that has nothing
+  // of the job to wind down (it never said hello) or that is given up on.
+  void cut();
+  // The agent command's exit status once its channel ended (nullopt before, or when the link
+  // went away without one; -1 for a signal). Safe to call from the launcher's thread.
+  std::optional<int> exit_status() const;
 
  private:
   UniqueFd frames_;
   UniqueFd log_;
+  std::shared_ptr<std::atomic<bool>> cut_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<int>> exit_status_ =
+      std::make_shared<std::atomic<int>>(kNoExitStatus);
+  static constexpr int kNoExitStatus = -1000;
   std::thread pump_;
 };
 

@@ -4,10 +4,51 @@
 #include <spdlog/spdlog.h>
 
 #include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include "common/error.h"
 
 namespace hvd::ssh {
+
+namespace {
+
+// The OpenSSH option libssh's config parser says it ignores ("Unsupported option: NAME, line:
+// N", "Unapplicable option: ..."), or empty.
+std::string_view ignored_option(std::string_view line) {
+  for (std::string_view prefix : {"Unsupported option: ", "Unapplicable option: "}) {
+    if (const auto at = line.find(prefix); at != std::string_view::npos) {
+      const std::string_view rest = line.substr(at + prefix.size());
+      return rest.substr(0, rest.find(','));
+    }
+  }
+  return {};
+}
+
+// libssh says so for every OpenSSH option it does not use (BatchMode, IdentitiesOnly, ...), for
+// every host and session. That is no fault: say it once per option, calmly, and point at the
+// list of what is honoured.
+void log_libssh(const char* function, const char* text) {
+  const std::string_view option = ignored_option(text);
+  if (option.empty()) {
+    spdlog::debug("libssh: {}: {}", function, text);
+    return;
+  }
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> seen;
+  const std::string name(option);
+  {
+    const std::lock_guard lock(mutex);
+    if (!seen.insert(name).second) return;
+  }
+  spdlog::debug(
+      "ssh config: '{}' has no effect on hvdrun's SSH client (libssh); docs/check-ssh.md lists "
+      "the options it honours",
+      name);
+}
+
+}  // namespace
 
 void ensure_libssh_initialized() {
   static std::once_flag once;
@@ -16,9 +57,8 @@ void ensure_libssh_initialized() {
   // Its log callback and level are thread-local, so each thread sets them once.
   thread_local bool logging_set = false;
   if (!logging_set) {
-    ssh_set_log_callback([](int, const char* function, const char* text, void*) {
-      spdlog::debug("libssh: {}: {}", function, text);
-    });
+    ssh_set_log_callback(
+        [](int, const char* function, const char* text, void*) { log_libssh(function, text); });
     ssh_set_log_level(spdlog::should_log(spdlog::level::debug) ? SSH_LOG_INFO : SSH_LOG_NOLOG);
     logging_set = true;
   }

@@ -45,6 +45,7 @@ struct LiveRank {
   int rank = 0;
   Process process;  // reaped by the agent's waitpid(-1) (it is a subreaper), then set_reaped
   bool reported = false;
+  bool stopped = false;  // signalled by a job stop while it ran: it did not end on its own
 };
 
 std::string read_first_line(const char* path) {
@@ -87,6 +88,13 @@ std::string hello_payload() {
 
 // Children of this process that are not ranks: ranks' descendants re-parented to us (we are
 // a subreaper) after their parent died.
+// Whether the child `pid` has exited, without reaping it (WNOWAIT).
+bool has_exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid;
+}
+
 std::vector<pid_t> stray_children(const std::vector<LiveRank>& ranks) {
   std::vector<pid_t> out;
   const pid_t self = ::getpid();
@@ -312,7 +320,7 @@ void Agent::report_exits() {
     r.process.err().reset();
     const ExitStatus status = *r.process.status();
     RankExited exited{static_cast<uint32_t>(r.rank), status.signaled,
-                      static_cast<uint32_t>(status.value)};
+                      static_cast<uint32_t>(status.value), r.stopped};
     send(FrameType::kExited, encode_exited(exited));
     r.reported = true;
   }
@@ -326,8 +334,12 @@ void Agent::stop(int signal) {
     arm_timer(static_cast<int>(spec_.grace_seconds * 1000));
   }
   // Signal again on every sweep: descendants that escaped with setsid re-parent to us only
-  // when their parent dies, so new strays keep appearing while the job winds down.
-  for (const LiveRank& r : ranks_) r.process.signal_group(signal);
+  // when their parent dies, so new strays keep appearing while the job winds down. A rank that
+  // had already ended (reaped, or a zombie not reaped yet) ended on its own, not by the stop.
+  for (LiveRank& r : ranks_) {
+    if (r.process.running() && !has_exited(r.process.pid())) r.stopped = true;
+    r.process.signal_group(signal);
+  }
   for (pid_t stray : stray_children(ranks_)) {
     ::kill(-stray, signal);
     ::kill(stray, signal);
@@ -367,6 +379,10 @@ void Agent::handle_frames() {
       if (frame->type == FrameType::kTerminate) stop(SIGTERM);
       if (frame->type == FrameType::kKill) stop(SIGKILL);
       if (frame->type == FrameType::kPing) send(FrameType::kPong);
+      if (frame->type == FrameType::kSignal) {
+        const int sig = decode_signal(frame->payload);
+        for (const LiveRank& r : ranks_) r.process.signal_group(sig);
+      }
     }
   } catch (const Error& e) {
     error(e.what(), e.hint());

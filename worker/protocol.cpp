@@ -1,6 +1,7 @@
 #include "worker/protocol.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include "common/error.h"
 
@@ -26,8 +27,12 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kPing);
+  return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kSignal);
 }
+
+// The exited frame's flags byte.
+constexpr uint8_t kExitedSignaled = 1;
+constexpr uint8_t kExitedStopped = 2;
 
 void require_size(std::string_view payload, size_t size, std::string_view what) {
   if (payload.size() < size) {
@@ -55,8 +60,10 @@ std::optional<Frame> FrameReader::next() {
     // The usual cause: something printed text on the agent's stdout (a login script).
     throw Error(fmt::format("protocol error: unexpected bytes from the peer: \"{}\"",
                             buffer_.substr(offset_, std::min<size_t>(buffered(), 40))),
-                "something other than the hvdrun agent wrote to its stdout (a login script "
-                "printing text?), or the versions differ");
+                "something other than the hvdrun agent wrote to its stdout: a login script "
+                "(~/.bashrc, /etc/profile) printing text for non-interactive sessions? Print "
+                "only in interactive shells (case $- in *i*) or to stderr; else the versions "
+                "differ");
   }
   if (buffered() < kFrameHeader + length) return std::nullopt;
   Frame frame{static_cast<FrameType>(type), buffer_.substr(offset_ + kFrameHeader, length)};
@@ -86,10 +93,13 @@ std::string encode_started(const RankStarted& started) {
 std::string encode_exited(const RankExited& exited) {
   std::string out;
   put_u32(out, exited.rank);
-  out += static_cast<char>(exited.signaled ? 1 : 0);
+  out += static_cast<char>((exited.signaled ? kExitedSignaled : 0) |
+                           (exited.stopped ? kExitedStopped : 0));
   put_u32(out, exited.value);
   return out;
 }
+
+std::string encode_signal(int signal) { return std::string(1, static_cast<char>(signal)); }
 
 OutputChunk decode_output(std::string_view payload) {
   require_size(payload, 5, "output");
@@ -106,7 +116,24 @@ RankStarted decode_started(std::string_view payload) {
 
 RankExited decode_exited(std::string_view payload) {
   require_size(payload, 9, "exited");
-  return {get_u32(payload, 0), payload[4] != 0, get_u32(payload, 5)};
+  const auto flags = static_cast<uint8_t>(payload[4]);
+  if ((flags & ~(kExitedSignaled | kExitedStopped)) != 0) {
+    throw Error("protocol error: exited frame with unknown flags " + std::to_string(flags));
+  }
+  return {get_u32(payload, 0), (flags & kExitedSignaled) != 0, get_u32(payload, 5),
+          (flags & kExitedStopped) != 0};
+}
+
+int decode_signal(std::string_view payload) {
+  require_size(payload, 1, "signal");
+  const int signal = static_cast<uint8_t>(payload[0]);
+  if (payload.size() != 1 || (signal != SIGUSR1 && signal != SIGUSR2)) {
+    throw Error(
+        fmt::format("protocol error: a signal frame for signal {} ({} bytes); only "
+                    "SIGUSR1 and SIGUSR2 are forwarded",
+                    signal, payload.size()));
+  }
+  return signal;
 }
 
 }  // namespace hvd::worker

@@ -14,8 +14,9 @@
 
 namespace hvd::worker {
 
-// 2: the network probes (worker/probe.h); 3: keepalive pings
-inline constexpr int kProtocolVersion = 3;
+// 2: the network probes (worker/probe.h); 3: keepalive pings; 4: the exited frame's "after a
+// stop" flag, the signal frame
+inline constexpr int kProtocolVersion = 4;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
 
@@ -24,7 +25,7 @@ enum class FrameType : uint8_t {
   kHello = 1,        // JSON: protocol, version, hostname, boot_id
   kStarted = 2,      // rank u32, pid u32
   kOutput = 3,       // rank u32, stream u8 (1 stdout, 2 stderr), bytes
-  kExited = 4,       // rank u32, kind u8 (0 exit code, 1 signal), value u32
+  kExited = 4,       // rank u32, flags u8 (1: a signal, else a code; 2: after a stop), value u32
   kError = 5,        // JSON: message, hint; the agent gives up on the whole job
   kDone = 6,         // empty: every rank has exited and nothing of the job is left on the host
   kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
@@ -39,6 +40,7 @@ enum class FrameType : uint8_t {
   kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
   kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)
   kPing = 22,         // empty: the job's keepalive (answer kPong at once)
+  kSignal = 23,       // signal u8: send it to every running rank (SIGUSR1 or SIGUSR2 only)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
@@ -77,16 +79,20 @@ struct RankStarted {
 struct RankExited {
   uint32_t rank = 0;
   bool signaled = false;
-  uint32_t value = 0;  // exit code, or signal number
+  uint32_t value = 0;    // exit code, or signal number
+  bool stopped = false;  // the agent had signalled it to stop (a job stop) before it ended
 };
 
 std::string encode_output(const OutputChunk& chunk);
 std::string encode_started(const RankStarted& started);
 std::string encode_exited(const RankExited& exited);
+std::string encode_signal(int signal);
 // Throw hvd::Error on a malformed payload.
 OutputChunk decode_output(std::string_view payload);
 RankStarted decode_started(std::string_view payload);
 RankExited decode_exited(std::string_view payload);
+// The signals a launcher forwards to the ranks (SIGUSR1, SIGUSR2); anything else throws.
+int decode_signal(std::string_view payload);
 
 // The fd helpers live in common/fd_io.h; re-exported here for the protocol's users.
 using hvd::read_some;

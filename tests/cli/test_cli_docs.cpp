@@ -54,3 +54,20 @@ TEST_CASE("docs/cli.md documents every option of --help, and no other", "[cli][d
     CHECK(in_help.count(name) == 1);
   }
 }
+
+TEST_CASE("docs/check-ssh.md's JSON example has every field of a --check-ssh row", "[cli][docs]") {
+  // localhost needs no SSH: a row without a network.
+  const RunResult r = run_hvdrun({"--check-ssh", "--json", "-H", "localhost"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  const json doc = parse_stdout(r);
+  REQUIRE(doc["hosts"].size() == 1);
+  std::ifstream in(std::string(HVD_SOURCE_DIR) + "/docs/check-ssh.md");
+  REQUIRE(in.good());
+  std::stringstream page;
+  page << in.rdbuf();
+  for (const auto& [key, value] : doc["hosts"][0].items()) {
+    INFO(key << " is in a --check-ssh --json row but not in docs/check-ssh.md");
+    CHECK_THAT(page.str(), Contains("\"" + key + "\""));
+  }
+}

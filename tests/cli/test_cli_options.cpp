@@ -226,3 +226,57 @@ TEST_CASE("help: -x says a NAME=value value is readable on hvdrun's command line
   CHECK_THAT(r.out, Contains("/proc"));
   CHECK_THAT(r.out, Contains("pass -x NAME"));
 }
+
+TEST_CASE("the checks take no command and no --dry-run: a usage error, not ignored", "[cli]") {
+  // 127.0.1.250 port 1: nothing listens there; a check that ran would exit 69 or 68.
+  const std::vector<std::string> host{"-H", "127.0.1.250", "-p", "1"};
+  for (const char* check : {"--check-ssh", "--check-net", "--check-build"}) {
+    INFO(check);
+    expect_usage_error(
+        with_prefix({check}, with_prefix(host, {"./t"})),
+        {check, "runs no command", "'./t'", "drop the command", "drop " + std::string(check)});
+    expect_usage_error(with_prefix({check, "--dry-run"}, host),
+                       {std::string(check) + " and --dry-run were both given", "use one"});
+  }
+  expect_usage_error(with_prefix({"--check-ssh", "--check-net"}, with_prefix(host, {"./t"})),
+                     {"runs no command"});
+}
+
+TEST_CASE("with --json a usage error is a JSON document on stdout too", "[cli]") {
+  // A bad option (CLI parsing), a bad value found later (the plan): both give the document.
+  for (const auto& [args, what] : {std::pair<std::vector<std::string>, std::string>{
+                                       {"--json", "-np", "two", "./x"}, "-np two"},
+                                   {{"--dry-run", "--json", "-H", "a:0", "./x"}, "'a:0'"},
+                                   {{"--json", "--frobnicate", "./x"}, "--frobnicate"}}) {
+    const RunResult r = run_hvdrun(args);
+    INFO(show(r));
+    CHECK(r.exit_code == kUsage);
+    CHECK_THAT(r.err, StartsWith("hvdrun: error: "));
+    const json doc = parse_stdout(r);
+    CHECK(doc["schema_version"] == 1);
+    CHECK(doc["ok"] == false);
+    CHECK(doc["exit_code"] == kUsage);
+    CHECK(doc["error"]["kind"] == "usage");
+    CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(what));
+    CHECK_THAT(doc["error"]["hint"].get<std::string>(), !Catch::Matchers::Equals(""));
+  }
+  // The command's own --json is not hvdrun's.
+  const RunResult command_json = run_hvdrun({"-np", "two", "./x", "--json"});
+  CHECK(command_json.exit_code == kUsage);
+  CHECK(command_json.out.empty());
+}
+
+TEST_CASE("-v names an ssh_config option libssh ignores once, not once per host", "[cli]") {
+  const TempFile config("Host *\n  BatchMode yes\n  IdentitiesOnly yes\n");
+  // 127.0.1.250-251 port 1: refused, after the config stage has read the file for each host.
+  const RunResult r = run_hvdrun({"--check-ssh", "-v", "-H", "127.0.1.250,127.0.1.251", "-p", "1",
+                                  "--ssh-config", config.path(), "--ssh-known-hosts", "/dev/null"});
+  INFO(show(r));
+  CHECK(r.exit_code == 69);
+  const std::string line = "ssh config: 'BatchMode' has no effect on hvdrun's SSH client";
+  const auto first = r.err.find(line);
+  CHECK(first != std::string::npos);
+  CHECK(r.err.find(line, first + 1) == std::string::npos);
+  CHECK_THAT(r.err, Contains("'IdentitiesOnly'"));
+  CHECK_THAT(r.err, !Contains("Unsupported option"));
+}

@@ -402,3 +402,23 @@ TEST_CASE("agents launcher choice: srun needs an allocation and is not for --mpi
   CHECK_THAT(ssh.out, Contains("over SSH"));
   CHECK_THAT(ssh.out, !Contains("srun --nodes"));
 }
+
+TEST_CASE("the dry run shows the port and user the ssh config gives a host", "[cli]") {
+  const TempFile config("Host h1 h3\n  Port 2222\n  User alice\nHost h2\n  HostName 127.0.9.9\n");
+  const json plan = dry_run_json({"--ssh-config", config.path(), "-H", "h1,h2,bob@h3", "./x"});
+  // A hostfile or user@host entry still wins over the config, as in a launch; h2 keeps 22.
+  CHECK(plan["hosts"][0]["ssh"] == json{{"user", "alice"}, {"port", 2222}});
+  CHECK(plan["hosts"][1]["ssh"] == json{{"user", current_user()}, {"port", 22}});
+  const json& ssh_h3_bob = plan["hosts"][2]["ssh"];
+  CHECK(ssh_h3_bob["user"] == "bob");
+  CHECK(ssh_h3_bob["port"] == 2222);
+  // -p beats the config.
+  const json with_p =
+      dry_run_json({"--ssh-config", config.path(), "-p", "3333", "-H", "h1", "./x"});
+  CHECK(with_p["hosts"][0]["ssh"]["port"] == 3333);
+  const RunResult table =
+      run_hvdrun({"--dry-run", "--ssh-config", config.path(), "-H", "h1", "./x"});
+  INFO(show(table));
+  CHECK_THAT(table.out, Contains("alice@h1:2222"));
+  CHECK_THAT(table.out, !Contains("@h1:22\n"));
+}

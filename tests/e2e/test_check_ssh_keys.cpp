@@ -3,6 +3,21 @@
 #include "tests/e2e/check_ssh_helpers.h"
 
 using namespace hvd::test::check_ssh;  // NOLINT: test helpers
+
+namespace {
+
+// With --json, a usage error is a document too: scripts that parse stdout get the error.
+void expect_usage_json(const std::string& out, const std::string& what) {
+  const json doc = json::parse(out, nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["ok"] == false);
+  CHECK(doc["exit_code"] == kUsage);
+  CHECK(doc["error"]["kind"] == "usage");
+  CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(what));
+}
+
+}  // namespace
+
 TEST_CASE("check-ssh: changed host key fails and leaves known hosts alone", "[check-ssh]") {
   Fixture fx;
   Check c(fx);
@@ -255,7 +270,7 @@ TEST_CASE("check-ssh bad input: port out of range", "[check-ssh]") {
          "--ssh-known-hosts", c.known_hosts, "-i", c.identity});
     INFO("-p " << port << "\n" << show(r));
     CHECK(r.exit_code == kUsage);
-    CHECK(r.out.empty());
+    expect_usage_json(r.out, "-p " + port);
   }
 }
 
@@ -267,6 +282,5 @@ TEST_CASE("check-ssh bad input: empty host list", "[check-ssh]") {
                              "--ssh-known-hosts", c.known_hosts, "-i", c.identity});
   INFO(show(r));
   CHECK(r.exit_code == kUsage);
-  CHECK(r.out.empty());
+  expect_usage_json(r.out, "empty");
 }
-

@@ -69,3 +69,15 @@ TEST_CASE("protocol: an error frame with fields of the wrong type still names th
   CHECK_THAT(r.err, Contains("host " + hosts.addr(44)) || Contains("host " + hosts.addr(45)));
   CHECK_THAT(r.err, !Contains("internal error"));
 }
+
+TEST_CASE("protocol: text a login script prints before the agent is named as such", "[protocol]") {
+  Hosts hosts;
+  const std::string agent = (fs::path(hosts.dir().path()) / "chatty-agent").string();
+  std::ofstream(agent) << "#!/bin/sh\necho 'Welcome to the cluster!'\nexec " << HVDRUN_BINARY
+                       << " \"$@\"\n";
+  fs::permissions(agent, fs::perms::owner_all);
+  const auto r = hvd::test::run_hvdrun(
+      hosts.args({"--json", "--agent-path", agent, "-H", hosts.addr(46), "true"}));
+  expect_protocol_error(r, "unexpected bytes from the peer: \"Welcome to the cluster!");
+  CHECK_THAT(r.err, Contains("a login script (~/.bashrc, /etc/profile) printing text"));
+}

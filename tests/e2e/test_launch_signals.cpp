@@ -365,9 +365,50 @@ TEST_CASE("the agent obeys a terminate frame that arrives together with its job"
     const std::string& exited = frames[1].payload;
     REQUIRE(exited.size() == 9);
     CHECK(u32_at(exited, 0) == 0);   // rank 0
-    CHECK(exited[4] == 1);           // by a signal
+    CHECK(exited[4] == 3);           // by a signal (1), which the stop sent (2)
     CHECK(u32_at(exited, 5) == 15);  // SIGTERM
   }
   CHECK(ranks_left == 0);
   CHECK(code == 0);
+}
+
+TEST_CASE("SIGUSR1 and SIGUSR2 to hvdrun are forwarded to every rank", "[launch]") {
+  JobMarker marker;
+  TempDir dir;
+  // Two agents (two local host entries), so that every agent forwards.
+  Hvdrun hvdrun({.args = {"-H", "localhost:1,127.0.0.1:1", "--json", "-x", marker.forward(), "-x",
+                          "TESTDIR=" + dir.path(), "sh", "-c",
+                          "trap 'echo rank $RANK got USR1' USR1; "
+                          "trap 'echo rank $RANK got USR2; exit 0' USR2; "
+                          "touch $TESTDIR/up.$RANK; while :; do sleep 0.05; done"},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until(
+      [&] {
+        return std::filesystem::exists(dir / "up.0") && std::filesystem::exists(dir / "up.1");
+      },
+      10s);
+  hvdrun.signal(SIGUSR1);
+  const bool usr1 = wait_until(
+      [&] {
+        const std::string err = read_file(dir / "err");  // --json: rank stdout goes to stderr
+        return err.find("rank 0 got USR1") != std::string::npos &&
+               err.find("rank 1 got USR1") != std::string::npos;
+      },
+      10s);
+  hvdrun.signal(SIGUSR2);
+  const auto code = hvdrun.wait(10s);
+  const std::string err = read_file(dir / "err");
+  INFO(err);
+  REQUIRE(up);
+  CHECK(usr1);
+  CHECK(code == 0);  // each rank ended on its own after SIGUSR2; hvdrun was not killed by either
+  CHECK_THAT(err, Contains("[1,0]<stdout>:rank 0 got USR2"));
+  CHECK_THAT(err, Contains("[1,1]<stdout>:rank 1 got USR2"));
+  CHECK_THAT(err, Contains("SIGUSR1: forwarded to every rank"));
+  const json doc = parse_json(read_file(dir / "out"));
+  CHECK(doc["ok"] == true);
+  CHECK(doc["interrupted_by"].is_null());
+  CHECK(marker.alive().empty());
 }

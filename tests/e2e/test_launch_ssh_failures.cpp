@@ -362,3 +362,24 @@ TEST_CASE("five thousand lines from each of four remote ranks arrive whole and i
     CHECK(bad == 0);
   }
 }
+
+TEST_CASE("a forced command in authorized_keys: the launch says what --check-ssh says",
+          "[launch-ssh]") {
+  Hosts hosts;
+  const std::string a = hosts.addr(24);
+  const RunResult check = run_hvdrun(hosts.args({"--check-ssh", "-H", a, "-i", hosts.key_exit7()}));
+  const RunResult launch =
+      run_hvdrun(hosts.args({"-H", a, "-i", hosts.key_exit7(), "--json", "true"}));
+  INFO("--- check ---\n" << show(check) << "\n--- launch ---\n" << show(launch));
+  CHECK(check.exit_code == 69);
+  CHECK_THAT(check.err, Contains("remote_command_failed"));
+  CHECK_THAT(check.err, Contains("exited with status 7"));
+  CHECK(launch.exit_code == 69);
+  CHECK_THAT(launch.err, Contains(a + ": remote_command_failed"));
+  CHECK_THAT(launch.err, Contains("exited with status 7"));
+  CHECK_THAT(launch.err, Contains("a forced command= in authorized_keys"));
+  CHECK_THAT(launch.err, !Contains("no hvdrun agent answered"));
+  const json doc = json::parse(launch.out, nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["error"]["kind"] == "ssh");
+}

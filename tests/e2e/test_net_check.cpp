@@ -168,12 +168,13 @@ TEST_CASE("port range: --port-range confines libhvd's control plane: 3 ports run
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Contains("rank 1: all checks passed"));
   }
-  SECTION("two ports: rank 0 says the control plane has no port left in the range") {
+  SECTION("two ports: refused before anything starts, naming the three it needs") {
     const auto r = hvd::test::run_hvdrun(
         {"--port-range", range(low, 2), "-np", "2", LIBHVD_CHECK, "collectives"});
     INFO(show(r));
-    CHECK(r.exit_code != 0);
-    CHECK_THAT(r.out + r.err, Contains("every port of HVD_PORT_RANGE=" + range(low, 2)));
+    CHECK(r.exit_code == 64);
+    CHECK_THAT(r.err, Contains("--port-range " + range(low, 2) + " has 2 ports; this job needs 3"));
+    CHECK_THAT(r.out, !Contains("rank"));
   }
 }
 

@@ -77,6 +77,14 @@ case "$runpath" in
   *"$build"*) fail "the installed libhvd.so still has a RUNPATH into the build tree: $runpath" ;;
 esac
 ok "installed tree: include/hvd/hvd.h, hvd.hpp, elastic.hpp, ${libdir#"$prefix"/}/libhvd.so -> $soname, cmake/hvd, pkgconfig/hvd.pc"
+# hvdrun is installed too, runs from there and finds the installed libhvd (--check-build).
+[ -x "$prefix/bin/hvdrun" ] || fail "missing $prefix/bin/hvdrun (a launch needs hvdrun on every host)"
+"$prefix/bin/hvdrun" --version >"$scratch/version.log" 2>&1 || fail "$prefix/bin/hvdrun --version" "$scratch/version.log"
+"$prefix/bin/hvdrun" --check-build --json >"$scratch/check_build.json" 2>&1 ||
+  fail "$prefix/bin/hvdrun --check-build" "$scratch/check_build.json"
+grep -q "$libdir/libhvd.so" "$scratch/check_build.json" ||
+  fail "the installed hvdrun does not load the installed libhvd" "$scratch/check_build.json"
+ok "installed hvdrun: bin/hvdrun --version and --check-build (libhvd from ${libdir#"$prefix"/})"
 
 # ---- 3. The installed headers include only standard headers ----
 std_headers=" assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h

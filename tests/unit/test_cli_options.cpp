@@ -167,3 +167,31 @@ TEST_CASE("parse: --port-range LOW-HIGH, and the network check flags", "[cli]") 
       },
       "--port-range works in native mode only", "btl_tcp_port_min_v4");
 }
+
+TEST_CASE("parse: seconds flags take 0 where it means something, else say the range", "[cli]") {
+  CHECK(parse_options({"--grace", "0", "x"}).grace_s == 0.0);
+  CHECK(parse_options({"--grace", "0.5", "x"}).grace_s == 0.5);
+  CHECK(parse_options({"--keepalive", "0.0", "x"}).keepalive_s == 0.0);
+  CHECK(parse_options({"--restart-backoff", "0", "x"}).restart_backoff_s == 0.0);
+  for (const char* flag : {"--start-timeout", "--ssh-timeout"}) {
+    INFO(flag);
+    require_usage_error(
+        [&] {
+          parse_options({flag, "0", "x"});
+        },
+        std::string(flag) + " 0: not a number of seconds above 0 and at most 3600",
+        "0 is not allowed");
+    CHECK(parse_options({flag, "3600", "x"}).command == Args{"x"});
+  }
+  require_usage_error(
+      [] {
+        parse_options({"--grace", "-1", "x"});
+      },
+      "--grace -1: not a number of seconds from 0 to 3600", "0: SIGKILL right after SIGTERM");
+  require_usage_error([] { parse_options({"--grace", "3601", "x"}); }, "from 0 to 3600");
+  require_usage_error(
+      [] {
+        parse_options({"--keepalive", "soon", "x"});
+      },
+      "from 0 to 3600", "0: never");
+}

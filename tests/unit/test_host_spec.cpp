@@ -49,6 +49,15 @@ TEST_CASE("host list errors say which entry and what to do", "[hosts]") {
   require_usage_error([] { parse_host_list("h:2222"); }, "h", "'h slots=1 port=2222'");
   require_usage_error([] { parse_host_list("::1:2"); }, "an IPv6 address needs brackets",
                       "write [::1]:2 if 2 is the slot count, or [::1:2] for that address");
+  // Only valid forms: fe80: is no address, so 1 cannot be the slot count.
+  require_usage_error([] { parse_host_list("fe80::1"); }, "an IPv6 address needs brackets",
+                      "write [fe80::1] for 1 slot, or [fe80::1]:N for N slots");
+  require_usage_error([] { parse_host_list("fe80::1%eth0"); }, "needs brackets",
+                      "write [fe80::1%eth0] for 1 slot");
+  require_usage_error([] { parse_host_list("::ffff:1.2.3.4:2"); }, "needs brackets",
+                      "write [::ffff:1.2.3.4]:2");
+  require_usage_error([] { parse_host_list("g::h"); }, "needs brackets",
+                      "[address] or [address]:slots, e.g. [fe80::1]:2");
   require_usage_error([] { parse_host_list("[::1:2"); }, "'[' without a closing ']'");
   require_usage_error([] { parse_host_list("[::1]x"); }, "unexpected 'x' after ']'");
   require_usage_error([] { parse_host_list("a;rm -rf"); }, "contains a space");

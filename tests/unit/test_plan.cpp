@@ -172,3 +172,29 @@ TEST_CASE("plan env: -x specs reach every rank, marked explicit", "[plan][env]")
     CHECK(value(rank, "MY_SECRET") == "s");
   }
 }
+
+TEST_CASE("plan: --port-range too small for the busiest machine is a usage error", "[plan]") {
+  auto with_range = [](const std::string& hosts, int low, int high) {
+    PlanRequest r = request(hosts);
+    r.port_range = {low, high};
+    return r;
+  };
+  // A local 2-rank job: the rendezvous server, the agent's probe port, the control plane.
+  require_usage_error([&] { make_plan(with_range("localhost:2", 29500, 29500), kSelf, {}); },
+                      "--port-range 29500-29500 has 1 port; this job needs 3",
+                      "widen it to at least 3 ports, e.g. --port-range 29500-29502");
+  require_usage_error([&] { make_plan(with_range("localhost:2", 29500, 29501), kSelf, {}); },
+                      "has 2 ports; this job needs 3", "libhvd's control plane");
+  CHECK(make_plan(with_range("localhost:2", 29500, 29502), kSelf, {}).ranks.size() == 2);
+  // Two local entries and the launcher share this machine: 1 + 2 + 1.
+  require_usage_error(
+      [&] { make_plan(with_range("localhost:1,127.0.0.1:1", 29500, 29502), kSelf, {}); },
+      "this job needs 4");
+  // Remote hosts on their own machines: rank 0's host needs 2 (probe, control plane).
+  CHECK(make_plan(with_range("w0:1,w1:1,w2:1", 29500, 29501), kSelf, {}).hosts.size() == 3);
+  require_usage_error([&] { make_plan(with_range("w0:1,w1:1", 29500, 29500), kSelf, {}); },
+                      "this job needs 2");
+  // The example stays inside the port numbers.
+  require_usage_error([&] { make_plan(with_range("localhost:2", 65535, 65535), kSelf, {}); },
+                      "needs 3", "--port-range 65533-65535");
+}

@@ -1,6 +1,8 @@
 // The launcher <-> agent wire format (worker/protocol.h, worker/job_spec.h): frames survive any
 // chunking, garbage is refused with a message, and argv / environment values are bytes, not text
 // (nlohmann-json throws on invalid UTF-8). The byte helpers under it are tested in test_bytes.cpp.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -174,13 +176,13 @@ TEST_CASE("FrameReader refuses text where a frame should be", "[protocol]") {
 }
 
 TEST_CASE("FrameReader refuses unknown frame types", "[protocol]") {
-  for (uint8_t type : {0, 11, 15, 23, 255}) {
+  for (uint8_t type : {0, 11, 15, 24, 255}) {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
     require_error([&] { reader.next(); }, {"protocol error"});
   }
-  for (uint8_t type : {1, 6, 7, 8, 9, 10, 16, 18, 19, 20, 21, 22}) {
+  for (uint8_t type : {1, 6, 7, 8, 9, 10, 16, 18, 19, 20, 21, 22, 23}) {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
@@ -227,11 +229,14 @@ TEST_CASE("started and exited payloads round-trip", "[protocol]") {
     CHECK(started.rank == v);
     CHECK(started.pid == (v ^ 0x5a5a5a5au));
     for (bool signaled : {false, true}) {
-      const auto exited =
-          hvd::worker::decode_exited(hvd::worker::encode_exited({v, signaled, 255 - (v & 0xff)}));
-      CHECK(exited.rank == v);
-      CHECK(exited.signaled == signaled);
-      CHECK(exited.value == 255 - (v & 0xff));
+      for (bool stopped : {false, true}) {
+        const auto exited = hvd::worker::decode_exited(
+            hvd::worker::encode_exited({v, signaled, 255 - (v & 0xff), stopped}));
+        CHECK(exited.rank == v);
+        CHECK(exited.signaled == signaled);
+        CHECK(exited.value == 255 - (v & 0xff));
+        CHECK(exited.stopped == stopped);
+      }
     }
   }
 }
@@ -254,6 +259,12 @@ TEST_CASE("short or malformed packed payloads throw", "[protocol]") {
     std::string bad = output;
     bad[4] = stream;
     require_error([&] { hvd::worker::decode_output(bad); }, {"stream"});
+  }
+  // Flags other than 1 (a signal) and 2 (after a stop).
+  for (char flags : {'\4', '\x83', '\xff'}) {
+    std::string bad = exited;
+    bad[4] = flags;
+    require_error([&] { hvd::worker::decode_exited(bad); }, {"exited", "flags"});
   }
 }
 
@@ -408,4 +419,14 @@ TEST_CASE("decode_spec names a missing or mistyped field", "[protocol]") {
   require_error(
       [] { hvd::worker::decode_spec(spec_with([](auto& d) { d["grace_seconds"] = -1; })); },
       {"grace"});
+}
+
+TEST_CASE("signal frames carry SIGUSR1 or SIGUSR2 and nothing else", "[protocol]") {
+  CHECK(hvd::worker::decode_signal(hvd::worker::encode_signal(SIGUSR1)) == SIGUSR1);
+  CHECK(hvd::worker::decode_signal(hvd::worker::encode_signal(SIGUSR2)) == SIGUSR2);
+  for (const std::string& bad :
+       {hvd::worker::encode_signal(SIGKILL), hvd::worker::encode_signal(SIGTERM), std::string(),
+        hvd::worker::encode_signal(SIGUSR1) + "x"}) {
+    require_error([&] { hvd::worker::decode_signal(bad); }, {"signal"});
+  }
 }
