@@ -220,7 +220,11 @@ TEST_CASE("an interrupt during start-up is an interrupt and not an error", "[lau
   };
   std::vector<Attempt> attempts;
   int failed = 0;  // stop after three failed attempts: each may have waited seconds
-  for (int delay_us = 0; delay_us <= 20000; delay_us += 500) {
+  // Every 0.5 ms up to 20 ms, then every 2 ms up to 100 ms: on a slow machine hvdrun handles
+  // signals only some 25 ms after exec (loading its libraries alone initialises OpenSSL, a
+  // constructor in cpp-httplib's library), and a test that stopped at 20 ms then found no
+  // attempt hvdrun handled.
+  for (int delay_us = 0; delay_us <= 100000; delay_us += delay_us < 20000 ? 500 : 2000) {
     JobMarker marker;
     TempDir dir;
     Hvdrun hvdrun({.args = {"-np", "2", "--json", "-x", marker.forward(), "sleep", "30"},
