@@ -266,7 +266,8 @@ TEST_CASE("with --json a usage error is a JSON document on stdout too", "[cli]")
   CHECK(command_json.out.empty());
 }
 
-TEST_CASE("verbose (-v) names an ssh_config option libssh ignores once, not once per host", "[cli]") {
+TEST_CASE("verbose (-v) names an ssh_config option libssh ignores once, not once per host",
+          "[cli]") {
   const TempFile config("Host *\n  BatchMode yes\n  IdentitiesOnly yes\n");
   // 127.0.1.250-251 port 1: refused, after the config stage has read the file for each host.
   const RunResult r = run_hvdrun({"--check-ssh", "-v", "-H", "127.0.1.250,127.0.1.251", "-p", "1",

@@ -19,30 +19,21 @@
 #include "contract/elastic.h"
 #include "launcher/rendezvous_server.h"
 #include "tests/cli/process.h"
+#include "tests/e2e/rank_env.h"
 
 using Catch::Matchers::Contains;
 using hvd::test::RunResult;
 
 namespace {
 
-using Env = std::vector<std::pair<std::string, std::string>>;
+using hvd::test::Env;
 constexpr int kSteps = 20;  // weights end at 20 * 21 / 2 = 210
 
 // Generation 0's environment for worker `w` of `size`, all on one host at 127.0.0.1.
 Env worker_env(int w, int size, int port, const std::string& token, const std::string& job,
                int channel_fd) {
-  const std::string r = std::to_string(w), n = std::to_string(size);
-  Env env{{"HOROVOD_RANK", r},
-          {"HOROVOD_SIZE", n},
-          {"HOROVOD_LOCAL_RANK", r},
-          {"HOROVOD_LOCAL_SIZE", n},
-          {"HOROVOD_CROSS_RANK", "0"},
-          {"HOROVOD_CROSS_SIZE", "1"},
-          {"HVD_RENDEZVOUS_ADDR", "127.0.0.1:" + std::to_string(port)},
-          {"HVD_RENDEZVOUS_TOKEN", token},
-          {"HVD_JOB_ID", job},
-          {"HVD_ADVERTISE_ADDR", "127.0.0.1"},
-          {"HOROVOD_GLOO_TIMEOUT_SECONDS", "10"}};
+  Env env = hvd::test::one_host_rank_env(w, size, port, token, job, 10);
+  const std::string r = std::to_string(w);
   if (channel_fd >= 0) {
     env.insert(env.end(), {{"HVD_ELASTIC_FD", std::to_string(channel_fd)},
                            {"HVD_ELASTIC_WORKER", r},

@@ -11,28 +11,17 @@
 
 #include "launcher/rendezvous_server.h"
 #include "tests/cli/process.h"
+#include "tests/e2e/rank_env.h"
 
 using Catch::Matchers::Contains;
 using hvd::test::RunResult;
 
 namespace {
 
-using Env = std::vector<std::pair<std::string, std::string>>;
+using hvd::test::Env;
 
-// The environment hvdrun gives rank `rank` of `size` ranks on one host at 127.0.0.1.
 Env rank_env(int rank, int size, int port, const std::string& token) {
-  const std::string r = std::to_string(rank), n = std::to_string(size);
-  return {{"HOROVOD_RANK", r},
-          {"HOROVOD_SIZE", n},
-          {"HOROVOD_LOCAL_RANK", r},
-          {"HOROVOD_LOCAL_SIZE", n},
-          {"HOROVOD_CROSS_RANK", "0"},
-          {"HOROVOD_CROSS_SIZE", "1"},
-          {"HVD_RENDEZVOUS_ADDR", "127.0.0.1:" + std::to_string(port)},
-          {"HVD_RENDEZVOUS_TOKEN", token},
-          {"HVD_JOB_ID", "faults" + std::to_string(port)},
-          {"HVD_ADVERTISE_ADDR", "127.0.0.1"},
-          {"HOROVOD_GLOO_TIMEOUT_SECONDS", "5"}};
+  return hvd::test::one_host_rank_env(rank, size, port, token, "faults" + std::to_string(port), 5);
 }
 
 // Starts the given ranks of a `size`-rank job at once and waits for all of them.
