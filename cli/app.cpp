@@ -164,7 +164,35 @@ launcher::PlanRequest plan_request(const Options& o) {
   // --check-net starts agents, never ranks: the plan needs a command, which never runs.
   request.command = o.command.empty() ? std::vector<std::string>{"true"} : o.command;
   request.job_id = random_job_id();
+  request.elastic = o.elastic();
   return request;
+}
+
+// Elastic training's checks that need the plan: the sizes, and (for now) local hosts only.
+void validate_elastic_plan(const Options& o, const launcher::Plan& plan) {
+  if (!o.elastic()) return;
+  const int np = static_cast<int>(plan.ranks.size());
+  if (*o.min_np > np) {
+    throw UsageError(fmt::format("--min-np {} is more than the {} rank{} the job starts with",
+                                 *o.min_np, np, np == 1 ? "" : "s"),
+                     "give -np at least --min-np: the job starts with -np ranks and goes on "
+                     "while --min-np remain");
+  }
+  if (o.max_np && *o.max_np < np) {
+    throw UsageError(
+        fmt::format("--max-np {} is less than the {} ranks the job starts with", *o.max_np, np),
+        "lower -np, or raise --max-np");
+  }
+  for (const launcher::HostPlan& h : plan.hosts) {
+    if (!h.local) {
+      throw UsageError(
+          fmt::format("elastic training across hosts is not built yet, and {} is not this "
+                      "machine",
+                      h.spec.host),
+          "for now --min-np runs on this machine's host entries only (e.g. -H localhost:4); "
+          "docs/elastic.md says what works");
+    }
+  }
 }
 
 // `-H a:2 b:2` in a shell makes `b:2` the command: say so instead of failing later.
@@ -296,6 +324,11 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
   // Under --mpi (where --launcher is refused) the same choice says whether the network check's
   // agents and mpirun's daemons start through Slurm.
   options.agents = agent_launch(o, plan);
+  if (o.elastic()) {
+    const int np = static_cast<int>(plan.ranks.size());
+    options.elastic = launcher::ElasticOptions{
+        .min_np = *o.min_np, .max_np = o.max_np.value_or(np), .reset_limit = o.reset_limit};
+  }
   return options;
 }
 
@@ -343,10 +376,24 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
                        {"backoff_seconds", policy.backoff_seconds},
                        {"host_failure_limit", o.host_failure_limit},
                        {"blacklist_cooldown_seconds", o.blacklist_cooldown}};
+    if (o.elastic()) {
+      doc["elastic"] = {{"min_np", *o.min_np},
+                        {"max_np", o.max_np.value_or(static_cast<int>(plan.ranks.size()))},
+                        {"reset_limit", o.reset_limit ? nlohmann::ordered_json(*o.reset_limit)
+                                                      : nlohmann::ordered_json(nullptr)}};
+    }
     print_json(doc);
   } else {
     std::string text = launcher::format_plan_table(plan, output) +
                        launcher::format_launcher_commands(launcher.name(), commands);
+    if (o.elastic()) {
+      text += fmt::format(
+          "\nelastic: a failed rank leaves the job and the others go on in a new generation "
+          "while at least {} of the {} ranks remain (--min-np); {}\n",
+          *o.min_np, plan.ranks.size(),
+          o.reset_limit ? fmt::format("at most {} such changes (--reset-limit)", *o.reset_limit)
+                        : std::string("no limit on such changes"));
+    }
     if (policy.enabled()) {
       text += fmt::format(
           "\nrestarts: up to {} (after a failed rank, a lost host, a failed network check, an "
@@ -374,6 +421,7 @@ int execute(const Options& o) {
       launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
                           launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
+  validate_elastic_plan(o, plan);
 
   if (o.blacklist_cooldown.at(0) > o.blacklist_cooldown.at(1)) {
     throw UsageError(fmt::format("--blacklist-cooldown-range {:g} {:g}: MIN is above MAX",

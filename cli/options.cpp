@@ -226,6 +226,40 @@ void define_options(CLI::App& app, Options& o) {
       ->expected(2)
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option_function<std::string>(
+         "--min-np,--min-num-proc",
+         [&o](const std::string& v) { o.min_np = parse_int("--min-np", v); },
+         "Elastic training: when a rank fails, the others go on without it as long as N ranks "
+         "remain (programs use hvd::elastic::run; docs/elastic.md). Native launch on this "
+         "machine's hosts only, for now")
+      ->type_name("N");
+  app.add_option_function<std::string>(
+         "--max-np,--max-num-proc",
+         [&o](const std::string& v) { o.max_np = parse_int("--max-np", v); },
+         "Elastic training: at most N ranks (default -np; this version only shrinks a job, so "
+         "more than -np has no effect yet)")
+      ->type_name("N");
+  app.add_option_function<std::string>(
+         "--reset-limit",
+         [&o](const std::string& v) { o.reset_limit = parse_int("--reset-limit", v); },
+         "Elastic training: the job fails at the (N+1)-th change of its ranks (default: no "
+         "limit)")
+      ->type_name("N");
+  // Elastic flags of horovodrun that this hvdrun does not have yet: refused, never ignored.
+  for (const char* flag : {"--host-discovery-script", "--elastic-timeout", "--slots-per-host",
+                           "--discovery-interval"}) {
+    app.add_option_function<std::string>(
+           flag,
+           [flag](const std::string&) {
+             throw UsageError(
+                 fmt::format("{} is not implemented yet: this hvdrun's elastic training shrinks "
+                             "a job when ranks fail, but hosts cannot join or leave it",
+                             flag),
+                 "use --min-np with -H (this machine's hosts); docs/elastic.md says what works");
+           },
+           "Not implemented yet (horovodrun's elastic host discovery): refused")
+        ->type_name("VALUE");
+  }
+  app.add_option_function<std::string>(
          "--keepalive",
          [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
          "Seconds a host's agent may stay silent while the job runs before the host counts as "
@@ -318,6 +352,44 @@ CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args
   return out;
 }
 
+// What can be checked before the hosts are known; the plan's part is in cli/app.cpp.
+void validate_elastic(const Options& o) {
+  if (!o.elastic()) {
+    for (const auto& [given, flag] : {std::pair{o.max_np.has_value(), "--max-np"},
+                                      std::pair{o.reset_limit.has_value(), "--reset-limit"}}) {
+      if (given) {
+        throw UsageError(fmt::format("{} was given without --min-np", flag),
+                         "elastic training starts with --min-np N (the fewest ranks the job may "
+                         "go on with), as in horovodrun");
+      }
+    }
+    return;
+  }
+  if (*o.min_np < 1) {
+    throw UsageError(fmt::format("--min-np {}: must be 1 or more", *o.min_np),
+                     "e.g. -np 4 --min-np 2: the job goes on while 2 of its 4 ranks remain");
+  }
+  if (o.reset_limit && *o.reset_limit < 0) {
+    throw UsageError(fmt::format("--reset-limit {}: must be 0 or more", *o.reset_limit),
+                     "0 fails the job at the first change of its ranks");
+  }
+  if (o.mpi()) {
+    throw UsageError(
+        "elastic training (--min-np) needs the native launch: MPI_COMM_WORLD cannot "
+        "change size",
+        "drop --mpi; libhvd then runs its collectives over Gloo");
+  }
+  if (o.agent_launch == "srun") {
+    throw UsageError("elastic training (--min-np) through srun is not built yet",
+                     "run it with --launcher ssh, on this machine's hosts");
+  }
+  if (o.max_restarts > 0) {
+    throw UsageError("--max-restarts and --min-np were both given",
+                     "use one: --min-np keeps the job running without the failed ranks, "
+                     "--max-restarts starts the whole job again");
+  }
+}
+
 void validate(const Options& o) {
   if (o.hosts && o.hostfile) {
     throw UsageError("-H and --hostfile were both given", "use one of them");
@@ -360,6 +432,7 @@ void validate(const Options& o) {
     throw UsageError(fmt::format("--ssh-concurrency {}: must be 1 to 1024", o.ssh_concurrency),
                      "e.g. --ssh-concurrency 16");
   }
+  validate_elastic(o);
   if (std::find(std::begin(kLogLevels), std::end(kLogLevels), o.log_level) ==
       std::end(kLogLevels)) {
     throw UsageError(fmt::format("--log-level {}: unknown level", o.log_level),

@@ -45,8 +45,13 @@ struct Options {
   double restart_backoff_s = 1.0;          // --restart-backoff
   int host_failure_limit = 1;              // --host-failure-limit
   std::vector<double> blacklist_cooldown{10.0, 300.0};  // --blacklist-cooldown-range MIN MAX
-  std::optional<std::string> output_filename;           // --output-filename DIR
-  std::vector<std::string> forward;                     // -x, as written
+  // Elastic training (docs/elastic.md): --min-np turns it on.
+  std::optional<int> min_np;       // --min-np/--min-num-proc
+  std::optional<int> max_np;       // --max-np/--max-num-proc
+  std::optional<int> reset_limit;  // --reset-limit
+  bool elastic() const { return min_np.has_value(); }
+  std::optional<std::string> output_filename;  // --output-filename DIR
+  std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;
   bool json = false;
   bool show_env_values = false;

@@ -35,6 +35,8 @@ inline constexpr int kWorldFormat = 1;
 // Bounds a decoder holds to (a world document comes from the launcher's store over the network).
 inline constexpr std::size_t kMaxWorldBytes = 1 << 20;
 inline constexpr int kMaxWorldSize = 65536;
+// The descriptor an elastic rank's channel to its agent has in the rank (HVD_ELASTIC_FD).
+inline constexpr int kElasticChannelFd = 3;
 
 struct WorldEntry {
   int worker = 0;

@@ -56,17 +56,17 @@ std::vector<ElasticAction> ElasticDriver::on_exit(int id, int exit_code, const s
   }
   if (finishing_) {  // a failure after the training finished elsewhere is the job's failure
     done_ = true;
-    return {elastic_action::Fail{exit_code, why}};
+    return {elastic_action::Fail{exit_code, "", id}};
   }
   if (!member)
     return {
         elastic_action::Log{fmt::format("elastic: {} (not in generation {})", why, generation_)}};
   cooling_.push_back(worker(id).slot);
-  return next_generation(why, exit_code, now);
+  return next_generation(why, id, exit_code, now);
 }
 
-std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& reason, int exit_code,
-                                                          Clock::time_point now) {
+std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& reason, int failed,
+                                                          int exit_code, Clock::time_point now) {
   std::vector<SlotKey> survivors;
   for (int id : alive_) survivors.push_back(worker(id).slot);
   // Shrink only: no slot without a live worker is taken (refilling is a later step).
@@ -77,14 +77,18 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
   if (choice.size() < policy_.min_np) {
     done_ = true;
     return {elastic_action::Fail{
-        exit_code, fmt::format("{}; elastic: {} rank{} left, fewer than --min-np {}", reason,
-                               choice.size(), choice.size() == 1 ? "" : "s", policy_.min_np)}};
+        exit_code,
+        fmt::format("elastic: {} rank{} left, fewer than --min-np {}", choice.size(),
+                    choice.size() == 1 ? "" : "s", policy_.min_np),
+        failed}};
   }
   if (policy_.reset_limit && generation_ + 1 > *policy_.reset_limit) {
     done_ = true;
     return {elastic_action::Fail{
-        exit_code, fmt::format("{}; elastic: --reset-limit {} reached (generation {} was the last)",
-                               reason, *policy_.reset_limit, generation_)}};
+        exit_code,
+        fmt::format("elastic: --reset-limit {} reached (generation {} was the last)",
+                    *policy_.reset_limit, generation_),
+        failed}};
   }
   ++generation_;
   members_.clear();
@@ -121,7 +125,7 @@ std::vector<ElasticAction> ElasticDriver::on_joined(int id, int generation, Cloc
   joined_.push_back(id);
   if (!formed()) return {};
   form_deadline_.reset();
-  return {elastic_action::Log{fmt::format("elastic: generation {} formed", generation_)}};
+  return {elastic_action::Formed{generation_}};
 }
 
 std::vector<ElasticAction> ElasticDriver::on_tick(Clock::time_point now) {
@@ -135,7 +139,8 @@ std::vector<ElasticAction> ElasticDriver::on_tick(Clock::time_point now) {
       to_int(exit_code_of(ErrorKind::kTimeout)),
       fmt::format("elastic: generation {} did not form within {:.0f} s: worker{} {} never joined",
                   generation_, std::chrono::duration<double>(policy_.form_timeout).count(),
-                  missing.size() == 1 ? "" : "s", fmt::join(missing, ", "))}};
+                  missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")),
+      std::nullopt}};
 }
 
 std::optional<ElasticDriver::Clock::time_point> ElasticDriver::next_deadline() const {

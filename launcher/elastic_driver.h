@@ -46,6 +46,13 @@ struct Publish {  // store the document under <job>.elastic/world.G, then announ
 struct Fail {  // the job ends with this code and report
   int exit_code = 1;
   std::string message;
+  // The worker whose exit ended the job (its code is exit_code), when one did; the message then
+  // says why that exit ended the job ("elastic: 1 rank left, fewer than --min-np 2"), or is empty
+  // when it needs no more words (a failure after the training finished, as in a static job).
+  std::optional<int> worker;
+};
+struct Formed {  // every worker of the generation said "joined G"
+  int generation = 0;
 };
 struct Finish {};  // every worker of the current generation exited 0
 struct Log {
@@ -53,8 +60,9 @@ struct Log {
 };
 }  // namespace elastic_action
 
-using ElasticAction = std::variant<elastic_action::Publish, elastic_action::Fail,
-                                   elastic_action::Finish, elastic_action::Log>;
+using ElasticAction =
+    std::variant<elastic_action::Publish, elastic_action::Fail, elastic_action::Formed,
+                 elastic_action::Finish, elastic_action::Log>;
 
 class ElasticDriver {
  public:
@@ -82,7 +90,7 @@ class ElasticDriver {
   bool done() const { return done_; }
 
  private:
-  std::vector<ElasticAction> next_generation(const std::string& reason, int exit_code,
+  std::vector<ElasticAction> next_generation(const std::string& reason, int failed, int exit_code,
                                              Clock::time_point now);
   const ElasticWorker& worker(int id) const;
 

@@ -48,6 +48,7 @@ worker::JobSpec job_spec_for_host(const Plan& plan, int host_index, const Launch
   spec.argv = plan.command;
   spec.cwd = options.cwd;
   spec.grace_seconds = options.grace_seconds;
+  spec.elastic = plan.elastic;
   for (const RankPlan& rank : plan.ranks) {
     if (rank.host_index != host_index) continue;
     worker::RankSpec r;

@@ -64,7 +64,10 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
     for (const RankOutcome& o : result.ranks) stopped += o.stopped_by_hvdrun ? 1 : 0;
     out += fmt::format("hvdrun: rank {} (host {}, local rank {}) {}.\n", r.rank,
                        plan.hosts[r.host_index].spec.host, r.local_rank, describe_exit(r));
-    if (result.stopped_by != "hvdrun") {
+    if (!result.elastic_end.empty()) {
+      out += fmt::format("hvdrun: {}; hvdrun stopped {} other rank{}.\n", result.elastic_end,
+                         stopped, stopped == 1 ? "" : "s");
+    } else if (result.stopped_by != "hvdrun") {
       out += fmt::format("hvdrun: it was the first rank to fail; {} stopped the others.\n",
                          result.stopped_by);
     } else {
@@ -116,6 +119,7 @@ nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result)
     const RankOutcome& r = result.ranks[*result.first_failure];
     json failure = rank_json(r);
     failure["description"] = describe_exit(r);
+    if (!result.elastic_end.empty()) failure["elastic"] = result.elastic_end;
     failure["last_stderr"] =
         json(std::vector<std::string>(r.last_stderr.begin(), r.last_stderr.end()));
     doc["first_failure"] = std::move(failure);

@@ -35,6 +35,14 @@ enum class AgentLaunch {
   kSrun,  // one srun step with a task per node, which connects back (srun_agents.h)
 };
 
+// Elastic training (--min-np; docs/elastic.md): a failed rank leaves the job, which goes on with
+// the others in a new generation, while at least min_np remain.
+struct ElasticOptions {
+  int min_np = 1;
+  int max_np = 1;                  // this version only shrinks: at most the starting -np
+  std::optional<int> reset_limit;  // --reset-limit: new generations allowed after the first
+};
+
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
   AgentLaunch agents = AgentLaunch::kSsh;          // native: ssh or srun
@@ -52,6 +60,7 @@ struct LaunchOptions {
   std::chrono::milliseconds probe_timeout{5000};  // each network probe's connect and greeting
   std::string mpirun = "mpirun";                  // mpirun: the program
   std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
+  std::optional<ElasticOptions> elastic;          // native, local hosts only for now
 };
 
 struct RankOutcome {
@@ -86,6 +95,9 @@ struct LaunchResult {
   std::optional<Failure> error;       // a host-level failure (could not start, agent lost, ...)
   int interrupted_by = 0;             // the signal that interrupted hvdrun, or 0
   std::string stopped_by = "hvdrun";  // who stopped the other ranks after the first failure
+  // Elastic jobs: why first_failure ended the job when other failures did not ("elastic: 1 rank
+  // left, fewer than --min-np 2"); empty when it was simply the first failure.
+  std::string elastic_end;
   std::chrono::milliseconds start_time{0};  // until every rank was started
   std::chrono::milliseconds total_time{0};
   std::vector<ssh::HostCheck> ssh_failures;  // hosts that failed an SSH stage: nothing ran

@@ -65,6 +65,9 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kPong:
       if (!agent.spec_sent) return "rank events before it was given a job";
       return std::nullopt;
+    case FrameType::kRankEvent:
+      if (!agent.spec_sent || !plan_.elastic) return "an elastic rank event in a job that has none";
+      return std::nullopt;
     case FrameType::kError:
       return std::nullopt;
     case FrameType::kSpec:
@@ -75,6 +78,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kProbeClose:
     case FrameType::kPing:
     case FrameType::kSignal:
+    case FrameType::kGeneration:
       break;
   }
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
@@ -123,10 +127,17 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     }
     case FrameType::kExited: {
       const auto exited = worker::decode_exited(frame.payload);
-      sup_.rank_exited(static_cast<int>(exited.rank),
-                       {exited.signaled, static_cast<int>(exited.value)}, exited.stopped);
+      if (elastic_running()) {
+        on_elastic_exit(exited);
+      } else {
+        sup_.rank_exited(static_cast<int>(exited.rank),
+                         {exited.signaled, static_cast<int>(exited.value)}, exited.stopped);
+      }
       break;
     }
+    case FrameType::kRankEvent:
+      on_rank_event(frame.payload);
+      break;
     case FrameType::kError:
       on_agent_error(agent, frame.payload);
       break;
@@ -225,6 +236,9 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
     if (!next || t < *next) next = t;
   };
   if (!sup_.stopping() && !all_started()) consider(start_deadline_);
+  if (elastic_running()) {
+    if (const auto t = elastic_->next_deadline()) consider(*t);
+  }
   for (const AgentConn& a : agents_) {
     if (!keepalive_on(a)) continue;
     consider(a.next_ping);
@@ -236,6 +250,9 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
 void NativeJob::on_deadline() {
   const auto now = Clock::now();
   if (!sup_.stopping() && !all_started() && now >= start_deadline_) on_start_timeout();
+  if (elastic_running()) {
+    if (const auto t = elastic_->next_deadline(); t && now >= *t) apply(elastic_->on_tick(now));
+  }
   keepalive(now);
 }
 
@@ -392,12 +409,18 @@ std::vector<HostFacts> NativeJob::host_facts() const {
 }
 
 nlohmann::ordered_json NativeJob::details() const {
-  if (!rendezvous_) return {{"rendezvous", nullptr}};
-  const RendezvousStats rv = rendezvous_->stats();
-  return {{"rendezvous",
-           {{"requests", rv.requests},
-            {"rejected", rv.rejected},
-            {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}}}};
+  nlohmann::ordered_json out;
+  if (!rendezvous_) {
+    out["rendezvous"] = nullptr;
+  } else {
+    const RendezvousStats rv = rendezvous_->stats();
+    out["rendezvous"] = {
+        {"requests", rv.requests},
+        {"rejected", rv.rejected},
+        {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
+  }
+  if (options_.elastic) out["elastic"] = elastic_json();
+  return out;
 }
 
 }  // namespace hvd::launcher::native

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "launcher/agent_conn.h"
+#include "launcher/elastic_driver.h"
 #include "launcher/job_specs.h"
 #include "launcher/native_launcher.h"
 #include "launcher/net_check.h"
@@ -79,6 +80,22 @@ class NativeJob final : public Job {
   void send_specs();
   void start_rendezvous();
   void report_shared_machines() const;
+  // native_job_elastic.cpp: an elastic job's generations (docs/elastic.md)
+  void start_elastic();
+  bool elastic_running() const { return elastic_ && !sup_.stopping(); }
+  void on_elastic_exit(const worker::RankExited& exited);
+  void on_rank_event(const std::string& payload);
+  void apply(std::vector<ElasticAction> actions);
+  nlohmann::ordered_json elastic_json() const;
+
+  // One generation of an elastic job, for the log and --json.
+  struct GenerationRecord {
+    int generation = 0;
+    std::string reason;
+    std::vector<int> workers;  // by rank
+    Clock::time_point published;
+    std::optional<Clock::time_point> formed;
+  };
 
   const Plan& plan_;
   const LaunchOptions& options_;
@@ -89,7 +106,10 @@ class NativeJob final : public Job {
   LaunchFacts facts_;                             // known once every agent said hello
   std::vector<worker::JobSpec> specs_;            // by host; final once every listener is up
   NetCheck net_;
-  Clock::time_point start_deadline_ = Clock::now() + options_.start_timeout;
+  Clock::time_point started_at_ = Clock::now();
+  Clock::time_point start_deadline_ = started_at_ + options_.start_timeout;
+  std::optional<ElasticDriver> elastic_;  // elastic jobs, once the specs went out
+  std::vector<GenerationRecord> generations_;
 };
 
 }  // namespace hvd::launcher::native

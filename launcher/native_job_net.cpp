@@ -150,6 +150,7 @@ void NativeJob::send_specs() {
     a.last_heard = Clock::now();
     a.next_ping = a.last_heard + options_.keepalive / 3;
   }
+  if (options_.elastic) start_elastic();
 }
 
 // The rendezvous server listens where the hosts reach this machine: one address if they all

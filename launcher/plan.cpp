@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "contract/elastic.h"
 #include "contract/env_table.h"
 
 namespace hvd::launcher {
@@ -270,7 +271,17 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
     plan.ranks.push_back({placement.host_index, placement.topology,
                           rank_env(placement, plan, all_local, forwarded, request.knobs,
                                    request.gpus_per_rank, request.port_range)});
+    if (request.elastic) {
+      // Generation 0: each process's worker id is its rank; the channel is set up by the agent.
+      std::vector<EnvEntry>& env = plan.ranks.back().env;
+      env.push_back(entry(contract::kElasticFd, std::to_string(contract::kElasticChannelFd),
+                          EnvSource::kInternal));
+      env.push_back(entry(contract::kElasticWorker, std::to_string(placement.topology.rank),
+                          EnvSource::kInternal));
+      env.push_back(entry(contract::kElasticGeneration, "0", EnvSource::kInternal));
+    }
   }
+  plan.elastic = request.elastic;
   check_port_range(plan, request.port_range);
   return plan;
 }

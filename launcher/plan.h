@@ -51,6 +51,8 @@ struct PlanRequest {
   PortRange port_range;   // --port-range (any(): none): HVD_PORT_RANGE for libhvd
   std::vector<std::string> command;
   std::string job_id;
+  // Elastic training (--min-np): every rank gets its worker id and a channel to its agent.
+  bool elastic = false;
 };
 
 enum class EnvSource { kPerRank, kInternal, kInherited, kExplicit, kKnob };
@@ -99,6 +101,7 @@ struct Plan {
   int total_slots = 0;
   std::vector<std::string> warnings;  // things the user should know; the plan is still valid
   NetworkChoice network;              // chosen per host at launch, from the agents' interfaces
+  bool elastic = false;               // PlanRequest::elastic
 };
 
 // Throws UsageError for -np < 1 and for -np above the slots without oversubscribe.

@@ -38,7 +38,7 @@ void Supervisor::rank_started(int rank, long pid) {
   }
 }
 
-void Supervisor::rank_exited(int rank, ExitStatus status, bool signalled) {
+void Supervisor::record_exit(int rank, ExitStatus status, bool signalled) {
   if (rank < 0 || rank >= static_cast<int>(result_.ranks.size())) return;
   RankOutcome& r = result_.ranks[static_cast<size_t>(rank)];
   router_.flush(rank);
@@ -46,12 +46,23 @@ void Supervisor::rank_exited(int rank, ExitStatus status, bool signalled) {
   r.signaled = status.signaled;
   r.value = status.value;
   r.last_stderr = router_.last_stderr(rank);
-  if (stopping_) {
-    r.stopped_by_hvdrun = signalled;
-  } else if (r.failed()) {
+  if (stopping_) r.stopped_by_hvdrun = signalled;
+}
+
+void Supervisor::rank_exited(int rank, ExitStatus status, bool signalled) {
+  if (rank < 0 || rank >= static_cast<int>(result_.ranks.size())) return;
+  record_exit(rank, status, signalled);
+  if (!stopping_ && result_.ranks[static_cast<size_t>(rank)].failed()) {
     result_.first_failure = rank;
     stop(StopMode::kTerminate);
   }
+}
+
+void Supervisor::fail_rank(int rank, std::string why) {
+  if (rank < 0 || rank >= static_cast<int>(result_.ranks.size()) || stopping_) return;
+  result_.first_failure = rank;
+  result_.elastic_end = std::move(why);
+  stop(StopMode::kTerminate);
 }
 
 void Supervisor::fail(Failure failure) {

@@ -87,6 +87,12 @@ class Supervisor {
   // stop's signal before it ended; a rank that ended on its own while the job was stopping
   // (false) is not counted as stopped by hvdrun.
   void rank_exited(int rank, ExitStatus status, bool signalled);
+  // Elastic jobs: records how the rank ended, as rank_exited() does, without stopping the job
+  // (the elastic driver decides what a failure means).
+  void record_exit(int rank, ExitStatus status, bool signalled);
+  // Elastic jobs: the job ends because of `rank`'s exit (recorded before); `why` says why this
+  // failure ended it when earlier ones did not.
+  void fail_rank(int rank, std::string why);
   // The first host-level failure is kept and stops the job; after an interrupt, failures are
   // consequences, not the cause, and only logged.
   void fail(Failure failure);

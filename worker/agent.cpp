@@ -26,6 +26,7 @@
 #include "common/process.h"
 #include "common/signal_fd.h"
 #include "common/unique_fd.h"
+#include "contract/elastic.h"
 #include "contract/env_table.h"
 #include "hvd/build_config.h"
 #include "worker/interfaces.h"
@@ -46,6 +47,10 @@ struct LiveRank {
   Process process;  // reaped by the agent's waitpid(-1) (it is a subreaper), then set_reaped
   bool reported = false;
   bool stopped = false;  // signalled by a job stop while it ran: it did not end on its own
+  // Elastic jobs: the agent's end of the rank's channel (the rank has the other on fd 3), and
+  // what it wrote after its last newline.
+  UniqueFd channel;
+  std::string partial;
 };
 
 std::string read_first_line(const char* path) {
@@ -133,6 +138,8 @@ class Agent {
   void handle_frames();
   void handle_signals();
   void drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof);
+  void read_channel(LiveRank& rank);
+  void announce(const GenerationNotice& notice);
   void reap();
   void report_exits();
   void stop(int signal);
@@ -265,7 +272,24 @@ bool Agent::start_ranks() {
     process.env = rank_environment(rank);
     process.cwd = spec_.cwd;
     process.parent_death_signal = SIGKILL;
+    // Elastic: the rank's channel to this agent, its end on fd 3 (HVD_ELASTIC_FD).
+    UniqueFd ours, theirs;
+    if (spec_.elastic) {
+      std::array<int, 2> pair{};
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair.data()) != 0) {
+        error(fmt::format("host {}: rank {}: no socket pair for its elastic channel: {}",
+                          spec_.host, rank.rank, std::strerror(errno)),
+              "the host is out of file descriptors");
+        stop(SIGKILL);
+        return false;
+      }
+      ours.reset(pair[0]);
+      theirs.reset(pair[1]);
+      ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+      process.pass_fd = std::pair{theirs.get(), contract::kElasticChannelFd};
+    }
     Process spawned = Process::spawn(process);
+    theirs.reset();  // the rank has it now
     if (!spawned.started()) {
       error(fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error()),
             "check the path of the program on that host (a relative path is relative to the "
@@ -274,7 +298,7 @@ bool Agent::start_ranks() {
       return false;
     }
     const auto pid = static_cast<uint32_t>(spawned.pid());
-    ranks_.push_back({rank.rank, std::move(spawned), false});
+    ranks_.push_back({rank.rank, std::move(spawned), false, false, std::move(ours), {}});
     send(FrameType::kStarted, encode_started({static_cast<uint32_t>(rank.rank), pid}));
   }
   return true;
@@ -295,6 +319,44 @@ void Agent::drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof) {
     send(FrameType::kOutput, encode_output({static_cast<uint32_t>(rank.rank), stream,
                                             std::string(buf.data(), static_cast<size_t>(n))}));
     if (until_eof) return;  // one chunk per poll wake-up keeps ranks fair
+  }
+}
+
+// The lines a rank writes on its elastic channel ("joined 3") go to the launcher as they are;
+// the launcher reads them. A line longer than kMaxRankEventLine is not one of ours: dropped.
+void Agent::read_channel(LiveRank& rank) {
+  std::array<char, 1024> buf{};
+  const long n = read_some(rank.channel.get(), buf.data(), buf.size());
+  if (n <= 0) {
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    rank.channel.reset();  // the rank closed it or ended
+    return;
+  }
+  rank.partial.append(buf.data(), static_cast<size_t>(n));
+  size_t newline = 0;
+  while ((newline = rank.partial.find('\n')) != std::string::npos) {
+    if (newline <= kMaxRankEventLine) {
+      send(FrameType::kRankEvent,
+           encode_rank_event({static_cast<uint32_t>(rank.rank), rank.partial.substr(0, newline)}));
+    }
+    rank.partial.erase(0, newline + 1);
+  }
+  if (rank.partial.size() > kMaxRankEventLine) rank.partial.clear();
+}
+
+// "gen G" to each rank of this agent that is in generation G. A full channel (a rank that does
+// not read it) loses the line rather than block the agent: the rank learns of G at its next
+// commit from the others anyway.
+void Agent::announce(const GenerationNotice& notice) {
+  const std::string line = fmt::format("gen {}\n", notice.generation);
+  for (LiveRank& r : ranks_) {
+    if (!r.channel.valid()) continue;
+    if (std::find(notice.workers.begin(), notice.workers.end(), static_cast<uint32_t>(r.rank)) ==
+        notice.workers.end()) {
+      continue;
+    }
+    [[maybe_unused]] const ssize_t n =
+        ::send(r.channel.get(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   }
 }
 
@@ -379,6 +441,7 @@ void Agent::handle_frames() {
       if (frame->type == FrameType::kTerminate) stop(SIGTERM);
       if (frame->type == FrameType::kKill) stop(SIGKILL);
       if (frame->type == FrameType::kPing) send(FrameType::kPong);
+      if (frame->type == FrameType::kGeneration) announce(decode_generation(frame->payload));
       if (frame->type == FrameType::kSignal) {
         const int sig = decode_signal(frame->payload);
         for (const LiveRank& r : ranks_) r.process.signal_group(sig);
@@ -431,6 +494,14 @@ int Agent::run() {
     fds.push_back({signals_->fd(), POLLIN, 0});
     fds.push_back({timer_fd_.get(), POLLIN, 0});
     fds.push_back({input_open_ ? in_fd_ : -1, POLLIN, 0});
+    std::vector<LiveRank*> channels;
+    for (LiveRank& r : ranks_) {
+      if (r.channel.valid()) {
+        fds.push_back({r.channel.get(), POLLIN, 0});
+        channels.push_back(&r);
+      }
+    }
+    const size_t first_output = fds.size();
     for (LiveRank& r : ranks_) {
       if (r.process.out().valid()) {
         fds.push_back({r.process.out().get(), POLLIN, 0});
@@ -452,8 +523,11 @@ int Agent::run() {
     }
     if (fds[2].revents != 0) handle_input();
     if (killing_) stop(SIGKILL);  // keep sweeping: strays re-parent to us after their parent dies
+    for (size_t i = 0; i < channels.size(); ++i) {
+      if (fds[i + 3].revents != 0) read_channel(*channels[i]);
+    }
     for (size_t i = 0; i < owners.size(); ++i) {
-      if (fds[i + 3].revents == 0) continue;
+      if (fds[i + first_output].revents == 0) continue;
       auto& [rank, stream] = owners[i];
       drain(*rank, stream == Stream::kStdout ? rank->process.out() : rank->process.err(), stream,
             true);

@@ -72,9 +72,10 @@ std::string encode_spec(const JobSpec& spec) {
     for (const auto& [name, value] : r.env) env.push_back({name, encode_bytes(value)});
     ranks.push_back({{"rank", r.rank}, {"env", std::move(env)}});
   }
-  const json doc = {{"protocol", spec.protocol}, {"host", spec.host},
-                    {"argv", std::move(argv)},   {"cwd", encode_bytes(spec.cwd)},
-                    {"ranks", std::move(ranks)}, {"grace_seconds", spec.grace_seconds}};
+  json doc = {{"protocol", spec.protocol}, {"host", spec.host},
+              {"argv", std::move(argv)},   {"cwd", encode_bytes(spec.cwd)},
+              {"ranks", std::move(ranks)}, {"grace_seconds", spec.grace_seconds}};
+  if (spec.elastic) doc["elastic"] = true;
   return doc.dump();  // every byte string was made UTF-8 (or base64) above
 }
 
@@ -105,6 +106,10 @@ JobSpec decode_spec(std::string_view json_text) {
   }
   if (doc.contains("grace_seconds") && doc["grace_seconds"].is_number()) {
     spec.grace_seconds = doc["grace_seconds"].get<double>();
+  }
+  if (doc.contains("elastic")) {
+    if (!doc["elastic"].is_boolean()) throw Error("job spec: 'elastic' is not true or false");
+    spec.elastic = doc["elastic"].get<bool>();
   }
   validate(spec);
   return spec;

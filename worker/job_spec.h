@@ -25,6 +25,9 @@ struct JobSpec {
   std::string cwd;  // absolute
   std::vector<RankSpec> ranks;
   double grace_seconds = 5.0;
+  // An elastic job (docs/design/elastic.md): each rank gets a channel to the agent on
+  // contract::kElasticChannelFd, whose lines come back as kRankEvent frames.
+  bool elastic = false;
   bool operator==(const JobSpec&) const = default;
 };
 

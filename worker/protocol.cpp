@@ -27,7 +27,8 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kPong) || in(FrameType::kSpec, FrameType::kSignal);
+  return in(FrameType::kHello, FrameType::kRankEvent) ||
+         in(FrameType::kSpec, FrameType::kGeneration);
 }
 
 // The exited frame's flags byte.
@@ -134,6 +135,43 @@ int decode_signal(std::string_view payload) {
                     signal, payload.size()));
   }
   return signal;
+}
+
+std::string encode_rank_event(const RankEvent& event) {
+  std::string out;
+  put_u32(out, event.worker);
+  out += event.line;
+  return out;
+}
+
+std::string encode_generation(const GenerationNotice& notice) {
+  std::string out;
+  put_u32(out, notice.generation);
+  put_u32(out, static_cast<uint32_t>(notice.workers.size()));
+  for (uint32_t w : notice.workers) put_u32(out, w);
+  return out;
+}
+
+RankEvent decode_rank_event(std::string_view payload) {
+  require_size(payload, 4, "rank event");
+  std::string_view line = payload.substr(4);
+  if (line.size() > kMaxRankEventLine || line.find('\n') != std::string_view::npos) {
+    throw Error(fmt::format("protocol error: a rank event of {} bytes (at most {}, one line)",
+                            line.size(), kMaxRankEventLine));
+  }
+  return {get_u32(payload, 0), std::string(line)};
+}
+
+GenerationNotice decode_generation(std::string_view payload) {
+  require_size(payload, 8, "generation");
+  const uint32_t count = get_u32(payload, 4);
+  if (payload.size() != 8 + 4 * static_cast<uint64_t>(count)) {
+    throw Error(fmt::format("protocol error: a generation frame of {} bytes for {} workers",
+                            payload.size(), count));
+  }
+  GenerationNotice notice{get_u32(payload, 0), {}};
+  for (uint32_t i = 0; i < count; ++i) notice.workers.push_back(get_u32(payload, 8 + 4 * i));
+  return notice;
 }
 
 }  // namespace hvd::worker

@@ -9,14 +9,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/fd_io.h"
 
 namespace hvd::worker {
 
 // 2: the network probes (worker/probe.h); 3: keepalive pings; 4: the exited frame's "after a
-// stop" flag, the signal frame
-inline constexpr int kProtocolVersion = 4;
+// stop" flag, the signal frame; 5: elastic jobs (the spec's "elastic", the rank-event and
+// generation frames)
+inline constexpr int kProtocolVersion = 5;
+// The longest line a rank may write on its elastic channel ("joined 3"); longer ones are dropped.
+inline constexpr size_t kMaxRankEventLine = 256;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
 inline constexpr size_t kFrameHeader = 5;
 
@@ -32,6 +36,7 @@ enum class FrameType : uint8_t {
   kProbeResult = 8,  // JSON: one outcome per probe target (answers kProbe)
   kProbeClosed = 9,  // empty: the probe listener is closed (answers kProbeClose)
   kPong = 10,        // empty: answers kPing
+  kRankEvent = 11,   // worker u32, one line its rank wrote on its elastic channel (no newline)
   // launcher -> agent
   kSpec = 16,         // JSON job spec (worker/job_spec.h)
   kTerminate = 17,    // empty: SIGTERM every rank, SIGKILL after the grace period
@@ -41,6 +46,8 @@ enum class FrameType : uint8_t {
   kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)
   kPing = 22,         // empty: the job's keepalive (answer kPong at once)
   kSignal = 23,       // signal u8: send it to every running rank (SIGUSR1 or SIGUSR2 only)
+  kGeneration = 24,   // generation u32, count u32, worker u32 x count: write "gen G" to their
+                      // elastic channels (the workers of that generation this agent runs)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
@@ -87,12 +94,29 @@ std::string encode_output(const OutputChunk& chunk);
 std::string encode_started(const RankStarted& started);
 std::string encode_exited(const RankExited& exited);
 std::string encode_signal(int signal);
+
+// Elastic jobs (docs/design/elastic.md, section 5): a line from a rank's channel, and a new
+// generation announced to the workers that are in it.
+struct RankEvent {
+  uint32_t worker = 0;
+  std::string line;
+};
+struct GenerationNotice {
+  uint32_t generation = 0;
+  std::vector<uint32_t> workers;
+};
+std::string encode_rank_event(const RankEvent& event);
+std::string encode_generation(const GenerationNotice& notice);
 // Throw hvd::Error on a malformed payload.
 OutputChunk decode_output(std::string_view payload);
 RankStarted decode_started(std::string_view payload);
 RankExited decode_exited(std::string_view payload);
 // The signals a launcher forwards to the ranks (SIGUSR1, SIGUSR2); anything else throws.
 int decode_signal(std::string_view payload);
+// Throw hvd::Error for a line longer than kMaxRankEventLine or one holding a newline, and for a
+// notice whose count does not match its size.
+RankEvent decode_rank_event(std::string_view payload);
+GenerationNotice decode_generation(std::string_view payload);
 
 // The fd helpers live in common/fd_io.h; re-exported here for the protocol's users.
 using hvd::read_some;

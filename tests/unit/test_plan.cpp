@@ -198,3 +198,20 @@ TEST_CASE("plan: --port-range too small for the busiest machine is a usage error
   require_usage_error([&] { make_plan(with_range("localhost:2", 65535, 65535), kSelf, {}); },
                       "needs 3", "--port-range 65533-65535");
 }
+
+TEST_CASE("plan: an elastic job gives each rank its worker id, generation 0 and its channel",
+          "[plan][elastic]") {
+  PlanRequest r = request("localhost:3");
+  const Plan plain = make_plan(r, kSelf, {});
+  CHECK_FALSE(plain.elastic);
+  CHECK(find(plain.ranks[1], "HVD_ELASTIC_FD") == nullptr);
+  r.elastic = true;
+  const Plan plan = make_plan(r, kSelf, {});
+  CHECK(plan.elastic);
+  for (const RankPlan& rank : plan.ranks) {
+    CHECK(value(rank, "HVD_ELASTIC_WORKER") == std::to_string(rank.topology.rank));
+    CHECK(value(rank, "HVD_ELASTIC_GENERATION") == "0");
+    CHECK(value(rank, "HVD_ELASTIC_FD") == "3");
+    CHECK(find(rank, "HVD_ELASTIC_FD")->source == EnvSource::kInternal);
+  }
+}

@@ -176,13 +176,13 @@ TEST_CASE("FrameReader refuses text where a frame should be", "[protocol]") {
 }
 
 TEST_CASE("FrameReader refuses unknown frame types", "[protocol]") {
-  for (uint8_t type : {0, 11, 15, 24, 255}) {
+  for (uint8_t type : {0, 12, 15, 25, 255}) {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
     require_error([&] { reader.next(); }, {"protocol error"});
   }
-  for (uint8_t type : {1, 6, 7, 8, 9, 10, 16, 18, 19, 20, 21, 22, 23}) {
+  for (uint8_t type : {1, 6, 7, 8, 9, 10, 11, 16, 18, 19, 20, 21, 22, 23, 24}) {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
@@ -320,6 +320,47 @@ TEST_CASE("job spec round-trips argv and env bytes that are not UTF-8", "[protoc
   CHECK(back.ranks[0].env[1].second.size() == 6);
   CHECK(back.ranks[0].env[2].second == "a\nb\r\nc\n");
   CHECK(back.cwd == "/data/run-\xe9");
+}
+
+TEST_CASE("elastic frames: rank events and generation notices round-trip, bad ones throw",
+          "[protocol]") {
+  using hvd::worker::decode_generation;
+  using hvd::worker::decode_rank_event;
+  const auto event = decode_rank_event(hvd::worker::encode_rank_event({7, "joined 3"}));
+  CHECK(event.worker == 7);
+  CHECK(event.line == "joined 3");
+  const auto notice = decode_generation(hvd::worker::encode_generation({4, {0, 2, 65536}}));
+  CHECK(notice.generation == 4);
+  CHECK(notice.workers == std::vector<uint32_t>{0, 2, 65536});
+  CHECK(decode_generation(hvd::worker::encode_generation({1, {}})).workers.empty());
+
+  require_error([] { decode_rank_event("abc"); }, {"too short"});
+  require_error([] { decode_rank_event(std::string(4, '\0') + "two\nlines"); }, {"one line"});
+  require_error(
+      [] {
+        decode_rank_event(std::string(4, '\0') +
+                          std::string(hvd::worker::kMaxRankEventLine + 1, 'x'));
+      },
+      {"at most 256"});
+  // A count that does not match the payload (a lie or a truncated frame) is refused, and a huge
+  // count allocates nothing.
+  std::string lying = hvd::worker::encode_generation({1, {5}});
+  lying[7] = 2;
+  require_error([&] { decode_generation(lying); }, {"for 2 workers"});
+  lying[4] = '\xff';
+  require_error([&] { decode_generation(lying); }, {"protocol error"});
+  require_error([] { decode_generation("1234567"); }, {"too short"});
+}
+
+TEST_CASE("job spec carries the elastic flag, absent when false", "[protocol]") {
+  hvd::worker::JobSpec spec = sample_spec();
+  CHECK_FALSE(nlohmann::json::parse(hvd::worker::encode_spec(spec)).contains("elastic"));
+  CHECK_FALSE(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)).elastic);
+  spec.elastic = true;
+  CHECK(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)) == spec);
+  require_error(
+      [] { hvd::worker::decode_spec(spec_with([](nlohmann::json& d) { d["elastic"] = 1; })); },
+      {"'elastic' is not true or false"});
 }
 
 TEST_CASE("job spec round-trips random binary values", "[protocol]") {

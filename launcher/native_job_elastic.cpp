@@ -1,0 +1,157 @@
+// An elastic job's side of NativeJob (docs/elastic.md, docs/design/elastic.md): the launcher
+// keeps an ElasticDriver (elastic_driver.h) from the moment the specs went out, feeds it the
+// ranks' exits and the "joined G" lines their channels bring back (kRankEvent), and carries out
+// what it decides: a world document into the rendezvous store, then "gen G" to the workers of
+// the new generation through their agents (kGeneration), or the end of the job.
+//
+// Frames keep carrying a worker's id where static jobs carry its rank: in generation 0 they are
+// the same, and the output is tagged by worker id for the whole job.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "contract/elastic.h"
+#include "contract/env_table.h"
+#include "launcher/launch_report.h"
+#include "launcher/native_job.h"
+
+namespace hvd::launcher::native {
+namespace {
+
+// A value of generation 0's environment, as the spec gave it to a rank.
+std::string spec_value(const worker::RankSpec& rank, std::string_view name) {
+  for (const auto& [n, v] : rank.env) {
+    if (n == name) return v;
+  }
+  return {};
+}
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+}  // namespace
+
+// Generation 0 is the launch itself: every rank of the plan, MASTER_* as rank 0 got them.
+void NativeJob::start_elastic() {
+  const ElasticOptions& o = *options_.elastic;
+  std::vector<PoolHost> pool;
+  for (const HostPlan& h : plan_.hosts) pool.push_back({h.spec.host, h.num_ranks});
+  std::vector<ElasticWorker> workers;
+  for (const RankPlan& r : plan_.ranks) {
+    workers.push_back(
+        {r.topology.rank,
+         {plan_.hosts[static_cast<size_t>(r.host_index)].spec.host, r.topology.local_rank}});
+  }
+  const worker::RankSpec& rank0 =
+      specs_.at(static_cast<size_t>(plan_.ranks.front().host_index)).ranks.front();
+  const std::string master_port = spec_value(rank0, contract::kMasterPort.name);
+  int port = 0;
+  std::from_chars(master_port.data(), master_port.data() + master_port.size(), port);
+  const ElasticPolicy policy{.min_np = o.min_np,
+                             .max_np = o.max_np,
+                             .reset_limit = o.reset_limit,
+                             .form_timeout = options_.start_timeout};
+  const auto now = Clock::now();
+  elastic_.emplace(policy, std::move(pool), std::move(workers),
+                   spec_value(rank0, contract::kMasterAddr.name), port, now);
+  GenerationRecord first{0, "start", {}, now, now};
+  for (const RankPlan& r : plan_.ranks) first.workers.push_back(r.topology.rank);
+  generations_.push_back(std::move(first));
+}
+
+void NativeJob::on_elastic_exit(const worker::RankExited& exited) {
+  const int w = static_cast<int>(exited.rank);
+  sup_.record_exit(w, {exited.signaled, static_cast<int>(exited.value)}, exited.stopped);
+  if (w < 0 || w >= static_cast<int>(sup_.result().ranks.size())) return;
+  const RankOutcome& outcome = sup_.result().ranks[static_cast<size_t>(w)];
+  const std::vector<int>& members = elastic_->members();
+  const auto at = std::find(members.begin(), members.end(), w);
+  const std::string rank = at == members.end()
+                               ? fmt::format("worker {}", w)
+                               : fmt::format("rank {} (worker {})", at - members.begin(), w);
+  const std::string why = fmt::format(
+      "{} on {} {}", rank, plan_.hosts[static_cast<size_t>(outcome.host_index)].spec.host,
+      describe_exit(outcome));
+  apply(elastic_->on_exit(w, outcome.exit_code(), why, Clock::now()));
+}
+
+// A line a rank wrote on its channel: "joined G" once its libhvd runs in generation G. Other
+// lines are not the launcher's business (a future libhvd's words): logged and ignored.
+void NativeJob::on_rank_event(const std::string& payload) {
+  const worker::RankEvent event = worker::decode_rank_event(payload);
+  int generation = -1;
+  if (std::sscanf(event.line.c_str(), "joined %d", &generation) == 1 && elastic_running()) {
+    apply(elastic_->on_joined(static_cast<int>(event.worker), generation, Clock::now()));
+    return;
+  }
+  spdlog::debug("elastic: worker {} said '{}'", event.worker, event.line);
+}
+
+void NativeJob::apply(std::vector<ElasticAction> actions) {
+  const auto now = Clock::now();
+  for (ElasticAction& action : actions) {
+    if (auto* log = std::get_if<elastic_action::Log>(&action)) {
+      spdlog::warn("{}", log->line);
+    } else if (auto* publish = std::get_if<elastic_action::Publish>(&action)) {
+      // The document first, then the word: a rank that hears "gen G" finds world.G in the store.
+      const contract::WorldDoc& doc = publish->doc;
+      rendezvous_->put(contract::elastic_scope(plan_.job_id), contract::world_key(doc.generation),
+                       contract::encode_world(doc));
+      worker::GenerationNotice notice{static_cast<uint32_t>(doc.generation), {}};
+      for (int w : publish->workers) notice.workers.push_back(static_cast<uint32_t>(w));
+      const std::string payload = worker::encode_generation(notice);
+      for (AgentConn& a : agents_) {
+        if (a.spec_sent && !a.eof) send(a, FrameType::kGeneration, payload);
+      }
+      generations_.push_back({doc.generation, doc.reason, publish->workers, now, std::nullopt});
+    } else if (auto* fail = std::get_if<elastic_action::Fail>(&action)) {
+      if (fail->worker) {
+        sup_.fail_rank(*fail->worker, fail->message);
+      } else {
+        sup_.fail({ErrorKind::kTimeout, fail->message,
+                   "a rank of the new generation did not rebuild its world in time (it hangs in "
+                   "the program, or before hvd::elastic::run's reset); raise --start-timeout if "
+                   "the ranks are only slow"});
+      }
+    } else if (auto* formed = std::get_if<elastic_action::Formed>(&action)) {
+      GenerationRecord& g = generations_.back();
+      if (g.generation != formed->generation) continue;
+      g.formed = now;
+      spdlog::info("elastic: generation {} formed in {:.0f} ms: {} rank{}", g.generation,
+                   ms_between(g.published, now), g.workers.size(),
+                   g.workers.size() == 1 ? "" : "s");
+    } else if (std::holds_alternative<elastic_action::Finish>(action)) {
+      spdlog::debug("elastic: every rank of generation {} finished", elastic_->generation());
+    }
+  }
+}
+
+nlohmann::ordered_json NativeJob::elastic_json() const {
+  using json = nlohmann::ordered_json;
+  const ElasticOptions& o = *options_.elastic;
+  json generations = json::array();
+  for (const GenerationRecord& g : generations_) {
+    generations.push_back(
+        {{"generation", g.generation},
+         {"reason", g.reason},
+         {"size", g.workers.size()},
+         {"workers", g.workers},
+         {"published_ms", std::llround(ms_between(started_at_, g.published))},
+         {"formed_ms",
+          g.formed ? json(std::llround(ms_between(started_at_, *g.formed))) : json(nullptr)}});
+  }
+  return {{"min_np", o.min_np},
+          {"max_np", o.max_np},
+          {"reset_limit", o.reset_limit ? json(*o.reset_limit) : json(nullptr)},
+          {"resets", generations_.empty() ? 0 : generations_.size() - 1},
+          {"generations", std::move(generations)}};
+}
+
+}  // namespace hvd::launcher::native

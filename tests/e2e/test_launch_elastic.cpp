@@ -1,0 +1,178 @@
+// Elastic training through hvdrun (--min-np; docs/elastic.md): the real hvdrun, its agent and
+// rank processes of tests/libhvd/elastic_check.cpp (a BufferState training loop whose weights end
+// at 210.0 when every one of its 20 steps ran exactly once, whatever the world's size was) on
+// this machine. A rank is killed mid-training; the others must go on in a new generation from
+// their last commit, and hvdrun must say what happened, in its log and in --json.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/cli/process.h"
+#include "tests/e2e/launch_helpers.h"
+
+using namespace hvd::test;  // NOLINT: test helpers
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+std::string show(const RunResult& r) {
+  return "exit code " + std::to_string(r.exit_code) + "\n--- stdout ---\n" + r.out.substr(0, 6000) +
+         "\n--- stderr ---\n" + r.err.substr(0, 12000);
+}
+
+// hvdrun ARGS... elastic_check PROGRAM_ARGS..., every process marked so that none outlives the
+// test.
+RunResult run_elastic(const JobMarker& marker, std::vector<std::string> args,
+                      const std::vector<std::string>& program_args) {
+  args.insert(args.end(), {"-x", marker.forward(), ELASTIC_CHECK});
+  args.insert(args.end(), program_args.begin(), program_args.end());
+  return run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
+}
+
+std::string done_line(int worker, int generation, int rank, int size, int resets) {
+  return "worker " + std::to_string(worker) + " done: generation " + std::to_string(generation) +
+         " rank " + std::to_string(rank) + " size " + std::to_string(size) + " resets " +
+         std::to_string(resets) + " steps 20 weights 210.0";
+}
+
+}  // namespace
+
+TEST_CASE("elastic launch: a killed rank leaves, the others finish in a smaller world",
+          "[elastic]") {
+  JobMarker marker;
+  // Worker 2 kills itself (SIGKILL) after step 7 of 20.
+  const RunResult r = run_elastic(
+      marker, {"-np", "3", "--min-np", "2", "-H", "localhost:3", "--json"}, {"20", "2", "7"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  // Every step ran once on the survivors: generation 0 at size 3, generation 1 at size 2.
+  CHECK_THAT(r.err, Contains(done_line(0, 1, 0, 2, 1)));
+  CHECK_THAT(r.err, Contains(done_line(1, 1, 1, 2, 1)));
+  CHECK_THAT(r.err, Contains("elastic: generation 1: 2 ranks on 1 host (rank 2 (worker 2) on "
+                             "localhost was killed by signal 9"));
+  CHECK_THAT(r.err, Contains("elastic: generation 1 formed in"));
+  const json doc = json::parse(r.out);
+  CHECK(doc["exit_code"] == 0);
+  CHECK(doc["first_failure"].is_null());
+  CHECK(doc["ranks"][2]["signal"] == "SIGKILL");
+  CHECK(doc["ranks"][2]["stopped_by_hvdrun"] == false);
+  const json& elastic = doc["elastic"];
+  CHECK(elastic["min_np"] == 2);
+  CHECK(elastic["max_np"] == 3);
+  CHECK(elastic["resets"] == 1);
+  REQUIRE(elastic["generations"].size() == 2);
+  CHECK(elastic["generations"][0]["size"] == 3);
+  CHECK(elastic["generations"][1]["workers"] == json::array({0, 1}));
+  CHECK_THAT(elastic["generations"][1]["reason"].get<std::string>(),
+             Contains("worker 2) on localhost was killed by signal 9"));
+  CHECK_FALSE(elastic["generations"][1]["formed_ms"].is_null());
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
+TEST_CASE("elastic launch: rank 0 dies; the next survivor is rank 0 of the new world",
+          "[elastic]") {
+  JobMarker marker;
+  const RunResult r = run_elastic(marker, {"-np", "3", "--min-np", "2"}, {"20", "0", "7"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains(done_line(1, 1, 0, 2, 1)));
+  CHECK_THAT(r.out, Contains(done_line(2, 1, 1, 2, 1)));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
+TEST_CASE("elastic launch: a rank dying inside the reset costs one more generation", "[elastic]") {
+  JobMarker marker;
+  // Worker 3 dies after step 5; worker 2 dies inside generation 1's sync().
+  const RunResult r = run_elastic(marker, {"-np", "4", "--min-np", "2"}, {"20", "3", "5", "2"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains(done_line(0, 2, 0, 2, 2)));
+  CHECK_THAT(r.out, Contains(done_line(1, 2, 1, 2, 2)));
+
+  // The same with --reset-limit 1: the second change ends the job with its cause.
+  JobMarker limited;
+  const RunResult l = run_elastic(limited, {"-np", "4", "--min-np", "2", "--reset-limit", "1"},
+                                  {"20", "3", "5", "2"});
+  INFO(show(l));
+  CHECK(l.exit_code == 137);
+  CHECK_THAT(l.err,
+             Contains("hvdrun: rank 2 (host localhost, local rank 2) was killed by signal 9"));
+  CHECK_THAT(l.err, Contains("hvdrun: elastic: --reset-limit 1 reached (generation 1 was the "
+                             "last); hvdrun stopped 2 other ranks."));
+  CHECK(wait_until([&] { return limited.alive().empty(); }, 10s));
+}
+
+TEST_CASE("elastic launch: below --min-np the job ends with the failure that took it there",
+          "[elastic]") {
+  JobMarker marker;
+  const RunResult r =
+      run_elastic(marker, {"-np", "2", "--min-np", "2", "--json"}, {"20", "1", "7"});
+  INFO(show(r));
+  CHECK(r.exit_code == 137);
+  CHECK_THAT(r.err,
+             Contains("hvdrun: rank 1 (host localhost, local rank 1) was killed by signal 9"));
+  CHECK_THAT(r.err, Contains("hvdrun: elastic: 1 rank left, fewer than --min-np 2; hvdrun "
+                             "stopped 1 other rank."));
+  const json doc = json::parse(r.out);
+  CHECK(doc["first_failure"]["rank"] == 1);
+  CHECK(doc["first_failure"]["elastic"] == "elastic: 1 rank left, fewer than --min-np 2");
+  CHECK(doc["ranks"][0]["stopped_by_hvdrun"] == true);
+  CHECK(doc["elastic"]["resets"] == 0);
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
+}
+
+TEST_CASE("elastic launch: survivors that never rebuild their world fail at the deadline",
+          "[elastic]") {
+  // A program without hvd::elastic: rank 1 dies, rank 0 never says "joined 1".
+  JobMarker marker;
+  const RunResult r =
+      run_hvdrun({"-np", "2", "--min-np", "1", "--start-timeout", "2", "-x", marker.forward(), "sh",
+                  "-c", "if [ $HOROVOD_RANK = 1 ]; then kill -9 $$; fi; sleep 60"},
+                 {marker.env()}, std::chrono::seconds(60));
+  INFO(show(r));
+  CHECK(r.exit_code == 75);  // a start-up phase (the reset) did not finish in time
+  CHECK_THAT(r.err, Contains("elastic: generation 1 did not form within 2 s: worker 0 never "
+                             "joined"));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
+}
+
+TEST_CASE("elastic launch: flags it cannot honour are refused before anything starts",
+          "[elastic]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{"--min-np", "2", "--mpi"}, "needs the native launch: MPI_COMM_WORLD cannot change size"},
+      {{"-np", "2", "--min-np", "3"}, "--min-np 3 is more than the 2 ranks the job starts with"},
+      {{"-np", "3", "--min-np", "2", "--max-np", "2"}, "--max-np 2 is less than the 3 ranks"},
+      {{"--max-np", "4"}, "--max-np was given without --min-np"},
+      {{"--min-np", "0"}, "--min-np 0: must be 1 or more"},
+      {{"--min-np", "1", "--max-restarts", "2"}, "--max-restarts and --min-np were both given"},
+      {{"--min-np", "1", "-H", "127.0.0.2:2"},
+       "elastic training across hosts is not built yet, and 127.0.0.2 is not this machine"},
+      {{"--min-np", "1", "--host-discovery-script", "./d.sh"},
+       "--host-discovery-script is not implemented yet"},
+      {{"--min-np", "1", "--elastic-timeout", "60"}, "--elastic-timeout is not implemented yet"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("true");
+    const RunResult r = run_hvdrun(args);
+    INFO(show(r));
+    CHECK(r.exit_code == 64);
+    CHECK_THAT(r.err, Contains(c.error));
+  }
+  // The dry run says what the job will do.
+  const RunResult dry = run_hvdrun({"--dry-run", "-np", "3", "--min-np", "2", "true"});
+  INFO(show(dry));
+  CHECK(dry.exit_code == 0);
+  CHECK_THAT(dry.out, Contains("while at least 2 of the 3 ranks remain (--min-np)"));
+  const RunResult dry_json = run_hvdrun(
+      {"--dry-run", "--json", "-np", "3", "--min-np", "2", "--reset-limit", "4", "-v", "true"});
+  INFO(show(dry_json));
+  const json plan = json::parse(dry_json.out);
+  CHECK(plan["elastic"] == json({{"min_np", 2}, {"max_np", 3}, {"reset_limit", 4}}));
+}
