@@ -115,7 +115,9 @@ void reset_generation() {
     std::lock_guard<std::mutex> lock(p.mutex);
     old = std::move(p.runtime);
   }
+  const auto began = Clock::now();
   old.reset();  // the engine joins; Gloo's context and the control plane close
+  const auto closed = Clock::now();
   const auto deadline = Clock::now() + kNextGenerationWait;
   while (p.announced <= p.generation) {
     if (p.channel_closed) {
@@ -136,7 +138,9 @@ void reset_generation() {
     pump_channel(p, left);
   }
   const int next = p.announced;
+  const auto announced = Clock::now();
   const contract::WorldDoc doc = fetch_world(*p.config, next);
+  const auto fetched = Clock::now();
   const int worker = p.config->elastic.worker;
   const contract::WorldEntry* entry = doc.find_worker(worker);
   if (entry == nullptr) {
@@ -153,6 +157,15 @@ void reset_generation() {
   runtime::logger().info("elastic: generation {} ({}): rank {} of {}", next, doc.reason,
                          entry->topology.rank, doc.size());
   auto fresh = std::make_shared<runtime::Runtime>(config);
+  const auto built = Clock::now();
+  const auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  runtime::logger().debug(
+      "elastic: generation {} in {:.0f} ms: old world closed {:.0f}, waited for the "
+      "announcement {:.0f}, world document {:.0f}, new world built {:.0f}",
+      next, ms(began, built), ms(began, closed), ms(closed, announced), ms(announced, fetched),
+      ms(fetched, built));
   {
     std::lock_guard<std::mutex> lock(p.mutex);
     p.runtime = std::move(fresh);

@@ -42,6 +42,7 @@ HttpStore::HttpStore(HttpStoreOptions options) : options_(std::move(options)) {
   const auto [host, port] = split_address(options_.address);
   client_ = std::make_unique<httplib::Client>(host, port);
   client_->set_keep_alive(true);
+  client_->set_tcp_nodelay(true);  // a request's head and body must not wait for an ACK
   client_->set_connection_timeout(std::chrono::seconds(5));
   client_->set_read_timeout(std::chrono::seconds(10));
   client_->set_write_timeout(std::chrono::seconds(10));
