@@ -46,21 +46,28 @@ LaunchResult NativeLauncher::run(const Plan& plan) { return launch(plan, false);
 LaunchResult NativeLauncher::check_network(const Plan& plan) { return launch(plan, true); }
 
 // Through srun: the step's agents connect back; then the same job as over SSH. The step ends
-// when its agents do; it is given a few seconds, then killed (which cancels it).
+// when its agents do; it is given a few seconds, then killed (which cancels it). hvdrun waits for
+// it: a step still being torn down holds the nodes' whole allocation, and a step started right
+// after (the next hvdrun or srun in the script) waits for it (bench/README.md).
 LaunchResult NativeLauncher::launch_through_srun(const Plan& plan, bool check_net_only) {
   SrunAgents srun = start_srun_agents(plan, options_);
-  Supervisor supervisor(plan, options_, std::string(name()));
-  native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(srun.agents));
-  LaunchResult result = supervisor.run(job);
-  result.command = srun_agent_argv(plan, options_);
-  result.hosts = job.host_facts();
-  result.details = job.details();
-  const auto waited_from = std::chrono::steady_clock::now();
+  LaunchResult result;
+  Clock::time_point job_ended;
+  {
+    Supervisor supervisor(plan, options_, std::string(name()));
+    native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(srun.agents));
+    result = supervisor.run(job);
+    job_ended = Clock::now();
+    result.command = srun_agent_argv(plan, options_);
+    result.hosts = job.host_facts();
+    result.details = job.details();
+  }  // the job's teardown (its connections, the rendezvous server) while Slurm ends the step
+  const auto since_job = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - job_ended).count();
+  };
+  spdlog::debug("the job's teardown took {:.1f} ms", since_job());
   for (int i = 0; i < 300 && !srun.srun.try_reap(); ++i) ::usleep(1000);
-  spdlog::debug(
-      "srun ended {:.1f} ms after the job",
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from)
-          .count());
+  spdlog::debug("srun ended {:.1f} ms after the job", since_job());
   if (!srun.srun.status()) srun.srun.signal_group(SIGKILL);
   return result;
 }

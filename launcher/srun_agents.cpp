@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <sstream>
 
 #include "common/bytes.h"
@@ -32,6 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPreambleTime = std::chrono::seconds(5);
+constexpr const char* kLeanAgent = "hvdrun-agent";
 
 // An agent on a Slurm node, on its connection back to the launcher.
 class TcpAgent final : public AgentTransport {
@@ -147,8 +149,16 @@ std::vector<std::string> srun_agent_argv(const Plan& plan, const LaunchOptions& 
                                 "--job-name=hvdrun-agents"};
   // No --cpu-bind: the one task per node holds the node's whole allocation (--whole), so any
   // binding Slurm applies covers every CPU the ranks (the agent's children) may use.
-  argv.insert(argv.end(), {options.hvdrun_path, "--agent-connect"});
+  argv.insert(argv.end(), {srun_agent_program(options.hvdrun_path), "--agent-connect"});
   return argv;
+}
+
+std::string srun_agent_program(const std::string& hvdrun_path) {
+  const std::filesystem::path lean = std::filesystem::path(hvdrun_path).parent_path() / kLeanAgent;
+  if (hvdrun_path.find('/') != std::string::npos && ::access(lean.c_str(), X_OK) == 0) {
+    return lean.string();
+  }
+  return hvdrun_path;
 }
 
 std::map<std::string, std::string> parse_scontrol_nodes(const std::string& text) {
@@ -236,8 +246,9 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
                           ? fmt::format("killed by signal {}", out.srun.status()->value)
                           : fmt::format("exit {}", out.srun.status()->value),
                       srun_text.said().empty() ? "" : "; srun said: " + srun_text.said()),
-          "run hvdrun inside the allocation (salloc, sbatch), check that every node has this "
-          "hvdrun at the same path, or use --launcher ssh");
+          fmt::format("run hvdrun inside the allocation (salloc, sbatch), check that every node "
+                      "has {} at the same path, or use --launcher ssh",
+                      spec.argv[spec.argv.size() - 2]));
     }
     std::erase_if(pending, [&](const Pending& p) { return p.until <= now; });
     std::vector<pollfd> fds{{listener.get(), POLLIN, 0}, {out.srun.err().get(), POLLIN, 0}};

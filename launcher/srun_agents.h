@@ -1,7 +1,8 @@
 // Agents through Slurm instead of SSH (`--launcher srun`, the default inside an allocation whose
 // hosts hvdrun took from Slurm): one `srun` job step with one task per node runs
-// `hvdrun --agent-connect` there, and each agent connects back to the launcher over TCP
-// (worker/agent_connect.h), authenticated by a token that travels in the step's environment.
+// `hvdrun-agent --agent-connect` (or `hvdrun --agent-connect`) there, and each agent connects
+// back to the launcher over TCP (worker/agent_connect.h), authenticated by a token that travels
+// in the step's environment.
 // From then on the native launch runs as over SSH: the hellos, the network check, the
 // rendezvous, the specs, the ranks, on the same supervisor.
 //
@@ -30,6 +31,11 @@ struct SrunAgents {
 
 // The step's command line (the dry run shows it).
 std::vector<std::string> srun_agent_argv(const Plan& plan, const LaunchOptions& options);
+
+// The agent the step runs: hvdrun-agent beside hvdrun when it is there (the agent alone, which
+// starts in a fraction of hvdrun's time: cli/agent_main.cpp), else hvdrun itself. Like hvdrun,
+// it must be at the same path on every node.
+std::string srun_agent_program(const std::string& hvdrun_path);
 
 // Starts the step and waits (at most --start-timeout) until every node's agent has connected.
 // Throws RemoteError when srun fails or ends first (with what it said), TimeoutError naming the

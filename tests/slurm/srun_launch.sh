@@ -62,6 +62,9 @@ run 6 --dry-run true
 expect_rc 0 "hvdrun --dry-run"
 expect_in out "srun --nodes=3 --ntasks=3 --ntasks-per-node=1 --nodelist=n1,n2,n3 --whole" \
     "the dry run's launcher command"
+# The agent alone (hvdrun-agent, built beside hvdrun) rather than hvdrun itself: it starts faster.
+expect_in out "--job-name=hvdrun-agents $(dirname "$hvdrun")/hvdrun-agent --agent-connect" \
+    "the step's agent program"
 echo "ok: the dry run shows the srun step"
 
 # 2. Six ranks, two per node: Horovod's topology, and each rank advertises its node's NodeAddr.

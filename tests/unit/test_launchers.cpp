@@ -1,12 +1,17 @@
 // The launcher registry, what each launcher says it would run (--dry-run), the deferred values
 // of a plan resolved at launch, and the rendezvous protocol both sides read.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "contract/rendezvous.h"
 #include "launcher/job_specs.h"
 #include "launcher/launcher.h"
 #include "launcher/plan.h"
+#include "launcher/srun_agents.h"
 
 using Catch::Matchers::Contains;
 using namespace hvd::launcher;
@@ -47,6 +52,24 @@ TEST_CASE("registry: every launcher by its name; an unknown name lists them", "[
     CHECK_THAT(e.what(), Contains("no launcher called 'srun'"));
     CHECK_THAT(e.hint(), Contains("native, mpirun"));
   }
+}
+
+TEST_CASE("srun agents: hvdrun-agent beside hvdrun when it is there, else hvdrun", "[launcher]") {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("hvd_unit_srun_agent_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string hvdrun = (dir / "hvdrun").string();
+  const fs::path lean = dir / "hvdrun-agent";
+  CHECK(srun_agent_program(hvdrun) == hvdrun);  // not there
+  std::ofstream(lean) << "#!/bin/sh\n";
+  fs::permissions(lean, fs::perms::owner_read | fs::perms::owner_write);
+  CHECK(srun_agent_program(hvdrun) == hvdrun);  // there but not executable
+  fs::permissions(lean, fs::perms::owner_all);
+  CHECK(srun_agent_program(hvdrun) == lean.string());
+  CHECK(srun_agent_program("hvdrun") == "hvdrun");  // no folder to look in
+  fs::remove_all(dir);
 }
 
 TEST_CASE("native describe: the agent command per host, local or over SSH", "[launcher]") {
