@@ -168,7 +168,7 @@ launcher::PlanRequest plan_request(const Options& o) {
   return request;
 }
 
-// Elastic training's checks that need the plan: the sizes, and (for now) local hosts only.
+// Elastic training's checks that need the plan: the sizes.
 void validate_elastic_plan(const Options& o, const launcher::Plan& plan) {
   if (!o.elastic()) return;
   const int np = static_cast<int>(plan.ranks.size());
@@ -182,16 +182,6 @@ void validate_elastic_plan(const Options& o, const launcher::Plan& plan) {
     throw UsageError(
         fmt::format("--max-np {} is less than the {} ranks the job starts with", *o.max_np, np),
         "lower -np, or raise --max-np");
-  }
-  for (const launcher::HostPlan& h : plan.hosts) {
-    if (!h.local) {
-      throw UsageError(
-          fmt::format("elastic training across hosts is not built yet, and {} is not this "
-                      "machine",
-                      h.spec.host),
-          "for now --min-np runs on this machine's host entries only (e.g. -H localhost:4); "
-          "docs/elastic.md says what works");
-    }
   }
 }
 

@@ -229,8 +229,8 @@ void define_options(CLI::App& app, Options& o) {
          "--min-np,--min-num-proc",
          [&o](const std::string& v) { o.min_np = parse_int("--min-np", v); },
          "Elastic training: when a rank fails, the others go on without it as long as N ranks "
-         "remain (programs use hvd::elastic::run; docs/elastic.md). Native launch on this "
-         "machine's hosts only, for now")
+         "remain (programs use hvd::elastic::run; docs/elastic.md). Native launch over SSH "
+         "or on this machine")
       ->type_name("N");
   app.add_option_function<std::string>(
          "--max-np,--max-num-proc",
@@ -254,7 +254,7 @@ void define_options(CLI::App& app, Options& o) {
                  fmt::format("{} is not implemented yet: this hvdrun's elastic training shrinks "
                              "a job when ranks fail, but hosts cannot join or leave it",
                              flag),
-                 "use --min-np with -H (this machine's hosts); docs/elastic.md says what works");
+                 "use --min-np with -H or --hostfile; docs/elastic.md says what works");
            },
            "Not implemented yet (horovodrun's elastic host discovery): refused")
         ->type_name("VALUE");

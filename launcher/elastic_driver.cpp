@@ -56,17 +56,42 @@ std::vector<ElasticAction> ElasticDriver::on_exit(int id, int exit_code, const s
   }
   if (finishing_) {  // a failure after the training finished elsewhere is the job's failure
     done_ = true;
-    return {elastic_action::Fail{exit_code, "", id}};
+    return {elastic_action::Fail{exit_code, "", ErrorKind::kRemote, id}};
   }
   if (!member)
     return {
         elastic_action::Log{fmt::format("elastic: {} (not in generation {})", why, generation_)}};
   cooling_.push_back(worker(id).slot);
-  return next_generation(why, id, exit_code, now);
+  return next_generation(why, id, exit_code, ErrorKind::kRemote, now);
 }
 
-std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& reason, int failed,
-                                                          int exit_code, Clock::time_point now) {
+std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
+                                                       const std::string& why,
+                                                       Clock::time_point now) {
+  if (done_) return {};
+  std::erase_if(pool_, [&](const PoolHost& h) { return h.host == host; });
+  std::vector<int> gone;
+  for (int id : alive_) {
+    if (worker(id).slot.host == host) gone.push_back(id);
+  }
+  std::erase_if(alive_, [&](int id) { return contains(gone, id); });
+  const bool member =
+      std::any_of(gone.begin(), gone.end(), [&](int id) { return contains(members_, id); });
+  const int code = to_int(exit_code_of(ErrorKind::kHostLost));
+  if (!member) {
+    return {elastic_action::Log{
+        fmt::format("elastic: {} (no rank of generation {} there)", why, generation_)}};
+  }
+  if (finishing_) {
+    done_ = true;
+    return {elastic_action::Fail{code, why, ErrorKind::kHostLost, std::nullopt}};
+  }
+  return next_generation(why, std::nullopt, code, ErrorKind::kHostLost, now);
+}
+
+std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& reason,
+                                                          std::optional<int> failed, int exit_code,
+                                                          ErrorKind kind, Clock::time_point now) {
   std::vector<SlotKey> survivors;
   for (int id : alive_) survivors.push_back(worker(id).slot);
   // Shrink only: no slot without a live worker is taken (refilling is a later step).
@@ -76,19 +101,19 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
   const WorldChoice choice = choose_world(pool_, survivors, unavailable, policy_.max_np);
   if (choice.size() < policy_.min_np) {
     done_ = true;
-    return {elastic_action::Fail{
-        exit_code,
-        fmt::format("elastic: {} rank{} left, fewer than --min-np {}", choice.size(),
-                    choice.size() == 1 ? "" : "s", policy_.min_np),
-        failed}};
+    return {elastic_action::Fail{exit_code,
+                                 fmt::format("{}elastic: {} rank{} left, fewer than --min-np {}",
+                                             failed ? "" : reason + "; ", choice.size(),
+                                             choice.size() == 1 ? "" : "s", policy_.min_np),
+                                 kind, failed}};
   }
   if (policy_.reset_limit && generation_ + 1 > *policy_.reset_limit) {
     done_ = true;
     return {elastic_action::Fail{
         exit_code,
-        fmt::format("elastic: --reset-limit {} reached (generation {} was the last)",
-                    *policy_.reset_limit, generation_),
-        failed}};
+        fmt::format("{}elastic: --reset-limit {} reached (generation {} was the last)",
+                    failed ? "" : reason + "; ", *policy_.reset_limit, generation_),
+        kind, failed}};
   }
   ++generation_;
   members_.clear();
@@ -140,7 +165,7 @@ std::vector<ElasticAction> ElasticDriver::on_tick(Clock::time_point now) {
       fmt::format("elastic: generation {} did not form within {:.0f} s: worker{} {} never joined",
                   generation_, std::chrono::duration<double>(policy_.form_timeout).count(),
                   missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")),
-      std::nullopt}};
+      ErrorKind::kTimeout, std::nullopt}};
 }
 
 std::optional<ElasticDriver::Clock::time_point> ElasticDriver::next_deadline() const {

@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/error.h"
 #include "contract/elastic.h"
 #include "launcher/elastic_world.h"
 
@@ -46,6 +47,8 @@ struct Publish {  // store the document under <job>.elastic/world.G, then announ
 struct Fail {  // the job ends with this code and report
   int exit_code = 1;
   std::string message;
+  // Without a worker: what kind of failure it is (the report's kind; exit_code is its code).
+  ErrorKind kind = ErrorKind::kTimeout;
   // The worker whose exit ended the job (its code is exit_code), when one did; the message then
   // says why that exit ended the job ("elastic: 1 rank left, fewer than --min-np 2"), or is empty
   // when it needs no more words (a failure after the training finished, as in a static job).
@@ -77,6 +80,11 @@ class ElasticDriver {
   // the sentence the report uses ("rank 2 on h was killed by signal 9").
   std::vector<ElasticAction> on_exit(int worker, int exit_code, const std::string& why,
                                      Clock::time_point now);
+  // A host's agent was lost (its link closed, it fell silent): every live worker on it is gone
+  // with it, and the host leaves the pool. `why` is the report's sentence; below --min-np the job
+  // fails with kHostLost.
+  std::vector<ElasticAction> on_host_lost(const std::string& host, const std::string& why,
+                                          Clock::time_point now);
   // A worker said "joined G".
   std::vector<ElasticAction> on_joined(int worker, int generation, Clock::time_point now);
   // Time passed (at or after next_deadline()).
@@ -90,8 +98,8 @@ class ElasticDriver {
   bool done() const { return done_; }
 
  private:
-  std::vector<ElasticAction> next_generation(const std::string& reason, int failed, int exit_code,
-                                             Clock::time_point now);
+  std::vector<ElasticAction> next_generation(const std::string& reason, std::optional<int> failed,
+                                             int exit_code, ErrorKind kind, Clock::time_point now);
   const ElasticWorker& worker(int id) const;
 
   ElasticPolicy policy_;

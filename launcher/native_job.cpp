@@ -213,9 +213,13 @@ void NativeJob::agent_lost(AgentConn& agent) {
     return;
   }
   if (!sup_.stopping()) sup_.result().lost_hosts.push_back(host);
-  sup_.fail({ErrorKind::kHostLost,
-             fmt::format("lost the agent on {} while the job ran{}", host,
-                         agent.transport->lost_detail()),
+  const std::string what =
+      fmt::format("lost the agent on {} while the job ran{}", host, agent.transport->lost_detail());
+  if (elastic_running()) {  // its ranks are gone; the others may go on without them
+    apply(elastic_->on_host_lost(host, what, Clock::now()));
+    return;
+  }
+  sup_.fail({ErrorKind::kHostLost, what,
              "the host may have rebooted or dropped the connection; the agent stops its ranks "
              "when its link goes away"});
 }
@@ -278,10 +282,15 @@ void NativeJob::agent_silent(AgentConn& a) {
   a.eof = a.gone = a.abandoned = true;
   sup_.result().abandoned.push_back(host);
   sup_.result().lost_hosts.push_back(host);
-  sup_.fail({ErrorKind::kHostLost,
-             fmt::format("lost the host {}: nothing came from its agent for {:.0f} s while the "
-                         "job ran (--keepalive {:.0f})",
-                         host, seconds, seconds),
+  const std::string what = fmt::format(
+      "lost the host {}: nothing came from its agent for {:.0f} s while the job ran "
+      "(--keepalive {:.0f})",
+      host, seconds, seconds);
+  if (elastic_running()) {
+    apply(elastic_->on_host_lost(host, what, Clock::now()));
+    return;
+  }
+  sup_.fail({ErrorKind::kHostLost, what,
              "the host froze, or its link was cut without a reset; its agent stops its ranks "
              "when its SSH session closes (now) or, if frozen, when it runs again. A longer "
              "--keepalive tolerates longer stalls"});

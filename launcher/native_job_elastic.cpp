@@ -115,10 +115,13 @@ void NativeJob::apply(std::vector<ElasticAction> actions) {
       if (fail->worker) {
         sup_.fail_rank(*fail->worker, fail->message);
       } else {
-        sup_.fail({ErrorKind::kTimeout, fail->message,
-                   "a rank of the new generation did not rebuild its world in time (it hangs in "
-                   "the program, or before hvd::elastic::run's reset); raise --start-timeout if "
-                   "the ranks are only slow"});
+        sup_.fail({fail->kind, fail->message,
+                   fail->kind == ErrorKind::kTimeout
+                       ? "a rank of the new generation did not rebuild its world in time (it "
+                         "hangs in the program, or before hvd::elastic::run's reset); raise "
+                         "--start-timeout if the ranks are only slow"
+                       : "the host may have rebooted or dropped the connection; its agent stops "
+                         "its ranks when its link goes away"});
       }
     } else if (auto* formed = std::get_if<elastic_action::Formed>(&action)) {
       GenerationRecord& g = generations_.back();

@@ -6,9 +6,11 @@
 //
 //   elastic_check STEPS [DIE_WORKER DIE_STEP [SYNC_WORKER]]
 //     worker DIE_WORKER kills itself (SIGKILL) after the allreduce of step DIE_STEP, in
-//     generation 0; worker SYNC_WORKER kills itself inside State::sync() in generation 1, while
+//     generation 0 (with ELASTIC_CHECK_KILL_AGENT set, it kills its parent, the hvdrun agent,
+//     first); worker SYNC_WORKER kills itself inside State::sync() in generation 1, while
 //     the others broadcast the state (a reset that fails half-way)
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,7 +64,12 @@ int main(int argc, char** argv) {
         hvd::allreduce(std::span<float>(grad), hvd::ReduceOp::kAverage);
         for (std::size_t i = 0; i < weights.size(); ++i) weights[i] += (step + 1) * grad[i];
         ++step;
-        if (w.worker == die_worker && step == die_step && w.generation == 0) ::raise(SIGKILL);
+        if (w.worker == die_worker && step == die_step && w.generation == 0) {
+          // ELASTIC_CHECK_KILL_AGENT=1: take the whole host down instead (the agent's ranks die
+          // with it), as a lost machine would.
+          if (std::getenv("ELASTIC_CHECK_KILL_AGENT") != nullptr) ::kill(::getppid(), SIGKILL);
+          ::raise(SIGKILL);
+        }
         state.commit();
       }
     });

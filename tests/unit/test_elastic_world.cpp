@@ -330,3 +330,30 @@ TEST_CASE("elastic driver: the job finishes when the current generation exits 0"
   CHECK(fail->message.empty());  // reported as a static job's first failure
   CHECK(fail->worker == 1);
 }
+
+TEST_CASE("elastic driver: a lost host takes its workers and leaves the pool", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(policy(2, 4), t0);
+  const auto actions = d.on_host_lost("b", "lost the agent on b", t0);
+  const auto* publish = find_action<act::Publish>(actions);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->workers == std::vector<int>{0, 1});
+  CHECK(publish->doc.reason == "lost the agent on b");
+  CHECK(publish->doc.workers[1].topology == RankTopology{1, 2, 1, 2, 0, 1});
+  // Rank 0's host next: below --min-np, a host-lost failure naming it.
+  const auto below = d.on_host_lost("a", "lost the agent on a", t0);
+  const auto* fail = find_action<act::Fail>(below);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == 74);
+  CHECK(fail->kind == hvd::ErrorKind::kHostLost);
+  CHECK_FALSE(fail->worker.has_value());
+  CHECK(fail->message == "lost the agent on a; elastic: 0 ranks left, fewer than --min-np 2");
+
+  // A host without live workers of the generation: logged, nothing else.
+  ElasticDriver e = four_workers(policy(1, 4), t0);
+  e.on_exit(2, 137, "rank 2 killed", t0);
+  e.on_exit(3, 137, "rank 3 killed", t0);
+  const auto quiet = e.on_host_lost("b", "lost the agent on b", t0);
+  CHECK(find_action<act::Publish>(quiet) == nullptr);
+  REQUIRE(find_action<act::Log>(quiet) != nullptr);
+}

@@ -1,5 +1,6 @@
 // docs/environment.md and the contract table must list the same variables.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -92,4 +93,27 @@ TEST_CASE("docs/troubleshooting.md has a section for every --check-ssh code", "[
     INFO(code);
     CHECK(doc.find("\n### " + code + "\n") != std::string::npos);
   }
+}
+
+// catch_discover_tests hands ctest each test's name as a CMake list: a ';' in a name splits it in
+// two, and each half runs Catch with a filter that matches nothing, which Catch reports as a
+// success. Ten tests once never ran that way.
+TEST_CASE("no test name holds a semicolon, which would make ctest run nothing for it", "[docs]") {
+  const std::regex test_case(R"re(TEST_CASE\(\s*"((?:[^"\\]|\\.)*)")re");
+  int names = 0;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::string(HVD_SOURCE_DIR) + "/tests")) {
+    if (entry.path().extension() != ".cpp") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), test_case);
+         it != std::sregex_iterator(); ++it) {
+      ++names;
+      INFO(entry.path().string() << ": " << (*it)[1]);
+      CHECK((*it)[1].str().find(';') == std::string::npos);
+    }
+  }
+  CHECK(names > 400);  // the scan found the tests
 }

@@ -79,7 +79,7 @@ TEST_CASE("forwarding: allow-list by default, nothing else", "[env]") {
   CHECK(r.warnings.empty());
 }
 
-TEST_CASE("forwarding: -x adds by name, value, prefix; later wins", "[env]") {
+TEST_CASE("forwarding: -x adds by name, value, prefix, later wins", "[env]") {
   const EnvList env{{"MY_SECRET", "s"},
                     {"MYAPP_A", "1"},
                     {"MYAPP_B", "2"},

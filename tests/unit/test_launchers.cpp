@@ -37,7 +37,7 @@ LaunchOptions options() {
 
 }  // namespace
 
-TEST_CASE("registry: every launcher by its name; an unknown name lists them", "[launcher]") {
+TEST_CASE("registry: every launcher by its name, an unknown name lists them", "[launcher]") {
   std::set<std::string> names;
   for (const LauncherEntry& e : launchers()) {
     names.insert(std::string(e.name));

@@ -221,7 +221,7 @@ TEST_CASE("controller: the fusion threshold bounds the bytes of a fused response
   CHECK(run(79, f64) == std::vector<Names>{{"d8"}, {"d2"}});
 }
 
-TEST_CASE("controller: broadcasts fuse by root; error responses never fuse", "[libhvd]") {
+TEST_CASE("controller: broadcasts fuse by root, error responses never fuse", "[libhvd]") {
   const std::vector<Request> bs = {broadcast("r0a", 0), broadcast("r1a", 1), broadcast("r0b", 0),
                                    broadcast("r1b", 1)};
   Controller c = controller(2);

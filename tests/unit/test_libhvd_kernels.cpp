@@ -222,7 +222,7 @@ TEST_CASE("reduce_fn: 16-bit results are rounded to nearest even", "[libhvd]") {
   CHECK(hvd::to_float(outb[1]) == 260.0f);  // 259 is a tie -> 260 (even)
 }
 
-TEST_CASE("reduce_fn: every valid pair has a kernel; average and invalid pairs have none",
+TEST_CASE("reduce_fn: every valid pair has a kernel, average and invalid pairs have none",
           "[libhvd]") {
   for (DataType t : kAllDtypes) {
     INFO(hvd::dtype_name(t));

@@ -99,7 +99,7 @@ TEST_CASE("mpirun argv: 2 hosts x 2 slots with the hermetic ssh options", "[mpi]
   for (const std::string& word : argv) CHECK(word.find("s3cret") == std::string::npos);
 }
 
-TEST_CASE("mpirun argv: one machine twice drops vader; strict policy; key; extra args", "[mpi]") {
+TEST_CASE("mpirun argv: one machine twice drops vader, strict policy, key, extra args", "[mpi]") {
   MpiCommandInput in = input();
   in.same_machine = true;
   in.ssh.host_key_policy = hvd::ssh::HostKeyPolicy::kStrict;
@@ -217,7 +217,7 @@ TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded
   CHECK(own[2].ends_with(" [...]"));
 }
 
-TEST_CASE("mpirun argv: an IPv6 host is a usage error; IPv6 interface addresses are /128",
+TEST_CASE("mpirun argv: an IPv6 host is a usage error, IPv6 interface addresses are /128",
           "[mpi]") {
   PlanRequest r;
   r.hosts = parse_host_list("[fd00::2]:1,10.0.0.3:1");

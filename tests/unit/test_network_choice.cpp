@@ -110,7 +110,7 @@ TEST_CASE("network: no match names the host, the request and the host's interfac
   }
 }
 
-TEST_CASE("network: the plan defers the chosen address; Open MPI gets the CIDR", "[network]") {
+TEST_CASE("network: the plan defers the chosen address, Open MPI gets the CIDR", "[network]") {
   hvd::launcher::PlanRequest r;
   r.hosts = hvd::launcher::parse_host_list("127.0.0.2,127.0.0.3");
   r.default_user = "root";

@@ -60,7 +60,7 @@ TEST_CASE("router: lines are tagged and split across chunks are joined", "[route
   CHECK(err.text() == "[1,0]<stderr>:oops\n");
 }
 
-TEST_CASE("router: \\r ends a line and \\r\\n is one line end, even split", "[router]") {
+TEST_CASE("router: CR ends a line and CR LF is one line end, even split", "[router]") {
   Sink out("out2"), err("err2");
   OutputRouter router(out.fd, err.fd, std::nullopt);
   router.write(3, Stream::kStdout, "10%\r20%\r");

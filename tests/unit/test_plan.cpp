@@ -49,7 +49,7 @@ TEST_CASE("plan: -np 3 -H w0:1,w1:2 (the issue's example)", "[plan]") {
   CHECK(plan.warnings.empty());
 }
 
-TEST_CASE("plan: -np defaults to all slots; fewer starts exactly np", "[plan]") {
+TEST_CASE("plan: -np defaults to all slots, fewer starts exactly np", "[plan]") {
   CHECK(make_plan(request("a:2,b:3"), kSelf, {}).ranks.size() == 5);
   const Plan two = make_plan(request("localhost:4", 2), kSelf, {});
   CHECK(two.ranks.size() == 2);

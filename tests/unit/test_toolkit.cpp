@@ -296,7 +296,7 @@ TEST_CASE("bind_first_free: with real sockets, a taken port is passed over", "[t
   }
 }
 
-TEST_CASE("error kinds: each has an exit code and a name; the exit codes are documented",
+TEST_CASE("error kinds: each has an exit code and a name, the exit codes are documented",
           "[toolkit][docs]") {
   std::ifstream in(std::string(HVD_SOURCE_DIR) + "/docs/exit-codes.md");
   REQUIRE(in.good());
