@@ -86,8 +86,11 @@ struct LaunchResult {
   std::optional<Failure> error;       // a host-level failure (could not start, agent lost, ...)
   int interrupted_by = 0;             // the signal that interrupted hvdrun, or 0
   std::string stopped_by = "hvdrun";  // who stopped the other ranks after the first failure
-  std::chrono::milliseconds start_time{0};  // until every rank was started
-  std::chrono::milliseconds total_time{0};
+  // From when the launcher's job began (after the SSH logins) until every rank was started;
+  // nullopt when not known: a rank never started, or mpirun, which does not say when its ranks
+  // start.
+  std::optional<std::chrono::milliseconds> start_time;
+  std::chrono::milliseconds total_time{0};   // from the same point until the job ended
   std::vector<ssh::HostCheck> ssh_failures;  // hosts that failed an SSH stage: nothing ran
   // Hosts whose agent did not end within the grace period and margin of the stop: hvdrun
   // stopped waiting for them (their ranks are stopped by the agent's dead-man switch).
