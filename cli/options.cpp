@@ -136,6 +136,14 @@ void define_options(CLI::App& app, Options& o) {
          "Seconds allowed per host for the whole SSH check (default 10)")
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
+         "--wait-for-hosts",
+         [&o](const std::string& v) {
+           o.wait_for_hosts_s = parse_seconds("--wait-for-hosts", v, "fail at once");
+         },
+         "Seconds to keep trying a host whose name does not resolve yet, that refuses the "
+         "connection or does not answer it, with backoff (default 0: fail at once)")
+      ->type_name("SECONDS");
+  app.add_option_function<std::string>(
          "--ssh-concurrency",
          [&o](const std::string& v) { o.ssh_concurrency = parse_int("--ssh-concurrency", v); },
          "Hosts in SSH key exchange and authentication at once (default 16)")
