@@ -96,6 +96,14 @@ class HelpFormatter : public CLI::Formatter {
            "       hvdrun --check-build [--json]\n"
            "       hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]\n";
   }
+  // The value's name only ("--max-restarts N"): CLI11 adds its validators and exclusions
+  // ("N:INT in [0 - 1000]", "--mpi Excludes: --native"), which read as if the help were broken;
+  // the descriptions and the errors say those.
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_type_size() == 0) return "";
+    const std::string name = opt->get_type_name();
+    return name.empty() ? "" : " " + name.substr(0, name.find(':'));
+  }
 };
 
 void define_options(CLI::App& app, Options& o) {
