@@ -97,6 +97,7 @@ ssh::SshOptions ssh_options(const Options& o) {
   s.host_key_policy = o.ssh_host_key_policy == "strict" ? ssh::HostKeyPolicy::kStrict
                                                         : ssh::HostKeyPolicy::kAcceptNew;
   s.timeout = std::chrono::milliseconds(static_cast<long>(o.ssh_timeout_s * 1000));
+  s.wait_for_hosts = std::chrono::milliseconds(static_cast<long>(o.wait_for_hosts_s * 1000));
   s.concurrency = o.ssh_concurrency;
   s.agent_path = o.agent_path.value_or(own_path());
   return s;

@@ -134,8 +134,7 @@ int run_attempts(const Options& o, const launcher::PlanRequest& request,
                             ? nlohmann::ordered_json(nullptr)
                             : nlohmann::ordered_json(launcher::failure_summary(plan, result))},
          {"blacklisted", left_out},
-         {"timings_ms",
-          {{"start", result.start_time.count()}, {"total", result.total_time.count()}}}});
+         {"timings_ms", launcher::timings_json(result)}});
     const std::optional<std::string> why_not = launcher::why_no_restart(result);
     const bool again = policy.enabled() && attempt <= policy.max_restarts && !why_not;
     if (again) {

@@ -96,6 +96,14 @@ class HelpFormatter : public CLI::Formatter {
            "       hvdrun --check-build [--json]\n"
            "       hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]\n";
   }
+  // The value's name only ("--max-restarts N"): CLI11 adds its validators and exclusions
+  // ("N:INT in [0 - 1000]", "--mpi Excludes: --native"), which read as if the help were broken;
+  // the descriptions and the errors say those.
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_type_size() == 0) return "";
+    const std::string name = opt->get_type_name();
+    return name.empty() ? "" : " " + name.substr(0, name.find(':'));
+  }
 };
 
 void define_options(CLI::App& app, Options& o) {
@@ -134,6 +142,14 @@ void define_options(CLI::App& app, Options& o) {
          "--ssh-timeout",
          [&o](const std::string& v) { o.ssh_timeout_s = parse_seconds("--ssh-timeout", v); },
          "Seconds allowed per host for the whole SSH check (default 10)")
+      ->type_name("SECONDS");
+  app.add_option_function<std::string>(
+         "--wait-for-hosts",
+         [&o](const std::string& v) {
+           o.wait_for_hosts_s = parse_seconds("--wait-for-hosts", v, "fail at once");
+         },
+         "Seconds to keep trying a host whose name does not resolve yet, that refuses the "
+         "connection or does not answer it, with backoff (default 0: fail at once)")
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--ssh-concurrency",

@@ -26,6 +26,7 @@ struct Options {
   std::optional<std::string> ssh_known_hosts;
   std::string ssh_host_key_policy = "accept-new";
   double ssh_timeout_s = 10.0;
+  double wait_for_hosts_s = 0.0;  // --wait-for-hosts: retry hosts not up yet until then
   int ssh_concurrency = 16;
   std::optional<std::string> agent_path;  // default: this hvdrun's own absolute path
   bool check_ssh = false;

@@ -95,6 +95,12 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
   return out;
 }
 
+nlohmann::ordered_json timings_json(const LaunchResult& result) {
+  using json = nlohmann::ordered_json;
+  return {{"start", result.start_time ? json(result.start_time->count()) : json(nullptr)},
+          {"total", result.total_time.count()}};
+}
+
 nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result) {
   using json = nlohmann::ordered_json;
   auto rank_json = [&](const RankOutcome& r) {
@@ -135,7 +141,7 @@ nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result)
   doc["abandoned"] = result.abandoned;
   for (const auto& [key, value] : result.details.items()) doc[key] = value;
   doc["net_check"] = result.net ? net_json(*result.net) : json(nullptr);
-  doc["timings_ms"] = {{"start", result.start_time.count()}, {"total", result.total_time.count()}};
+  doc["timings_ms"] = timings_json(result);
   doc["ranks"] = std::move(ranks);
   return doc;
 }

@@ -22,5 +22,7 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result);
 
 // The --json result document.
 nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result);
+// The result's `timings_ms`: {"start": ms or null when not known, "total": ms}.
+nlohmann::ordered_json timings_json(const LaunchResult& result);
 
 }  // namespace hvd::launcher

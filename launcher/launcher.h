@@ -98,8 +98,11 @@ struct LaunchResult {
   // Elastic jobs: why first_failure ended the job when other failures did not ("elastic: 1 rank
   // left, fewer than --min-np 2"); empty when it was simply the first failure.
   std::string elastic_end;
-  std::chrono::milliseconds start_time{0};  // until every rank was started
-  std::chrono::milliseconds total_time{0};
+  // From when the launcher's job began (after the SSH logins) until every rank was started;
+  // nullopt when not known: a rank never started, or mpirun, which does not say when its ranks
+  // start.
+  std::optional<std::chrono::milliseconds> start_time;
+  std::chrono::milliseconds total_time{0};   // from the same point until the job ended
   std::vector<ssh::HostCheck> ssh_failures;  // hosts that failed an SSH stage: nothing ran
   // Hosts whose agent did not end within the grace period and margin of the stop: hvdrun
   // stopped waiting for them (their ranks are stopped by the agent's dead-man switch).

@@ -86,6 +86,11 @@ class MpirunJob final : public Job {
   void stop(StopMode mode) override {
     if (mpirun_.running()) ::kill(mpirun_.pid(), mode == StopMode::kKill ? SIGKILL : SIGTERM);
   }
+  // mpirun passes SIGUSR1 and SIGUSR2 on to every rank by itself (through its daemons).
+  bool forwards_signals() const override { return true; }
+  void forward_signal(int sig) override {
+    if (mpirun_.running()) ::kill(mpirun_.pid(), sig);
+  }
   bool done() const override {
     return mpirun_.status() && !mpirun_.out().valid() && !mpirun_.err().valid();
   }

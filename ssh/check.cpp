@@ -83,7 +83,8 @@ std::vector<HostCheck> check_hosts(const std::vector<SshTarget>& targets,
     });
   }
 
-  const auto deadline = Clock::now() + options.timeout + kGrace;
+  // A host waited for (--wait-for-hosts) gets its whole --ssh-timeout after the wait.
+  const auto deadline = Clock::now() + options.wait_for_hosts + options.timeout + kGrace;
   std::unique_lock<std::mutex> lock(board->mutex);
   if (!board->changed.wait_until(lock, deadline, [&] { return board->done == jobs.size(); })) {
     for (auto& job : jobs) job->control.cancel();

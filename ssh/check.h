@@ -1,6 +1,7 @@
 // Checks many hosts at once: one thread and one session per host, a bound on the CPU-heavy
-// stages, and a watchdog that ends the check about one --ssh-timeout after it started, however
-// many hosts hang (getaddrinfo and some libssh calls block; see docs/check-ssh.md).
+// stages, and a watchdog that ends the check about one --ssh-timeout (plus --wait-for-hosts)
+// after it started, however many hosts hang (getaddrinfo and some libssh calls block; see
+// docs/check-ssh.md).
 #pragma once
 
 #include <vector>

@@ -91,6 +91,14 @@ std::optional<RemoteInfo> parse_host_facts(const std::string& out, const std::st
   return info;
 }
 
+std::string text_before_facts(const std::string& out) {
+  size_t at = out.starts_with(kProbeMarker) ? 0 : out.find("\n" + std::string(kProbeMarker));
+  if (at == std::string::npos) return "";
+  std::string text = out.substr(0, at);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
 HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlots& slots,
                      CheckControl& control) {
   const Clock::time_point start = Clock::now();
@@ -102,10 +110,13 @@ HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlot
   StageTimer probe(result, control, Stage::kProbe);
   const CommandOutput out = run_remote(
       login.connection->session, "/bin/sh -c " + shell_quote(host_facts_script(options.agent_path)),
-      start + options.timeout);
+      login.deadline);
   result.remote = parse_host_facts(out.out, options.agent_path);
-  const bool ok = out.complete && out.exit_status == 0 && result.remote.has_value();
-  probe.done(ok);
+  const bool ran = out.complete && out.exit_status == 0 && result.remote.has_value();
+  // Text ahead of the script's own (a login script that prints) would come ahead of the agent's
+  // frames in a launch, which then fails on it: the probe catches it here.
+  const std::string login_text = ran ? text_before_facts(out.out) : "";
+  probe.done(ran && login_text.empty());
   if (!out.complete) {
     result.remote.reset();
     result.hint =
@@ -118,7 +129,7 @@ HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlot
            t, start);
     return result;
   }
-  if (!ok) {
+  if (!ran) {
     std::string why = out.exit_status < 0    ? "was killed by a signal"
                       : out.exit_status != 0 ? fmt::format("exited with status {}", out.exit_status)
                                              : "printed something unexpected";
@@ -126,6 +137,15 @@ HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlot
     if (!out.err.empty()) message += fmt::format("; its stderr ends: {}", tail(out.err));
     result.remote.reset();
     finish(result, CheckCode::kRemoteCommandFailed, std::move(message), t, start);
+    return result;
+  }
+  if (!login_text.empty()) {
+    result.remote.reset();
+    finish(result, CheckCode::kLoginPrintsText,
+           fmt::format("logged in as '{}' and the probe ran, but the login printed text on "
+                       "stdout ahead of it: \"{}\"",
+                       t.user, sanitize_bytes(login_text)),
+           t, start);
     return result;
   }
   std::string message = "ok";

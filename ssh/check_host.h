@@ -22,5 +22,8 @@ HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlot
 // The POSIX sh script the check runs on a host (exposed for tests), and its parser.
 std::string host_facts_script(const std::string& agent_path);
 std::optional<RemoteInfo> parse_host_facts(const std::string& out, const std::string& agent_path);
+// What came on stdout before the script's own first line (a login script's text), without
+// trailing newlines; empty when nothing did.
+std::string text_before_facts(const std::string& out);
 
 }  // namespace hvd::ssh

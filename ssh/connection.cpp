@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
-#include <thread>
 
 #include "ssh/auth.h"
 #include "ssh/host_key.h"
@@ -13,6 +13,15 @@ namespace hvd::ssh {
 namespace {
 
 constexpr int kMaxStartupsRetries = 3;
+constexpr auto kFirstWaitPause = std::chrono::milliseconds(250);
+constexpr auto kMaxWaitPause = std::chrono::milliseconds(5000);
+
+// What --wait-for-hosts waits out: a host that is not there yet (a pod whose name is not in DNS
+// yet, an sshd that does not listen yet, an address nobody answers for yet).
+bool not_up_yet(const SocketOutcome& s) {
+  return s.code == CheckCode::kDnsFailure || s.code == CheckCode::kConnectionRefused ||
+         (s.code == CheckCode::kTimeout && s.failed_stage == Stage::kConnect);
+}
 
 std::string hint_for(CheckCode code, const ResolvedTarget& t) {
   switch (code) {
@@ -50,6 +59,8 @@ std::string hint_for(CheckCode code, const ResolvedTarget& t) {
           t.user, t.port, t.user, t.hostname);
     case CheckCode::kRemoteCommandFailed:
       return std::string(kRemoteCommandFailedHint);
+    case CheckCode::kLoginPrintsText:
+      return std::string(kLoginPrintsTextHint);
     case CheckCode::kOk:
     case CheckCode::kHostKeyUnknown:  // host_key.cpp words these with the key's fingerprint
     case CheckCode::kHostKeyChanged:
@@ -61,9 +72,10 @@ std::string hint_for(CheckCode code, const ResolvedTarget& t) {
 
 // Key exchange, host key and authentication, on a session whose transport is set up (our
 // socket, or libssh's proxy command). Returns false with `result` finished on failure.
+// `deadline`: the end of the --ssh-timeout; `start`: the start of the whole check, for its time.
 bool login(Session& session, const ResolvedTarget& t, const SshOptions& options, CpuSlots& slots,
-           CheckControl& control, Clock::time_point start, HostCheck& result) {
-  const Clock::time_point deadline = start + options.timeout;
+           CheckControl& control, Clock::time_point deadline, Clock::time_point start,
+           HostCheck& result) {
   const long seconds = std::max<long>(
       1, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count());
   ssh_options_set(session.get(), SSH_OPTIONS_TIMEOUT, &seconds);
@@ -111,6 +123,37 @@ bool login(Session& session, const ResolvedTarget& t, const SshOptions& options,
   return true;
 }
 
+// Our own connect and banner peek: retried with jitter while sshd says MaxStartups, and with
+// --wait-for-hosts while the host is not up yet. `deadline` becomes the --ssh-timeout's end for
+// the attempt that is returned.
+SocketOutcome open_socket(const ResolvedTarget& t, const SshOptions& options, CheckControl& control,
+                          Clock::time_point start, Clock::time_point& deadline) {
+  const Clock::time_point wait_end = start + options.wait_for_hosts;
+  std::mt19937 rng(std::random_device{}());
+  int busy = 0;   // MaxStartups answers so far
+  int waits = 0;  // tries again of a host not up yet
+  auto pause = kFirstWaitPause;
+  while (true) {
+    SocketOutcome socket = open_ssh_socket(t.hostname, t.port, deadline, control);
+    if (socket.code == CheckCode::kTooManyConnections && busy++ < kMaxStartupsRetries) {
+      const auto jitter = std::chrono::milliseconds(50 + rng() % 200);
+      if (Clock::now() + jitter < deadline && control.pause(jitter)) continue;
+    }
+    const bool wait = not_up_yet(socket) && Clock::now() + pause < wait_end;
+    if (!wait || !control.pause(pause)) {  // a pause ends early when the check's watchdog stops it
+      if (waits > 0 && socket.code != CheckCode::kOk) {
+        socket.message +=
+            fmt::format(" (still, after {} tries in {:.1f} s of --wait-for-hosts)", waits + 1,
+                        std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      return socket;
+    }
+    ++waits;
+    pause = std::min(pause * 2, kMaxWaitPause);
+    deadline = Clock::now() + options.timeout;
+  }
+}
+
 }  // namespace
 
 StageTimer::StageTimer(HostCheck& result, CheckControl& control, Stage stage)
@@ -133,8 +176,8 @@ void finish(HostCheck& result, CheckCode code, std::string message, const Resolv
 
 Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuSlots& slots,
                         CheckControl& control, Clock::time_point start) {
-  const Clock::time_point deadline = start + options.timeout;
   Login out;
+  out.deadline = start + options.timeout;
   HostCheck& result = out.result;
   result.host = target.host;
   auto c = std::make_unique<Connection>();
@@ -151,16 +194,7 @@ Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuS
   // A ProxyCommand (or ProxyJump, which libssh turns into one) owns the transport: libssh
   // connects through it, and a failure can only be classified as far as libssh reports it.
   if (!t.proxy_command) {
-    // Our own connect and banner peek, retried with jitter while sshd says MaxStartups.
-    SocketOutcome socket;
-    std::mt19937 rng(std::random_device{}());
-    for (int attempt = 0;; ++attempt) {
-      socket = open_ssh_socket(t.hostname, t.port, deadline, control);
-      if (socket.code != CheckCode::kTooManyConnections || attempt == kMaxStartupsRetries) break;
-      const auto pause = std::chrono::milliseconds(50 + rng() % 200);
-      if (Clock::now() + pause >= deadline) break;
-      std::this_thread::sleep_for(pause);
-    }
+    SocketOutcome socket = open_socket(t, options, control, start, out.deadline);
     result.address = socket.address;
     result.stages.insert(result.stages.end(), socket.stages.begin(), socket.stages.end());
     if (socket.code != CheckCode::kOk) {
@@ -172,7 +206,7 @@ Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuS
     const int fd = c->socket.get();  // libssh uses it but does not close it
     ssh_options_set(c->session.get(), SSH_OPTIONS_FD, &fd);
   }
-  if (!login(c->session, t, options, slots, control, start, result)) return out;
+  if (!login(c->session, t, options, slots, control, out.deadline, start, result)) return out;
   out.connection = std::move(c);
   return out;
 }

@@ -41,9 +41,15 @@ struct Connection {
 struct Login {
   std::unique_ptr<Connection> connection;  // null when a stage failed
   HostCheck result;                        // host, port, user, stages so far; the failure if any
+  // Where the --ssh-timeout of the connection that logged in ends (its connect attempt's start
+  // plus the timeout): the bound for what runs on it next (the probe).
+  Clock::time_point deadline;
 };
 
 // Never throws for what the host does; throws hvd::UsageError for bad local input.
+// With options.wait_for_hosts, a host that is not up yet (dns_failure, connection_refused, a
+// connect timeout) is tried again with backoff (0.25 s doubling to 5 s) until that long after
+// `start`; each attempt gets the whole --ssh-timeout.
 Login connect_and_login(const SshTarget& target, const SshOptions& options, CpuSlots& slots,
                         CheckControl& control, Clock::time_point start);
 

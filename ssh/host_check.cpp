@@ -30,6 +30,8 @@ std::string_view to_string(CheckCode code) {
       return "auth_denied";
     case CheckCode::kRemoteCommandFailed:
       return "remote_command_failed";
+    case CheckCode::kLoginPrintsText:
+      return "login_prints_text";
     case CheckCode::kCount:
       break;
   }

@@ -16,6 +16,13 @@ inline constexpr std::string_view kRemoteCommandFailedHint =
     "login works, but commands fail: a forced command= in authorized_keys, or a login shell or "
     "~/.bashrc that exits or prints errors";
 
+// login_prints_text's hint, in the words a launch uses when the agent's first bytes are such
+// text (worker/protocol.cpp).
+inline constexpr std::string_view kLoginPrintsTextHint =
+    "a login script (~/.bashrc, /etc/profile) printing text for non-interactive sessions: the "
+    "hvdrun agent speaks on stdout, so a launch fails on it. Print only in interactive shells "
+    "(case $- in *i*) or to stderr";
+
 enum class CheckCode {
   kOk,
   kDnsFailure,
@@ -30,6 +37,7 @@ enum class CheckCode {
   kHostKeyChanged,
   kAuthDenied,
   kRemoteCommandFailed,
+  kLoginPrintsText,
   kCount,  // the number of codes, not a code: a new code goes above (docs/architecture.md)
 };
 

@@ -19,8 +19,11 @@ struct SshOptions {
   std::optional<int> port;                      // -p: overrides the ssh config
   HostKeyPolicy host_key_policy = HostKeyPolicy::kAcceptNew;
   std::chrono::milliseconds timeout{10000};  // per host, all stages together
-  int concurrency = 16;                      // hosts in key exchange + authentication at once
-  std::string agent_path;                    // where the hvdrun agent must be on each host
+  // --wait-for-hosts: how long a host that is not up yet (its name does not resolve, nothing
+  // listens, no answer to the connect) is tried again, with backoff; 0: it fails at once.
+  std::chrono::milliseconds wait_for_hosts{0};
+  int concurrency = 16;    // hosts in key exchange + authentication at once
+  std::string agent_path;  // where the hvdrun agent must be on each host
 };
 
 // One host as the host list or hostfile gave it.

@@ -93,6 +93,12 @@ void CheckControl::cancel() {
   std::lock_guard<std::mutex> lock(mutex_);
   cancelled_ = true;
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  cancelled_cv_.notify_all();
+}
+
+bool CheckControl::pause(std::chrono::milliseconds pause) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return !cancelled_cv_.wait_for(lock, pause, [this] { return cancelled_.load(); });
 }
 
 std::string sanitize_bytes(std::string_view data) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -28,11 +29,14 @@ class CheckControl {
   void unwatch() { watch(-1); }
   void cancel();
   bool cancelled() const { return cancelled_; }
+  // Sleeps for `pause`, or until cancel(); returns false when cancelled.
+  bool pause(std::chrono::milliseconds pause);
 
   std::atomic<Stage> stage{Stage::kConfig};  // where the check is, for the watchdog
 
  private:
   std::mutex mutex_;
+  std::condition_variable cancelled_cv_;
   int fd_ = -1;
   std::atomic<bool> cancelled_{false};
 };

@@ -1,6 +1,8 @@
-// docs/cli.md and `hvdrun --help` list the same options: a flag added to one must be added to
-// the other.
+// docs/cli.md and `hvdrun --help` list the same options, with the same names for their values:
+// a flag added to one must be added to the other.
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -11,11 +13,51 @@ using namespace hvd::test;  // NOLINT: test helpers
 
 namespace {
 
-std::set<std::string> long_options(const std::string& text, const std::regex& pattern) {
-  std::set<std::string> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern);
-       it != std::sregex_iterator(); ++it) {
-    out.insert((*it)[1]);
+// An option's spellings and what follows: docs/cli.md: the name of its value ("" for a flag):
+// "--ssh-timeout" -> "SECONDS"; --help: the rest of its line, value and description.
+using Spellings = std::map<std::string, std::string>;
+
+// --help's option lines, "  -H,--hosts LIST    Hosts and ...": the first word holds the names.
+// Horovod's single-dash spellings, which CLI11 cannot show as names, are in the descriptions as
+// "(also -np)": there the rest is unknown, and left empty.
+Spellings help_spellings(const std::string& help) {
+  Spellings out;
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    static const std::regex kAlso(R"(\(also (-[a-z]+)\))");
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kAlso);
+         it != std::sregex_iterator(); ++it) {
+      out.emplace((*it)[1], "");
+    }
+    if (!line.starts_with("  -")) continue;
+    const size_t names_end = std::min(line.find(' ', 2), line.size());
+    std::istringstream split(line.substr(2, names_end - 2));
+    for (std::string name; std::getline(split, name, ',');) out[name] = line.substr(names_end);
+  }
+  return out;
+}
+
+// Whether --help's rest of an option's line starts with the docs' value name (then a space or
+// the line's end), or for a flag, with the description's padding (or nothing).
+bool help_value_is(const std::string& rest, const std::string& value) {
+  if (value.empty()) return rest.empty() || rest.starts_with("  ");
+  return rest == " " + value || rest.starts_with(" " + value + " ");
+}
+
+// docs/cli.md's option tables: the first cell's spellings, "| `-np N`, `--num-proc N` |",
+// "| `--mpi` / `--native` |", "| `--launcher auto\|ssh\|srun` |".
+Spellings doc_spellings(const std::string& doc) {
+  Spellings out;
+  std::istringstream lines(doc);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("| `-")) continue;
+    std::string cell = line.substr(2, line.find(" |", 2) - 2);
+    cell = std::regex_replace(cell, std::regex(R"(\\\|)"), "|");
+    static const std::regex kSpelling(R"(`(-{1,2}[a-zA-Z][a-zA-Z0-9-]*)( [^`]+)?`)");
+    for (auto it = std::sregex_iterator(cell.begin(), cell.end(), kSpelling);
+         it != std::sregex_iterator(); ++it) {
+      out[(*it)[1]] = (*it)[2].matched ? (*it)[2].str().substr(1) : "";
+    }
   }
   return out;
 }
@@ -25,33 +67,27 @@ std::set<std::string> long_options(const std::string& text, const std::regex& pa
 TEST_CASE("docs/cli.md documents every option of --help, and no other", "[cli][docs]") {
   const RunResult r = run_hvdrun({"--help"});
   REQUIRE(r.exit_code == kSuccess);
-  // --help: "  -np N, --num-proc N" style lines; every --long name.
-  std::set<std::string> in_help = long_options(r.out, std::regex(R"((--[a-z][a-z0-9-]*))"));
-
+  const Spellings in_help = help_spellings(r.out);
   std::ifstream in(std::string(HVD_SOURCE_DIR) + "/docs/cli.md");
   REQUIRE(in.good());
   std::stringstream doc;
   doc << in.rdbuf();
-  // The option tables' first cells: "| `-np N`, `--num-proc N` |" or "| `--mpi` / `--native` |".
-  std::set<std::string> in_doc;
-  std::istringstream lines(doc.str());
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("| `-")) continue;
-    const std::string first_cell = line.substr(0, line.find(" |", 2));
-    for (const std::string& name :
-         long_options(first_cell, std::regex(R"(`(--[a-z][a-z0-9-]*))"))) {
-      in_doc.insert(name);
-    }
-  }
-  // Documented with their short spellings only where CLI11 shows the long form.
-  in_help.erase("--");  // "COMMAND follows options or --"
-  for (const std::string& name : in_help) {
+  const Spellings in_doc = doc_spellings(doc.str());
+  REQUIRE(in_help.size() > 40);  // the parsers found the lists
+  for (const auto& [name, value] : in_help) {
     INFO(name << " is in --help but not in docs/cli.md's option tables");
     CHECK(in_doc.count(name) == 1);
   }
-  for (const std::string& name : in_doc) {
+  for (const auto& [name, value] : in_doc) {
     INFO(name << " is in docs/cli.md's option tables but not in --help");
     CHECK(in_help.count(name) == 1);
+  }
+  // The docs name each option's value as --help does ("--ssh-timeout SECONDS" in both).
+  for (const auto& [name, rest] : in_help) {
+    if (rest.empty() || in_doc.count(name) == 0) continue;
+    INFO(name << ": --help has '" << name << rest.substr(0, 40) << "', docs/cli.md '" << name << " "
+              << in_doc.at(name) << "'");
+    CHECK(help_value_is(rest, in_doc.at(name)));
   }
 }
 

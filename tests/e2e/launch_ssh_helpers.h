@@ -36,6 +36,8 @@ class Hosts {
   int port() const { return hosts_.port; }
   // A key the hosts accept with a forced command="exit 7" (tests/sshd/sshd_hosts.sh).
   std::string key_exit7() const { return hosts_.dir + "/id_ed25519_exit7"; }
+  // A key whose login prints "Welcome to the cluster!" on stdout before every command.
+  std::string key_chatty() const { return hosts_.dir + "/id_ed25519_chatty"; }
   const TempDir& dir() const { return dir_; }
   // hvdrun's SSH options, then `rest`.
   std::vector<std::string> args(const std::vector<std::string>& rest) const {

@@ -363,6 +363,33 @@ TEST_CASE("five thousand lines from each of four remote ranks arrive whole and i
   }
 }
 
+TEST_CASE("a login that prints on stdout: --check-ssh fails it with the launch's hint",
+          "[launch-ssh]") {
+  Hosts hosts;
+  const std::string a = hosts.addr(38);
+  const RunResult check =
+      run_hvdrun(hosts.args({"--check-ssh", "--json", "-H", a, "-i", hosts.key_chatty()}));
+  const RunResult launch =
+      run_hvdrun(hosts.args({"-H", a, "-i", hosts.key_chatty(), "--json", "true"}));
+  INFO("--- check ---\n" << show(check) << "\n--- launch ---\n" << show(launch));
+  // The check: its own code, the text, and the hint the launch gives; not ok, so exit 69.
+  CHECK(check.exit_code == 69);
+  const json row = json::parse(check.out, nullptr, false)["hosts"][0];
+  REQUIRE(row.is_object());
+  CHECK(row["code"] == "login_prints_text");
+  CHECK_THAT(row["message"].get<std::string>(), Contains("\"Welcome to the cluster!\""));
+  CHECK_THAT(row["hint"].get<std::string>(),
+             Contains("a login script (~/.bashrc, /etc/profile) printing text"));
+  CHECK(row["remote"].is_null());
+  CHECK(row["stages"].back()["name"] == "probe");
+  CHECK(row["stages"].back()["ok"] == false);
+  // The launch fails on it as a protocol error (not an internal one) with the same words.
+  CHECK(launch.exit_code == 127);
+  CHECK_THAT(launch.err, Contains("Welcome to the cluster!"));
+  CHECK_THAT(launch.err, Contains("a login script (~/.bashrc, /etc/profile) printing text"));
+  CHECK_THAT(launch.err, !Contains("internal error"));
+}
+
 TEST_CASE("a forced command in authorized_keys: the launch says what --check-ssh says",
           "[launch-ssh]") {
   Hosts hosts;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -237,4 +238,62 @@ TEST_CASE("mpi mode: --max-restarts starts a new mpirun after a failed rank, not
   CHECK_THAT(r.out, Contains("<stdout>:rank 0 attempt 1"));
   CHECK_THAT(r.out, Contains("<stdout>:rank 1 attempt 1"));
   CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("mpi mode: SIGUSR1 and SIGUSR2 to hvdrun reach every rank through mpirun", "[mpi]") {
+  // They used to stop the job as SIGTERM does; mpirun forwards both to its ranks by itself.
+  const auto hosts = hvd::test::TestHosts::load();
+  hvd::test::JobMarker marker;
+  hvd::test::TempDir dir;
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_usr1_known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  hvd::test::Hvdrun run({.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
+                                  std::to_string(hosts.port), "--ssh-config", hosts.ssh_config,
+                                  "--ssh-known-hosts", known_hosts.string(), "-x", marker.forward(),
+                                  "-x", "TESTDIR=" + dir.path(), "sh", "-c",
+                                  "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r got USR1' USR1; "
+                                  "trap 'echo rank $r got USR2; exit 0' USR2; "
+                                  "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"},
+                         .env = {marker.env()},
+                         .out_path = dir / "out",
+                         .err_path = dir / "err"});
+  const bool up =
+      hvd::test::wait_until([&] { return fs::exists(dir / "up.0") && fs::exists(dir / "up.1"); },
+                            std::chrono::seconds(20));
+  run.signal(SIGUSR1);
+  const bool usr1 = hvd::test::wait_until(
+      [&] {
+        const std::string err = hvd::test::read_file(dir / "err");  // --json: rank stdout there
+        return err.find("rank 0 got USR1") != std::string::npos &&
+               err.find("rank 1 got USR1") != std::string::npos;
+      },
+      std::chrono::seconds(10));
+  run.signal(SIGUSR2);
+  const int code = run.wait(std::chrono::seconds(20));
+  const std::string err = hvd::test::read_file(dir / "err");
+  INFO(err);
+  REQUIRE(up);
+  CHECK(usr1);
+  CHECK(code == 0);  // each rank ended on its own after SIGUSR2; the job was not stopped
+  CHECK_THAT(err, Contains("[1,0]<stdout>:rank 0 got USR2"));
+  CHECK_THAT(err, Contains("[1,1]<stdout>:rank 1 got USR2"));
+  CHECK_THAT(err, Contains("SIGUSR1: forwarded to every rank"));
+  const auto doc = nlohmann::json::parse(hvd::test::read_file(dir / "out"), nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["ok"] == true);
+  CHECK(doc["interrupted_by"].is_null());
+  CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("mpi mode: --json timings: total is mpirun's run, start is null (not known)", "[mpi]") {
+  const auto r = hvd::test::run_hvdrun({"--mpi", "--json", "-np", "2", "sleep", "0.5"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["launcher"] == "mpirun");
+  CHECK(doc["timings_ms"]["start"].is_null());  // mpirun does not say when its ranks started
+  REQUIRE(doc["timings_ms"]["total"].is_number_integer());
+  CHECK(doc["timings_ms"]["total"].get<long>() >= 500);
+  CHECK(doc["timings_ms"]["total"].get<long>() < 30000);
 }

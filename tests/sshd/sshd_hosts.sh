@@ -311,14 +311,19 @@ start() {
     # Explicit -f paths in DIR: ssh-keygen only creates ~/.ssh for files inside it.
     ssh-keygen -q -t ed25519 -N '' -C "hvdtest-sshd-host" -f "$dir/ssh_host_ed25519_key" </dev/null
     ssh-keygen -q -t ed25519 -N '' -C "hvdtest-sshd-client" -f "$dir/id_ed25519" </dev/null
-    # Two more client keys for failure-mode tests: one whose login always runs the forced command
-    # `exit 7` (remote_command_failed), one the servers do not know at all (auth_denied).
+    # Three more client keys for failure-mode tests: one whose login always runs the forced command
+    # `exit 7` (remote_command_failed), one whose login prints a greeting on stdout before running
+    # the command, as a chatty login script does (login_prints_text), one the servers do not know
+    # at all (auth_denied).
     ssh-keygen -q -t ed25519 -N '' -C "hvdtest-sshd-exit7" -f "$dir/id_ed25519_exit7" </dev/null
+    ssh-keygen -q -t ed25519 -N '' -C "hvdtest-sshd-chatty" -f "$dir/id_ed25519_chatty" </dev/null
     ssh-keygen -q -t ed25519 -N '' -C "hvdtest-sshd-unauthorized" \
         -f "$dir/id_ed25519_unauthorized" </dev/null
     {
         cat "$dir/id_ed25519.pub"
         printf 'command="exit 7" %s\n' "$(<"$dir/id_ed25519_exit7.pub")"
+        printf '%s %s\n' 'command="echo Welcome to the cluster!; eval \"$SSH_ORIGINAL_COMMAND\""' \
+            "$(<"$dir/id_ed25519_chatty.pub")"
     } >"$dir/authorized_keys"
 
     # sshd (as root) refuses to start without its privilege separation directory; fresh machines lack it.
@@ -427,6 +432,7 @@ start() {
         env_line HVDTEST_SSH_COUNT "$count"
         env_line HVDTEST_SSH_KEY "$dir/id_ed25519"
         env_line HVDTEST_SSH_KEY_EXIT7 "$dir/id_ed25519_exit7"
+        env_line HVDTEST_SSH_KEY_CHATTY "$dir/id_ed25519_chatty"
         env_line HVDTEST_SSH_KEY_UNAUTHORIZED "$dir/id_ed25519_unauthorized"
         env_line HVDTEST_SSH_CONFIG "$dir/ssh_config"
         env_line HVDTEST_SSH_KNOWN_HOSTS "$dir/known_hosts"

@@ -108,6 +108,13 @@ TEST_CASE("probe output: login noise before the marker, agent version", "[ssh]")
   CHECK_FALSE(parse_host_facts("hvd-probe 1\nnode\n", "/x").has_value());
 }
 
+TEST_CASE("probe output: the text a login printed ahead of the facts", "[ssh]") {
+  CHECK(text_before_facts("Welcome!\r\n\nhvd-probe 1\nnode7\n") == "Welcome!");
+  CHECK(text_before_facts("one\ntwo\nhvd-probe 1\nnode7\n") == "one\ntwo");
+  CHECK(text_before_facts("hvd-probe 1\nnode7\nabcd\npresent\n").empty());
+  CHECK(text_before_facts("no marker at all\n").empty());  // that is remote_command_failed's
+}
+
 TEST_CASE("sanitize_bytes shows control and high bytes escaped, at most 64", "[ssh]") {
   CHECK(sanitize_bytes("HTTP/1.1 400\r\n") == "HTTP/1.1 400\\r\\n");
   CHECK(sanitize_bytes(std::string("\x00\xff"
@@ -154,5 +161,6 @@ TEST_CASE("result codes have stable names", "[ssh]") {
   CHECK(to_string(CheckCode::kClosedBeforeBanner) == "closed_before_banner");
   CHECK(to_string(CheckCode::kTooManyConnections) == "too_many_connections");
   CHECK(to_string(CheckCode::kRemoteCommandFailed) == "remote_command_failed");
+  CHECK(to_string(CheckCode::kLoginPrintsText) == "login_prints_text");
   CHECK(to_string(Stage::kHostKey) == "host_key");
 }
