@@ -261,8 +261,10 @@ void define_options(CLI::App& app, Options& o) {
          "limit)")
       ->type_name("N");
   // Elastic flags of horovodrun that this hvdrun does not have yet: refused, never ignored.
-  for (const char* flag : {"--host-discovery-script", "--elastic-timeout", "--slots-per-host",
-                           "--discovery-interval"}) {
+  for (const auto& [flag, value] : {std::pair{"--host-discovery-script", "PATH"},
+                                    std::pair{"--elastic-timeout", "SECONDS"},
+                                    std::pair{"--slots-per-host", "N"},
+                                    std::pair{"--discovery-interval", "SECONDS"}}) {
     app.add_option_function<std::string>(
            flag,
            [flag](const std::string&) {
@@ -273,7 +275,7 @@ void define_options(CLI::App& app, Options& o) {
                  "use --min-np with -H or --hostfile; docs/elastic.md says what works");
            },
            "Not implemented yet (horovodrun's elastic host discovery): refused")
-        ->type_name("VALUE");
+        ->type_name(value);
   }
   app.add_option_function<std::string>(
          "--keepalive",
