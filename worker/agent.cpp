@@ -100,14 +100,43 @@ bool has_exited(pid_t pid) {
          info.si_pid == pid;
 }
 
+// This process's children, from /proc/self/task/*/children (a child is listed under the thread
+// that forked it, or under the main thread once re-parented to us); nullopt where the kernel has
+// no such file (CONFIG_PROC_CHILDREN off). Reading them costs a few files, where scanning /proc
+// reads one per process of the machine (thousands on a busy node).
+std::optional<std::vector<pid_t>> listed_children() {
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (tasks == nullptr) return std::nullopt;
+  std::vector<pid_t> out;
+  bool found = false;
+  while (dirent* task = ::readdir(tasks)) {
+    if (task->d_name[0] == '.') continue;
+    std::ifstream in(fmt::format("/proc/self/task/{}/children", task->d_name));
+    if (!in) continue;
+    found = true;
+    for (long pid = 0; in >> pid;) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(tasks);
+  if (!found) return std::nullopt;
+  return out;
+}
+
 std::vector<pid_t> stray_children(const std::vector<LiveRank>& ranks) {
   std::vector<pid_t> out;
   const pid_t self = ::getpid();
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return out;
-  while (dirent* entry = ::readdir(dir)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
-    if (pid <= 0) continue;
+  std::vector<pid_t> candidates;
+  if (auto children = listed_children()) {
+    candidates = std::move(*children);
+  } else {
+    DIR* dir = ::opendir("/proc");
+    if (dir == nullptr) return out;
+    while (dirent* entry = ::readdir(dir)) {
+      const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+      if (pid > 0) candidates.push_back(pid);
+    }
+    ::closedir(dir);
+  }
+  for (const pid_t pid : candidates) {
     const std::string stat = read_first_line(fmt::format("/proc/{}/stat", pid).c_str());
     const auto close = stat.rfind(')');  // the command name may contain spaces and ')'
     if (close == std::string::npos) continue;
@@ -119,7 +148,6 @@ std::vector<pid_t> stray_children(const std::vector<LiveRank>& ranks) {
     for (const LiveRank& r : ranks) is_rank |= (r.process.pid() == pid && r.process.running());
     if (!is_rank) out.push_back(pid);
   }
-  ::closedir(dir);
   return out;
 }
 
