@@ -99,6 +99,7 @@ WorldEntry read_entry(Lines& lines, int size) {
   e.topology.cross_rank = lines.integer(w[8], 0, e.topology.cross_size - 1, "the cross rank");
   e.host = std::string(w[11]);
   if (e.host.empty()) lines.fail("an empty host");
+  if (has_space(e.host)) lines.fail("a host with whitespace in it");
   return e;
 }
 
@@ -160,6 +161,8 @@ WorldDoc decode_world(std::string_view text) {
   check_word_count(lines, m, 3);
   doc.master_addr = std::string(m[1]);
   if (doc.master_addr.empty()) lines.fail("an empty master address");
+  // Words split on ' ' only; a tab or CR inside one is refused here as encode_world() refuses it.
+  if (has_space(doc.master_addr)) lines.fail("a master address with whitespace in it");
   doc.master_port = lines.integer(m[2], 0, 65535, "the master port");
   auto s = lines.next("sync_root");
   check_word_count(lines, s, 2);

@@ -1,5 +1,7 @@
 #include "launcher/agent_conn.h"
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace hvd::launcher {
@@ -9,7 +11,22 @@ AgentHello parse_hello(const std::string& payload) {
   const auto json = nlohmann::json::parse(payload, nullptr, false);
   if (json.is_discarded() || !json.is_object()) return hello;
   try {
-    hello.protocol = json.value("protocol", -1);
+    // Only an integer that fits: json.value<int>() would convert a float or a bool too, and a
+    // float out of int's range is undefined behaviour (as tests/fuzz/probe found in probe.cpp).
+    const auto protocol = json.find("protocol");
+    const bool fits = protocol != json.end() &&
+                      (protocol->is_number_unsigned()
+                           ? protocol->get<std::uint64_t>() <= std::numeric_limits<int>::max()
+                           : protocol->is_number_integer() &&
+                                 protocol->get<std::int64_t>() >= std::numeric_limits<int>::min() &&
+                                 protocol->get<std::int64_t>() <= std::numeric_limits<int>::max());
+    if (protocol == json.end()) {
+      hello.protocol = -1;
+    } else if (fits) {
+      hello.protocol = protocol->get<int>();
+    } else {
+      return AgentHello{};  // a field of the wrong type: not an agent of this version
+    }
     hello.version = json.value("version", "?");
     hello.hostname = json.value("hostname", "");
     hello.boot_id = json.value("boot_id", "");

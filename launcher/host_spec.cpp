@@ -23,6 +23,12 @@ bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
 }
 
+bool is_ipv6_address(std::string_view text) {
+  const std::string address(text.substr(0, text.find('%')));  // without a %zone
+  in6_addr out{};
+  return inet_pton(AF_INET6, address.c_str(), &out) == 1;
+}
+
 // Host names and addresses end up in ssh and mpirun command lines: only plain characters, and
 // never a leading '-' (it would read as an option).
 void validate_host(std::string_view host, bool bracketed, const std::string& where) {
@@ -48,12 +54,13 @@ void validate_host(std::string_view host, bool bracketed, const std::string& whe
                            : "host names and addresses contain letters, digits, '.', '-' and '_'");
     }
   }
-}
-
-bool is_ipv6_address(std::string_view text) {
-  const std::string address(text.substr(0, text.find('%')));  // without a %zone
-  in6_addr out{};
-  return inet_pton(AF_INET6, address.c_str(), &out) == 1;
+  // Brackets are for IPv6 only: "[fe81%eth0]" or "[1:2]" would be accepted, then written back
+  // without brackets (format_host) where no parser reads them again.
+  if (bracketed && !is_ipv6_address(host)) {
+    throw UsageError(fmt::format("{}: '{}' is not an IPv6 address", where, host),
+                     "brackets hold an IPv6 address, e.g. [fe80::1%eth0]:2; write a host name "
+                     "or an IPv4 address without them");
+  }
 }
 
 // `entry` has two colons or more and no brackets: offer only the readings that are valid, an

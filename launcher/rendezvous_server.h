@@ -45,10 +45,12 @@ class RendezvousServer {
   // documents: contract/elastic.h).
   void put(const std::string& scope, const std::string& key, std::string value);
   RendezvousStats stats() const;
+  // Answers the one request whose head `stream` starts with: the front end's workers call it,
+  // the fuzz harness (tests/fuzz/rendezvous.cpp) with the request's bytes in memory.
+  Served serve(httplib::Stream& stream);
 
  private:
   class Http;
-  Served serve(httplib::Stream& stream);
 
   std::string token_;
   std::unique_ptr<Http> http_;  // routes and handlers; never listens itself

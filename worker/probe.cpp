@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "common/error.h"
 
@@ -165,13 +168,31 @@ nlohmann::json parse_object(std::string_view payload, std::string_view what) {
   return json;
 }
 
+// An integer field must be a JSON integer that fits: nlohmann's get<int>() converts a float
+// (1e123) or a bool too, and a float out of int's range is undefined behaviour.
+template <typename T>
+bool fits(const nlohmann::json& value) {
+  if constexpr (std::is_integral_v<T>) {
+    if (value.is_number_unsigned()) {
+      return value.get<std::uint64_t>() <=
+             static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    }
+    if (!value.is_number_integer()) return false;
+    const auto v = value.get<std::int64_t>();
+    return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+  } else {
+    return true;
+  }
+}
+
 template <typename T>
 T field(const nlohmann::json& json, const char* name, std::string_view what) {
   try {
-    return json.at(name).get<T>();
+    const nlohmann::json& value = json.at(name);
+    if (fits<T>(value)) return value.get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(fmt::format("protocol error: the {} payload has no valid '{}'", what, name));
   }
+  throw Error(fmt::format("protocol error: the {} payload has no valid '{}'", what, name));
 }
 
 }  // namespace

@@ -75,6 +75,18 @@ TEST_CASE("elastic world: the document round-trips, one line per record", "[elas
   CHECK(back.find_worker(1) == nullptr);  // not in this generation
 }
 
+// Found by tests/fuzz/world (regressions/world/master-address-with-tab): words are split on ' '
+// only, so a tab inside the master address or a host was accepted, and encode_world() then
+// refused the document decode_world() had accepted.
+TEST_CASE("elastic world: a tab or CR inside an address is refused as encode_world refuses it",
+          "[elastic]") {
+  const std::string good = encode_world(three_ranks());
+  require_refused(replace(good, "master 127.0.0.2 41234", "master 127.0.\t2 41234"),
+                  "line 4: a master address with whitespace in it");
+  require_refused(replace(good, "host 127.0.0.3", "host 127.0.0.3\r"),
+                  "line 9: a host with whitespace in it");
+}
+
 TEST_CASE("elastic world: a malformed document is refused, naming the line", "[elastic]") {
   const std::string good = encode_world(three_ranks());
   require_refused("", "line 1: missing; expected 'hvd-world'");

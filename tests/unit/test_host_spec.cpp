@@ -141,3 +141,18 @@ TEST_CASE("format_host brackets IPv6 only", "[hosts]") {
   CHECK(format_host("10.0.0.1") == "10.0.0.1");
   CHECK(format_host("::1") == "[::1]");
 }
+
+// Found by tests/fuzz/host_list (regressions/host_list/bracketed-non-ipv6-with-zone): brackets
+// took any hex-and-colon text, which format_host() then wrote back without brackets, where -H
+// refuses it.
+TEST_CASE("brackets hold an IPv6 address, nothing else", "[hosts][hostfile]") {
+  require_usage_error([] { parse_host_list("[fe81%eth0]:2"); },
+                      "-H entry 1 '[fe81%eth0]:2': 'fe81%eth0' is not an IPv6 address",
+                      "e.g. [fe80::1%eth0]:2");
+  require_usage_error([] { parse_host_list("[1:2]"); }, "'1:2' is not an IPv6 address");
+  require_usage_error([] { parse_host_list("[abc]"); }, "'abc' is not an IPv6 address");
+  require_usage_error([] { parse_hostfile("a:b:c slots=1\n", "h.txt"); },
+                      "h.txt:1:1: 'a:b:c' is not an IPv6 address");
+  CHECK(parse_host_list("[fe80::1%eth0]:2")[0].host == "fe80::1%eth0");
+  CHECK(parse_hostfile("fe80::1%eth0 slots=2\n", "h.txt")[0].host == "fe80::1%eth0");
+}

@@ -150,3 +150,15 @@ TEST_CASE("parse_hello reads the interfaces, and a mistyped field is not an agen
         0);
   CHECK(hvd::launcher::parse_hello("not json").protocol == 0);
 }
+
+// tests/fuzz/regressions/hello/protocol-float-out-of-int-range: a protocol that is not an integer
+// of int's range (a float out of range was undefined behaviour) is not an agent of this version.
+TEST_CASE("parse_hello: the protocol is an integer or the peer is not an agent", "[network]") {
+  using hvd::launcher::parse_hello;
+  CHECK(parse_hello(R"({"protocol": 1e300, "version": "0.1.0"})").protocol == 0);
+  CHECK(parse_hello(R"({"protocol": 5.0})").protocol == 0);
+  CHECK(parse_hello(R"({"protocol": true})").protocol == 0);
+  CHECK(parse_hello(R"({"protocol": 4294967296})").protocol == 0);
+  CHECK(parse_hello(R"({"protocol": 7})").protocol == 7);
+  CHECK(parse_hello(R"({"version": "0.1.0"})").protocol == -1);
+}

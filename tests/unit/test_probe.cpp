@@ -217,6 +217,30 @@ TEST_CASE("malformed probe payloads are protocol errors", "[probe]") {
   refused([] { decode_probe_results("not json"); });
 }
 
+// Found by tests/fuzz/probe (regressions/probe/port-float-out-of-int-range): an integer field
+// holding a float out of int's range was converted anyway (undefined behaviour, UBSan).
+TEST_CASE("probe payloads: integer fields take JSON integers that fit, nothing else", "[probe]") {
+  const auto refused = [](auto fn) {
+    try {
+      fn();
+      FAIL("expected a protocol error");
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Contains("has no valid"));
+    }
+  };
+  refused([] { decode_listening(R"({"port": 1e123})"); });
+  refused([] { decode_listening(R"({"port": 41234.0})"); });
+  refused([] { decode_listening(R"({"port": true})"); });
+  refused([] { decode_listening(R"({"port": 18446744073709551615})"); });
+  refused([] { decode_probe_listen(R"({"port_low": -1e300, "port_high": 3, "token": "t"})"); });
+  refused([] {
+    decode_probe_request(
+        R"({"targets": [{"id": 4294967296, "address": "a", "port": 1, "token": ""}],
+            "timeout_ms": 10})");
+  });
+  CHECK(decode_listening(R"({"port": 41234})") == 41234);
+}
+
 TEST_CASE("probe plan: a ring plus rank 0's host plus the rendezvous", "[probe]") {
   SECTION("one host probes only the rendezvous server") {
     const auto p = plan_probes(endpoints(1), false);

@@ -1,0 +1,30 @@
+// libhvd's control-plane messages (allreduce/engine/messages.h): the request lists rank 0 reads
+// from every rank and the response lists every rank reads from rank 0. The first byte picks the
+// decoder. StatusError(HVD_ERR_INTERNAL) is the documented refusal. Property: the decoders are
+// strict (no trailing bytes, enums in range), so encode(decode(x)) is x up to the one byte that
+// is a flag (any non-zero reads as true), and decoding that again gives the same bytes.
+#include "allreduce/api/status_error.h"
+#include "allreduce/engine/messages.h"
+#include "tests/fuzz/fuzz_support.h"
+
+namespace r = hvd::runtime;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using hvd::fuzz::accepted;
+  if (size == 0) return 0;
+  const std::string_view bytes = hvd::fuzz::as_text(data + 1, size - 1);
+  if ((data[0] & 1) == 0) {
+    if (const auto v = accepted<r::StatusError>([&] { return r::decode_requests(bytes); })) {
+      const std::string wire = r::encode(*v);
+      HVD_FUZZ_CHECK(wire.size() == bytes.size() && wire.substr(1) == bytes.substr(1));
+      HVD_FUZZ_CHECK(r::encode(r::decode_requests(wire)) == wire);
+    }
+  } else {
+    if (const auto v = accepted<r::StatusError>([&] { return r::decode_responses(bytes); })) {
+      const std::string wire = r::encode(*v);
+      HVD_FUZZ_CHECK(wire == bytes);
+      HVD_FUZZ_CHECK(r::encode(r::decode_responses(wire)) == wire);
+    }
+  }
+  return 0;
+}
