@@ -91,7 +91,9 @@ struct LaunchResult {
   std::string launcher;              // the launcher's name
   std::vector<std::string> command;  // what it ran (the agent command, mpirun's argv)
   std::vector<RankOutcome> ranks;
-  std::optional<int> first_failure;   // index into ranks
+  std::optional<int> first_failure;  // index into ranks
+  // A rank failed, but which is not known (mpirun said so without naming it); `error` says it.
+  bool unnamed_rank_failed = false;
   std::optional<Failure> error;       // a host-level failure (could not start, agent lost, ...)
   int interrupted_by = 0;             // the signal that interrupted hvdrun, or 0
   std::string stopped_by = "hvdrun";  // who stopped the other ranks after the first failure

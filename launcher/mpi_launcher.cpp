@@ -267,6 +267,12 @@ std::optional<int> failed_rank_from_mpirun(std::string_view text) {
   return std::stoi(m[1].str());
 }
 
+bool mpirun_reports_rank_failure(std::string_view text) {
+  // mpirun wraps its box's lines where it likes: match the words, whatever the whitespace.
+  static const std::regex kFailure(R"(returned\s+a\s+non-zero\s+exit\s+code)");
+  return std::regex_search(text.begin(), text.end(), kFailure);
+}
+
 std::unique_ptr<Launcher> MpiLauncher::make(LaunchOptions options) {
   return std::make_unique<MpiLauncher>(std::move(options));
 }
@@ -316,6 +322,12 @@ void take_mpirun_outcome(const MpirunJob& job, LaunchResult& result) {
     o.exited = true;
     o.value = result.exit_code;
     result.first_failure = *rank;
+  } else if (mpirun_reports_rank_failure(job.own_text())) {
+    result.unnamed_rank_failed = true;
+    result.error = Failure{
+        ErrorKind::kRemote,
+        fmt::format("a rank exited with code {}; mpirun did not say which", result.exit_code),
+        "mpirun's messages above, and the ranks' output, say more"};
   } else {
     result.error =
         Failure{ErrorKind::kRemote, fmt::format("mpirun exited with code {}", result.exit_code),

@@ -68,5 +68,9 @@ class TagSplitter {
 
 // The rank mpirun names in "Process name: [[12345,1],2]", if any.
 std::optional<int> failed_rank_from_mpirun(std::string_view text);
+// Whether mpirun says a rank of the job failed ("Primary job terminated normally, but 1 process
+// returned a non-zero exit code"), also when it does not name the rank (under load it sometimes
+// ends before printing "Process name: ...").
+bool mpirun_reports_rank_failure(std::string_view text);
 
 }  // namespace hvd::launcher

@@ -26,7 +26,7 @@ std::optional<std::string> why_no_restart(const LaunchResult& result) {
     }
     return std::nullopt;  // refused or timed out: a host that may be back
   }
-  if (result.first_failure) return std::nullopt;  // a rank failed
+  if (result.first_failure || result.unnamed_rank_failed) return std::nullopt;  // a rank failed
   if (!result.error) return std::nullopt;
   switch (result.error->kind) {
     case ErrorKind::kHostLost:

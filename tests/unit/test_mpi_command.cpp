@@ -174,6 +174,11 @@ TEST_CASE("mpirun output: tagged lines and the failed rank", "[mpi]") {
   CHECK(failed_rank_from_mpirun("The first process to do so was:\n\n  Process name: "
                                 "[[20648,1],2]\n  Exit code:    3\n") == 2);
   CHECK_FALSE(failed_rank_from_mpirun("nothing here").has_value());
+  // As mpirun printed it in a CI run, without the "Process name" part.
+  CHECK(mpirun_reports_rank_failure(
+      "Primary job  terminated normally, but 1 process returned\na non-zero exit code. Per "
+      "user-direction, the job has been aborted."));
+  CHECK_FALSE(mpirun_reports_rank_failure("mpirun was unable to find the specified executable"));
 }
 
 TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded memory", "[mpi]") {

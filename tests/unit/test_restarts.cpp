@@ -36,6 +36,10 @@ TEST_CASE("restart policy: what is worth another attempt", "[restarts]") {
   rank_failed.ranks.resize(1);
   rank_failed.first_failure = 0;
   CHECK_FALSE(why_no_restart(rank_failed));
+  // mpirun said a rank failed without naming it: a rank failure all the same.
+  LaunchResult unnamed = failed_with(ErrorKind::kRemote);
+  unnamed.unnamed_rank_failed = true;
+  CHECK_FALSE(why_no_restart(unnamed));
   CHECK_FALSE(why_no_restart(failed_with(ErrorKind::kHostLost)));
   CHECK_FALSE(why_no_restart(failed_with(ErrorKind::kNetCheck)));
   CHECK_FALSE(why_no_restart(ssh_failed(hvd::ssh::CheckCode::kConnectionRefused)));
