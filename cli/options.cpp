@@ -261,10 +261,9 @@ void define_options(CLI::App& app, Options& o) {
          "limit)")
       ->type_name("N");
   // Elastic flags of horovodrun that this hvdrun does not have yet: refused, never ignored.
-  for (const auto& [flag, value] : {std::pair{"--host-discovery-script", "PATH"},
-                                    std::pair{"--elastic-timeout", "SECONDS"},
-                                    std::pair{"--slots-per-host", "N"},
-                                    std::pair{"--discovery-interval", "SECONDS"}}) {
+  for (const auto& [flag, value] :
+       {std::pair{"--host-discovery-script", "PATH"}, std::pair{"--elastic-timeout", "SECONDS"},
+        std::pair{"--slots-per-host", "N"}, std::pair{"--discovery-interval", "SECONDS"}}) {
     app.add_option_function<std::string>(
            flag,
            [flag](const std::string&) {

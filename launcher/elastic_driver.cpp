@@ -99,20 +99,22 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
     return std::find(survivors.begin(), survivors.end(), s) == survivors.end();
   };
   const WorldChoice choice = choose_world(pool_, survivors, unavailable, policy_.max_np);
+  // With a failed worker the report names it already; a lost host is named here.
+  const std::string cause = failed ? "" : reason + "; ";
   if (choice.size() < policy_.min_np) {
     done_ = true;
-    return {elastic_action::Fail{exit_code,
-                                 fmt::format("{}elastic: {} rank{} left, fewer than --min-np {}",
-                                             failed ? "" : reason + "; ", choice.size(),
-                                             choice.size() == 1 ? "" : "s", policy_.min_np),
-                                 kind, failed}};
+    return {elastic_action::Fail{
+        exit_code,
+        fmt::format("{}elastic: {} rank{} left, fewer than --min-np {}", cause, choice.size(),
+                    choice.size() == 1 ? "" : "s", policy_.min_np),
+        kind, failed}};
   }
   if (policy_.reset_limit && generation_ + 1 > *policy_.reset_limit) {
     done_ = true;
     return {elastic_action::Fail{
         exit_code,
-        fmt::format("{}elastic: --reset-limit {} reached (generation {} was the last)",
-                    failed ? "" : reason + "; ", *policy_.reset_limit, generation_),
+        fmt::format("{}elastic: --reset-limit {} reached (generation {} was the last)", cause,
+                    *policy_.reset_limit, generation_),
         kind, failed}};
   }
   ++generation_;
