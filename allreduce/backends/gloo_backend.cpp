@@ -15,6 +15,7 @@
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/kernels/kernels.h"
+#include "common/signal_fd.h"
 
 namespace hvd::runtime {
 namespace {
@@ -43,6 +44,12 @@ void with_element_type(DataType dtype, F&& f) {
 GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& store,
                          const std::string& store_name)
     : options_(options) {
+  // Gloo writes with writev(), which raises SIGPIPE on a connection its peer closed (a rank that
+  // died: its FIN not yet read when the next write goes out). A C++ program keeps SIGPIPE's
+  // default action, so the survivor would die of it instead of failing with PEER_LOST. Blocked
+  // here, the threads Gloo starts (its TCP event loop) inherit the block for good; guarded()
+  // blocks it around every call from the caller's thread.
+  const ScopedSigpipeBlock no_sigpipe;
   gloo::transport::tcp::attr attr;
   attr.hostname = options.bind_address;
   std::shared_ptr<gloo::transport::Device> device;
@@ -86,6 +93,7 @@ void GlooBackend::guarded(const char* op, Body&& body) {
         fmt::format("{} on the Gloo backend: the Gloo context failed earlier ({})", op, *dead_),
         "a failed Gloo context cannot be reused: restart the job");
   }
+  const ScopedSigpipeBlock no_sigpipe;  // see the constructor
   try {
     body();
   } catch (const gloo::IoException& e) {
