@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -26,26 +28,90 @@
 #include "checkpoint.h"
 #include "idx.h"
 #include "mlp.h"
+#include "train.h"
+
+namespace fmnist {
+
+// Averages every layer's gradient across ranks: one named async op per layer, then wait.
+void average_gradients(Mlp& model) {
+  static const char* kNames[] = {"grad.w1", "grad.b1", "grad.w2", "grad.b2"};
+  auto grads = model.grads().tensors();
+  std::vector<hvd::Handle> handles;
+  for (std::size_t i = grads.size(); i-- > 0;) {  // last layer first, as backprop produces them
+    handles.push_back(
+        hvd::allreduce_async(kNames[i], hvd::tensor(grads[i]->data(), grads[i]->size())));
+  }
+  for (hvd::Handle& h : handles) h.wait();
+}
+
+void broadcast_parameters(Mlp& model) {
+  static const char* kNames[] = {"param.w1", "param.b1", "param.w2", "param.b2"};
+  auto params = model.params().tensors();
+  std::vector<hvd::Handle> handles;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    handles.push_back(
+        hvd::broadcast_async(kNames[i], hvd::tensor(params[i]->data(), params[i]->size()), 0));
+  }
+  for (hvd::Handle& h : handles) h.wait();
+}
+
+// True when every rank's parameters hash the same.
+bool same_everywhere(std::uint64_t checksum) {
+  const auto mine = static_cast<std::int64_t>(checksum);
+  const std::vector<std::int64_t> all = hvd::allgather(std::span<const std::int64_t>(&mine, 1));
+  return std::all_of(all.begin(), all.end(), [&](std::int64_t c) { return c == mine; });
+}
+
+double test_accuracy(Mlp& model, const Dataset& test) {
+  // Each rank scores its share of the test set; the counts are summed.
+  const std::size_t n = test.count(), size = static_cast<std::size_t>(hvd::size()),
+                    rank = static_cast<std::size_t>(hvd::rank());
+  const std::size_t begin = n * rank / size, end = n * (rank + 1) / size;
+  std::int64_t right = 0;
+  constexpr std::size_t kChunk = 500;
+  for (std::size_t at = begin; at < end; at += kChunk) {
+    const std::size_t m = std::min(kChunk, end - at);
+    right += model.correct({test.images.data() + at * test.pixels(), m * test.pixels()},
+                           {test.labels.data() + at, m});
+  }
+  hvd::allreduce(std::span<std::int64_t>(&right, 1), hvd::ReduceOp::kSum);
+  return 100.0 * static_cast<double>(right) / static_cast<double>(n);
+}
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void die_here(const char* who, int id, long long step) {
+  std::printf("%s %d: killing myself (SIGKILL) after step %lld at %.6f\n", who, id, step,
+              wall_seconds());
+  std::fflush(stdout);
+  ::raise(SIGKILL);
+  std::abort();  // not reached: SIGKILL cannot be caught
+}
+
+}  // namespace fmnist
 
 namespace {
 
-struct Args {
-  int epochs = 3;
-  int batch = 32;    // per rank
-  float lr = 0.01f;  // per rank; scaled by size
-  float momentum = 0.9f;
-  int hidden = 128;
-  std::string data = fmnist::kDefaultDir;
-  std::string checkpoint;  // empty: none
-  bool help = false;       // --help, -h: print the usage and exit 0
-};
+using fmnist::Args;
+using fmnist::average_gradients;
+using fmnist::broadcast_parameters;
+using fmnist::same_everywhere;
+using fmnist::test_accuracy;
 
 constexpr const char* kUsage =
     "usage: train_fashion_mnist [--epochs N] [--batch-size B] [--lr X] [--momentum M] "
-    "[--hidden H] [--data DIR] [--checkpoint FILE]\n"
+    "[--hidden H] [--data DIR] [--checkpoint FILE] [--elastic [--commit-every N]]\n"
     "  defaults: --epochs 3 --batch-size 32 (per rank) --lr 0.01 (per rank, scaled by the number "
     "of ranks) --momentum 0.9 --hidden 128\n"
-    "  run it with hvdrun, e.g. hvdrun -np 2 train_fashion_mnist --epochs 1\n";
+    "  --elastic: train through hvd::elastic::run, committing every N steps (default 20): under\n"
+    "    hvdrun --min-np, the survivors of a lost rank or host go on from the last commit\n"
+    "  run it with hvdrun, e.g. hvdrun -np 2 train_fashion_mnist --epochs 1\n"
+    "  test and benchmark hooks: --kill-rank R --kill-step S (rank R, or worker R with --elastic,\n"
+    "    kills itself with SIGKILL after global step S of the first attempt or generation),\n"
+    "    --report-first-step (rank 0 prints when the first step of each attempt or generation\n"
+    "    is done, as Unix time)\n";
 
 // The whole of `text` as a number, or an error naming the flag.
 template <class T>
@@ -77,6 +143,16 @@ Args parse(int argc, char** argv) {
       a.data = argv[++i];
     } else if (flag == "--checkpoint" && has_value) {
       a.checkpoint = argv[++i];
+    } else if (flag == "--elastic") {
+      a.elastic = true;
+    } else if (flag == "--commit-every" && has_value) {
+      a.commit_every = number<int>(flag, argv[++i]);
+    } else if (flag == "--kill-rank" && has_value) {
+      a.kill_rank = number<int>(flag, argv[++i]);
+    } else if (flag == "--kill-step" && has_value) {
+      a.kill_step = number<long long>(flag, argv[++i]);
+    } else if (flag == "--report-first-step") {
+      a.report_first_step = true;
     } else if (flag == "--help" || flag == "-h") {
       a.help = true;
       return a;
@@ -85,58 +161,12 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.epochs < 1 || a.batch < 1 || !(a.lr > 0) || a.hidden < 1 ||
-      !(a.momentum >= 0 && a.momentum < 1)) {
+      !(a.momentum >= 0 && a.momentum < 1) || a.commit_every < 1) {
     throw std::runtime_error(
-        "--epochs, --batch-size, --lr and --hidden must be positive, "
+        "--epochs, --batch-size, --lr, --hidden and --commit-every must be positive, "
         "--momentum in [0, 1)");
   }
   return a;
-}
-
-// Averages every layer's gradient across ranks: one named async op per layer, then wait.
-void average_gradients(fmnist::Mlp& model) {
-  static const char* kNames[] = {"grad.w1", "grad.b1", "grad.w2", "grad.b2"};
-  auto grads = model.grads().tensors();
-  std::vector<hvd::Handle> handles;
-  for (std::size_t i = grads.size(); i-- > 0;) {  // last layer first, as backprop produces them
-    handles.push_back(
-        hvd::allreduce_async(kNames[i], hvd::tensor(grads[i]->data(), grads[i]->size())));
-  }
-  for (hvd::Handle& h : handles) h.wait();
-}
-
-void broadcast_parameters(fmnist::Mlp& model) {
-  static const char* kNames[] = {"param.w1", "param.b1", "param.w2", "param.b2"};
-  auto params = model.params().tensors();
-  std::vector<hvd::Handle> handles;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    handles.push_back(
-        hvd::broadcast_async(kNames[i], hvd::tensor(params[i]->data(), params[i]->size()), 0));
-  }
-  for (hvd::Handle& h : handles) h.wait();
-}
-
-// True when every rank's parameters hash the same.
-bool same_everywhere(std::uint64_t checksum) {
-  const auto mine = static_cast<std::int64_t>(checksum);
-  const std::vector<std::int64_t> all = hvd::allgather(std::span<const std::int64_t>(&mine, 1));
-  return std::all_of(all.begin(), all.end(), [&](std::int64_t c) { return c == mine; });
-}
-
-double test_accuracy(fmnist::Mlp& model, const fmnist::Dataset& test) {
-  // Each rank scores its share of the test set; the counts are summed.
-  const std::size_t n = test.count(), size = static_cast<std::size_t>(hvd::size()),
-                    rank = static_cast<std::size_t>(hvd::rank());
-  const std::size_t begin = n * rank / size, end = n * (rank + 1) / size;
-  std::int64_t right = 0;
-  constexpr std::size_t kChunk = 500;
-  for (std::size_t at = begin; at < end; at += kChunk) {
-    const std::size_t m = std::min(kChunk, end - at);
-    right += model.correct({test.images.data() + at * test.pixels(), m * test.pixels()},
-                           {test.labels.data() + at, m});
-  }
-  hvd::allreduce(std::span<std::int64_t>(&right, 1), hvd::ReduceOp::kSum);
-  return 100.0 * static_cast<double>(right) / static_cast<double>(n);
 }
 
 // With a checkpoint file: rank 0 loads it, and every rank gets its epoch count and momentum
@@ -201,6 +231,7 @@ int train(const Args& args) {
                  std::mt19937(1000u * static_cast<unsigned>(epoch) + static_cast<unsigned>(rank)));
   };
   for (int epoch = 1; epoch < first_epoch; ++epoch) shuffle_for(epoch);
+  bool first_step = true;
   for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     shuffle_for(epoch);
@@ -217,6 +248,17 @@ int train(const Args& args) {
       loss_sum += model.train_step(x, y);
       average_gradients(model);
       model.apply(lr * static_cast<float>(1.0 - 0.9 * done_steps++ / total_steps), args.momentum);
+      if (first_step && rank == 0 && args.report_first_step) {
+        std::printf("rank 0: first step of this attempt done at %.6f\n", fmnist::wall_seconds());
+        std::fflush(stdout);
+      }
+      first_step = false;
+      // The kill hook: only in the first attempt (hvdrun --max-restarts counts them).
+      const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+      if (rank == args.kill_rank && static_cast<long long>(done_steps) == args.kill_step &&
+          (attempt == nullptr || std::string(attempt) == "0")) {
+        fmnist::die_here("rank", rank, args.kill_step);
+      }
     }
     double loss = loss_sum / static_cast<double>(steps);
     hvd::allreduce(std::span<double>(&loss, 1));  // the mean over ranks
@@ -256,7 +298,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     hvd::init();
-    const int rc = train(args);
+    const int rc = args.elastic ? fmnist::train_elastic(args) : train(args);
     hvd::shutdown();
     return rc;
   } catch (const hvd::RuntimeError& e) {
