@@ -412,6 +412,11 @@ int execute(const Options& o) {
       launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
                           launcher::local_identity(), launcher::current_environment());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
+  // Notices are defaults the user may want to change: said when the job starts; a dry run shows
+  // them in its plan (--json: "notices") instead.
+  if (!o.dry_run) {
+    for (const std::string& n : plan.notices) spdlog::info("{}", n);
+  }
   validate_elastic_plan(o, plan);
 
   if (o.blacklist_cooldown.at(0) > o.blacklist_cooldown.at(1)) {

@@ -8,7 +8,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 25> kTable{
+constexpr std::array<const EnvVar*, 29> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -21,6 +21,10 @@ constexpr std::array<const EnvVar*, 25> kTable{
     &kLocalRank,
     &kLocalWorldSize,
     &kGroupRank,
+    &kGroupWorldSize,
+    &kRoleRank,
+    &kRoleWorldSize,
+    &kRoleName,
     &kMasterAddr,
     &kMasterPort,
     &kRestartCount,
@@ -40,8 +44,9 @@ constexpr std::array<const EnvVar*, 9> kKnobs{
     &kCpuOperations,     &kGlooTimeout,    &kLogLevel,          &kFusionThreshold, &kCycleTime,
     &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
-constexpr std::array<const EnvVar*, 3> kLibrary{&kNcclSocketIfname, &kGlooIface,
-                                                &kCudaVisibleDevices};
+constexpr std::array<const EnvVar*, 6> kLibrary{&kNcclSocketIfname, &kGlooIface,
+                                                &kGlooSocketIfname, &kCudaVisibleDevices,
+                                                &kOmpNumThreads,    &kPythonUnbuffered};
 
 }  // namespace
 

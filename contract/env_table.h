@@ -82,6 +82,15 @@ inline constexpr EnvVar kLocalWorldSize{"LOCAL_WORLD_SIZE", EnvKind::kPerRank, E
                                         "same as HOROVOD_LOCAL_SIZE"};
 inline constexpr EnvVar kGroupRank{"GROUP_RANK", EnvKind::kPerRank, EnvType::kInt,
                                    "index of this rank's host among the job's hosts"};
+inline constexpr EnvVar kGroupWorldSize{"GROUP_WORLD_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                        "number of hosts with a rank"};
+// torchrun's roles: hvdrun's ranks all have one, "default" (torchrun's default --role).
+inline constexpr EnvVar kRoleRank{"ROLE_RANK", EnvKind::kPerRank, EnvType::kInt,
+                                  "same as RANK (one role)"};
+inline constexpr EnvVar kRoleWorldSize{"ROLE_WORLD_SIZE", EnvKind::kPerRank, EnvType::kInt,
+                                       "same as WORLD_SIZE (one role)"};
+inline constexpr EnvVar kRoleName{"ROLE_NAME", EnvKind::kPerRank, EnvType::kString,
+                                  "default (torchrun's role name when none is given)"};
 inline constexpr EnvVar kMasterAddr{"MASTER_ADDR", EnvKind::kPerRank, EnvType::kAddress,
                                     "rank 0's host, reachable from every host"};
 inline constexpr EnvVar kMasterPort{"MASTER_PORT", EnvKind::kPerRank, EnvType::kPort,
@@ -129,6 +138,19 @@ inline constexpr EnvVar kNcclSocketIfname{
 inline constexpr EnvVar kGlooIface{
     "HOROVOD_GLOO_IFACE", EnvKind::kLibrary, EnvType::kString,
     "Horovod's Gloo interface: the one of this host's chosen address (--network-cidr/-interface)"};
+inline constexpr EnvVar kGlooSocketIfname{
+    "GLOO_SOCKET_IFNAME", EnvKind::kLibrary, EnvType::kString,
+    "PyTorch's Gloo interface: the one of this host's chosen address (--network-cidr/-interface)"};
+// Defaults for what ranks commonly run (torchrun's and Python's), each only when the user did not
+// set it (in hvdrun's environment, which forwards OMP_* and PYTHONUNBUFFERED, or with -x).
+inline constexpr EnvVar kOmpNumThreads{
+    "OMP_NUM_THREADS", EnvKind::kLibrary, EnvType::kInt,
+    "1 when more than one rank shares a host (torchrun's rule: N ranks of N threads each would "
+    "overload its cores), with a notice"};
+inline constexpr EnvVar kPythonUnbuffered{
+    "PYTHONUNBUFFERED", EnvKind::kLibrary, EnvType::kString,
+    "1: a Python rank's output reaches hvdrun line by line, not when a buffer fills or the "
+    "process ends (and none is lost when it is killed)"};
 inline constexpr EnvVar kCudaVisibleDevices{
     "CUDA_VISIBLE_DEVICES", EnvKind::kLibrary, EnvType::kString,
     "the GPUs a rank sees: local_rank*N .. local_rank*N+N-1 (--gpus-per-rank N)"};

@@ -20,6 +20,8 @@ std::vector<RankPlacement> compute_topology(const std::vector<int>& ranks_per_ho
 
   int size = 0;
   for (int n : ranks_per_host) size += n;
+  const auto hosts = static_cast<int>(
+      std::count_if(ranks_per_host.begin(), ranks_per_host.end(), [](int n) { return n > 0; }));
 
   std::vector<RankPlacement> out;
   out.reserve(size);
@@ -29,6 +31,7 @@ std::vector<RankPlacement> compute_topology(const std::vector<int>& ranks_per_ho
     for (int l = 0; l < local_size; ++l) {
       RankPlacement p;
       p.host_index = host;
+      p.hosts = hosts;
       p.topology = {.rank = static_cast<int>(out.size()),
                     .size = size,
                     .local_rank = l,
@@ -56,7 +59,11 @@ std::vector<std::pair<std::string, std::string>> topology_env(const RankPlacemen
           entry(kWorldSize, t.size),
           entry(kLocalRank, t.local_rank),
           entry(kLocalWorldSize, t.local_size),
-          entry(kGroupRank, placement.host_index)};
+          entry(kGroupRank, placement.host_index),
+          entry(kGroupWorldSize, placement.hosts),
+          entry(kRoleRank, t.rank),
+          entry(kRoleWorldSize, t.size),
+          {std::string(kRoleName.name), "default"}};
 }
 
 namespace {

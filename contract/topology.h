@@ -25,6 +25,7 @@ struct RankTopology {
 struct RankPlacement {
   int host_index = 0;  // index into the ranks_per_host argument of compute_topology
   RankTopology topology;
+  int hosts = 1;  // hosts with at least one rank (torchrun's GROUP_WORLD_SIZE)
 };
 
 // Horovod's slot order: host 0 gets ranks 0..n0-1, host 1 the next n1, and so on.
@@ -33,7 +34,8 @@ struct RankPlacement {
 std::vector<RankPlacement> compute_topology(const std::vector<int>& ranks_per_host);
 
 // HOROVOD_RANK..HOROVOD_CROSS_SIZE and the torchrun names RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE and GROUP_RANK (= host_index), as (name, value) pairs.
+// LOCAL_WORLD_SIZE, GROUP_RANK (= host_index), GROUP_WORLD_SIZE (= hosts), ROLE_RANK,
+// ROLE_WORLD_SIZE and ROLE_NAME (one role, "default"), as (name, value) pairs.
 std::vector<std::pair<std::string, std::string>> topology_env(const RankPlacement& placement);
 
 // Reads the HOROVOD_* topology a launcher set. `getenv` returns nullptr for an unset variable.

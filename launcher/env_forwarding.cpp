@@ -16,7 +16,8 @@ extern char** environ;
 namespace hvd::launcher {
 namespace {
 
-constexpr std::array<std::string_view, 3> kAllowNames{"PATH", "LD_LIBRARY_PATH", "PYTHONPATH"};
+constexpr std::array<std::string_view, 4> kAllowNames{"PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
+                                                      "PYTHONUNBUFFERED"};
 constexpr std::array<std::string_view, 4> kAllowPrefixes{"CUDA_", "NCCL_", "HOROVOD_", "OMP_"};
 
 // Set by the terminal, the desktop or the login on each host: forwarding them would be wrong.

@@ -131,11 +131,23 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                      EnvSource::kPerRank);
       }
     }
-    for (const contract::EnvVar* var : {&contract::kNcclSocketIfname, &contract::kGlooIface}) {
+    for (const contract::EnvVar* var :
+         {&contract::kNcclSocketIfname, &contract::kGlooIface, &contract::kGlooSocketIfname}) {
       std::erase_if(env, [&](const EnvEntry& e) { return e.name == var->name; });
       env.push_back(deferred(*var, Deferred::kInterfaceName,
                              "the interface of this host's chosen address", EnvSource::kPerRank));
     }
+  }
+  // Defaults for what ranks commonly run, unless the user set them (forwarded above).
+  auto unset = [&](const contract::EnvVar& var) {
+    return std::none_of(env.begin(), env.end(),
+                        [&](const EnvEntry& e) { return e.name == var.name; });
+  };
+  if (placement.topology.local_size > 1 && unset(contract::kOmpNumThreads)) {
+    env.push_back(entry(contract::kOmpNumThreads, "1", EnvSource::kPerRank));
+  }
+  if (unset(contract::kPythonUnbuffered)) {
+    env.push_back(entry(contract::kPythonUnbuffered, "1", EnvSource::kPerRank));
   }
   if (gpus_per_rank) {
     std::vector<int> devices;
@@ -282,6 +294,17 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
     }
   }
   plan.elastic = request.elastic;
+  const auto crowded = std::find_if(plan.hosts.begin(), plan.hosts.end(),
+                                    [](const HostPlan& h) { return h.num_ranks > 1; });
+  if (crowded != plan.hosts.end() &&
+      std::none_of(forwarded.vars.begin(), forwarded.vars.end(),
+                   [](const ForwardedVar& v) { return v.name == contract::kOmpNumThreads.name; })) {
+    plan.notices.push_back(fmt::format(
+        "OMP_NUM_THREADS=1 for every rank, as torchrun does: {} ranks share {} and OMP_NUM_THREADS "
+        "is not set (ranks with a thread per core each would overload its cores); set it, or "
+        "-x OMP_NUM_THREADS=N, to choose",
+        crowded->num_ranks, format_host(crowded->spec.host)));
+  }
   check_port_range(plan, request.port_range);
   return plan;
 }

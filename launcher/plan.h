@@ -100,6 +100,7 @@ struct Plan {
   std::string job_id;
   int total_slots = 0;
   std::vector<std::string> warnings;  // things the user should know; the plan is still valid
+  std::vector<std::string> notices;   // defaults hvdrun chose that the user may want to change
   NetworkChoice network;              // chosen per host at launch, from the agents' interfaces
   bool elastic = false;               // PlanRequest::elastic
 };

@@ -87,6 +87,7 @@ std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options
   if (!plan.ranks.empty()) {
     out += fmt::format("\nforwarded to every rank: {}\n", forwarded_summary(plan.ranks.front()));
   }
+  for (const std::string& n : plan.notices) out += fmt::format("notice: {}\n", n);
   if (options.show_env) {
     for (const RankPlan& r : plan.ranks) {
       out += fmt::format("\nrank {} environment:\n", r.topology.rank);
@@ -140,6 +141,7 @@ nlohmann::ordered_json plan_json(const Plan& plan, const PlanOutputOptions& opti
   doc["hosts"] = std::move(hosts);
   doc["ranks"] = std::move(ranks);
   doc["warnings"] = plan.warnings;
+  doc["notices"] = plan.notices;
   json launch = json::array();
   for (const LaunchCommand& c : commands) launch.push_back({{"where", c.where}, {"argv", c.argv}});
   doc["launcher_commands"] = std::move(launch);

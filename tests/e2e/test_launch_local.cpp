@@ -85,6 +85,12 @@ TEST_CASE("four ranks see the documented rank environment", "[launch]") {
         {"LOCAL_RANK", R},
         {"LOCAL_WORLD_SIZE", "4"},
         {"GROUP_RANK", "0"},
+        {"GROUP_WORLD_SIZE", "1"},
+        {"ROLE_RANK", R},
+        {"ROLE_WORLD_SIZE", "4"},
+        {"ROLE_NAME", "default"},
+        {"OMP_NUM_THREADS", "1"},  // 4 ranks share the host, the user did not set it
+        {"PYTHONUNBUFFERED", "1"},
         {"FORWARDED", "yes it is"},
         {"HOROVOD_FUSION_THRESHOLD", "1234"}};  // the allow-list forwards user knobs
     for (const auto& [name, value] : want) {

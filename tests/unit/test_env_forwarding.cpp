@@ -56,6 +56,7 @@ TEST_CASE("forwarding: allow-list by default, nothing else", "[env]") {
   const EnvList env{{"PATH", "/bin"},
                     {"LD_LIBRARY_PATH", "/l"},
                     {"PYTHONPATH", "/p"},
+                    {"PYTHONUNBUFFERED", "0"},
                     {"CUDA_VISIBLE_DEVICES", "0"},
                     {"NCCL_DEBUG", "INFO"},
                     {"OMP_NUM_THREADS", "2"},
@@ -75,7 +76,7 @@ TEST_CASE("forwarding: allow-list by default, nothing else", "[env]") {
   }
   CHECK(names == std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "HOROVOD_FUSION_THRESHOLD",
                                           "LD_LIBRARY_PATH", "NCCL_DEBUG", "OMP_NUM_THREADS",
-                                          "PATH", "PYTHONPATH"});
+                                          "PATH", "PYTHONPATH", "PYTHONUNBUFFERED"});
   CHECK(r.warnings.empty());
 }
 

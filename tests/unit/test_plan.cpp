@@ -173,6 +173,71 @@ TEST_CASE("plan env: -x specs reach every rank, marked explicit", "[plan][env]")
   }
 }
 
+TEST_CASE("plan env: torchrun's group and role variables", "[plan][env]") {
+  // -np 3 over three hosts of 1, 2 and 2 slots: the third host gets no rank.
+  const Plan plan = make_plan(request("w0:1,w1:2,w2:2", 3), kSelf, {});
+  REQUIRE(plan.ranks.size() == 3);
+  for (const RankPlan& r : plan.ranks) {
+    const std::string rank = std::to_string(r.topology.rank);
+    CHECK(value(r, "GROUP_WORLD_SIZE") == "2");
+    CHECK(value(r, "ROLE_RANK") == rank);
+    CHECK(value(r, "ROLE_WORLD_SIZE") == "3");
+    CHECK(value(r, "ROLE_NAME") == "default");
+  }
+  CHECK(value(plan.ranks[0], "GROUP_RANK") == "0");
+  CHECK(value(plan.ranks[2], "GROUP_RANK") == "1");
+}
+
+TEST_CASE("plan env: OMP_NUM_THREADS=1 when ranks share a host, unless the user set it",
+          "[plan][env]") {
+  // Two ranks on w1 share it: every rank gets 1 (torchrun sets it for all), with one notice.
+  const Plan shared = make_plan(request("w0:1,w1:2"), kSelf, {});
+  CHECK(value(shared.ranks[0], "OMP_NUM_THREADS") == "<unset>");  // w0's rank is alone
+  CHECK(value(shared.ranks[1], "OMP_NUM_THREADS") == "1");
+  REQUIRE(shared.notices.size() == 1);
+  CHECK_THAT(shared.notices[0], Catch::Matchers::Contains("OMP_NUM_THREADS=1 for every rank") &&
+                                    Catch::Matchers::Contains("2 ranks share w1"));
+  // One rank per host: nothing to share, nothing set, no notice.
+  const Plan alone = make_plan(request("w0:1,w1:1"), kSelf, {});
+  for (const RankPlan& r : alone.ranks) CHECK(find(r, "OMP_NUM_THREADS") == nullptr);
+  CHECK(alone.notices.empty());
+  // The user's value (inherited through the OMP_* allow-list, or -x) wins, silently.
+  const Plan mine = make_plan(request("w1:2"), kSelf, {{"OMP_NUM_THREADS", "4"}});
+  for (const RankPlan& r : mine.ranks) CHECK(value(r, "OMP_NUM_THREADS") == "4");
+  CHECK(mine.notices.empty());
+  PlanRequest x = request("w1:2");
+  x.forward = {parse_forward_spec("OMP_NUM_THREADS=3")};
+  const Plan explicit_value = make_plan(x, kSelf, {});
+  for (const RankPlan& r : explicit_value.ranks) CHECK(value(r, "OMP_NUM_THREADS") == "3");
+}
+
+TEST_CASE("plan env: PYTHONUNBUFFERED=1 unless the user set it", "[plan][env]") {
+  const Plan plan = make_plan(request("w0:1"), kSelf, {});
+  CHECK(value(plan.ranks[0], "PYTHONUNBUFFERED") == "1");
+  const Plan mine = make_plan(request("w0:1"), kSelf, {{"PYTHONUNBUFFERED", "0"}});
+  CHECK(value(mine.ranks[0], "PYTHONUNBUFFERED") == "0");
+}
+
+TEST_CASE("plan env: GLOO_SOCKET_IFNAME beside NCCL_SOCKET_IFNAME when hvdrun picks a network",
+          "[plan][env]") {
+  PlanRequest r = request("127.0.0.2:1,127.0.0.3:1");
+  r.network.interfaces = {"eth1"};
+  r.forward = {parse_forward_spec("GLOO_SOCKET_IFNAME=stale")};  // the chosen interface wins
+  const Plan plan = make_plan(r, kSelf, {});
+  for (const RankPlan& rank : plan.ranks) {
+    for (const char* name : {"NCCL_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE", "GLOO_SOCKET_IFNAME"}) {
+      INFO(name);
+      const EnvEntry* e = find(rank, name);
+      REQUIRE(e != nullptr);
+      CHECK(e->deferred.has_value());
+      CHECK(std::count_if(rank.env.begin(), rank.env.end(),
+                          [&](const EnvEntry& o) { return o.name == name; }) == 1);
+    }
+  }
+  const Plan none = make_plan(request("127.0.0.2:1"), kSelf, {});
+  CHECK(find(none.ranks[0], "GLOO_SOCKET_IFNAME") == nullptr);
+}
+
 TEST_CASE("plan: --port-range too small for the busiest machine is a usage error", "[plan]") {
   auto with_range = [](const std::string& hosts, int low, int high) {
     PlanRequest r = request(hosts);
