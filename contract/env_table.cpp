@@ -8,7 +8,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 29> kTable{
+constexpr std::array<const EnvVar*, 31> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -35,6 +35,8 @@ constexpr std::array<const EnvVar*, 29> kTable{
     &kJobId,
     &kAdvertiseAddr,
     &kPortRange,
+    &kRankLayout,
+    &kRankHosts,
     &kElasticFd,
     &kElasticWorker,
     &kElasticGeneration,

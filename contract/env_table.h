@@ -119,6 +119,14 @@ inline constexpr EnvVar kPortRange{
     "HVD_PORT_RANGE", EnvKind::kInternal, EnvType::kString,
     "LOW-HIGH from `hvdrun --port-range`: libhvd's control plane listens inside it (unset: any "
     "free port)"};
+// --mpi: what hvdrun --rank-shim needs to give each rank the contract (launcher/rank_shim.h).
+inline constexpr EnvVar kRankLayout{
+    "HVD_RANK_LAYOUT", EnvKind::kInternal, EnvType::kString,
+    "--mpi: ranks per host in host order (2,2), for hvdrun --rank-shim; unset before the command"};
+inline constexpr EnvVar kRankHosts{
+    "HVD_RANK_HOSTS", EnvKind::kInternal, EnvType::kString,
+    "--mpi: the hosts as written, in the same order, for hvdrun --rank-shim; unset before the "
+    "command"};
 // Elastic training (docs/design/elastic.md): set only for ranks of an elastic job.
 inline constexpr EnvVar kElasticFd{
     "HVD_ELASTIC_FD", EnvKind::kInternal, EnvType::kInt,

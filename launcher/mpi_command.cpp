@@ -8,6 +8,8 @@
 #include <regex>
 
 #include "common/error.h"
+#include "contract/env_table.h"
+#include "launcher/rank_shim.h"
 
 namespace hvd::launcher {
 namespace {
@@ -120,6 +122,21 @@ std::vector<std::string> forwarded_names(const Plan& plan) {
   return names;
 }
 
+std::vector<std::pair<std::string, std::string>> shim_environment(const Plan& plan,
+                                                                  const std::string& master_addr,
+                                                                  const std::string& master_port) {
+  std::vector<int> layout;
+  std::vector<std::string> hosts;
+  for (const HostPlan& h : plan.hosts) {
+    layout.push_back(h.num_ranks);
+    hosts.push_back(h.spec.host);
+  }
+  return {{std::string(contract::kRankLayout.name), format_rank_layout(layout)},
+          {std::string(contract::kRankHosts.name), fmt::format("{}", fmt::join(hosts, ","))},
+          {std::string(contract::kMasterAddr.name), master_addr},
+          {std::string(contract::kMasterPort.name), master_port}};
+}
+
 std::string tcp_include(const std::vector<std::string>& addresses) {
   std::vector<std::string> cidrs;
   for (const std::string& a : addresses) {
@@ -172,8 +189,10 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                 {"-mca", "btl_tcp_if_include", include, "-mca", "oob_tcp_if_include", include});
   }
   for (const std::string& name : forwarded_names(plan)) argv.insert(argv.end(), {"-x", name});
+  for (const auto& [name, value] : input.shim_env) argv.insert(argv.end(), {"-x", name});
   argv.insert(argv.end(), {"-wd", input.cwd});
   argv.insert(argv.end(), input.extra_args.begin(), input.extra_args.end());
+  if (!input.shim.empty()) argv.insert(argv.end(), {input.shim, "--rank-shim", "--"});
   argv.insert(argv.end(), plan.command.begin(), plan.command.end());
   return argv;
 }

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "launcher/plan.h"
@@ -36,6 +37,12 @@ struct MpiCommandInput {
   ssh::SshOptions ssh;
   std::string cwd;
   std::vector<std::string> extra_args;  // --mpi-args, split into words
+  // The rank shim (launcher/rank_shim.h) mpirun starts in front of the command on every rank:
+  // the hvdrun the hosts run (--agent-path), and the variables it reads, forwarded by name with
+  // -x (their values go into mpirun's environment, never on its command line). Empty shim: the
+  // command alone.
+  std::string shim;
+  std::vector<std::pair<std::string, std::string>> shim_env;
   // --dry-run: what only the network check finds out (the addresses the hosts were reached at,
   // whether two of them are one machine) shows as "<set at launch: ...>".
   bool placeholders = false;
@@ -48,6 +55,12 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
 
 // Names of the variables to forward with -x, from a rank's planned environment.
 std::vector<std::string> forwarded_names(const Plan& plan);
+
+// The variables hvdrun --rank-shim reads: the plan's layout and hosts (HVD_RANK_LAYOUT,
+// HVD_RANK_HOSTS) and rank 0's MASTER_ADDR and MASTER_PORT.
+std::vector<std::pair<std::string, std::string>> shim_environment(const Plan& plan,
+                                                                  const std::string& master_addr,
+                                                                  const std::string& master_port);
 
 // The CIDRs for btl_tcp_if_include / oob_tcp_if_include: 127.0.0.0/8 for loopback hosts (Open
 // MPI excludes 127/8 by default), each other address as a /32.

@@ -17,6 +17,7 @@
 #include "launcher/mpi_command.h"
 #include "launcher/native_launcher.h"
 #include "launcher/supervisor.h"
+#include "launcher/tcp_listen.h"
 #include "ssh/check.h"
 
 extern char** environ;
@@ -31,13 +32,17 @@ bool has_remote_host(const Plan& plan) {
 
 // mpirun's environment: ours, with every forwarded variable set to its planned value (`-x NAME`
 // then passes it on by name: values never reach a command line).
-std::vector<std::string> mpirun_environment(const Plan& plan) {
+std::vector<std::string> mpirun_environment(const Plan& plan, const MpiCommandInput& input) {
   std::vector<std::string> env;
-  std::vector<std::string> names = forwarded_names(plan);
+  const std::vector<std::string> names = forwarded_names(plan);
+  std::vector<std::string> replaced = names;
+  for (const auto& [name, value] : input.shim_env) replaced.push_back(name);
   for (char** p = environ; *p != nullptr; ++p) {
     const std::string_view entry(*p);
     const std::string name(entry.substr(0, entry.find('=')));
-    if (std::find(names.begin(), names.end(), name) == names.end()) env.emplace_back(entry);
+    if (std::find(replaced.begin(), replaced.end(), name) == replaced.end()) {
+      env.emplace_back(entry);
+    }
   }
   if (!plan.ranks.empty()) {
     for (const EnvEntry& e : plan.ranks.front().env) {
@@ -46,6 +51,7 @@ std::vector<std::string> mpirun_environment(const Plan& plan) {
       }
     }
   }
+  for (const auto& [name, value] : input.shim_env) env.push_back(name + "=" + value);
   return env;
 }
 
@@ -190,7 +196,21 @@ MpiCommandInput command_input(const LaunchOptions& options) {
   // Inside the Slurm allocation the hosts came from: the network check's agents go through srun,
   // and so do mpirun's daemons.
   input.through_slurm = options.agents == AgentLaunch::kSrun;
+  input.shim = options.ssh.agent_path;
   return input;
+}
+
+// MASTER_ADDR and MASTER_PORT for the shim: across hosts, rank 0's host as the others reached it
+// in the network check and the port its agent listened on there (free again: the agent has
+// exited), as a native launch does; on this machine alone, 127.0.0.1 and a port found free here.
+std::pair<std::string, std::string> mpi_master(const std::optional<NetCheck>& checked,
+                                               const PortRange& range) {
+  if (checked && !checked->endpoints.address.empty() && !checked->endpoints.probe_port.empty()) {
+    return {checked->endpoints.address.front(),
+            std::to_string(checked->endpoints.probe_port.front())};
+  }
+  const auto [fd, port] = listen_in_range("0.0.0.0", range, "a free port for MASTER_PORT");
+  return {"127.0.0.1", std::to_string(port)};
 }
 
 }  // namespace
@@ -281,6 +301,7 @@ std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
   MpiCommandInput input = command_input(options_);
   input.placeholders = true;
   if (!has_remote_host(plan)) input.host_addresses = {"127.0.0.1"};
+  input.shim_env = shim_environment(plan, "<set at launch>", "<set at launch>");
   std::vector<LaunchCommand> out;
   if (has_remote_host(plan)) {
     for (LaunchCommand& c : NativeLauncher(options_).describe(plan)) {
@@ -359,6 +380,8 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
     before.exit_code = to_int(exit_code_of(ErrorKind::kSsh));
     return before;
   }
+  const auto [master_addr, master_port] = mpi_master(checked, options_.port_range);
+  input.shim_env = shim_environment(plan, master_addr, master_port);
   const std::vector<std::string> argv = mpirun_argv(plan, input);
   spdlog::debug("mpirun command: {}", fmt::join(argv, " "));
 
@@ -367,7 +390,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   // and takes its daemons and ranks down with it.
   ProcessSpec spec;
   spec.argv = argv;
-  spec.env = mpirun_environment(plan);
+  spec.env = mpirun_environment(plan, input);
   spec.parent_death_signal = SIGTERM;
   spec.lookup_in_our_path = true;
   Process mpirun = Process::spawn(spec);

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -296,4 +298,61 @@ TEST_CASE("mpi mode: --json timings: total is mpirun's run, start is null (not k
   REQUIRE(doc["timings_ms"]["total"].is_number_integer());
   CHECK(doc["timings_ms"]["total"].get<long>() >= 500);
   CHECK(doc["timings_ms"]["total"].get<long>() < 30000);
+}
+
+TEST_CASE("mpi mode: every rank gets the native launch's contract through the rank shim", "[mpi]") {
+  // A script that reads RANK, LOCAL_RANK, MASTER_ADDR, ... runs the same under --mpi: mpirun
+  // starts hvdrun --rank-shim in front of it (launcher/rank_shim.h). 4 ranks, 2 hosts x 2.
+  const auto hosts = hvd::test::TestHosts::load();
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_shim_known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  const auto r = hvd::test::run_hvdrun(
+      {"--mpi", "-np", "4", "-H", hosts.host_list(2, 2), "-p", std::to_string(hosts.port),
+       "--ssh-config", hosts.ssh_config, "--ssh-known-hosts", known_hosts.string(), "sh", "-c",
+       "for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE "
+       "HOROVOD_RANK HOROVOD_SIZE HOROVOD_CROSS_RANK HOROVOD_CROSS_SIZE HOROVOD_HOSTNAME "
+       "ROLE_NAME MASTER_ADDR MASTER_PORT OMP_NUM_THREADS PYTHONUNBUFFERED HVD_RANK_LAYOUT; "
+       "do eval \"echo $v=\\${$v-unset}\"; done"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::map<int, std::map<std::string, std::string>> env;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto tag = line.find("]<stdout>:");
+    const auto eq = line.find('=');
+    if (line.rfind("[1,", 0) != 0 || tag == std::string::npos || eq == std::string::npos) continue;
+    const int rank = std::stoi(line.substr(3, tag - 3));
+    const std::string text = line.substr(tag + 10);
+    env[rank][text.substr(0, text.find('='))] = text.substr(text.find('=') + 1);
+  }
+  REQUIRE(env.size() == 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("rank " << rank);
+    const auto& e = env[rank];
+    const std::map<std::string, std::string> want{
+        {"RANK", std::to_string(rank)},
+        {"WORLD_SIZE", "4"},
+        {"LOCAL_RANK", std::to_string(rank % 2)},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", std::to_string(rank / 2)},
+        {"GROUP_WORLD_SIZE", "2"},
+        {"HOROVOD_RANK", std::to_string(rank)},
+        {"HOROVOD_SIZE", "4"},
+        {"HOROVOD_CROSS_RANK", std::to_string(rank / 2)},
+        {"HOROVOD_CROSS_SIZE", "2"},
+        {"HOROVOD_HOSTNAME", hosts.addresses[static_cast<size_t>(rank / 2)]},
+        {"ROLE_NAME", "default"},
+        {"MASTER_ADDR", hosts.addresses[0]},
+        {"OMP_NUM_THREADS", "1"},
+        {"PYTHONUNBUFFERED", "1"},
+        {"HVD_RANK_LAYOUT", "unset"}};  // the shim's input, not the command's
+    for (const auto& [name, value] : want) {
+      INFO(name);
+      REQUIRE(e.count(name) == 1);
+      CHECK(e.at(name) == value);
+    }
+    REQUIRE(e.count("MASTER_PORT") == 1);
+    CHECK(e.at("MASTER_PORT") == env[0].at("MASTER_PORT"));
+    CHECK(std::stoi(e.at("MASTER_PORT")) > 0);
+  }
 }
