@@ -53,15 +53,17 @@ class TagSplitter {
       : on_rank_bytes_(std::move(on_rank_bytes)), on_own_line_(std::move(on_own_line)) {}
   void feed(std::string_view bytes);
   void finish();  // the stream ended: a last partial own line is delivered
-  size_t buffered() const { return head_.size(); }
+  size_t buffered() const { return head_.size() + held_.size(); }
 
  private:
   void consume(std::string_view segment, bool ended);
+  void pass_through(std::string_view segment, bool ended);
 
   RankBytes on_rank_bytes_;
   OwnLine on_own_line_;
   std::string head_;                   // a line's start, before its tag is known; or an own line
   std::optional<TaggedLine> current_;  // the line being passed through (text unused)
+  std::string held_;                   // in a tagged line: what may be the start of a next tag
   bool own_line_ = false;              // head_ is one of mpirun's own lines
   bool own_truncated_ = false;
 };

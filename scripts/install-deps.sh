@@ -3,6 +3,10 @@
 # present are not fetched again, and `apt-get update` runs only when something is missing.
 # Must run as root (or through sudo). CUDA/NCCL are not Debian packages; they come with the
 # machine's CUDA toolkit when present and are optional (HVD_WITH_NCCL=AUTO).
+# Usage: bash scripts/install-deps.sh [--torch]
+#   --torch also installs the test-only packages: Debian's python3-torch for the PyTorch tests
+#   (tests/e2e/test_pytorch.cpp; about 190 MB to download, 830 MB installed, about a minute:
+#   not for the main job or the container image). Without it those tests say they are skipped.
 set -euo pipefail
 
 packages=(
@@ -17,6 +21,11 @@ packages=(
   slurmctld slurmd slurm-client   # tests/slurm's local cluster; munge comes along, unused
   procps iproute2 iptables python3
 )
+case "${1:-}" in
+  --torch) packages+=(python3-torch) ;;
+  "") ;;
+  *) echo "usage: bash scripts/install-deps.sh [--torch]" >&2; exit 64 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -181,6 +181,40 @@ TEST_CASE("mpirun output: tagged lines and the failed rank", "[mpi]") {
   CHECK_FALSE(mpirun_reports_rank_failure("mpirun was unable to find the specified executable"));
 }
 
+TEST_CASE("mpirun's tagged output: a tag inside a line starts a piece, not text", "[mpi]") {
+  // mpirun tags every piece it read from a rank, not every line (seen with PyTorch under --mpi:
+  // an unbuffered Python traceback line written in pieces).
+  std::map<int, std::string> out, err;
+  std::vector<std::string> own;
+  hvd::launcher::TagSplitter splitter(
+      [&](int rank, bool is_stderr, std::string_view bytes) {
+        (is_stderr ? err : out)[rank].append(bytes);
+      },
+      [&](std::string_view line) { own.emplace_back(line); });
+  splitter.feed("[1,1]<stderr>:    [1,1]<stderr>:raise ValueError(\"x\")[1,1]<stderr>:\n");
+  splitter.feed("[1,1]<stderr>:ValueError[1,1]<stderr>:: [1,1]<stderr>:x[1,1]<stderr>:\n");
+  CHECK(err[1] == "    raise ValueError(\"x\")\nValueError: x\n");
+  // Another rank's piece between two pieces of a line; each rank keeps its own bytes.
+  splitter.feed("[1,0]<stdout>:step 1 of [1,2]<stdout>:rank 2 here\n[1,0]<stdout>:9\n");
+  CHECK(out[0] == "step 1 of 9\n");
+  CHECK(out[2] == "rank 2 here\n");
+  // A tag cut by the end of a read, anywhere; text with brackets that is no tag stays text.
+  const std::string line = "[1,3]<stdout>:a[1,3]<stdout>:b [1,2] [x] [1,3]<std c[\n";
+  for (size_t cut = 1; cut < line.size(); ++cut) {
+    out[3].clear();
+    splitter.feed(line.substr(0, cut));
+    CHECK(splitter.buffered() <= hvd::launcher::TagSplitter::kMaxTag);
+    splitter.feed(line.substr(cut));
+    INFO("cut at " << cut);
+    CHECK(out[3] == "ab [1,2] [x] [1,3]<std c[\n");
+  }
+  // A possible tag at the very end of the stream is text.
+  splitter.feed("[1,3]<stdout>:end [1,");
+  splitter.finish();
+  CHECK(out[3].ends_with("end [1,"));
+  CHECK(own.empty());
+}
+
 TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded memory", "[mpi]") {
   std::map<int, std::string> out, err;
   std::vector<std::string> own;
