@@ -3,8 +3,14 @@
 #include <string>
 #include <vector>
 
+#include "hvd/elastic.hpp"
 #include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
+
+// The opaque state of the C API: a BufferState.
+struct hvd_elastic_state {
+  hvd::elastic::BufferState state;
+};
 
 namespace {
 
@@ -19,6 +25,9 @@ hvd_status guarded(Body&& body) {
   } catch (const hvd::RuntimeError& e) {
     last_error = e.what();
     return e.status();
+  } catch (const hvd::elastic::HostsUpdatedInterrupt& e) {
+    last_error = e.what();
+    return HVD_HOSTS_UPDATED;
   } catch (const std::exception& e) {
     last_error = e.what();
     return HVD_ERR_INTERNAL;
@@ -147,8 +156,72 @@ const char* hvd_status_name(hvd_status status) {
       return "HVD_ERR_INTERNAL";
     case HVD_ERR_PEER_LOST:
       return "HVD_ERR_PEER_LOST";
+    case HVD_HOSTS_UPDATED:
+      return "HVD_HOSTS_UPDATED";
   }
   return "HVD_ERR_UNKNOWN";
+}
+
+hvd_status hvd_elastic_state_new(hvd_elastic_state** out) {
+  if (out == nullptr) return bad_argument("hvd_elastic_state_new: the output pointer is NULL");
+  return guarded([&] { *out = new hvd_elastic_state; });
+}
+
+void hvd_elastic_state_free(hvd_elastic_state* state) { delete state; }
+
+hvd_status hvd_elastic_state_add(hvd_elastic_state* state, const char* name, void* data,
+                                 size_t bytes) {
+  if (state == nullptr || name == nullptr || (data == nullptr && bytes > 0)) {
+    return bad_argument("hvd_elastic_state_add: NULL state, name or data");
+  }
+  return guarded([&] { state->state.add(name, data, bytes); });
+}
+
+hvd_status hvd_elastic_commit(hvd_elastic_state* state) {
+  if (state == nullptr) return bad_argument("hvd_elastic_commit: the state is NULL");
+  return guarded([&] { state->state.commit(); });
+}
+
+hvd_status hvd_elastic_run(hvd_elastic_state* state, int (*fn)(void* user), void* user) {
+  if (state == nullptr || fn == nullptr) {
+    return bad_argument("hvd_elastic_run: the state or the function is NULL");
+  }
+  // The function's statuses become what hvd::elastic::run() reacts to: PEER_LOST and
+  // HOSTS_UPDATED reset, anything else ends the run with that status and the message the failed
+  // call left in hvd_last_error().
+  struct Returned {
+    int status;
+  };
+  try {
+    hvd::elastic::run(state->state, [&] {
+      const int rc = fn(user);
+      if (rc == HVD_OK) return;
+      if (rc == HVD_HOSTS_UPDATED) throw hvd::elastic::HostsUpdatedInterrupt();
+      if (rc == HVD_ERR_PEER_LOST) {
+        throw hvd::RuntimeError(HVD_ERR_PEER_LOST,
+                                last_error.empty() ? "a peer was lost" : last_error);
+      }
+      throw Returned{rc};
+    });
+    return HVD_OK;
+  } catch (const Returned& r) {
+    return static_cast<hvd_status>(r.status);
+  } catch (const hvd::RuntimeError& e) {
+    last_error = e.what();
+    return e.status();
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return HVD_ERR_INTERNAL;
+  }
+}
+
+hvd_status hvd_elastic_world(int* generation, int* worker, int* resets) {
+  return guarded([&] {
+    const hvd::elastic::WorldInfo w = hvd::elastic::world();
+    if (generation != nullptr) *generation = w.generation;
+    if (worker != nullptr) *worker = w.worker;
+    if (resets != nullptr) *resets = w.resets;
+  });
 }
 
 }  // extern "C"

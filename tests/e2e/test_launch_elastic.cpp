@@ -71,6 +71,21 @@ TEST_CASE("elastic launch: a killed rank leaves, the others finish in a smaller 
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
+TEST_CASE("elastic launch: the C API (hvd_elastic_run) survives a killed rank the same way",
+          "[elastic]") {
+  JobMarker marker;
+  std::vector<std::string> args{"-np",           "3",  "--min-np", "2", "-x", marker.forward(),
+                                ELASTIC_CHECK_C, "20", "1",        "7"};
+  const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  // Worker 1 died after step 7: workers 0 and 2 end as ranks 0 and 1 of 2, every step once.
+  CHECK_THAT(r.out, Contains(done_line(0, 1, 0, 2, 1)));
+  CHECK_THAT(r.out, Contains(done_line(2, 1, 1, 2, 1)));
+  CHECK_THAT(r.out, Contains("worker 2: generation 1 rank 1 size 2 from step 7"));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
 TEST_CASE("elastic launch: rank 0 dies, the next survivor is rank 0 of the new world",
           "[elastic]") {
   JobMarker marker;

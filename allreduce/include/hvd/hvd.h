@@ -31,7 +31,8 @@ typedef enum hvd_status {
   HVD_ERR_BACKEND = 5,          /* the engine (MPI, Gloo) failed (a lost peer: PEER_LOST) */
   HVD_ERR_TIMEOUT = 6,          /* a peer did not join or answer in time */
   HVD_ERR_INTERNAL = 7,         /* a bug in libhvd: please report it */
-  HVD_ERR_PEER_LOST = 8         /* a peer died, was killed or cannot be reached any more */
+  HVD_ERR_PEER_LOST = 8,        /* a peer died, was killed or cannot be reached any more */
+  HVD_HOSTS_UPDATED = 9         /* elastic: hvdrun announced a new world (hvd_elastic_commit) */
 } hvd_status;
 
 typedef enum hvd_dtype {
@@ -101,6 +102,29 @@ HVD_API hvd_status hvd_barrier(void);
  * len bytes (NUL-terminated) and returns the size needed; 0 on an internal error. Needs no
  * hvd_init(). */
 HVD_API size_t hvd_build_report(char* buf, size_t len);
+
+/* Elastic training (the C++ API, hvd/elastic.hpp, says more; docs/elastic.md): the buffers a
+ * training step needs, kept at each commit and restored and re-synchronised when the world
+ * changes under `hvdrun --min-np`. The buffers must stay alive and in place while the state is
+ * used. */
+typedef struct hvd_elastic_state hvd_elastic_state;
+HVD_API hvd_status hvd_elastic_state_new(hvd_elastic_state** out);
+HVD_API void hvd_elastic_state_free(hvd_elastic_state* state);
+HVD_API hvd_status hvd_elastic_state_add(hvd_elastic_state* state, const char* name, void* data,
+                                         size_t bytes);
+/* Keeps a copy of every buffer, then asks the other ranks (a collective) whether hvdrun announced
+ * a new world: HVD_HOSTS_UPDATED then, on every rank at once. */
+HVD_API hvd_status hvd_elastic_commit(hvd_elastic_state* state);
+/* Runs `fn(user)` until it returns HVD_OK. When it returns HVD_ERR_PEER_LOST (a collective in it
+ * failed so) or HVD_HOSTS_UPDATED (from hvd_elastic_commit), the state goes back to the last
+ * commit (not for HOSTS_UPDATED: nothing was lost), libhvd moves to hvdrun's next world (new rank
+ * and size), copies the state from the rank that has it and calls `fn` again. Any other status
+ * from `fn` is returned as it is (hvd_last_error() is kept). Outside an elastic hvdrun job `fn`
+ * runs once. Returns HVD_ERR_TIMEOUT or HVD_ERR_CONFIG when a reset cannot be done. */
+HVD_API hvd_status hvd_elastic_run(hvd_elastic_state* state, int (*fn)(void* user), void* user);
+/* The world's generation (0 at start), this process's worker id (its rank in generation 0, which
+ * never changes) and the resets it went through; any pointer may be NULL. */
+HVD_API hvd_status hvd_elastic_world(int* generation, int* worker, int* resets);
 
 /* The message of this thread's last failed call ("" if none). Valid until the next call. */
 HVD_API const char* hvd_last_error(void);
