@@ -48,6 +48,11 @@ std::string ranks_text(const std::vector<int>& ranks) {
 Controller::Controller(ControllerOptions options) : options_(options) {}
 
 void Controller::add(int rank, RequestList list, Clock::time_point now) {
+  // Once a rank has left without a shutdown the job is broken: the fatal error fails every
+  // pending op on every rank with HVD_ERR_PEER_LOST. A request that arrives after it must not get
+  // an error of its own ("rank 1 already shut down"): that would be another status, and an
+  // elastic loop would take the crash for a mistake of the program and end.
+  if (!fatal_.empty()) return;
   for (Request& request : list.requests) {
     auto [it, inserted] = table_.try_emplace(request.name);
     Entry& entry = it->second;

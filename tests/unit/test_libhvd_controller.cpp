@@ -338,6 +338,15 @@ TEST_CASE("controller: a rank that leaves without a shutdown is fatal, once", "[
   c.rank_left(2);  // the first cause stays the one reported
   CHECK(c.take().fatal.empty());
   CHECK_THAT(c.fatal(), Catch::Matchers::Contains("rank 1 left"));
+  // A request after the loss gets no error of its own ("rank(s) 1 already shut down", another
+  // status): the fatal PEER_LOST is what fails it, as every other pending op (seen in the
+  // elastic Fashion-MNIST e2e: the survivors' next gradient failed that way and they quit).
+  Controller e = controller(3);
+  e.rank_left(1);
+  e.add(0, names_list({"grad.b2"}), at(1));
+  const ResponseList after = e.take();
+  CHECK(after.responses.empty());
+  CHECK(after.fatal_status == HVD_ERR_PEER_LOST);
 
   // After its shutdown message, a rank's connection closing is a normal goodbye.
   Controller d = controller(2);
