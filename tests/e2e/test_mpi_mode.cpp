@@ -235,8 +235,13 @@ TEST_CASE("mpi mode: --max-restarts starts a new mpirun after a failed rank, not
       {marker.env()}, std::chrono::seconds(90));
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
-  // Which rank mpirun reports first is its own business (rank 0 is stopped by it meanwhile).
-  CHECK_THAT(r.err, Contains("attempt 2 of 2 after rank "));
+  // Which rank mpirun reports first is its own business (rank 0 is stopped by it meanwhile), and
+  // under load it may end before naming it at all (launcher/mpi_launcher.cpp).
+  const bool named = r.err.find("attempt 2 of 2 after rank ") != std::string::npos;
+  const bool unnamed =
+      r.err.find("attempt 2 of 2 after a rank exited with code 4; mpirun did not say which") !=
+      std::string::npos;
+  CHECK((named || unnamed));
   CHECK_THAT(r.out, Contains("<stdout>:rank 0 attempt 1"));
   CHECK_THAT(r.out, Contains("<stdout>:rank 1 attempt 1"));
   CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
