@@ -173,10 +173,12 @@ void GlooBackend::reducescatter(const void* in, void* out, const std::vector<std
   }
   const std::size_t esize = element_size(dtype);
   std::vector<std::byte> whole(total * esize);
-  std::memcpy(whole.data(), in, whole.size());
+  // memcpy with a null pointer is undefined even for 0 bytes (UBSan: a rank whose share is empty
+  // may pass out == nullptr), hence the checks.
+  if (!whole.empty()) std::memcpy(whole.data(), in, whole.size());
   allreduce(whole.data(), total, dtype, op);
-  std::memcpy(out, whole.data() + offset * esize,
-              counts[static_cast<std::size_t>(options_.rank)] * esize);
+  const std::size_t mine = counts[static_cast<std::size_t>(options_.rank)] * esize;
+  if (mine > 0) std::memcpy(out, whole.data() + offset * esize, mine);
 }
 
 void GlooBackend::barrier() {

@@ -35,7 +35,9 @@ int serve(const std::string& host, const std::string& port, int peers) {
   const int fd = socket(ai->ai_family, SOCK_STREAM, 0);
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+  const bool bound = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+  freeaddrinfo(ai);
+  if (!bound || listen(fd, 16) != 0) {
     std::fprintf(stderr, "rank 0: cannot listen on %s:%s\n", host.c_str(), port.c_str());
     return 3;
   }
@@ -57,14 +59,15 @@ int call(const std::string& host, const std::string& port, const std::string& ra
     addrinfo* ai = resolve(host, port, false);
     if (ai != nullptr) {
       const int fd = socket(ai->ai_family, SOCK_STREAM, 0);
-      if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      const bool connected = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+      freeaddrinfo(ai);
+      if (connected) {
         const std::string line = "hello from rank " + rank;
         (void)!write(fd, line.data(), line.size());
         close(fd);
         return 0;
       }
       close(fd);
-      freeaddrinfo(ai);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
