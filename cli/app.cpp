@@ -33,12 +33,9 @@
 #include "launcher/net_check.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
-#include "launcher/rank_shim.h"
 #include "launcher/restarts.h"
 #include "launcher/scheduler_hosts.h"
 #include "launcher/ssh_check.h"
-#include "worker/agent.h"
-#include "worker/agent_connect.h"
 
 namespace hvd::cli {
 namespace {
@@ -467,23 +464,6 @@ int report_error(const std::vector<std::string>& args, ErrorKind kind, const std
 }  // namespace
 
 int run(int argc, char** argv) {
-  // Under --mpi, in front of the user's command on every rank (launcher/rank_shim.h): it execs,
-  // with the process as mpirun made it (no raised descriptor limit, SIGPIPE as it was).
-  if (argc >= 2 && std::string_view(argv[1]) == "--rank-shim") {
-    const int first = argc >= 3 && std::string_view(argv[2]) == "--" ? 3 : 2;
-    return launcher::exec_rank_shim(std::vector<std::string>(argv + first, argv + argc));
-  }
-  // A few descriptors per remote host (the launcher), per probe connection (an agent): the
-  // default soft limit of 1024 is a few hundred hosts. Ranks get the old limit back.
-  raise_descriptor_limit();
-  // The host agent is this binary in a hidden mode; it takes no other arguments.
-  if (argc == 2 && std::string_view(argv[1]) == "--agent") {
-    return worker::run_agent(STDIN_FILENO, STDOUT_FILENO);
-  }
-  // The same agent started by srun: it connects back to the launcher (worker/agent_connect.h).
-  if (argc == 2 && std::string_view(argv[1]) == "--agent-connect") {
-    return worker::run_connecting_agent();
-  }
   // A peer that is gone (a ProxyCommand that exited, an agent's closed pipe, a closed stdout)
   // must be an EPIPE error the code reports, not a SIGPIPE that kills hvdrun with exit 141.
   // Children get SIGPIPE back at its default (common/process.h).

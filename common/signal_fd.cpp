@@ -39,7 +39,21 @@ std::optional<int> SignalFd::next() {
   return static_cast<int>(info.ssi_signo);
 }
 
+namespace {
+thread_local bool sigpipe_blocked_for_good = false;
+}  // namespace
+
+void block_sigpipe_for_this_thread() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  sigpipe_blocked_for_good = true;
+}
+
 ScopedSigpipeBlock::ScopedSigpipeBlock() {
+  if (sigpipe_blocked_for_good) return;
+  active_ = true;
   sigset_t pending;
   sigemptyset(&pending);
   ::sigpending(&pending);
@@ -51,6 +65,7 @@ ScopedSigpipeBlock::ScopedSigpipeBlock() {
 }
 
 ScopedSigpipeBlock::~ScopedSigpipeBlock() {
+  if (!active_) return;
   if (!was_pending_ && sigismember(&old_mask_, SIGPIPE) == 0) {
     sigset_t pipe;
     sigemptyset(&pipe);

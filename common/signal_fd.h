@@ -36,6 +36,8 @@ class SignalFd {
 // (Debian's cpp-httplib is a compiled library whose send() passes no flags). A peer that reset
 // the connection is then an EPIPE the library reports, not a signal whose default kills the
 // process (a training program, in libhvd's case). A SIGPIPE already pending is left alone.
+// On a thread that called block_sigpipe_for_this_thread() it costs nothing (no system call):
+// libhvd's engine thread runs every collective inside one.
 class ScopedSigpipeBlock {
  public:
   ScopedSigpipeBlock();
@@ -46,6 +48,11 @@ class ScopedSigpipeBlock {
  private:
   sigset_t old_mask_;
   bool was_pending_ = false;
+  bool active_ = false;  // false: the thread blocks SIGPIPE for good, nothing to undo
 };
+
+// Blocks SIGPIPE for the rest of this thread's life: for threads a library owns and that only
+// talk to sockets (a SIGPIPE raised on them stays pending, never delivered).
+void block_sigpipe_for_this_thread();
 
 }  // namespace hvd

@@ -1,9 +1,10 @@
 // Which of the launcher's environment variables reach the ranks (docs/environment.md).
 //
 // Only by name: `-x NAME`, `-x NAME=value`, `-x 'PREFIX_*'`, plus a default allow-list (PATH,
-// LD_LIBRARY_PATH, PYTHONPATH, PYTHONUNBUFFERED, CUDA_*, NCCL_*, HOROVOD_*, OMP_*). Never forwarded: HVD_* (hvdrun's
-// internals), the per-rank contract variables (hvdrun sets them), and session variables of this
-// terminal or login (SSH_*, TERM, DISPLAY, HOME, ...). Pure: the environment is an argument.
+// LD_LIBRARY_PATH, PYTHONPATH, PYTHONUNBUFFERED, CUDA_*, NCCL_*, HOROVOD_*, OMP_*). Never
+// forwarded: HVD_* (hvdrun's internals), the per-rank contract variables (hvdrun sets them), and
+// session variables of this terminal or login (SSH_*, TERM, DISPLAY, HOME, ...). Pure: the
+// environment is an argument.
 #pragma once
 
 #include <string>

@@ -294,16 +294,19 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
     }
   }
   plan.elastic = request.elastic;
-  const auto crowded = std::find_if(plan.hosts.begin(), plan.hosts.end(),
-                                    [](const HostPlan& h) { return h.num_ranks > 1; });
-  if (crowded != plan.hosts.end() &&
-      std::none_of(forwarded.vars.begin(), forwarded.vars.end(),
-                   [](const ForwardedVar& v) { return v.name == contract::kOmpNumThreads.name; })) {
+  // The notice says what rank_env decided: the first rank it gave OMP_NUM_THREADS=1.
+  const auto defaulted = std::find_if(plan.ranks.begin(), plan.ranks.end(), [](const RankPlan& r) {
+    return std::any_of(r.env.begin(), r.env.end(), [](const EnvEntry& e) {
+      return e.name == contract::kOmpNumThreads.name && e.source == EnvSource::kPerRank;
+    });
+  });
+  if (defaulted != plan.ranks.end()) {
+    const HostPlan& crowded = plan.hosts[static_cast<size_t>(defaulted->host_index)];
     plan.notices.push_back(fmt::format(
         "OMP_NUM_THREADS=1 for every rank, as torchrun does: {} ranks share {} and OMP_NUM_THREADS "
         "is not set (ranks with a thread per core each would overload its cores); set it, or "
         "-x OMP_NUM_THREADS=N, to choose",
-        crowded->num_ranks, format_host(crowded->spec.host)));
+        crowded.num_ranks, format_host(crowded.spec.host)));
   }
   check_port_range(plan, request.port_range);
   return plan;

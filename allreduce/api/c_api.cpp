@@ -189,29 +189,24 @@ hvd_status hvd_elastic_run(hvd_elastic_state* state, int (*fn)(void* user), void
   // The function's statuses become what hvd::elastic::run() reacts to: PEER_LOST and
   // HOSTS_UPDATED reset, anything else ends the run with that status and the message the failed
   // call left in hvd_last_error().
-  struct Returned {
+  struct Returned {  // not a std::exception: guarded() lets it through
     int status;
   };
   try {
-    hvd::elastic::run(state->state, [&] {
-      const int rc = fn(user);
-      if (rc == HVD_OK) return;
-      if (rc == HVD_HOSTS_UPDATED) throw hvd::elastic::HostsUpdatedInterrupt();
-      if (rc == HVD_ERR_PEER_LOST) {
-        throw hvd::RuntimeError(HVD_ERR_PEER_LOST,
-                                last_error.empty() ? "a peer was lost" : last_error);
-      }
-      throw Returned{rc};
+    return guarded([&] {
+      hvd::elastic::run(state->state, [&] {
+        const int rc = fn(user);
+        if (rc == HVD_OK) return;
+        if (rc == HVD_HOSTS_UPDATED) throw hvd::elastic::HostsUpdatedInterrupt();
+        if (rc == HVD_ERR_PEER_LOST) {
+          throw hvd::RuntimeError(HVD_ERR_PEER_LOST,
+                                  last_error.empty() ? "a peer was lost" : last_error);
+        }
+        throw Returned{rc};
+      });
     });
-    return HVD_OK;
   } catch (const Returned& r) {
     return static_cast<hvd_status>(r.status);
-  } catch (const hvd::RuntimeError& e) {
-    last_error = e.what();
-    return e.status();
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return HVD_ERR_INTERNAL;
   }
 }
 

@@ -48,7 +48,7 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
   // died: its FIN not yet read when the next write goes out). A C++ program keeps SIGPIPE's
   // default action, so the survivor would die of it instead of failing with PEER_LOST. Blocked
   // here, the threads Gloo starts (its TCP event loop) inherit the block for good; guarded()
-  // blocks it around every call from the caller's thread.
+  // blocks it around every call (free on libhvd's engine thread, which blocks it for good).
   const ScopedSigpipeBlock no_sigpipe;
   gloo::transport::tcp::attr attr;
   attr.hostname = options.bind_address;

@@ -9,6 +9,7 @@
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/timeline.h"
 #include "allreduce/runtime/runtime.h"
+#include "common/signal_fd.h"
 
 namespace hvd::runtime {
 namespace {
@@ -32,6 +33,9 @@ Engine::Engine(OpRunner& runner, ControlPlane control, EngineOptions options)
   }
   if (options_.rank == 0) controller_.emplace(options_.controller);
   thread_ = std::thread([this] {
+    // The backends write to sockets from here (Gloo with writev(), which raises SIGPIPE on a dead
+    // peer): SIGPIPE blocked once for this thread makes each call's ScopedSigpipeBlock free.
+    block_sigpipe_for_this_thread();
     // Nothing may escape the thread (std::terminate would end the training program): whatever
     // goes wrong here fails the pending ops with what happened.
     try {

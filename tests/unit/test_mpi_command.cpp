@@ -37,6 +37,16 @@ MpiCommandInput input() {
   return in;
 }
 
+// A TagSplitter whose rank bytes and own lines are kept for the checks.
+struct Split {
+  std::map<int, std::string> out, err;
+  std::vector<std::string> own;
+  hvd::launcher::TagSplitter splitter{[this](int rank, bool is_stderr, std::string_view bytes) {
+                                        (is_stderr ? err : out)[rank].append(bytes);
+                                      },
+                                      [this](std::string_view line) { own.emplace_back(line); }};
+};
+
 }  // namespace
 
 TEST_CASE("mpirun version: Open MPI 4 only, others named", "[mpi]") {
@@ -184,13 +194,8 @@ TEST_CASE("mpirun output: tagged lines and the failed rank", "[mpi]") {
 TEST_CASE("mpirun's tagged output: a tag inside a line starts a piece, not text", "[mpi]") {
   // mpirun tags every piece it read from a rank, not every line (seen with PyTorch under --mpi:
   // an unbuffered Python traceback line written in pieces).
-  std::map<int, std::string> out, err;
-  std::vector<std::string> own;
-  hvd::launcher::TagSplitter splitter(
-      [&](int rank, bool is_stderr, std::string_view bytes) {
-        (is_stderr ? err : out)[rank].append(bytes);
-      },
-      [&](std::string_view line) { own.emplace_back(line); });
+  Split split;
+  auto& [out, err, own, splitter] = split;
   splitter.feed("[1,1]<stderr>:    [1,1]<stderr>:raise ValueError(\"x\")[1,1]<stderr>:\n");
   splitter.feed("[1,1]<stderr>:ValueError[1,1]<stderr>:: [1,1]<stderr>:x[1,1]<stderr>:\n");
   CHECK(err[1] == "    raise ValueError(\"x\")\nValueError: x\n");
@@ -216,13 +221,8 @@ TEST_CASE("mpirun's tagged output: a tag inside a line starts a piece, not text"
 }
 
 TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded memory", "[mpi]") {
-  std::map<int, std::string> out, err;
-  std::vector<std::string> own;
-  hvd::launcher::TagSplitter splitter(
-      [&](int rank, bool is_stderr, std::string_view bytes) {
-        (is_stderr ? err : out)[rank].append(bytes);
-      },
-      [&](std::string_view line) { own.emplace_back(line); });
+  Split split;
+  auto& [out, err, own, splitter] = split;
   // Tags split across reads, an own line between, an empty own line.
   for (std::string_view piece :
        {"[1,0]<std", "out>:hel", "lo\nmpirun says hi\n", "\n[1,3]<", "stderr>:oops\n"}) {
