@@ -316,7 +316,16 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
   if (o.elastic()) {
     const int np = static_cast<int>(plan.ranks.size());
     options.elastic = launcher::ElasticOptions{
-        .min_np = *o.min_np, .max_np = o.max_np.value_or(np), .reset_limit = o.reset_limit};
+        .min_np = *o.min_np,
+        .max_np = o.max_np.value_or(np),
+        .reset_limit = o.reset_limit,
+        .timeout = std::chrono::milliseconds(
+            static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000)),
+        .failure_limit = o.host_failure_limit,
+        .cooldown =
+            o.blacklist_cooldown_given
+                ? std::optional(std::pair{o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1)})
+                : std::nullopt};
   }
   return options;
 }
@@ -369,6 +378,10 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
       doc["elastic"] = {{"min_np", *o.min_np},
                         {"max_np", o.max_np.value_or(static_cast<int>(plan.ranks.size()))},
                         {"reset_limit", o.reset_limit ? nlohmann::ordered_json(*o.reset_limit)
+                                                      : nlohmann::ordered_json(nullptr)},
+                        {"elastic_timeout_seconds", o.elastic_timeout_s.value_or(600.0)},
+                        {"slot_cooldown_seconds", o.blacklist_cooldown_given
+                                                      ? nlohmann::ordered_json(o.blacklist_cooldown)
                                                       : nlohmann::ordered_json(nullptr)}};
     }
     print_json(doc);
@@ -376,10 +389,19 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
     std::string text = launcher::format_plan_table(plan, output) +
                        launcher::format_launcher_commands(launcher.name(), commands);
     if (o.elastic()) {
+      const int max_np = o.max_np.value_or(static_cast<int>(plan.ranks.size()));
       text += fmt::format(
           "\nelastic: a failed rank leaves the job and the others go on in a new generation "
-          "while at least {} of the {} ranks remain (--min-np); {}\n",
+          "while at least {} of the {} ranks remain (--min-np); {}; {}; {}\n",
           *o.min_np, plan.ranks.size(),
+          o.blacklist_cooldown_given
+              ? fmt::format("a failed slot cools down for {:g}-{:g} s, then a new rank takes it",
+                            o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1))
+              : std::string("a failed slot is out for good (--blacklist-cooldown-range: a "
+                            "cooldown)"),
+          max_np > static_cast<int>(plan.ranks.size())
+              ? fmt::format("grows onto free slots up to {} ranks (--max-np)", max_np)
+              : std::string("never above -np (--max-np)"),
           o.reset_limit ? fmt::format("at most {} such changes (--reset-limit)", *o.reset_limit)
                         : std::string("no limit on such changes"));
     }

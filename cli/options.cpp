@@ -232,12 +232,15 @@ void define_options(CLI::App& app, Options& o) {
       ->type_name("SECONDS");
   app.add_option("--host-failure-limit", o.host_failure_limit,
                  "With --max-restarts: failures against a host (lost, SSH refused or timed out, "
-                 "a rank killed by SIGBUS) before it is blacklisted for a cooldown (default 1)")
+                 "a rank killed by SIGBUS) before it is blacklisted for a cooldown; elastic: "
+                 "failures of the ranks on a slot before the slot is (default 1)")
       ->type_name("K")
       ->check(CLI::Range(1, 1000));
   app.add_option("--blacklist-cooldown-range", o.blacklist_cooldown,
                  "With --max-restarts: a blacklisted host's cooldown, MIN seconds the first time, "
-                 "doubling each next time, at most MAX, plus up to 10% (default 10 300)")
+                 "doubling each next time, at most MAX, plus up to 10% (default 10 300); "
+                 "elastic: a failed slot's, after which a new rank takes it (without this flag "
+                 "a failed slot is out for good, as in horovodrun)")
       ->type_name("MIN MAX")
       ->expected(2)
       ->check(CLI::Range(0.0, 86400.0));
@@ -251,8 +254,8 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>(
          "--max-np,--max-num-proc",
          [&o](const std::string& v) { o.max_np = parse_int("--max-np", v); },
-         "Elastic training: at most N ranks (default -np; this version only shrinks a job, so "
-         "more than -np has no effect yet)")
+         "Elastic training: at most N ranks; above -np the job grows onto the hosts' free "
+         "slots once it runs (default -np)")
       ->type_name("N");
   app.add_option_function<std::string>(
          "--reset-limit",
@@ -260,18 +263,29 @@ void define_options(CLI::App& app, Options& o) {
          "Elastic training: the job fails at the (N+1)-th change of its ranks (default: no "
          "limit)")
       ->type_name("N");
+  app.add_option_function<std::string>(
+         "--elastic-timeout",
+         [&o](const std::string& v) {
+           o.elastic_timeout_s = parse_seconds("--elastic-timeout", v, "fail at once");
+         },
+         "Elastic training: how long the job may stay below --min-np ranks waiting for a "
+         "failed slot's cooldown to end, and how long running ranks have to join a grown "
+         "generation (default 600)")
+      ->type_name("SECONDS");
   // Elastic flags of horovodrun that this hvdrun does not have yet: refused, never ignored.
   for (const auto& [flag, value] :
-       {std::pair{"--host-discovery-script", "PATH"}, std::pair{"--elastic-timeout", "SECONDS"},
-        std::pair{"--slots-per-host", "N"}, std::pair{"--discovery-interval", "SECONDS"}}) {
+       {std::pair{"--host-discovery-script", "PATH"}, std::pair{"--slots-per-host", "N"},
+        std::pair{"--discovery-interval", "SECONDS"}}) {
     app.add_option_function<std::string>(
            flag,
            [flag](const std::string&) {
              throw UsageError(
-                 fmt::format("{} is not implemented yet: this hvdrun's elastic training shrinks "
-                             "a job when ranks fail, but hosts cannot join or leave it",
+                 fmt::format("{} is not implemented yet: this hvdrun's elastic training works "
+                             "on the hosts given with -H or --hostfile, which cannot change while "
+                             "the job runs",
                              flag),
-                 "use --min-np with -H or --hostfile; docs/elastic.md says what works");
+                 "use --min-np and --max-np with -H or --hostfile; docs/elastic.md says what "
+                 "works");
            },
            "Not implemented yet (horovodrun's elastic host discovery): refused")
         ->type_name(value);
@@ -372,8 +386,10 @@ CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args
 // What can be checked before the hosts are known; the plan's part is in cli/app.cpp.
 void validate_elastic(const Options& o) {
   if (!o.elastic()) {
-    for (const auto& [given, flag] : {std::pair{o.max_np.has_value(), "--max-np"},
-                                      std::pair{o.reset_limit.has_value(), "--reset-limit"}}) {
+    for (const auto& [given, flag] :
+         {std::pair{o.max_np.has_value(), "--max-np"},
+          std::pair{o.reset_limit.has_value(), "--reset-limit"},
+          std::pair{o.elastic_timeout_s.has_value(), "--elastic-timeout"}}) {
       if (given) {
         throw UsageError(fmt::format("{} was given without --min-np", flag),
                          "elastic training starts with --min-np N (the fewest ranks the job may "
@@ -519,6 +535,7 @@ Options parse_options(const std::vector<std::string>& args) {
     throw UsageError(cli11_message(e), "run 'hvdrun --help' for the options");
   }
   o.command = std::move(line.command);
+  o.blacklist_cooldown_given = app.count("--blacklist-cooldown-range") > 0;
   validate(o);
   validate_checks(o);
   return o;

@@ -46,10 +46,12 @@ struct Options {
   double restart_backoff_s = 1.0;          // --restart-backoff
   int host_failure_limit = 1;              // --host-failure-limit
   std::vector<double> blacklist_cooldown{10.0, 300.0};  // --blacklist-cooldown-range MIN MAX
+  bool blacklist_cooldown_given = false;  // elastic: without it a failed slot is out for good
   // Elastic training (docs/elastic.md): --min-np turns it on.
-  std::optional<int> min_np;       // --min-np/--min-num-proc
-  std::optional<int> max_np;       // --max-np/--max-num-proc
-  std::optional<int> reset_limit;  // --reset-limit
+  std::optional<int> min_np;                // --min-np/--min-num-proc
+  std::optional<int> max_np;                // --max-np/--max-num-proc
+  std::optional<int> reset_limit;           // --reset-limit
+  std::optional<double> elastic_timeout_s;  // --elastic-timeout (default 600)
   bool elastic() const { return min_np.has_value(); }
   std::optional<std::string> output_filename;  // --output-filename DIR
   std::vector<std::string> forward;            // -x, as written

@@ -14,21 +14,31 @@ bool contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+std::string slot_name(const SlotKey& s) { return fmt::format("{}#{}", s.host, s.slot); }
+
+std::string plural(std::size_t n, const char* what) {
+  return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+}
+
 }  // namespace
 
 ElasticDriver::ElasticDriver(ElasticPolicy policy, std::vector<PoolHost> pool,
                              std::vector<ElasticWorker> workers, std::string master_addr,
                              int master_port, Clock::time_point)
-    : policy_(policy),
+    : policy_(std::move(policy)),
       pool_(std::move(pool)),
       workers_(std::move(workers)),
+      health_(policy_.failure_limit, policy_.cooldown ? policy_.cooldown->first : 0.0,
+              policy_.cooldown ? policy_.cooldown->second : 0.0),
       master_addr_(std::move(master_addr)),
       master_port_(master_port) {
   for (const ElasticWorker& w : workers_) {
     alive_.push_back(w.id);
     members_.push_back(w.id);
+    next_worker_ = std::max(next_worker_, w.id + 1);
   }
   joined_ = members_;  // generation 0 is the launch itself
+  formed_once_ = members_;
 }
 
 const ElasticWorker& ElasticDriver::worker(int id) const {
@@ -38,36 +48,112 @@ const ElasticWorker& ElasticDriver::worker(int id) const {
   return *it;
 }
 
+bool ElasticDriver::cooling(const SlotKey& slot, Clock::time_point now) const {
+  if (policy_.cooldown) return health_.blacklisted(slot_name(slot), now);
+  const auto it = failures_.find(slot);
+  return it != failures_.end() && it->second >= policy_.failure_limit;
+}
+
+// One failure against a slot; the log line when it is charged out by it.
+void ElasticDriver::charge(const SlotKey& slot, Clock::time_point now,
+                           std::vector<ElasticAction>& out) {
+  if (policy_.cooldown) {
+    const double jitter = policy_.jitter ? policy_.jitter() : 0.0;
+    if (const auto cooldown = health_.record_failure(slot_name(slot), now, jitter)) {
+      out.push_back(elastic_action::Log{
+          fmt::format("elastic: slot {} cools down for {:.1f} s", slot_name(slot),
+                      std::chrono::duration<double>(*cooldown).count())});
+    }
+    return;
+  }
+  if (++failures_[slot] == policy_.failure_limit) {
+    out.push_back(elastic_action::Log{fmt::format(
+        "elastic: slot {} is out for good (--blacklist-cooldown-range gives it a cooldown)",
+        slot_name(slot))});
+  }
+}
+
+WorldChoice ElasticDriver::choose(Clock::time_point now) const {
+  std::vector<SlotKey> survivors;
+  for (int id : alive_) {
+    if (!contains(dismissed_, id)) survivors.push_back(worker(id).slot);
+  }
+  const auto unusable = [&](const SlotKey& s) { return cooling(s, now); };
+  return choose_world(pool_, survivors, unusable, policy_.max_np);
+}
+
+std::vector<std::string> ElasticDriver::pool_keys() const {
+  std::vector<std::string> keys;
+  for (const PoolHost& h : pool_) {
+    for (int s = 0; s < h.slots; ++s) keys.push_back(slot_name({h.host, s}));
+  }
+  return keys;
+}
+
+std::vector<ElasticAction> ElasticDriver::start(Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
+  return maybe_grow(now);
+}
+
 std::vector<ElasticAction> ElasticDriver::on_exit(int id, int exit_code, const std::string& why,
                                                   Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
   if (done_ || !contains(alive_, id)) return {};
   std::erase(alive_, id);
+  if (contains(dismissed_, id)) return {};
   const bool member = contains(members_, id);
   if (exit_code == 0) {
     if (!member) return {};
-    // The training finished: the others finish too; no more generations.
+    // The training finished: the others finish too; no more generations. Workers started for a
+    // generation that never formed would wait for peers that are leaving: they are not counted.
     finishing_ = true;
+    form_deadline_.reset();
+    shortfall_.reset();
+    for (int w : alive_) {
+      if (!contains(formed_once_, w)) dismissed_.push_back(w);
+    }
     if (std::none_of(members_.begin(), members_.end(),
-                     [&](int m) { return contains(alive_, m); })) {
+                     [&](int m) { return contains(alive_, m) && !contains(dismissed_, m); })) {
       done_ = true;
       return {elastic_action::Finish{}};
     }
     return {};
   }
+  return worker_failed(id, exit_code, why, now);
+}
+
+std::vector<ElasticAction> ElasticDriver::on_start_failed(int id, const std::string& why,
+                                                          Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
+  if (done_ || !contains(alive_, id)) return {};
+  std::erase(alive_, id);
+  if (contains(dismissed_, id)) return {};
+  return worker_failed(id, 127, why, now);
+}
+
+std::vector<ElasticAction> ElasticDriver::worker_failed(int id, int exit_code,
+                                                        const std::string& why,
+                                                        Clock::time_point now) {
   if (finishing_) {  // a failure after the training finished elsewhere is the job's failure
     done_ = true;
     return {elastic_action::Fail{exit_code, "", ErrorKind::kRemote, id}};
   }
-  if (!member)
-    return {
-        elastic_action::Log{fmt::format("elastic: {} (not in generation {})", why, generation_)}};
-  cooling_.push_back(worker(id).slot);
-  return next_generation(why, id, exit_code, ErrorKind::kRemote, now);
+  std::vector<ElasticAction> notes;  // after the generation's line
+  charge(worker(id).slot, now, notes);
+  if (!contains(members_, id)) {
+    notes.insert(notes.begin(), elastic_action::Log{fmt::format(
+                                    "elastic: {} (not in generation {})", why, generation_)});
+    return notes;
+  }
+  auto out = next_generation(why, id, exit_code, ErrorKind::kRemote, false, now);
+  out.insert(out.end(), notes.begin(), notes.end());
+  return out;
 }
 
 std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
                                                        const std::string& why,
                                                        Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
   if (done_) return {};
   std::erase_if(pool_, [&](const PoolHost& h) { return h.host == host; });
   std::vector<int> gone;
@@ -75,8 +161,9 @@ std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
     if (worker(id).slot.host == host) gone.push_back(id);
   }
   std::erase_if(alive_, [&](int id) { return contains(gone, id); });
-  const bool member =
-      std::any_of(gone.begin(), gone.end(), [&](int id) { return contains(members_, id); });
+  const bool member = std::any_of(gone.begin(), gone.end(), [&](int id) {
+    return contains(members_, id) && !contains(dismissed_, id);
+  });
   const int code = to_int(exit_code_of(ErrorKind::kHostLost));
   if (!member) {
     return {elastic_action::Log{
@@ -86,30 +173,71 @@ std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
     done_ = true;
     return {elastic_action::Fail{code, why, ErrorKind::kHostLost, std::nullopt}};
   }
-  return next_generation(why, std::nullopt, code, ErrorKind::kHostLost, now);
+  return next_generation(why, std::nullopt, code, ErrorKind::kHostLost, false, now);
+}
+
+// A formed generation grows when more slots are usable than it holds (a cooldown ended, or the
+// job runs below --max-np with free slots).
+std::vector<ElasticAction> ElasticDriver::maybe_grow(Clock::time_point now) {
+  if (done_ || finishing_ || shortfall_ || growth_blocked_ || !formed()) return {};
+  const WorldChoice choice = choose(now);
+  if (choice.size() <= static_cast<int>(members_.size())) return {};
+  std::vector<std::string> back, free;
+  for (const SlotKey& s : choice.slots) {
+    const bool held =
+        std::any_of(members_.begin(), members_.end(), [&](int m) { return worker(m).slot == s; });
+    if (held) continue;
+    const bool failed_before =
+        health_.times_blacklisted(slot_name(s)) > 0 || failures_.count(s) != 0;
+    (failed_before ? back : free).push_back(slot_name(s));
+  }
+  std::vector<std::string> parts;
+  if (!back.empty()) {
+    parts.push_back(fmt::format("{} back after {} cooldown", fmt::join(back, ", "),
+                                back.size() == 1 ? "its" : "their"));
+  }
+  if (!free.empty()) {
+    parts.push_back(fmt::format("{} free {} up to --max-np {}", fmt::join(free, ", "),
+                                free.size() == 1 ? "slot" : "slots", policy_.max_np));
+  }
+  const std::string reason = fmt::format("growing: {}", fmt::join(parts, "; "));
+  return next_generation(reason, std::nullopt, 0, ErrorKind::kRemote, true, now);
 }
 
 std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& reason,
                                                           std::optional<int> failed, int exit_code,
-                                                          ErrorKind kind, Clock::time_point now) {
-  std::vector<SlotKey> survivors;
-  for (int id : alive_) survivors.push_back(worker(id).slot);
-  // Shrink only: no slot without a live worker is taken (refilling is a later step).
-  const auto unavailable = [&](const SlotKey& s) {
-    return std::find(survivors.begin(), survivors.end(), s) == survivors.end();
-  };
-  const WorldChoice choice = choose_world(pool_, survivors, unavailable, policy_.max_np);
+                                                          ErrorKind kind, bool growth,
+                                                          Clock::time_point now) {
+  const WorldChoice choice = choose(now);
   // With a failed worker the report names it already; a lost host is named here.
   const std::string cause = failed ? "" : reason + "; ";
   if (choice.size() < policy_.min_np) {
+    const std::string left = fmt::format("elastic: {} left, fewer than --min-np {}",
+                                         plural(choice.size(), "rank"), policy_.min_np);
+    // Wait while a cooled slot may come back; fail at once when none can.
+    const auto back = health_.first_back(pool_keys(), now);
+    const auto deadline = shortfall_ ? shortfall_->deadline : now + policy_.elastic_timeout;
+    if (back && *back < deadline) {
+      const bool first = !shortfall_;
+      if (first) shortfall_ = Shortfall{reason, failed, exit_code, kind, deadline};
+      form_deadline_.reset();
+      members_.clear();
+      joined_.clear();
+      if (!first) return {};
+      return {elastic_action::Log{fmt::format(
+          "{}{}: waiting up to {:.0f} s (--elastic-timeout) for a slot to come back", cause, left,
+          std::chrono::duration<double>(policy_.elastic_timeout).count())}};
+    }
     done_ = true;
-    return {elastic_action::Fail{
-        exit_code,
-        fmt::format("{}elastic: {} rank{} left, fewer than --min-np {}", cause, choice.size(),
-                    choice.size() == 1 ? "" : "s", policy_.min_np),
-        kind, failed}};
+    return {elastic_action::Fail{exit_code, cause + left, kind, failed}};
   }
   if (policy_.reset_limit && generation_ + 1 > *policy_.reset_limit) {
+    if (growth) {
+      // Nothing failed: the job goes on at its size, and stops growing.
+      growth_blocked_ = true;
+      return {elastic_action::Log{fmt::format("elastic: not growing ({}): --reset-limit {} reached",
+                                              reason, *policy_.reset_limit)}};
+    }
     done_ = true;
     return {elastic_action::Fail{
         exit_code,
@@ -117,6 +245,7 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
                     *policy_.reset_limit, generation_),
         kind, failed}};
   }
+  shortfall_.reset();
   ++generation_;
   members_.clear();
   joined_.clear();
@@ -126,53 +255,118 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
   doc.master_addr = master_addr_;
   doc.master_port = master_port_;
   doc.sync_root = choice.sync_root;
+  elastic_action::Start start;
   for (int r = 0; r < choice.size(); ++r) {
     const SlotKey& slot = choice.slots[static_cast<std::size_t>(r)];
-    const auto it =
-        std::find_if(alive_.begin(), alive_.end(), [&](int id) { return worker(id).slot == slot; });
-    members_.push_back(*it);
-    doc.workers.push_back(
-        {*it, choice.placements[static_cast<std::size_t>(r)].topology, slot.host});
+    const contract::RankPlacement& placement = choice.placements[static_cast<std::size_t>(r)];
+    const auto it = std::find_if(alive_.begin(), alive_.end(), [&](int id) {
+      return worker(id).slot == slot && !contains(dismissed_, id);
+    });
+    int id = 0;
+    if (it != alive_.end()) {
+      id = *it;
+    } else {  // a free slot: a new worker, started for this generation
+      id = next_worker_++;
+      workers_.push_back({id, slot});
+      alive_.push_back(id);
+      start.workers.push_back({id, slot, generation_, placement});
+    }
+    members_.push_back(id);
+    doc.workers.push_back({id, placement.topology, slot.host});
   }
-  form_deadline_ = now + policy_.form_timeout;
+  // Running workers join a growth only at their next commit.
+  form_window_ = growth ? policy_.elastic_timeout : policy_.form_timeout;
+  form_deadline_ = now + form_window_;
   std::vector<std::string> hosts;
   for (const auto& e : doc.workers) {
     if (std::find(hosts.begin(), hosts.end(), e.host) == hosts.end()) hosts.push_back(e.host);
   }
-  return {elastic_action::Log{fmt::format("elastic: generation {}: {} rank{} on {} host{} ({})",
-                                          generation_, choice.size(), choice.size() == 1 ? "" : "s",
-                                          hosts.size(), hosts.size() == 1 ? "" : "s", reason)},
-          elastic_action::Publish{std::move(doc), members_}};
+  std::vector<ElasticAction> out;
+  out.emplace_back(elastic_action::Log{
+      fmt::format("elastic: generation {}: {} on {} ({})", generation_,
+                  plural(choice.size(), "rank"), plural(hosts.size(), "host"), reason),
+      !growth});
+  out.emplace_back(elastic_action::Publish{std::move(doc), members_});
+  if (!start.workers.empty()) out.push_back(std::move(start));
+  return out;
 }
 
-std::vector<ElasticAction> ElasticDriver::on_joined(int id, int generation, Clock::time_point) {
+std::vector<ElasticAction> ElasticDriver::on_joined(int id, int generation, Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
   if (done_ || generation != generation_ || !contains(members_, id) || contains(joined_, id)) {
     return {};
   }
   joined_.push_back(id);
   if (!formed()) return {};
   form_deadline_.reset();
-  return {elastic_action::Formed{generation_}};
+  for (int m : members_) {
+    if (!contains(formed_once_, m)) formed_once_.push_back(m);
+  }
+  std::vector<ElasticAction> out{elastic_action::Formed{generation_}};
+  auto grow = maybe_grow(now);
+  out.insert(out.end(), grow.begin(), grow.end());
+  return out;
 }
 
 std::vector<ElasticAction> ElasticDriver::on_tick(Clock::time_point now) {
-  if (done_ || !form_deadline_ || now < *form_deadline_) return {};
-  std::vector<int> missing;
-  for (int m : members_) {
-    if (!contains(joined_, m)) missing.push_back(m);
+  last_now_ = std::max(last_now_, now);
+  if (done_) return {};
+  if (shortfall_) {
+    if (now >= shortfall_->deadline) {
+      done_ = true;
+      const Shortfall s = *shortfall_;
+      const std::string cause = s.failed ? "" : s.reason + "; ";
+      return {elastic_action::Fail{
+          s.exit_code,
+          fmt::format("{}elastic: fewer than --min-np {} ranks for {:.0f} s (--elastic-timeout)",
+                      cause, policy_.min_np,
+                      std::chrono::duration<double>(policy_.elastic_timeout).count()),
+          s.kind, s.failed}};
+    }
+    const Shortfall s = *shortfall_;
+    return next_generation(s.reason, s.failed, s.exit_code, s.kind, false, now);
   }
-  done_ = true;
-  return {elastic_action::Fail{
-      to_int(exit_code_of(ErrorKind::kTimeout)),
-      fmt::format("elastic: generation {} did not form within {:.0f} s: worker{} {} never joined",
-                  generation_, std::chrono::duration<double>(policy_.form_timeout).count(),
-                  missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")),
-      ErrorKind::kTimeout, std::nullopt}};
+  if (form_deadline_ && now >= *form_deadline_) {
+    std::vector<int> missing;
+    for (int m : members_) {
+      if (!contains(joined_, m)) missing.push_back(m);
+    }
+    done_ = true;
+    return {elastic_action::Fail{
+        to_int(exit_code_of(ErrorKind::kTimeout)),
+        fmt::format("elastic: generation {} did not form within {:.0f} s: worker{} {} never joined",
+                    generation_, std::chrono::duration<double>(form_window_).count(),
+                    missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")),
+        ErrorKind::kTimeout, std::nullopt}};
+  }
+  return maybe_grow(now);
 }
 
 std::optional<ElasticDriver::Clock::time_point> ElasticDriver::next_deadline() const {
   if (done_) return std::nullopt;
-  return form_deadline_;
+  std::optional<Clock::time_point> next = form_deadline_;
+  const auto earlier = [&](std::optional<Clock::time_point> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  if (shortfall_) earlier(shortfall_->deadline);
+  // A cooldown that ends may let the job grow (or leave a shortfall).
+  if (!finishing_ && !growth_blocked_) {
+    earlier(health_.first_back(pool_keys(), last_now_));
+  }
+  return next;
+}
+
+std::vector<ElasticBlacklistEntry> ElasticDriver::blacklist(Clock::time_point now) const {
+  std::vector<ElasticBlacklistEntry> out;
+  for (const std::string& key : pool_keys()) {
+    if (const int times = health_.times_blacklisted(key); times > 0) {
+      out.push_back({key, health_.back_at(key, now), times});
+    }
+  }
+  for (const auto& [slot, failures] : failures_) {
+    if (failures >= policy_.failure_limit) out.push_back({slot_name(slot), std::nullopt, 1});
+  }
+  return out;
 }
 
 }  // namespace hvd::launcher

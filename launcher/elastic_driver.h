@@ -4,11 +4,15 @@
 // generation to the workers, fail or finish the job). No I/O, no clock of its own: every call
 // takes `now`, and next_deadline() says when it wants to be called again.
 //
-// This first version shrinks only: the job starts with every worker of generation 0; a worker
-// that fails is left out (its slot cools down) and the others form the next generation, ranks
-// compacted in slot order (elastic_world.h); below --min-np the job fails with that worker's
-// exit code. Not yet: refilling cooled slots, hosts that join or leave (discovery), waiting for
-// slots (--elastic-timeout).
+// The job starts with every worker of generation 0. A worker that fails is left out and its slot
+// is charged (HostHealth, keyed "host#slot"): after --host-failure-limit failures it is out, for
+// good (Horovod's blacklist) or, with --blacklist-cooldown-range, until its cooldown ends. The
+// others form the next generation, ranks compacted in slot order (elastic_world.h). A generation
+// grows when it has formed and a free slot is usable (a cooldown ended, -np below --max-np):
+// new workers are started for it, and the running ones join at their next commit. Below
+// --min-np the job waits up to --elastic-timeout for a cooled slot to come back, or fails at
+// once with that worker's exit code when none can. Not yet: hosts that join or leave
+// (discovery).
 //
 // Nothing waits for every worker to check in: a failure while a generation forms supersedes it
 // at once, and a generation that does not form within form_timeout fails the job, so a reset
@@ -16,6 +20,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -24,14 +30,22 @@
 #include "common/error.h"
 #include "contract/elastic.h"
 #include "launcher/elastic_world.h"
+#include "launcher/restarts.h"
 
 namespace hvd::launcher {
 
 struct ElasticPolicy {
   int min_np = 1;
   int max_np = 1;
-  std::optional<int> reset_limit;                 // --reset-limit: generations after the first
-  std::chrono::milliseconds form_timeout{30000};  // a generation's workers all joined by then
+  std::optional<int> reset_limit;  // --reset-limit: generations after the first
+  // A generation's workers all joined by then: after a failure (--start-timeout), and after a
+  // growth (--elastic-timeout: the running workers join only at their next commit).
+  std::chrono::milliseconds form_timeout{30000};
+  std::chrono::milliseconds elastic_timeout{600000};  // also: how long to wait for --min-np
+  int failure_limit = 1;                              // --host-failure-limit, per slot
+  // --blacklist-cooldown-range MIN MAX in seconds; nullopt: a charged-out slot is out for good.
+  std::optional<std::pair<double, double>> cooldown;
+  std::function<double()> jitter;  // in [0, 1), for the cooldown; null: none
 };
 
 struct ElasticWorker {
@@ -54,18 +68,36 @@ struct Fail {  // the job ends with this code and report
   // when it needs no more words (a failure after the training finished, as in a static job).
   std::optional<int> worker;
 };
+struct StartWorker {  // a new worker, for `generation`, at `placement` in it
+  int worker = 0;
+  SlotKey slot;
+  int generation = 0;
+  contract::RankPlacement placement;  // host_index: into the driver's pool
+};
+struct Start {  // start these workers (after the Publish of their generation)
+  std::vector<StartWorker> workers;
+};
 struct Formed {  // every worker of the generation said "joined G"
   int generation = 0;
 };
 struct Finish {};  // every worker of the current generation exited 0
 struct Log {
   std::string line;
+  bool warning = true;  // false: an info line (a job that grows)
 };
 }  // namespace elastic_action
 
 using ElasticAction =
-    std::variant<elastic_action::Publish, elastic_action::Fail, elastic_action::Formed,
-                 elastic_action::Finish, elastic_action::Log>;
+    std::variant<elastic_action::Publish, elastic_action::Start, elastic_action::Fail,
+                 elastic_action::Formed, elastic_action::Finish, elastic_action::Log>;
+
+// A slot that failed, for --json: "host#slot", when it is back (nullopt: out for good), how
+// often it was charged out.
+struct ElasticBlacklistEntry {
+  std::string key;
+  std::optional<std::chrono::steady_clock::time_point> back_at;
+  int times = 0;
+};
 
 class ElasticDriver {
  public:
@@ -85,6 +117,11 @@ class ElasticDriver {
   // fails with kHostLost.
   std::vector<ElasticAction> on_host_lost(const std::string& host, const std::string& why,
                                           Clock::time_point now);
+  // Generation 0 has started: grows it at once when free slots allow (-np below --max-np).
+  std::vector<ElasticAction> start(Clock::time_point now);
+  // A worker of a Start could not be started (`why`): counted as its failure.
+  std::vector<ElasticAction> on_start_failed(int worker, const std::string& why,
+                                             Clock::time_point now);
   // A worker said "joined G".
   std::vector<ElasticAction> on_joined(int worker, int generation, Clock::time_point now);
   // Time passed (at or after next_deadline()).
@@ -96,17 +133,44 @@ class ElasticDriver {
   // The current generation's workers, by rank.
   const std::vector<int>& members() const { return members_; }
   bool done() const { return done_; }
+  // Every worker ever started, and the slots that failed.
+  const std::vector<ElasticWorker>& workers() const { return workers_; }
+  std::vector<ElasticBlacklistEntry> blacklist(Clock::time_point now) const;
 
  private:
+  // Why the job is below --min-np, kept while it waits for slots.
+  struct Shortfall {
+    std::string reason;
+    std::optional<int> failed;
+    int exit_code = 1;
+    ErrorKind kind = ErrorKind::kRemote;
+    Clock::time_point deadline;
+  };
   std::vector<ElasticAction> next_generation(const std::string& reason, std::optional<int> failed,
-                                             int exit_code, ErrorKind kind, Clock::time_point now);
+                                             int exit_code, ErrorKind kind, bool growth,
+                                             Clock::time_point now);
+  std::vector<ElasticAction> maybe_grow(Clock::time_point now);
+  std::vector<ElasticAction> worker_failed(int id, int exit_code, const std::string& why,
+                                           Clock::time_point now);
+  void charge(const SlotKey& slot, Clock::time_point now, std::vector<ElasticAction>& out);
+  bool cooling(const SlotKey& slot, Clock::time_point now) const;
+  WorldChoice choose(Clock::time_point now) const;
+  std::vector<std::string> pool_keys() const;
   const ElasticWorker& worker(int id) const;
 
   ElasticPolicy policy_;
   std::vector<PoolHost> pool_;
   std::vector<ElasticWorker> workers_;  // every worker ever started
   std::vector<int> alive_;              // workers whose process runs
-  std::vector<SlotKey> cooling_;        // slots of failed workers (for good, in this version)
+  HostHealth health_;                   // failed slots, by "host#slot" (with a cooldown)
+  std::map<SlotKey, int> failures_;     // without a cooldown: failures per slot
+  std::vector<int> dismissed_;          // never joined before the training finished: not counted
+  std::vector<int> formed_once_;        // workers that were in a formed generation
+  std::optional<Shortfall> shortfall_;  // below --min-np, waiting for slots
+  int next_worker_ = 0;
+  bool growth_blocked_ = false;              // --reset-limit reached by growth: the size stays
+  std::chrono::milliseconds form_window_{};  // the forming deadline's length
+  Clock::time_point last_now_{};             // the latest `now` seen (for next_deadline)
   std::string master_addr_;
   int master_port_;
   int generation_ = 0;

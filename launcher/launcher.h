@@ -39,8 +39,12 @@ enum class AgentLaunch {
 // the others in a new generation, while at least min_np remain.
 struct ElasticOptions {
   int min_np = 1;
-  int max_np = 1;                  // this version only shrinks: at most the starting -np
+  int max_np = 1;                  // above -np: the job grows onto its hosts' free slots
   std::optional<int> reset_limit;  // --reset-limit: new generations allowed after the first
+  std::chrono::milliseconds timeout{600000};  // --elastic-timeout
+  int failure_limit = 1;                      // --host-failure-limit, per slot
+  // --blacklist-cooldown-range MIN MAX (seconds); nullopt: a failed slot is out for good.
+  std::optional<std::pair<double, double>> cooldown;
 };
 
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.

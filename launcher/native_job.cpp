@@ -66,6 +66,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
       if (!agent.spec_sent) return "rank events before it was given a job";
       return std::nullopt;
     case FrameType::kRankEvent:
+    case FrameType::kStartFailed:
       if (!agent.spec_sent || !plan_.elastic) return "an elastic rank event in a job that has none";
       return std::nullopt;
     case FrameType::kError:
@@ -79,6 +80,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kPing:
     case FrameType::kSignal:
     case FrameType::kGeneration:
+    case FrameType::kStartRanks:
       break;
   }
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
@@ -120,7 +122,7 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     }
     case FrameType::kOutput: {
       const auto chunk = worker::decode_output(frame.payload);
-      if (chunk.rank < plan_.ranks.size()) {
+      if (chunk.rank < sup_.result().ranks.size()) {
         sup_.output().write(static_cast<int>(chunk.rank), chunk.stream, chunk.bytes);
       }
       break;
@@ -137,6 +139,9 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     }
     case FrameType::kRankEvent:
       on_rank_event(frame.payload);
+      break;
+    case FrameType::kStartFailed:
+      on_start_failed(agent, frame.payload);
       break;
     case FrameType::kError:
       on_agent_error(agent, frame.payload);

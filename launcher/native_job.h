@@ -85,6 +85,8 @@ class NativeJob final : public Job {
   bool elastic_running() const { return elastic_ && !sup_.stopping(); }
   void on_elastic_exit(const worker::RankExited& exited);
   void on_rank_event(const std::string& payload);
+  void on_start_failed(const AgentConn& agent, const std::string& payload);
+  void start_workers(const std::vector<elastic_action::StartWorker>& workers);
   void apply(std::vector<ElasticAction> actions);
   nlohmann::ordered_json elastic_json() const;
 

@@ -5,7 +5,10 @@
 // the new generation through their agents (kGeneration), or the end of the job.
 //
 // Frames keep carrying a worker's id where static jobs carry its rank: in generation 0 they are
-// the same, and the output is tagged by worker id for the whole job.
+// the same, and the output is tagged by worker id for the whole job. A worker started later (a
+// refilled or free slot) gets the next id, and its agent a kStartRanks frame with its
+// environment: that of the generation-0 rank on the same host (the same slot where there was
+// one), with the topology of its first generation.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -36,13 +39,34 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
+void set_value(worker::RankSpec& rank, const std::string& name, const std::string& value) {
+  for (auto& [n, v] : rank.env) {
+    if (n == name) {
+      v = value;
+      return;
+    }
+  }
+  rank.env.emplace_back(name, value);
+}
+
+// CUDA_VISIBLE_DEVICES of --gpus-per-rank N for slot `slot`: the template's count of devices,
+// starting at slot * N (plan.cpp's rule).
+std::string devices_for_slot(const std::string& template_value, int slot) {
+  const auto n =
+      static_cast<int>(std::count(template_value.begin(), template_value.end(), ',')) + 1;
+  std::vector<int> devices;
+  for (int d = 0; d < n; ++d) devices.push_back(slot * n + d);
+  return fmt::format("{}", fmt::join(devices, ","));
+}
+
 }  // namespace
 
 // Generation 0 is the launch itself: every rank of the plan, MASTER_* as rank 0 got them.
 void NativeJob::start_elastic() {
   const ElasticOptions& o = *options_.elastic;
-  std::vector<PoolHost> pool;
-  for (const HostPlan& h : plan_.hosts) pool.push_back({h.spec.host, h.num_ranks});
+  std::vector<PoolHost> pool;  // every slot of the hosts with an agent (growth takes free ones)
+  for (const HostPlan& h : plan_.hosts)
+    pool.push_back({h.spec.host, std::max(h.num_ranks, h.spec.slots)});
   std::vector<ElasticWorker> workers;
   for (const RankPlan& r : plan_.ranks) {
     workers.push_back(
@@ -57,13 +81,76 @@ void NativeJob::start_elastic() {
   const ElasticPolicy policy{.min_np = o.min_np,
                              .max_np = o.max_np,
                              .reset_limit = o.reset_limit,
-                             .form_timeout = options_.start_timeout};
+                             .form_timeout = options_.start_timeout,
+                             .elastic_timeout = o.timeout,
+                             .failure_limit = o.failure_limit,
+                             .cooldown = o.cooldown,
+                             .jitter = [] { return static_cast<double>(std::rand()) / RAND_MAX; }};
   const auto now = Clock::now();
   elastic_.emplace(policy, std::move(pool), std::move(workers),
                    spec_value(rank0, contract::kMasterAddr.name), port, now);
   GenerationRecord first{0, "start", {}, now, now};
   for (const RankPlan& r : plan_.ranks) first.workers.push_back(r.topology.rank);
   generations_.push_back(std::move(first));
+  apply(elastic_->start(now));
+}
+
+// New workers: each to its host's agent, with its environment (see the top of this file).
+void NativeJob::start_workers(const std::vector<elastic_action::StartWorker>& workers) {
+  for (const elastic_action::StartWorker& w : workers) {
+    const auto host = std::find_if(plan_.hosts.begin(), plan_.hosts.end(),
+                                   [&](const HostPlan& h) { return h.spec.host == w.slot.host; });
+    const auto h = static_cast<size_t>(host - plan_.hosts.begin());
+    const int id = sup_.add_worker(static_cast<int>(h), w.placement.topology.local_rank);
+    const auto agent = std::find_if(agents_.begin(), agents_.end(), [&](const AgentConn& a) {
+      return static_cast<size_t>(a.host_index) == h;
+    });
+    if (id != w.worker || host == plan_.hosts.end() || agent == agents_.end() || agent->eof ||
+        specs_.at(h).ranks.empty()) {
+      apply(elastic_->on_start_failed(
+          w.worker,
+          fmt::format("worker {} could not be started on {}: no agent runs there", w.worker,
+                      w.slot.host),
+          Clock::now()));
+      continue;
+    }
+    // The template: the generation-0 rank on that slot, else the host's first.
+    const worker::JobSpec& spec = specs_[h];
+    const worker::RankSpec* base = &spec.ranks.front();
+    for (const worker::RankSpec& r : spec.ranks) {
+      if (plan_.ranks.at(static_cast<size_t>(r.rank)).topology.local_rank == w.slot.slot) base = &r;
+    }
+    worker::RankSpec rank = *base;
+    rank.rank = w.worker;
+    for (const auto& [name, value] : contract::topology_env(w.placement))
+      set_value(rank, name, value);
+    set_value(rank, std::string(contract::kElasticWorker.name), std::to_string(w.worker));
+    set_value(rank, std::string(contract::kElasticGeneration.name), std::to_string(w.generation));
+    // --gpus-per-rank: a slot without a generation-0 rank gets its own devices.
+    const std::string devices = spec_value(*base, contract::kCudaVisibleDevices.name);
+    if (!devices.empty() &&
+        plan_.ranks.at(static_cast<size_t>(base->rank)).topology.local_rank != w.slot.slot) {
+      set_value(rank, std::string(contract::kCudaVisibleDevices.name),
+                devices_for_slot(devices, w.slot.slot));
+    }
+    worker::JobSpec more = spec;
+    more.ranks = {std::move(rank)};
+    send(*agent, FrameType::kStartRanks, worker::encode_spec(more));
+  }
+}
+
+// An agent could not start a worker of kStartRanks: that worker's failure.
+void NativeJob::on_start_failed(const AgentConn& agent, const std::string& payload) {
+  const auto doc = nlohmann::json::parse(payload, nullptr, false);
+  if (!doc.is_object() || !doc.contains("worker") || !doc["worker"].is_number_unsigned() ||
+      !doc.contains("message") || !doc["message"].is_string()) {
+    protocol_error(agent, "a start failure without a worker and a message");
+    return;
+  }
+  const int w = doc["worker"].get<int>();
+  const std::string message = doc["message"].get<std::string>();
+  spdlog::warn("elastic: {}", message);
+  if (elastic_running()) apply(elastic_->on_start_failed(w, message, Clock::now()));
 }
 
 void NativeJob::on_elastic_exit(const worker::RankExited& exited) {
@@ -98,7 +185,11 @@ void NativeJob::apply(std::vector<ElasticAction> actions) {
   const auto now = Clock::now();
   for (ElasticAction& action : actions) {
     if (auto* log = std::get_if<elastic_action::Log>(&action)) {
-      spdlog::warn("{}", log->line);
+      if (log->warning) {
+        spdlog::warn("{}", log->line);
+      } else {
+        spdlog::info("{}", log->line);
+      }
     } else if (auto* publish = std::get_if<elastic_action::Publish>(&action)) {
       // The document first, then the word: a rank that hears "gen G" finds world.G in the store.
       const contract::WorldDoc& doc = publish->doc;
@@ -130,8 +221,13 @@ void NativeJob::apply(std::vector<ElasticAction> actions) {
       spdlog::info("elastic: generation {} formed in {:.0f} ms: {} rank{}", g.generation,
                    ms_between(g.published, now), g.workers.size(),
                    g.workers.size() == 1 ? "" : "s");
+    } else if (auto* start = std::get_if<elastic_action::Start>(&action)) {
+      start_workers(start->workers);
     } else if (std::holds_alternative<elastic_action::Finish>(action)) {
+      // The agents stay up for workers an elastic job may start later: the job ends them (and
+      // any worker that was started for a generation that never formed).
       spdlog::debug("elastic: every rank of generation {} finished", elastic_->generation());
+      sup_.stop(StopMode::kTerminate);
     }
   }
 }
@@ -150,11 +246,28 @@ nlohmann::ordered_json NativeJob::elastic_json() const {
          {"formed_ms",
           g.formed ? json(std::llround(ms_between(started_at_, *g.formed))) : json(nullptr)}});
   }
+  const auto now = Clock::now();
+  json blacklisted = json::array();
+  json workers = json::array();
+  if (elastic_) {
+    for (const ElasticBlacklistEntry& b : elastic_->blacklist(now)) {
+      blacklisted.push_back(
+          {{"slot", b.key},
+           {"seconds_left",
+            b.back_at ? json(std::llround(ms_between(now, *b.back_at)) / 1000.0) : json(nullptr)},
+           {"times", b.times}});
+    }
+    for (const ElasticWorker& w : elastic_->workers()) {
+      workers.push_back({{"worker", w.id}, {"host", w.slot.host}, {"slot", w.slot.slot}});
+    }
+  }
   return {{"min_np", o.min_np},
           {"max_np", o.max_np},
           {"reset_limit", o.reset_limit ? json(*o.reset_limit) : json(nullptr)},
           {"resets", generations_.empty() ? 0 : generations_.size() - 1},
-          {"generations", std::move(generations)}};
+          {"generations", std::move(generations)},
+          {"workers", std::move(workers)},
+          {"blacklisted", std::move(blacklisted)}};
 }
 
 }  // namespace hvd::launcher::native

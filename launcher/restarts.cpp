@@ -129,4 +129,15 @@ std::optional<HostHealth::Clock::time_point> HostHealth::first_back(
   return first;
 }
 
+std::optional<HostHealth::Clock::time_point> HostHealth::back_at(const std::string& host,
+                                                                 Clock::time_point now) const {
+  if (!blacklisted(host, now)) return std::nullopt;
+  return hosts_.at(host).until;
+}
+
+int HostHealth::times_blacklisted(const std::string& host) const {
+  const auto it = hosts_.find(host);
+  return it == hosts_.end() ? 0 : it->second.times_blacklisted;
+}
+
 }  // namespace hvd::launcher

@@ -63,6 +63,9 @@ class HostHealth {
   // When the earliest of the blacklisted `hosts` is back (nullopt: none of them is out).
   std::optional<Clock::time_point> first_back(const std::vector<std::string>& hosts,
                                               Clock::time_point now) const;
+  // When `host` is back (nullopt: not blacklisted now), and how often it was blacklisted.
+  std::optional<Clock::time_point> back_at(const std::string& host, Clock::time_point now) const;
+  int times_blacklisted(const std::string& host) const;
 
  private:
   struct State {

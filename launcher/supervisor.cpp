@@ -32,10 +32,19 @@ void Supervisor::rank_started(int rank, long pid) {
   if (r.started) return;
   r.started = true;
   r.pid = pid;
-  if (++started_ == static_cast<int>(result_.ranks.size())) {
+  if (++started_ == static_cast<int>(result_.ranks.size()) && !result_.start_time) {
     result_.start_time =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
   }
+}
+
+int Supervisor::add_worker(int host_index, int local_rank) {
+  RankOutcome o;
+  o.rank = static_cast<int>(result_.ranks.size());
+  o.host_index = host_index;
+  o.local_rank = local_rank;
+  result_.ranks.push_back(o);
+  return o.rank;
 }
 
 void Supervisor::record_exit(int rank, ExitStatus status, bool signalled) {

@@ -160,6 +160,8 @@ class Agent {
   bool send(FrameType type, std::string_view payload = {});
   bool read_spec();
   bool start_ranks();
+  std::optional<std::pair<std::string, std::string>> start_rank(const RankSpec& rank);
+  void start_more(const JobSpec& more);
   void error(const std::string& message, const std::string& hint = "");
   std::vector<std::string> rank_environment(const RankSpec& rank) const;
   void handle_input();
@@ -294,42 +296,76 @@ bool Agent::start_ranks() {
     return false;
   }
   for (const RankSpec& rank : spec_.ranks) {
-    // A rank dies with its agent (SIGKILL), the agent's dead-man switch of last resort.
-    ProcessSpec process;
-    process.argv = spec_.argv;
-    process.env = rank_environment(rank);
-    process.cwd = spec_.cwd;
-    process.parent_death_signal = SIGKILL;
-    // Elastic: the rank's channel to this agent, its end on fd 3 (HVD_ELASTIC_FD).
-    UniqueFd ours, theirs;
-    if (spec_.elastic) {
-      std::array<int, 2> pair{};
-      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair.data()) != 0) {
-        error(fmt::format("host {}: rank {}: no socket pair for its elastic channel: {}",
-                          spec_.host, rank.rank, std::strerror(errno)),
-              "the host is out of file descriptors");
-        stop(SIGKILL);
-        return false;
-      }
-      ours.reset(pair[0]);
-      theirs.reset(pair[1]);
-      ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
-      process.pass_fd = std::pair{theirs.get(), contract::kElasticChannelFd};
-    }
-    Process spawned = Process::spawn(process);
-    theirs.reset();  // the rank has it now
-    if (!spawned.started()) {
-      error(fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error()),
-            "check the path of the program on that host (a relative path is relative to the "
-            "working directory, a bare name is looked up in the rank's PATH)");
+    if (const auto failed = start_rank(rank)) {
+      error(failed->first, failed->second);
       stop(SIGKILL);
       return false;
     }
-    const auto pid = static_cast<uint32_t>(spawned.pid());
-    ranks_.push_back({rank.rank, std::move(spawned), false, false, std::move(ours), {}});
-    send(FrameType::kStarted, encode_started({static_cast<uint32_t>(rank.rank), pid}));
   }
   return true;
+}
+
+// Starts one rank; on failure, what went wrong and the hint.
+std::optional<std::pair<std::string, std::string>> Agent::start_rank(const RankSpec& rank) {
+  // A rank dies with its agent (SIGKILL), the agent's dead-man switch of last resort.
+  ProcessSpec process;
+  process.argv = spec_.argv;
+  process.env = rank_environment(rank);
+  process.cwd = spec_.cwd;
+  process.parent_death_signal = SIGKILL;
+  // Elastic: the rank's channel to this agent, its end on fd 3 (HVD_ELASTIC_FD).
+  UniqueFd ours, theirs;
+  if (spec_.elastic) {
+    std::array<int, 2> pair{};
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair.data()) != 0) {
+      return std::pair{fmt::format("host {}: rank {}: no socket pair for its elastic channel: {}",
+                                   spec_.host, rank.rank, std::strerror(errno)),
+                       std::string("the host is out of file descriptors")};
+    }
+    ours.reset(pair[0]);
+    theirs.reset(pair[1]);
+    ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+    process.pass_fd = std::pair{theirs.get(), contract::kElasticChannelFd};
+  }
+  Process spawned = Process::spawn(process);
+  theirs.reset();  // the rank has it now
+  if (!spawned.started()) {
+    return std::pair{
+        fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error()),
+        std::string("check the path of the program on that host (a relative path is relative to "
+                    "the working directory, a bare name is looked up in the rank's PATH)")};
+  }
+  const auto pid = static_cast<uint32_t>(spawned.pid());
+  ranks_.push_back({rank.rank, std::move(spawned), false, false, std::move(ours), {}});
+  send(FrameType::kStarted, encode_started({static_cast<uint32_t>(rank.rank), pid}));
+  return std::nullopt;
+}
+
+// Elastic jobs: more ranks while the job runs (a refilled slot). One that cannot start is
+// reported (kStartFailed) and the job goes on: the launcher counts it as that worker's failure.
+void Agent::start_more(const JobSpec& more) {
+  for (const RankSpec& rank : more.ranks) {
+    const bool taken = std::any_of(ranks_.begin(), ranks_.end(),
+                                   [&](const LiveRank& r) { return r.rank == rank.rank; });
+    std::optional<std::pair<std::string, std::string>> failed;
+    if (stopping_ || killing_) {
+      failed = std::pair{
+          fmt::format("host {}: rank {} not started: the job is stopping", spec_.host, rank.rank),
+          std::string()};
+    } else if (taken) {
+      failed =
+          std::pair{fmt::format("host {}: worker {} was started before", spec_.host, rank.rank),
+                    std::string("a launcher bug: worker ids are never reused")};
+    } else {
+      failed = start_rank(rank);
+    }
+    if (failed) {
+      send(FrameType::kStartFailed,
+           nlohmann::json{
+               {"worker", rank.rank}, {"message", failed->first}, {"hint", failed->second}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+  }
 }
 
 void Agent::drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof) {
@@ -444,6 +480,9 @@ void Agent::arm_timer(int ms) {
 }
 
 bool Agent::finished() const {
+  // An elastic job may start more ranks here later: the agent stays until the launcher ends the
+  // job (kTerminate, kKill) or goes away.
+  if (spec_.elastic && !stopping_ && !killing_ && input_open_) return false;
   for (const LiveRank& r : ranks_) {
     if (!r.reported) return false;
   }
@@ -470,6 +509,11 @@ void Agent::handle_frames() {
       if (frame->type == FrameType::kKill) stop(SIGKILL);
       if (frame->type == FrameType::kPing) send(FrameType::kPong);
       if (frame->type == FrameType::kGeneration) announce(decode_generation(frame->payload));
+      if (frame->type == FrameType::kStartRanks) {
+        if (!spec_.elastic)
+          throw Error("protocol error: ranks to start in a job that is not elastic");
+        start_more(decode_spec(frame->payload));
+      }
       if (frame->type == FrameType::kSignal) {
         const int sig = decode_signal(frame->payload);
         for (const LiveRank& r : ranks_) r.process.signal_group(sig);

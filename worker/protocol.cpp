@@ -27,8 +27,8 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kRankEvent) ||
-         in(FrameType::kSpec, FrameType::kGeneration);
+  return in(FrameType::kHello, FrameType::kStartFailed) ||
+         in(FrameType::kSpec, FrameType::kStartRanks);
 }
 
 // The exited frame's flags byte.

@@ -17,8 +17,9 @@ namespace hvd::worker {
 
 // 2: the network probes (worker/probe.h); 3: keepalive pings; 4: the exited frame's "after a
 // stop" flag, the signal frame; 5: elastic jobs (the spec's "elastic", the rank-event and
-// generation frames)
-inline constexpr int kProtocolVersion = 5;
+// generation frames); 6: elastic refills (kStartRanks, kStartFailed; an elastic agent stays up
+// when its ranks have ended, until the launcher ends the job)
+inline constexpr int kProtocolVersion = 6;
 // The longest line a rank may write on its elastic channel ("joined 3"); longer ones are dropped.
 inline constexpr size_t kMaxRankEventLine = 256;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
@@ -26,17 +27,18 @@ inline constexpr size_t kFrameHeader = 5;
 
 enum class FrameType : uint8_t {
   // agent -> launcher
-  kHello = 1,        // JSON: protocol, version, hostname, boot_id
-  kStarted = 2,      // rank u32, pid u32
-  kOutput = 3,       // rank u32, stream u8 (1 stdout, 2 stderr), bytes
-  kExited = 4,       // rank u32, flags u8 (1: a signal, else a code; 2: after a stop), value u32
-  kError = 5,        // JSON: message, hint; the agent gives up on the whole job
-  kDone = 6,         // empty: every rank has exited and nothing of the job is left on the host
-  kListening = 7,    // JSON: the port its probe listener got (answers kProbeListen)
-  kProbeResult = 8,  // JSON: one outcome per probe target (answers kProbe)
-  kProbeClosed = 9,  // empty: the probe listener is closed (answers kProbeClose)
-  kPong = 10,        // empty: answers kPing
-  kRankEvent = 11,   // worker u32, one line its rank wrote on its elastic channel (no newline)
+  kHello = 1,         // JSON: protocol, version, hostname, boot_id
+  kStarted = 2,       // rank u32, pid u32
+  kOutput = 3,        // rank u32, stream u8 (1 stdout, 2 stderr), bytes
+  kExited = 4,        // rank u32, flags u8 (1: a signal, else a code; 2: after a stop), value u32
+  kError = 5,         // JSON: message, hint; the agent gives up on the whole job
+  kDone = 6,          // empty: every rank has exited and nothing of the job is left on the host
+  kListening = 7,     // JSON: the port its probe listener got (answers kProbeListen)
+  kProbeResult = 8,   // JSON: one outcome per probe target (answers kProbe)
+  kProbeClosed = 9,   // empty: the probe listener is closed (answers kProbeClose)
+  kPong = 10,         // empty: answers kPing
+  kRankEvent = 11,    // worker u32, one line its rank wrote on its elastic channel (no newline)
+  kStartFailed = 12,  // JSON: worker, message, hint: a rank of kStartRanks could not start
   // launcher -> agent
   kSpec = 16,         // JSON job spec (worker/job_spec.h)
   kTerminate = 17,    // empty: SIGTERM every rank, SIGKILL after the grace period
@@ -48,6 +50,8 @@ enum class FrameType : uint8_t {
   kSignal = 23,       // signal u8: send it to every running rank (SIGUSR1 or SIGUSR2 only)
   kGeneration = 24,   // generation u32, count u32, worker u32 x count: write "gen G" to their
                       // elastic channels (the workers of that generation this agent runs)
+  kStartRanks = 25,   // JSON job spec (worker/job_spec.h) holding only the ranks to start now:
+                      // elastic jobs, after the first spec (a refilled slot, a new rank)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };

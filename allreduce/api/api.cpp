@@ -48,10 +48,17 @@ void init() {
         runtime::read_config([](const char* name) { return std::getenv(name); },
                              runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
                                                  .has_gloo = HVD_BUILD_HAS_GLOO != 0});
+    // A worker started for a later generation of an elastic job: the world it joins says whose
+    // state it syncs from.
+    const bool joining = config.elastic.fd >= 0 && config.elastic.generation > 0;
+    const int sync_root =
+        joining ? api_detail::elastic_sync_root(config, config.elastic.generation) : 0;
     p.runtime = std::make_shared<Runtime>(config);
     p.shut_down = false;
     p.config = config;
     p.generation = p.announced = config.elastic.generation;
+    p.sync_root = sync_root;
+    if (joining) api_detail::elastic_joined(config, config.elastic.generation);
   });
 }
 

@@ -68,12 +68,6 @@ void pump_channel(ProcessState& p, std::chrono::milliseconds timeout) {
   }
 }
 
-void tell_agent(const ProcessState& p, const std::string& line) {
-  const std::string text = line + "\n";
-  // Best effort: a closed channel shows at the next wait.
-  [[maybe_unused]] const ssize_t n = ::write(p.config->elastic.fd, text.data(), text.size());
-}
-
 ProcessState& elastic_process(const char* call) {
   ProcessState& p = api_detail::process_state();
   if (!p.config || p.config->elastic.fd < 0) {
@@ -173,10 +167,35 @@ void reset_generation() {
     p.sync_root = doc.sync_root;
     ++p.resets;
   }
-  tell_agent(p, fmt::format("joined {}", next));
+  // Best effort: a closed channel shows at the next wait.
+  api_detail::elastic_joined(*p.config, next);
 }
 
 }  // namespace
+}  // namespace hvd::elastic
+
+namespace hvd::api_detail {
+
+int elastic_sync_root(const runtime::RuntimeConfig& config, int generation) {
+  const contract::WorldDoc doc = elastic::fetch_world(config, generation);
+  if (doc.find_worker(config.elastic.worker) == nullptr) {
+    throw runtime::StatusError(
+        HVD_ERR_CONFIG,
+        fmt::format("worker {} was started for generation {} but is not in it",
+                    config.elastic.worker, generation),
+        "a launcher bug: report it with hvdrun's --json output");
+  }
+  return doc.sync_root;
+}
+
+void elastic_joined(const runtime::RuntimeConfig& config, int generation) {
+  const std::string text = fmt::format("joined {}\n", generation);
+  [[maybe_unused]] const ssize_t n = ::write(config.elastic.fd, text.data(), text.size());
+}
+
+}  // namespace hvd::api_detail
+
+namespace hvd::elastic {
 
 const char* HostsUpdatedInterrupt::what() const noexcept {
   return "the launcher announced a new generation of the job's world";

@@ -31,4 +31,10 @@ struct ProcessState {
 
 ProcessState& process_state();
 
+// Elastic jobs (elastic.cpp): a worker started for a later generation (a refilled or free slot)
+// reads that generation's world document at init (its sync root) before its runtime exists,
+// and says "joined G" on its channel once the runtime is built.
+int elastic_sync_root(const runtime::RuntimeConfig& config, int generation);
+void elastic_joined(const runtime::RuntimeConfig& config, int generation);
+
 }  // namespace hvd::api_detail

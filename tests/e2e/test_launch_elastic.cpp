@@ -24,17 +24,25 @@ std::string show(const RunResult& r) {
 
 // hvdrun ARGS... elastic_check PROGRAM_ARGS..., every process marked so that none outlives the
 // test.
+// `step_ms`: each step of the program sleeps that long first (time for a cooldown to end).
 RunResult run_elastic(const JobMarker& marker, std::vector<std::string> args,
-                      const std::vector<std::string>& program_args) {
+                      const std::vector<std::string>& program_args, int step_ms = 0) {
+  if (step_ms > 0)
+    args.insert(args.end(), {"-x", "ELASTIC_CHECK_STEP_MS=" + std::to_string(step_ms)});
   args.insert(args.end(), {"-x", marker.forward(), ELASTIC_CHECK});
   args.insert(args.end(), program_args.begin(), program_args.end());
   return run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
 }
 
-std::string done_line(int worker, int generation, int rank, int size, int resets) {
+std::string done_line(int worker, int generation, int rank, int size, int resets, int steps,
+                      const std::string& weights) {
   return "worker " + std::to_string(worker) + " done: generation " + std::to_string(generation) +
          " rank " + std::to_string(rank) + " size " + std::to_string(size) + " resets " +
-         std::to_string(resets) + " steps 20 weights 210.0";
+         std::to_string(resets) + " steps " + std::to_string(steps) + " weights " + weights;
+}
+
+std::string done_line(int worker, int generation, int rank, int size, int resets) {
+  return done_line(worker, generation, rank, size, resets, 20, "210.0");
 }
 
 }  // namespace
@@ -68,6 +76,68 @@ TEST_CASE("elastic launch: a killed rank leaves, the others finish in a smaller 
   CHECK_THAT(elastic["generations"][1]["reason"].get<std::string>(),
              Contains("worker 2) on localhost was killed by signal 9"));
   CHECK_FALSE(elastic["generations"][1]["formed_ms"].is_null());
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
+TEST_CASE("elastic launch: a failed slot comes back after its cooldown, a new rank takes it",
+          "[elastic]") {
+  JobMarker marker;
+  // Worker 2 kills itself after step 5 of 60 (100 ms each); its slot cools down for 1 s, then a
+  // new worker (3) takes it, gets the state from rank 0 and trains to the end with the others.
+  const RunResult r = run_elastic(marker,
+                                  {"-np", "3", "--min-np", "2", "-H", "localhost:3",
+                                   "--blacklist-cooldown-range", "1", "1", "--json"},
+                                  {"60", "2", "5"}, 100);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  // 60 steps, each once, whatever the size: every weight is 60 * 61 / 2 on every rank.
+  CHECK_THAT(r.err, Contains(done_line(0, 2, 0, 3, 2, 60, "1830.0")));
+  CHECK_THAT(r.err, Contains(done_line(1, 2, 1, 3, 2, 60, "1830.0")));
+  CHECK_THAT(r.err, Contains(done_line(3, 2, 2, 3, 0, 60, "1830.0")));
+  CHECK_THAT(r.err, Contains("elastic: slot localhost#2 cools down for 1."));
+  CHECK_THAT(r.err, Contains("elastic: generation 2: 3 ranks on 1 host (growing: localhost#2 "
+                             "back after its cooldown)"));
+  const json doc = json::parse(r.out);
+  const json& elastic = doc["elastic"];
+  REQUIRE(elastic["generations"].size() == 3);
+  CHECK(elastic["generations"][2]["workers"] == json::array({0, 1, 3}));
+  CHECK(elastic["workers"][3] == json({{"worker", 3}, {"host", "localhost"}, {"slot", 2}}));
+  REQUIRE(elastic["blacklisted"].size() == 1);
+  CHECK(elastic["blacklisted"][0]["slot"] == "localhost#2");
+  CHECK(elastic["blacklisted"][0]["times"] == 1);
+  REQUIRE(doc["ranks"].size() == 4);  // one entry per worker
+  CHECK(doc["ranks"][3]["exit_code"] == 0);
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
+TEST_CASE("elastic launch: below --min-np the job waits for a cooldown instead of failing",
+          "[elastic]") {
+  JobMarker marker;
+  const RunResult r = run_elastic(marker,
+                                  {"-np", "2", "--min-np", "2", "-H", "localhost:2",
+                                   "--blacklist-cooldown-range", "1", "1", "--json"},
+                                  {"30", "1", "5"}, 100);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("elastic: 1 rank left, fewer than --min-np 2: waiting up to 600 s"));
+  CHECK_THAT(r.err, Contains(done_line(0, 1, 0, 2, 1, 30, "465.0")));
+  CHECK_THAT(r.err, Contains(done_line(2, 1, 1, 2, 0, 30, "465.0")));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
+TEST_CASE("elastic launch: with -np below --max-np the job grows onto the free slots",
+          "[elastic]") {
+  JobMarker marker;
+  const RunResult r = run_elastic(
+      marker, {"-np", "2", "--min-np", "1", "--max-np", "3", "-H", "localhost:3", "--json"}, {"20"},
+      50);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("elastic: generation 1: 3 ranks on 1 host (growing: localhost#2 "
+                             "free slot up to --max-np 3)"));
+  for (int w = 0; w < 3; ++w) {
+    CHECK_THAT(r.err, Contains(done_line(w, 1, w, 3, w == 2 ? 0 : 1)));
+  }
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
@@ -168,7 +238,9 @@ TEST_CASE("elastic launch: flags it cannot honour are refused before anything st
       {{"--min-np", "1", "--max-restarts", "2"}, "--max-restarts and --min-np were both given"},
       {{"--min-np", "1", "--host-discovery-script", "./d.sh"},
        "--host-discovery-script is not implemented yet"},
-      {{"--min-np", "1", "--elastic-timeout", "60"}, "--elastic-timeout is not implemented yet"},
+      {{"--min-np", "1", "--slots-per-host", "2"}, "--slots-per-host is not implemented yet"},
+      {{"--elastic-timeout", "60"}, "--elastic-timeout was given without --min-np"},
+      {{"--min-np", "1", "--elastic-timeout", "soon"}, "--elastic-timeout"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -183,9 +255,16 @@ TEST_CASE("elastic launch: flags it cannot honour are refused before anything st
   INFO(show(dry));
   CHECK(dry.exit_code == 0);
   CHECK_THAT(dry.out, Contains("while at least 2 of the 3 ranks remain (--min-np)"));
-  const RunResult dry_json = run_hvdrun(
-      {"--dry-run", "--json", "-np", "3", "--min-np", "2", "--reset-limit", "4", "-v", "true"});
+  CHECK_THAT(dry.out, Contains("a failed slot is out for good"));
+  const RunResult dry_json =
+      run_hvdrun({"--dry-run", "--json", "-np", "3", "--min-np", "2", "--max-np", "5",
+                  "--reset-limit", "4", "--elastic-timeout", "30", "--blacklist-cooldown-range",
+                  "2", "8", "-H", "localhost:5", "-v", "true"});
   INFO(show(dry_json));
   const json plan = json::parse(dry_json.out);
-  CHECK(plan["elastic"] == json({{"min_np", 2}, {"max_np", 3}, {"reset_limit", 4}}));
+  CHECK(plan["elastic"] == json({{"min_np", 2},
+                                 {"max_np", 5},
+                                 {"reset_limit", 4},
+                                 {"elastic_timeout_seconds", 30.0},
+                                 {"slot_cooldown_seconds", {2.0, 8.0}}}));
 }

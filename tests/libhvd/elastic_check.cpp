@@ -9,6 +9,7 @@
 //     generation 0 (with ELASTIC_CHECK_KILL_AGENT set, it kills its parent, the hvdrun agent,
 //     first); worker SYNC_WORKER kills itself inside State::sync() in generation 1, while
 //     the others broadcast the state (a reset that fails half-way)
+//   ELASTIC_CHECK_STEP_MS=N: each step sleeps N ms first (time for a cooldown to end mid-run)
 #include <signal.h>
 #include <unistd.h>
 
@@ -59,7 +60,9 @@ int main(int argc, char** argv) {
       std::printf("worker %d: generation %d rank %d size %d from step %lld\n", w.worker,
                   w.generation, hvd::rank(), hvd::size(), step);
       std::fflush(stdout);
+      const char* step_ms = std::getenv("ELASTIC_CHECK_STEP_MS");
       for (; step < steps;) {
+        if (step_ms != nullptr) ::usleep(static_cast<useconds_t>(std::atoi(step_ms)) * 1000);
         std::vector<float> grad(weights.size(), 1.0f);
         hvd::allreduce(std::span<float>(grad), hvd::ReduceOp::kAverage);
         for (std::size_t i = 0; i < weights.size(); ++i) weights[i] += (step + 1) * grad[i];

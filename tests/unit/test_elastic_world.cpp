@@ -369,3 +369,206 @@ TEST_CASE("elastic driver: a lost host takes its workers and leaves the pool", "
   CHECK(find_action<act::Publish>(quiet) == nullptr);
   REQUIRE(find_action<act::Log>(quiet) != nullptr);
 }
+
+namespace {
+
+ElasticPolicy cooling_policy(int min_np, int max_np, double cooldown_s) {
+  ElasticPolicy p = policy(min_np, max_np);
+  p.cooldown = std::pair{cooldown_s, cooldown_s};
+  p.elastic_timeout = std::chrono::seconds(60);
+  return p;
+}
+
+// Whether one of the Log actions contains `text`.
+bool has_log(const std::vector<ElasticAction>& actions, const std::string& text) {
+  return std::any_of(actions.begin(), actions.end(), [&](const ElasticAction& a) {
+    const auto* log = std::get_if<act::Log>(&a);
+    return log != nullptr && log->line.find(text) != std::string::npos;
+  });
+}
+
+// Every worker of the current generation says "joined".
+std::vector<ElasticAction> join_all(ElasticDriver& d, Clock::time_point now) {
+  std::vector<ElasticAction> last;
+  for (int w : d.members()) last = d.on_joined(w, d.generation(), now);
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE("elastic driver: a failed slot comes back after its cooldown with a new worker",
+          "[elastic]") {
+  using namespace std::chrono_literals;
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(cooling_policy(2, 4, 5), t0);
+  CHECK(d.start(t0).empty());  // all four slots taken: nothing to grow
+  const auto shrink = d.on_exit(1, 137, "rank 1 killed", t0);
+  REQUIRE(find_action<act::Publish>(shrink) != nullptr);
+  CHECK(find_action<act::Start>(shrink) == nullptr);  // the slot cools down: no new worker
+  CHECK(has_log(shrink, "elastic: slot a#1 cools down for 5.0 s"));
+  join_all(d, t0 + 100ms);
+  CHECK(d.formed());
+  // The deadline is the cooldown's end; before it, nothing.
+  REQUIRE(d.next_deadline().has_value());
+  CHECK(*d.next_deadline() == t0 + 5s);
+  CHECK(d.on_tick(t0 + 4s).empty());
+  const auto grow = d.on_tick(t0 + 5s);
+  const auto* publish = find_action<act::Publish>(grow);
+  const auto* start = find_action<act::Start>(grow);
+  REQUIRE(publish != nullptr);
+  REQUIRE(start != nullptr);
+  CHECK(publish->doc.generation == 2);
+  CHECK(publish->doc.reason == "growing: a#1 back after its cooldown");
+  // A new worker (id 4) takes a#1, rank 1; the survivors keep their slots; state from rank 0.
+  CHECK(publish->workers == std::vector<int>{0, 4, 2, 3});
+  CHECK(publish->doc.sync_root == 0);
+  REQUIRE(start->workers.size() == 1);
+  CHECK(start->workers[0].worker == 4);
+  CHECK(start->workers[0].slot == SlotKey{"a", 1});
+  CHECK(start->workers[0].generation == 2);
+  CHECK(start->workers[0].placement.topology == RankTopology{1, 4, 1, 2, 0, 2});
+  CHECK(hvd::contract::decode_world(hvd::contract::encode_world(publish->doc)) == publish->doc);
+  // A growth waits for the running workers' next commit: --elastic-timeout, not --start-timeout.
+  CHECK(*d.next_deadline() == t0 + 5s + 60s);
+  // The blacklist (--json) remembers the slot, back now.
+  const auto blacklist = d.blacklist(t0 + 5s);
+  REQUIRE(blacklist.size() == 1);
+  CHECK(blacklist[0].key == "a#1");
+  CHECK_FALSE(blacklist[0].back_at.has_value());
+  CHECK(blacklist[0].times == 1);
+}
+
+TEST_CASE("elastic driver: without a cooldown a failed slot is out for good, as in horovodrun",
+          "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(policy(2, 4), t0);
+  const auto shrink = d.on_exit(1, 137, "rank 1 killed", t0);
+  CHECK(has_log(shrink, "elastic: slot a#1 is out for good"));
+  join_all(d, t0);
+  CHECK_FALSE(d.next_deadline().has_value());  // nothing will come back: no timer
+  CHECK(d.on_tick(t0 + std::chrono::hours(1)).empty());
+  // Below --min-np with nothing to come back: the job fails at once.
+  d.on_exit(2, 137, "rank 2 killed", t0);
+  join_all(d, t0);
+  const auto below = d.on_exit(3, 1, "rank 3 exited with 1", t0);
+  REQUIRE(find_action<act::Fail>(below) != nullptr);
+  CHECK(find_action<act::Fail>(below)->exit_code == 1);
+}
+
+TEST_CASE("elastic driver: a slot under --host-failure-limit is refilled at once", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticPolicy p = policy(2, 4);
+  p.failure_limit = 2;
+  ElasticDriver d = four_workers(p, t0);
+  const auto first = d.on_exit(3, 1, "rank 3 exited with 1", t0);
+  const auto* start = find_action<act::Start>(first);
+  REQUIRE(start != nullptr);  // one failure of b#1: a new worker takes it in generation 1
+  CHECK(start->workers[0].slot == SlotKey{"b", 1});
+  CHECK(find_action<act::Publish>(first)->workers == std::vector<int>{0, 1, 2, 4});
+  // Its second failure charges it out.
+  const auto second = d.on_exit(4, 1, "worker 4 exited with 1", t0);
+  CHECK(find_action<act::Start>(second) == nullptr);
+  CHECK(find_action<act::Publish>(second)->workers == std::vector<int>{0, 1, 2});
+  // A worker that could not start counts as a failure of its slot.
+  ElasticDriver e = four_workers(p, t0);
+  e.on_exit(0, 1, "rank 0 exited with 1", t0);
+  const auto failed = e.on_start_failed(4, "no such program", t0);
+  const auto* publish = find_action<act::Publish>(failed);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->doc.generation == 2);
+  CHECK(publish->workers == std::vector<int>{1, 2, 3});  // a#0's second failure: out
+}
+
+TEST_CASE("elastic driver: -np below --max-np grows onto free slots once generation 0 runs",
+          "[elastic]") {
+  const auto t0 = Clock::now();
+  // Two workers on a:2, b:2 (slots a#0, a#1), --max-np 3.
+  ElasticDriver d(policy(1, 3), {{"a", 2}, {"b", 2}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500,
+                  t0);
+  const auto grow = d.start(t0);
+  const auto* publish = find_action<act::Publish>(grow);
+  const auto* start = find_action<act::Start>(grow);
+  REQUIRE(publish != nullptr);
+  REQUIRE(start != nullptr);
+  CHECK(publish->doc.reason == "growing: b#0 free slot up to --max-np 3");
+  CHECK(publish->workers == std::vector<int>{0, 1, 2});
+  CHECK(start->workers[0].slot == SlotKey{"b", 0});
+  REQUIRE(find_action<act::Log>(grow) != nullptr);
+  CHECK_FALSE(find_action<act::Log>(grow)->warning);  // growing is not a warning
+  // Once formed, at --max-np: no more growth.
+  const auto formed = join_all(d, t0);
+  CHECK(find_action<act::Formed>(formed) != nullptr);
+  CHECK(find_action<act::Publish>(formed) == nullptr);
+}
+
+TEST_CASE("elastic driver: the training ends before a new worker joined: it does not count",
+          "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticDriver d(policy(1, 3), {{"a", 3}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500, t0);
+  REQUIRE(find_action<act::Start>(d.start(t0)) != nullptr);  // worker 2 for generation 1
+  // The two running workers finish without another commit; worker 2 waits for them in vain.
+  CHECK(d.on_exit(0, 0, "", t0).empty());
+  const auto last = d.on_exit(1, 0, "", t0);
+  CHECK(find_action<act::Finish>(last) != nullptr);
+  CHECK(d.done());
+  CHECK(d.on_exit(2, 143, "worker 2 was terminated", t0).empty());  // stopped by the end
+}
+
+TEST_CASE("elastic driver: below --min-np it waits for a cooldown, then for --elastic-timeout",
+          "[elastic]") {
+  using namespace std::chrono_literals;
+  const auto t0 = Clock::now();
+  ElasticDriver d = four_workers(cooling_policy(4, 4, 2), t0);
+  const auto below = d.on_exit(2, 137, "rank 2 killed", t0);
+  CHECK(find_action<act::Publish>(below) == nullptr);
+  CHECK(find_action<act::Fail>(below) == nullptr);
+  CHECK(has_log(below, "3 ranks left, fewer than --min-np 4: waiting up to 60 s"));
+  REQUIRE(d.next_deadline().has_value());
+  CHECK(*d.next_deadline() == t0 + 2s);
+  const auto back = d.on_tick(t0 + 2s);
+  const auto* publish = find_action<act::Publish>(back);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->doc.reason == "rank 2 killed");
+  CHECK(publish->workers == std::vector<int>{0, 1, 4, 3});
+  REQUIRE(find_action<act::Start>(back) != nullptr);
+
+  // With a cooldown longer than --elastic-timeout nothing can come back in time: fail at once.
+  ElasticPolicy p = cooling_policy(4, 4, 120);
+  ElasticDriver e = four_workers(p, t0);
+  const auto at_once = e.on_exit(2, 137, "rank 2 killed", t0);
+  const auto* fail = find_action<act::Fail>(at_once);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == 137);
+
+  // Waiting, and another slot fails meanwhile: the wait keeps its deadline and ends in the
+  // failure that took the job below --min-np (at its deadline, or at once when what is still
+  // cooling cannot be back before it).
+  ElasticPolicy q = cooling_policy(4, 4, 50);
+  ElasticDriver f = four_workers(q, t0);
+  f.on_exit(2, 137, "rank 2 killed", t0);
+  CHECK(find_action<act::Publish>(f.on_exit(1, 1, "rank 1 exited with 1", t0 + 20s)) == nullptr);
+  CHECK(*f.next_deadline() == t0 + 50s);
+  ElasticDriver g = f;
+  const auto early_actions = g.on_tick(t0 + 50s);  // a#1 is back only at 70 s
+  const auto* early = find_action<act::Fail>(early_actions);
+  REQUIRE(early != nullptr);
+  CHECK(early->worker == 2);
+  CHECK_THAT(early->message, Contains("3 ranks left, fewer than --min-np 4"));
+  const auto timeout = f.on_tick(t0 + 60s);  // a tick that came late
+  fail = find_action<act::Fail>(timeout);
+  REQUIRE(fail != nullptr);
+  CHECK(fail->exit_code == 137);
+  CHECK(fail->worker == 2);
+  CHECK_THAT(fail->message, Contains("fewer than --min-np 4 ranks for 60 s (--elastic-timeout)"));
+}
+
+TEST_CASE("elastic driver: --reset-limit stops growth without failing the job", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticPolicy p = policy(1, 3, 0);
+  ElasticDriver d(p, {{"a", 3}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500, t0);
+  const auto grow = d.start(t0);
+  CHECK(find_action<act::Publish>(grow) == nullptr);
+  CHECK(find_action<act::Fail>(grow) == nullptr);
+  CHECK(has_log(grow, "--reset-limit 0 reached"));
+  CHECK_FALSE(d.done());
+}
