@@ -19,6 +19,7 @@
 #include <regex>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include "cli/attempts.h"
 #include "cli/check_build.h"
@@ -26,6 +27,7 @@
 #include "cli/options.h"
 #include "common/error.h"
 #include "common/process.h"
+#include "launcher/discovery.h"
 #include "launcher/json_text.h"
 #include "launcher/launch_report.h"
 #include "launcher/launcher.h"
@@ -65,7 +67,48 @@ bool checking_net(const Options& o) {
 }
 
 // -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
+// --host-discovery-script: its first list, once it holds --min-np slots (horovodrun waits for
+// them up to --elastic-timeout as well).
+launcher::HostsSource discovered_hosts(const Options& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000));
+  const auto interval = std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000));
+  const int needed = o.min_np.value_or(1);
+  const auto deadline = Clock::now() + timeout;
+  bool said = false;
+  for (;;) {
+    std::vector<launcher::HostSpec> hosts = launcher::DiscoveryRunner::run_once(
+        *o.discovery_script, o.slots_per_host.value_or(1), launcher::kDiscoveryTimeout);
+    int slots = 0;
+    for (const launcher::HostSpec& h : hosts) slots += h.slots;
+    if (slots >= needed && !hosts.empty()) {
+      return {"discovery",
+              fmt::format("the host discovery script {}: {} host{}, {} slot{}", *o.discovery_script,
+                          hosts.size(), hosts.size() == 1 ? "" : "s", slots, slots == 1 ? "" : "s"),
+              std::move(hosts), std::nullopt, std::nullopt};
+    }
+    if (Clock::now() + interval > deadline) {
+      throw UsageError(
+          fmt::format("the host discovery script {} listed {} slot{} for {:.0f} s, fewer than "
+                      "--min-np {}",
+                      *o.discovery_script, slots, slots == 1 ? "" : "s",
+                      std::chrono::duration<double>(timeout).count(), needed),
+          "check what the script prints; --elastic-timeout is how long hvdrun waits for slots");
+    }
+    if (!said) {
+      spdlog::info(
+          "elastic: the host discovery script lists {} slot{}; waiting up to {:.0f} s "
+          "(--elastic-timeout) for --min-np {}",
+          slots, slots == 1 ? "" : "s", std::chrono::duration<double>(timeout).count(), needed);
+      said = true;
+    }
+    std::this_thread::sleep_for(interval);
+  }
+}
+
 launcher::HostsSource hosts_source(const Options& o) {
+  if (o.discovery_script) return discovered_hosts(o);
   return launcher::choose_hosts(o.hosts, o.hostfile, launcher::getenv_value,
                                 launcher::read_whole_file);
 }
@@ -171,7 +214,7 @@ launcher::PlanRequest plan_request(const Options& o) {
 void validate_elastic_plan(const Options& o, const launcher::Plan& plan) {
   if (!o.elastic()) return;
   const int np = static_cast<int>(plan.ranks.size());
-  if (*o.min_np > np) {
+  if (o.min_np && *o.min_np > np) {
     throw UsageError(fmt::format("--min-np {} is more than the {} rank{} the job starts with",
                                  *o.min_np, np, np == 1 ? "" : "s"),
                      "give -np at least --min-np: the job starts with -np ranks and goes on "
@@ -316,8 +359,8 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
   if (o.elastic()) {
     const int np = static_cast<int>(plan.ranks.size());
     options.elastic = launcher::ElasticOptions{
-        .min_np = *o.min_np,
-        .max_np = o.max_np.value_or(np),
+        .min_np = o.min_np.value_or(np),
+        .max_np = o.max_np.value_or(o.discovery_script ? launcher::kUnboundedNp : np),
         .reset_limit = o.reset_limit,
         .timeout = std::chrono::milliseconds(
             static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000)),
@@ -325,7 +368,11 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
         .cooldown =
             o.blacklist_cooldown_given
                 ? std::optional(std::pair{o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1)})
-                : std::nullopt};
+                : std::nullopt,
+        .discovery_script = o.discovery_script,
+        .discovery_interval =
+            std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000)),
+        .slots_per_host = o.slots_per_host.value_or(1)};
   }
   return options;
 }
@@ -375,31 +422,42 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
                        {"host_failure_limit", o.host_failure_limit},
                        {"blacklist_cooldown_seconds", o.blacklist_cooldown}};
     if (o.elastic()) {
-      doc["elastic"] = {{"min_np", *o.min_np},
-                        {"max_np", o.max_np.value_or(static_cast<int>(plan.ranks.size()))},
-                        {"reset_limit", o.reset_limit ? nlohmann::ordered_json(*o.reset_limit)
-                                                      : nlohmann::ordered_json(nullptr)},
-                        {"elastic_timeout_seconds", o.elastic_timeout_s.value_or(600.0)},
-                        {"slot_cooldown_seconds", o.blacklist_cooldown_given
-                                                      ? nlohmann::ordered_json(o.blacklist_cooldown)
-                                                      : nlohmann::ordered_json(nullptr)}};
+      const int np = static_cast<int>(plan.ranks.size());
+      doc["elastic"] = {
+          {"min_np", o.min_np.value_or(np)},
+          {"max_np", o.max_np             ? nlohmann::ordered_json(*o.max_np)
+                     : o.discovery_script ? nlohmann::ordered_json(nullptr)
+                                          : nlohmann::ordered_json(np)},
+          {"discovery_script", o.discovery_script ? nlohmann::ordered_json(*o.discovery_script)
+                                                  : nlohmann::ordered_json(nullptr)},
+          {"reset_limit", o.reset_limit ? nlohmann::ordered_json(*o.reset_limit)
+                                        : nlohmann::ordered_json(nullptr)},
+          {"elastic_timeout_seconds", o.elastic_timeout_s.value_or(600.0)},
+          {"slot_cooldown_seconds", o.blacklist_cooldown_given
+                                        ? nlohmann::ordered_json(o.blacklist_cooldown)
+                                        : nlohmann::ordered_json(nullptr)}};
     }
     print_json(doc);
   } else {
     std::string text = launcher::format_plan_table(plan, output) +
                        launcher::format_launcher_commands(launcher.name(), commands);
     if (o.elastic()) {
-      const int max_np = o.max_np.value_or(static_cast<int>(plan.ranks.size()));
+      const int max_np = o.max_np.value_or(
+          o.discovery_script ? launcher::kUnboundedNp : static_cast<int>(plan.ranks.size()));
       text += fmt::format(
           "\nelastic: a failed rank leaves the job and the others go on in a new generation "
           "while at least {} of the {} ranks remain (--min-np); {}; {}; {}\n",
-          *o.min_np, plan.ranks.size(),
+          o.min_np.value_or(static_cast<int>(plan.ranks.size())), plan.ranks.size(),
           o.blacklist_cooldown_given
               ? fmt::format("a failed slot cools down for {:g}-{:g} s, then a new rank takes it",
                             o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1))
               : std::string("a failed slot is out for good (--blacklist-cooldown-range: a "
                             "cooldown)"),
-          max_np > static_cast<int>(plan.ranks.size())
+          o.discovery_script
+              ? fmt::format("hosts join and leave as {} lists them (every {:g} s){}",
+                            *o.discovery_script, o.discovery_interval_s,
+                            o.max_np ? fmt::format(", up to {} ranks (--max-np)", *o.max_np) : "")
+          : max_np > static_cast<int>(plan.ranks.size())
               ? fmt::format("grows onto free slots up to {} ranks (--max-np)", max_np)
               : std::string("never above -np (--max-np)"),
           o.reset_limit ? fmt::format("at most {} such changes (--reset-limit)", *o.reset_limit)

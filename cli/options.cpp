@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <filesystem>
 #include <utility>
 
 #include "cli/engine_flags.h"
 #include "common/error.h"
 #include "common/port_range.h"
 #include "hvd/build_config.h"
+
+#include <unistd.h>
 
 namespace hvd::cli {
 namespace {
@@ -255,7 +258,7 @@ void define_options(CLI::App& app, Options& o) {
          "--max-np,--max-num-proc",
          [&o](const std::string& v) { o.max_np = parse_int("--max-np", v); },
          "Elastic training: at most N ranks; above -np the job grows onto the hosts' free "
-         "slots once it runs (default -np)")
+         "slots once it runs (default -np; with --host-discovery-script: no limit)")
       ->type_name("N");
   app.add_option_function<std::string>(
          "--reset-limit",
@@ -272,24 +275,23 @@ void define_options(CLI::App& app, Options& o) {
          "failed slot's cooldown to end, and how long running ranks have to join a grown "
          "generation (default 600)")
       ->type_name("SECONDS");
-  // Elastic flags of horovodrun that this hvdrun does not have yet: refused, never ignored.
-  for (const auto& [flag, value] :
-       {std::pair{"--host-discovery-script", "PATH"}, std::pair{"--slots-per-host", "N"},
-        std::pair{"--discovery-interval", "SECONDS"}}) {
-    app.add_option_function<std::string>(
-           flag,
-           [flag](const std::string&) {
-             throw UsageError(
-                 fmt::format("{} is not implemented yet: this hvdrun's elastic training works "
-                             "on the hosts given with -H or --hostfile, which cannot change while "
-                             "the job runs",
-                             flag),
-                 "use --min-np and --max-np with -H or --hostfile; docs/elastic.md says what "
-                 "works");
-           },
-           "Not implemented yet (horovodrun's elastic host discovery): refused")
-        ->type_name(value);
-  }
+  app.add_option("--host-discovery-script", o.discovery_script,
+                 "Elastic training: a program that prints the hosts the job may use now, one "
+                 "host[:slots] per line; run every --discovery-interval seconds, hosts join and "
+                 "leave the job as its output changes (instead of -H; turns elastic on)")
+      ->type_name("PATH");
+  app.add_option_function<std::string>(
+         "--discovery-interval",
+         [&o](const std::string& v) {
+           o.discovery_interval_s = parse_seconds("--discovery-interval", v);
+         },
+         "Seconds between two runs of the host discovery script (default 1)")
+      ->type_name("SECONDS");
+  app.add_option_function<std::string>(
+         "--slots-per-host",
+         [&o](const std::string& v) { o.slots_per_host = parse_int("--slots-per-host", v); },
+         "Slots of a host the discovery script prints without :slots (default 1)")
+      ->type_name("N");
   app.add_option_function<std::string>(
          "--keepalive",
          [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
@@ -389,7 +391,8 @@ void validate_elastic(const Options& o) {
     for (const auto& [given, flag] :
          {std::pair{o.max_np.has_value(), "--max-np"},
           std::pair{o.reset_limit.has_value(), "--reset-limit"},
-          std::pair{o.elastic_timeout_s.has_value(), "--elastic-timeout"}}) {
+          std::pair{o.elastic_timeout_s.has_value(), "--elastic-timeout"},
+          std::pair{o.slots_per_host.has_value(), "--slots-per-host"}}) {
       if (given) {
         throw UsageError(fmt::format("{} was given without --min-np", flag),
                          "elastic training starts with --min-np N (the fewest ranks the job may "
@@ -398,7 +401,34 @@ void validate_elastic(const Options& o) {
     }
     return;
   }
-  if (*o.min_np < 1) {
+  if (o.discovery_script && (o.hosts || o.hostfile)) {
+    throw UsageError("--host-discovery-script and -H/--hostfile were both given",
+                     "the script lists the hosts: drop -H and --hostfile");
+  }
+  if (o.discovery_script && (o.network_interface || o.network_cidr)) {
+    throw UsageError(
+        "--host-discovery-script with --network-interface or --network-cidr is not built yet",
+        "drop the network flag: each joining host's ranks use the address its SSH session "
+        "arrived at");
+  }
+  if (o.discovery_script) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*o.discovery_script, ec) ||
+        ::access(o.discovery_script->c_str(), X_OK) != 0) {
+      throw UsageError(
+          fmt::format("--host-discovery-script {}: not an executable file", *o.discovery_script),
+          "give the path of a program (chmod +x) that prints host[:slots] lines");
+    }
+  }
+  if (o.slots_per_host && !o.discovery_script) {
+    throw UsageError("--slots-per-host was given without --host-discovery-script",
+                     "it is the slots of a host the discovery script prints without :slots");
+  }
+  if (o.slots_per_host && (*o.slots_per_host < 1 || *o.slots_per_host > 1024)) {
+    throw UsageError(fmt::format("--slots-per-host {}: must be 1 to 1024", *o.slots_per_host),
+                     "e.g. --slots-per-host 8 for hosts with 8 GPUs");
+  }
+  if (o.min_np && *o.min_np < 1) {
     throw UsageError(fmt::format("--min-np {}: must be 1 or more", *o.min_np),
                      "e.g. -np 4 --min-np 2: the job goes on while 2 of its 4 ranks remain");
   }

@@ -48,11 +48,15 @@ struct Options {
   std::vector<double> blacklist_cooldown{10.0, 300.0};  // --blacklist-cooldown-range MIN MAX
   bool blacklist_cooldown_given = false;  // elastic: without it a failed slot is out for good
   // Elastic training (docs/elastic.md): --min-np turns it on.
-  std::optional<int> min_np;                // --min-np/--min-num-proc
-  std::optional<int> max_np;                // --max-np/--max-num-proc
-  std::optional<int> reset_limit;           // --reset-limit
-  std::optional<double> elastic_timeout_s;  // --elastic-timeout (default 600)
-  bool elastic() const { return min_np.has_value(); }
+  std::optional<int> min_np;                    // --min-np/--min-num-proc
+  std::optional<int> max_np;                    // --max-np/--max-num-proc
+  std::optional<int> reset_limit;               // --reset-limit
+  std::optional<double> elastic_timeout_s;      // --elastic-timeout (default 600)
+  std::optional<std::string> discovery_script;  // --host-discovery-script PATH
+  double discovery_interval_s = 1.0;            // --discovery-interval
+  std::optional<int> slots_per_host;            // --slots-per-host (default 1)
+  // --min-np or a discovery script turns elastic training on (horovodrun's rule).
+  bool elastic() const { return min_np.has_value() || discovery_script.has_value(); }
   std::optional<std::string> output_filename;  // --output-filename DIR
   std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;

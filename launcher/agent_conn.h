@@ -51,6 +51,10 @@ struct AgentConn {
   bool eof = false;        // its frame stream ended
   bool gone = false;       // the transport says it is gone for good
   bool abandoned = false;  // given up on: silent past --keepalive, or not ended after a stop
+  // Elastic jobs: started while the job ran (a host that joins: no network check, its first
+  // workers come in its kSpec), and told to end because its host left the job.
+  bool joining = false;
+  bool retired = false;
   // The keepalive (once its job spec is sent): when bytes last came from it, when to ping it.
   std::chrono::steady_clock::time_point last_heard;
   std::chrono::steady_clock::time_point next_ping;

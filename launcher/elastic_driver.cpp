@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "launcher/launcher.h"
 
 namespace hvd::launcher {
 namespace {
@@ -39,6 +40,135 @@ ElasticDriver::ElasticDriver(ElasticPolicy policy, std::vector<PoolHost> pool,
   }
   joined_ = members_;  // generation 0 is the launch itself
   formed_once_ = members_;
+  discovered_ = pool_;
+  for (const PoolHost& h : pool_) with_agent_.insert(h.host);
+}
+
+void ElasticDriver::refresh_pool() {
+  pool_.clear();
+  for (const PoolHost& h : discovered_) {
+    if (with_agent_.count(h.host) != 0) pool_.push_back(h);
+  }
+}
+
+bool ElasticDriver::host_out(const std::string& host, Clock::time_point now) const {
+  if (policy_.cooldown) return health_.blacklisted(host, now);
+  const auto it = host_failures_.find(host);
+  return it != host_failures_.end() && it->second >= policy_.failure_limit;
+}
+
+// A failure against a whole host (its agent lost, or it could not be started).
+void ElasticDriver::charge_host(const std::string& host, const std::string& why,
+                                Clock::time_point now, std::vector<ElasticAction>& out) {
+  if (policy_.cooldown) {
+    const double jitter = policy_.jitter ? policy_.jitter() : 0.0;
+    if (const auto cooldown = health_.record_failure(host, now, jitter)) {
+      out.push_back(
+          elastic_action::Log{fmt::format("elastic: host {} cools down for {:.1f} s ({})", host,
+                                          std::chrono::duration<double>(*cooldown).count(), why)});
+    }
+    return;
+  }
+  if (++host_failures_[host] == policy_.failure_limit) {
+    out.push_back(elastic_action::Log{fmt::format(
+        "elastic: host {} is out for good ({}; --blacklist-cooldown-range gives it a cooldown)",
+        host, why)});
+  }
+}
+
+// An agent is started on a listed host only when the job could grow onto it: while the slots
+// of the hosts with an agent (or one on its way) are fewer than --max-np.
+void ElasticDriver::request_agents(Clock::time_point now, std::vector<ElasticAction>& out) {
+  if (done_ || finishing_) return;
+  int slots = 0;
+  for (const PoolHost& h : discovered_) {
+    if ((with_agent_.count(h.host) != 0 || joining_.count(h.host) != 0) && !host_out(h.host, now)) {
+      slots += h.slots;
+    }
+  }
+  for (const PoolHost& h : discovered_) {
+    if (slots >= policy_.max_np) return;
+    if (with_agent_.count(h.host) != 0 || joining_.count(h.host) != 0 || host_out(h.host, now)) {
+      continue;
+    }
+    joining_.insert(h.host);
+    slots += h.slots;
+    out.push_back(elastic_action::StartAgent{h.host});
+  }
+}
+
+std::vector<ElasticAction> ElasticDriver::on_discovered(const std::vector<PoolHost>& hosts,
+                                                        Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
+  if (done_) return {};
+  const auto listed = [&](const std::vector<PoolHost>& in, const std::string& host) {
+    return std::find_if(in.begin(), in.end(), [&](const PoolHost& p) { return p.host == host; });
+  };
+  // Horovod's order: hosts already known keep their places, new ones follow in output order.
+  std::vector<PoolHost> order;
+  std::vector<std::string> added, removed;
+  for (const PoolHost& h : discovered_) {
+    if (const auto it = listed(hosts, h.host); it != hosts.end()) {
+      order.push_back(*it);
+    } else {
+      removed.push_back(h.host);
+    }
+  }
+  for (const PoolHost& h : hosts) {
+    if (listed(order, h.host) == order.end()) {
+      order.push_back(h);
+      added.push_back(h.host);
+    }
+  }
+  const bool slots_changed =
+      std::any_of(discovered_.begin(), discovered_.end(), [&](const PoolHost& h) {
+        const auto it = listed(hosts, h.host);
+        return it != hosts.end() && it->slots != h.slots;
+      });
+  if (added.empty() && removed.empty() && !slots_changed) return {};
+  discovered_ = std::move(order);
+  std::vector<ElasticAction> out;
+  out.push_back(elastic_action::Log{
+      fmt::format("elastic: the host discovery lists {}{}{}", plural(discovered_.size(), "host"),
+                  added.empty() ? "" : fmt::format("; new: {}", fmt::join(added, ", ")),
+                  removed.empty() ? "" : fmt::format("; gone: {}", fmt::join(removed, ", "))),
+      false});
+  for (const std::string& h : removed) {
+    joining_.erase(h);  // an agent still starting there is closed when it is ready
+    if (with_agent_.erase(h) != 0) retiring_.push_back(h);
+  }
+  for (const std::string& h : added) {  // back before its agent was stopped: keep it
+    if (const auto it = std::find(retiring_.begin(), retiring_.end(), h); it != retiring_.end()) {
+      retiring_.erase(it);
+      with_agent_.insert(h);
+    }
+  }
+  refresh_pool();
+  request_agents(now, out);
+  auto change = shortfall_ ? on_tick(now) : maybe_grow(now);
+  out.insert(out.end(), change.begin(), change.end());
+  return out;
+}
+
+std::vector<ElasticAction> ElasticDriver::on_agent_ready(const std::string& host,
+                                                         Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
+  if (done_ || joining_.erase(host) == 0) return {};
+  with_agent_.insert(host);
+  refresh_pool();
+  return shortfall_ ? on_tick(now) : maybe_grow(now);
+}
+
+std::vector<ElasticAction> ElasticDriver::on_join_failed(const std::string& host,
+                                                         const std::string& why,
+                                                         Clock::time_point now) {
+  last_now_ = std::max(last_now_, now);
+  if (done_) return {};
+  joining_.erase(host);
+  std::vector<ElasticAction> out{
+      elastic_action::Log{fmt::format("elastic: host {} could not join: {}", host, why)}};
+  charge_host(host, why, now, out);
+  return out;
 }
 
 const ElasticWorker& ElasticDriver::worker(int id) const {
@@ -79,20 +209,31 @@ WorldChoice ElasticDriver::choose(Clock::time_point now) const {
     if (!contains(dismissed_, id)) survivors.push_back(worker(id).slot);
   }
   const auto unusable = [&](const SlotKey& s) { return cooling(s, now); };
-  return choose_world(pool_, survivors, unusable, policy_.max_np);
+  std::vector<PoolHost> usable;
+  for (const PoolHost& h : pool_) {
+    if (!host_out(h.host, now)) usable.push_back(h);
+  }
+  return choose_world(usable, survivors, unusable, policy_.max_np);
 }
 
 std::vector<std::string> ElasticDriver::pool_keys() const {
   std::vector<std::string> keys;
-  for (const PoolHost& h : pool_) {
+  for (const PoolHost& h : discovered_) {
+    keys.push_back(h.host);
     for (int s = 0; s < h.slots; ++s) keys.push_back(slot_name({h.host, s}));
   }
   return keys;
 }
 
-std::vector<ElasticAction> ElasticDriver::start(Clock::time_point now) {
+std::vector<ElasticAction> ElasticDriver::start(const std::vector<PoolHost>& spare,
+                                                Clock::time_point now) {
   last_now_ = std::max(last_now_, now);
-  return maybe_grow(now);
+  discovered_.insert(discovered_.end(), spare.begin(), spare.end());
+  std::vector<ElasticAction> out;
+  request_agents(now, out);
+  auto grow = maybe_grow(now);
+  out.insert(out.end(), grow.begin(), grow.end());
+  return out;
 }
 
 std::vector<ElasticAction> ElasticDriver::on_exit(int id, int exit_code, const std::string& why,
@@ -155,7 +296,15 @@ std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
                                                        Clock::time_point now) {
   last_now_ = std::max(last_now_, now);
   if (done_) return {};
-  std::erase_if(pool_, [&](const PoolHost& h) { return h.host == host; });
+  std::vector<ElasticAction> notes;
+  with_agent_.erase(host);
+  joining_.erase(host);
+  std::erase(retiring_, host);
+  if (std::any_of(discovered_.begin(), discovered_.end(),
+                  [&](const PoolHost& h) { return h.host == host; })) {
+    charge_host(host, "its agent was lost", now, notes);
+  }
+  refresh_pool();
   std::vector<int> gone;
   for (int id : alive_) {
     if (worker(id).slot.host == host) gone.push_back(id);
@@ -166,14 +315,18 @@ std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
   });
   const int code = to_int(exit_code_of(ErrorKind::kHostLost));
   if (!member) {
-    return {elastic_action::Log{
-        fmt::format("elastic: {} (no rank of generation {} there)", why, generation_)}};
+    notes.insert(notes.begin(),
+                 elastic_action::Log{fmt::format("elastic: {} (no rank of generation {} there)",
+                                                 why, generation_)});
+    return notes;
   }
   if (finishing_) {
     done_ = true;
     return {elastic_action::Fail{code, why, ErrorKind::kHostLost, std::nullopt}};
   }
-  return next_generation(why, std::nullopt, code, ErrorKind::kHostLost, false, now);
+  auto out = next_generation(why, std::nullopt, code, ErrorKind::kHostLost, false, now);
+  out.insert(out.end(), notes.begin(), notes.end());
+  return out;
 }
 
 // A formed generation grows when more slots are usable than it holds (a cooldown ended, or the
@@ -181,7 +334,26 @@ std::vector<ElasticAction> ElasticDriver::on_host_lost(const std::string& host,
 std::vector<ElasticAction> ElasticDriver::maybe_grow(Clock::time_point now) {
   if (done_ || finishing_ || shortfall_ || growth_blocked_ || !formed()) return {};
   const WorldChoice choice = choose(now);
-  if (choice.size() <= static_cast<int>(members_.size())) return {};
+  // Members whose slot is no longer usable: their host left the discovery's list.
+  std::vector<std::string> leaving;
+  for (int m : members_) {
+    const SlotKey& s = worker(m).slot;
+    if (std::find(choice.slots.begin(), choice.slots.end(), s) == choice.slots.end()) {
+      leaving.push_back(slot_name(s));
+    }
+  }
+  if (leaving.empty() && choice.size() <= static_cast<int>(members_.size())) return {};
+  if (choice.size() < policy_.min_np) {
+    // Without the leaving hosts the job would be below --min-np: they stay while they work.
+    if (removal_deferred_) return {};
+    removal_deferred_ = true;
+    return {elastic_action::Log{
+        fmt::format("elastic: {} left the host discovery's list, but without {} fewer than "
+                    "--min-np {} ranks would remain: {} until more slots come",
+                    fmt::join(leaving, ", "), leaving.size() == 1 ? "it" : "them", policy_.min_np,
+                    leaving.size() == 1 ? "it stays" : "they stay")}};
+  }
+  removal_deferred_ = false;
   std::vector<std::string> back, free;
   for (const SlotKey& s : choice.slots) {
     const bool held =
@@ -192,15 +364,21 @@ std::vector<ElasticAction> ElasticDriver::maybe_grow(Clock::time_point now) {
     (failed_before ? back : free).push_back(slot_name(s));
   }
   std::vector<std::string> parts;
+  if (!leaving.empty()) {
+    parts.push_back(
+        fmt::format("{} no longer listed by the host discovery", fmt::join(leaving, ", ")));
+  }
   if (!back.empty()) {
     parts.push_back(fmt::format("{} back after {} cooldown", fmt::join(back, ", "),
                                 back.size() == 1 ? "its" : "their"));
   }
   if (!free.empty()) {
-    parts.push_back(fmt::format("{} free {} up to --max-np {}", fmt::join(free, ", "),
-                                free.size() == 1 ? "slot" : "slots", policy_.max_np));
+    parts.push_back(fmt::format(
+        "{} free {}{}", fmt::join(free, ", "), free.size() == 1 ? "slot" : "slots",
+        policy_.max_np >= kUnboundedNp ? "" : fmt::format(" up to --max-np {}", policy_.max_np)));
   }
-  const std::string reason = fmt::format("growing: {}", fmt::join(parts, "; "));
+  const std::string reason =
+      fmt::format("{}: {}", leaving.empty() ? "growing" : "hosts changed", fmt::join(parts, "; "));
   return next_generation(reason, std::nullopt, 0, ErrorKind::kRemote, true, now);
 }
 
@@ -217,7 +395,8 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
     // Wait while a cooled slot may come back; fail at once when none can.
     const auto back = health_.first_back(pool_keys(), now);
     const auto deadline = shortfall_ ? shortfall_->deadline : now + policy_.elastic_timeout;
-    if (back && *back < deadline) {
+    // With a host discovery, hosts may come (back) at any time.
+    if ((back && *back < deadline) || policy_.discovery) {
       const bool first = !shortfall_;
       if (first) shortfall_ = Shortfall{reason, failed, exit_code, kind, deadline};
       form_deadline_.reset();
@@ -246,6 +425,15 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
         kind, failed}};
   }
   shortfall_.reset();
+  // Live workers left out (their host is no longer listed) leave the job: their exits do not
+  // count, and libhvd tells them (HVD_ERR_REMOVED) at their reset.
+  for (int id : alive_) {
+    if (contains(dismissed_, id)) continue;
+    const SlotKey& s = worker(id).slot;
+    if (std::find(choice.slots.begin(), choice.slots.end(), s) == choice.slots.end()) {
+      dismissed_.push_back(id);
+    }
+  }
   ++generation_;
   members_.clear();
   joined_.clear();
@@ -303,6 +491,17 @@ std::vector<ElasticAction> ElasticDriver::on_joined(int id, int generation, Cloc
     if (!contains(formed_once_, m)) formed_once_.push_back(m);
   }
   std::vector<ElasticAction> out{elastic_action::Formed{generation_}};
+  // Hosts that left the list and hold no worker of this generation: their agents can go.
+  for (auto it = retiring_.begin(); it != retiring_.end();) {
+    const bool holds = std::any_of(members_.begin(), members_.end(),
+                                   [&](int m) { return worker(m).slot.host == *it; });
+    if (holds) {
+      ++it;
+    } else {
+      out.push_back(elastic_action::StopAgent{*it});
+      it = retiring_.erase(it);
+    }
+  }
   auto grow = maybe_grow(now);
   out.insert(out.end(), grow.begin(), grow.end());
   return out;
@@ -324,7 +523,11 @@ std::vector<ElasticAction> ElasticDriver::on_tick(Clock::time_point now) {
           s.kind, s.failed}};
     }
     const Shortfall s = *shortfall_;
-    return next_generation(s.reason, s.failed, s.exit_code, s.kind, false, now);
+    std::vector<ElasticAction> out;
+    request_agents(now, out);
+    auto next = next_generation(s.reason, s.failed, s.exit_code, s.kind, false, now);
+    out.insert(out.end(), next.begin(), next.end());
+    return out;
   }
   if (form_deadline_ && now >= *form_deadline_) {
     std::vector<int> missing;
@@ -339,7 +542,11 @@ std::vector<ElasticAction> ElasticDriver::on_tick(Clock::time_point now) {
                     missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")),
         ErrorKind::kTimeout, std::nullopt}};
   }
-  return maybe_grow(now);
+  std::vector<ElasticAction> out;
+  request_agents(now, out);  // hosts whose cooldown ended
+  auto grow = maybe_grow(now);
+  out.insert(out.end(), grow.begin(), grow.end());
+  return out;
 }
 
 std::optional<ElasticDriver::Clock::time_point> ElasticDriver::next_deadline() const {
@@ -365,6 +572,9 @@ std::vector<ElasticBlacklistEntry> ElasticDriver::blacklist(Clock::time_point no
   }
   for (const auto& [slot, failures] : failures_) {
     if (failures >= policy_.failure_limit) out.push_back({slot_name(slot), std::nullopt, 1});
+  }
+  for (const auto& [host, failures] : host_failures_) {
+    if (failures >= policy_.failure_limit) out.push_back({host, std::nullopt, 1});
   }
   return out;
 }

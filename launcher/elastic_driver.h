@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -46,6 +47,9 @@ struct ElasticPolicy {
   // --blacklist-cooldown-range MIN MAX in seconds; nullopt: a charged-out slot is out for good.
   std::optional<std::pair<double, double>> cooldown;
   std::function<double()> jitter;  // in [0, 1), for the cooldown; null: none
+  // --host-discovery-script: the hosts come and go (on_discovered); below --min-np the job then
+  // always waits up to --elastic-timeout, since hosts may come back.
+  bool discovery = false;
 };
 
 struct ElasticWorker {
@@ -77,6 +81,12 @@ struct StartWorker {  // a new worker, for `generation`, at `placement` in it
 struct Start {  // start these workers (after the Publish of their generation)
   std::vector<StartWorker> workers;
 };
+struct StartAgent {  // a discovered host without an agent: start one (on_agent_ready follows)
+  std::string host;
+};
+struct StopAgent {  // a host that left the discovery's list: its workers are out, end its agent
+  std::string host;
+};
 struct Formed {  // every worker of the generation said "joined G"
   int generation = 0;
 };
@@ -88,8 +98,9 @@ struct Log {
 }  // namespace elastic_action
 
 using ElasticAction =
-    std::variant<elastic_action::Publish, elastic_action::Start, elastic_action::Fail,
-                 elastic_action::Formed, elastic_action::Finish, elastic_action::Log>;
+    std::variant<elastic_action::Publish, elastic_action::Start, elastic_action::StartAgent,
+                 elastic_action::StopAgent, elastic_action::Fail, elastic_action::Formed,
+                 elastic_action::Finish, elastic_action::Log>;
 
 // A slot that failed, for --json: "host#slot", when it is back (nullopt: out for good), how
 // often it was charged out.
@@ -118,10 +129,20 @@ class ElasticDriver {
   std::vector<ElasticAction> on_host_lost(const std::string& host, const std::string& why,
                                           Clock::time_point now);
   // Generation 0 has started: grows it at once when free slots allow (-np below --max-np).
-  std::vector<ElasticAction> start(Clock::time_point now);
+  // `spare`: listed hosts without a rank (and so without an agent) yet, after the pool's.
+  std::vector<ElasticAction> start(const std::vector<PoolHost>& spare, Clock::time_point now);
   // A worker of a Start could not be started (`why`): counted as its failure.
   std::vector<ElasticAction> on_start_failed(int worker, const std::string& why,
                                              Clock::time_point now);
+  // The discovery script listed `hosts` (in its output order; slots per host). Hosts without an
+  // agent get one (StartAgent); hosts no longer listed leave at the next generation.
+  std::vector<ElasticAction> on_discovered(const std::vector<PoolHost>& hosts,
+                                           Clock::time_point now);
+  // A discovered host's agent is up (its hello arrived): its slots are usable.
+  std::vector<ElasticAction> on_agent_ready(const std::string& host, Clock::time_point now);
+  // A discovered host's agent could not be started (`why`): the host is charged.
+  std::vector<ElasticAction> on_join_failed(const std::string& host, const std::string& why,
+                                            Clock::time_point now);
   // A worker said "joined G".
   std::vector<ElasticAction> on_joined(int worker, int generation, Clock::time_point now);
   // Time passed (at or after next_deadline()).
@@ -133,6 +154,8 @@ class ElasticDriver {
   // The current generation's workers, by rank.
   const std::vector<int>& members() const { return members_; }
   bool done() const { return done_; }
+  // Whether an agent is being started on `host` (a StartAgent not answered yet).
+  bool joining(const std::string& host) const { return joining_.count(host) != 0; }
   // Every worker ever started, and the slots that failed.
   const std::vector<ElasticWorker>& workers() const { return workers_; }
   std::vector<ElasticBlacklistEntry> blacklist(Clock::time_point now) const;
@@ -150,6 +173,12 @@ class ElasticDriver {
                                              int exit_code, ErrorKind kind, bool growth,
                                              Clock::time_point now);
   std::vector<ElasticAction> maybe_grow(Clock::time_point now);
+  // Hosts listed by the discovery without an agent, not charged out, not joining: StartAgent.
+  void request_agents(Clock::time_point now, std::vector<ElasticAction>& out);
+  void refresh_pool();
+  bool host_out(const std::string& host, Clock::time_point now) const;
+  void charge_host(const std::string& host, const std::string& why, Clock::time_point now,
+                   std::vector<ElasticAction>& out);
   std::vector<ElasticAction> worker_failed(int id, int exit_code, const std::string& why,
                                            Clock::time_point now);
   void charge(const SlotKey& slot, Clock::time_point now, std::vector<ElasticAction>& out);
@@ -159,16 +188,23 @@ class ElasticDriver {
   const ElasticWorker& worker(int id) const;
 
   ElasticPolicy policy_;
-  std::vector<PoolHost> pool_;
-  std::vector<ElasticWorker> workers_;  // every worker ever started
-  std::vector<int> alive_;              // workers whose process runs
-  HostHealth health_;                   // failed slots, by "host#slot" (with a cooldown)
-  std::map<SlotKey, int> failures_;     // without a cooldown: failures per slot
+  std::vector<PoolHost> pool_;         // the usable hosts: listed, with an agent; in order
+  std::vector<PoolHost> discovered_;   // the hosts listed now (without discovery: the start's)
+  std::set<std::string> with_agent_;   // hosts whose agent is up
+  std::set<std::string> joining_;      // hosts whose agent is being started
+  std::vector<std::string> retiring_;  // left the list, agent still up: stopped once G formed
+  std::map<std::string, int> host_failures_;  // without a cooldown: failures per host
+  std::vector<ElasticWorker> workers_;        // every worker ever started
+  std::vector<int> alive_;                    // workers whose process runs
+  HostHealth health_;                         // failed slots, by "host#slot" (with a cooldown)
+  std::map<SlotKey, int> failures_;           // without a cooldown: failures per slot
   std::vector<int> dismissed_;          // never joined before the training finished: not counted
   std::vector<int> formed_once_;        // workers that were in a formed generation
   std::optional<Shortfall> shortfall_;  // below --min-np, waiting for slots
   int next_worker_ = 0;
-  bool growth_blocked_ = false;              // --reset-limit reached by growth: the size stays
+  bool growth_blocked_ = false;
+  bool removal_deferred_ = false;  // said once: leaving hosts stay while the job needs them //
+                                   // --reset-limit reached by growth: the size stays
   std::chrono::milliseconds form_window_{};  // the forming deadline's length
   Clock::time_point last_now_{};             // the latest `now` seen (for next_deadline)
   std::string master_addr_;

@@ -12,6 +12,11 @@
 namespace hvd::launcher {
 namespace {
 
+// A rank's host: the one it was started on (elastic workers may be on hosts the plan lacks).
+const std::string& host_name(const Plan& plan, const RankOutcome& r) {
+  return r.host.empty() ? plan.hosts[static_cast<size_t>(r.host_index)].spec.host : r.host;
+}
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
@@ -62,8 +67,8 @@ std::string format_failure_report(const Plan& plan, const LaunchResult& result) 
     const RankOutcome& r = result.ranks[*result.first_failure];
     int stopped = 0;
     for (const RankOutcome& o : result.ranks) stopped += o.stopped_by_hvdrun ? 1 : 0;
-    out += fmt::format("hvdrun: rank {} (host {}, local rank {}) {}.\n", r.rank,
-                       plan.hosts[r.host_index].spec.host, r.local_rank, describe_exit(r));
+    out += fmt::format("hvdrun: rank {} (host {}, local rank {}) {}.\n", r.rank, host_name(plan, r),
+                       r.local_rank, describe_exit(r));
     if (!result.elastic_end.empty()) {
       out += fmt::format("hvdrun: {}; hvdrun stopped {} other rank{}.\n", result.elastic_end,
                          stopped, stopped == 1 ? "" : "s");
@@ -105,7 +110,7 @@ nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result)
   using json = nlohmann::ordered_json;
   auto rank_json = [&](const RankOutcome& r) {
     return json{{"rank", r.rank},
-                {"host", plan.hosts[r.host_index].spec.host},
+                {"host", host_name(plan, r)},
                 {"local_rank", r.local_rank},
                 {"pid", r.started ? json(r.pid) : json(nullptr)},
                 {"exit_code", r.exited && !r.signaled ? json(r.value) : json(nullptr)},

@@ -45,7 +45,14 @@ struct ElasticOptions {
   int failure_limit = 1;                      // --host-failure-limit, per slot
   // --blacklist-cooldown-range MIN MAX (seconds); nullopt: a failed slot is out for good.
   std::optional<std::pair<double, double>> cooldown;
+  // --host-discovery-script: run every `discovery_interval` (its first list made the plan).
+  std::optional<std::string> discovery_script;
+  std::chrono::milliseconds discovery_interval{1000};
+  int slots_per_host = 1;
 };
+
+// --max-np without a bound (horovodrun's default with a discovery script).
+inline constexpr int kUnboundedNp = 1 << 20;
 
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
@@ -70,6 +77,7 @@ struct LaunchOptions {
 struct RankOutcome {
   int rank = 0;
   int host_index = 0;
+  std::string host;  // the host's name as the plan (or, elastic, the discovery) has it
   int local_rank = 0;
   bool started = false;
   long pid = 0;

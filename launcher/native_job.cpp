@@ -13,8 +13,10 @@
 
 namespace hvd::launcher::native {
 
+NativeJob::~NativeJob() = default;
+
 const std::string& NativeJob::host_of(const AgentConn& agent) const {
-  return plan_.hosts[static_cast<size_t>(agent.host_index)].spec.host;
+  return hosts_[static_cast<size_t>(agent.host_index)].spec.host;
 }
 
 void NativeJob::send(AgentConn& agent, FrameType type, std::string_view payload) {
@@ -191,6 +193,12 @@ void NativeJob::on_agent_log(AgentConn& agent) {
 
 void NativeJob::agent_lost(AgentConn& agent) {
   const std::string& host = host_of(agent);
+  if (agent.retired) return;  // told to end: its host left the job
+  if (agent.joining && !agent.spec_sent) {
+    joiner_lost(agent, agent.hello ? "its agent ended before it was given work"
+                                   : "no hvdrun agent answered there");
+    return;
+  }
   std::string said;
   for (const std::string& line : agent.log_tail) said += (said.empty() ? "" : " / ") + line;
   // The login worked, but something else ran instead of the agent and failed (a forced
@@ -229,9 +237,13 @@ void NativeJob::agent_lost(AgentConn& agent) {
              "when its link goes away"});
 }
 
+// The launch's ranks (an elastic job's later workers have the elastic driver's deadlines).
 bool NativeJob::all_started() const {
-  return std::all_of(sup_.result().ranks.begin(), sup_.result().ranks.end(),
-                     [](const RankOutcome& r) { return r.started; });
+  const auto& ranks = sup_.result().ranks;
+  return std::all_of(
+      ranks.begin(),
+      ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), plan_.ranks.size())),
+      [](const RankOutcome& r) { return r.started; });
 }
 
 bool NativeJob::keepalive_on(const AgentConn& a) const {
@@ -247,6 +259,12 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
   if (!sup_.stopping() && !all_started()) consider(start_deadline_);
   if (elastic_running()) {
     if (const auto t = elastic_->next_deadline()) consider(*t);
+    if (discovery_) consider(discovery_->running() ? *discovery_->deadline() : next_discovery_);
+    for (const AgentConn& a : agents_) {  // a joining host's hello
+      if (a.joining && !a.hello && !a.retired && !a.eof) {
+        consider(a.last_heard + options_.start_timeout);
+      }
+    }
   }
   for (const AgentConn& a : agents_) {
     if (!keepalive_on(a)) continue;
@@ -261,6 +279,15 @@ void NativeJob::on_deadline() {
   if (!sup_.stopping() && !all_started() && now >= start_deadline_) on_start_timeout();
   if (elastic_running()) {
     if (const auto t = elastic_->next_deadline(); t && now >= *t) apply(elastic_->on_tick(now));
+    for (AgentConn& a : agents_) {
+      if (a.joining && !a.hello && !a.retired && !a.eof &&
+          now >= a.last_heard + options_.start_timeout) {
+        joiner_lost(a, fmt::format("its agent did not answer within {:.0f} s (--start-timeout)",
+                                   std::chrono::duration<double>(options_.start_timeout).count()));
+      }
+    }
+    if (discovery_) discovery_turn(now);
+    admit_agents();
   }
   keepalive(now);
 }
@@ -353,6 +380,7 @@ void NativeJob::on_start_timeout() {
 
 void NativeJob::on_child_exited() {
   for (AgentConn& a : agents_) a.check_gone();
+  if (discovery_) discovery_turn(Clock::now());  // the script may have ended
 }
 
 bool NativeJob::done() const {
@@ -368,6 +396,14 @@ void NativeJob::add_pollfds(std::vector<pollfd>& fds, bool read_output) {
   for (AgentConn& a : agents_) {
     fds.push_back({a.eof || !read_output ? -1 : a.transport->read_fd(), POLLIN, 0});
     fds.push_back({a.transport->log().valid() ? a.transport->log().get() : -1, POLLIN, 0});
+  }
+  polled_agents_ = agents_.size();
+  for (const auto& s : starters_) fds.push_back({s->fd(), POLLIN, 0});
+  polled_starters_ = starters_.size();
+  polled_discovery_ = discovery_.has_value();
+  if (polled_discovery_) {
+    fds.push_back({discovery_->out_fd(), POLLIN, 0});
+    fds.push_back({discovery_->err_fd(), POLLIN, 0});
   }
 }
 
@@ -398,20 +434,37 @@ void NativeJob::read_frames(AgentConn& a) {
 }
 
 void NativeJob::on_ready(std::span<const pollfd> fds) {
-  for (size_t i = 0; i < agents_.size(); ++i) {
+  for (size_t i = 0; i < polled_agents_; ++i) {
     AgentConn& a = agents_[i];
     if (fds[2 * i + 1].revents != 0) on_agent_log(a);
     if (fds[2 * i].revents != 0) read_frames(a);
   }
+  // Joining hosts' agents and the discovery script (elastic jobs): after the agents, so that no
+  // AgentConn is referenced while agents_ grows.
+  const size_t after = 2 * polled_agents_ + polled_starters_;
+  if (polled_discovery_ && discovery_ && (fds[after].revents != 0 || fds[after + 1].revents != 0)) {
+    discovery_->on_readable();
+  }
+  if (polled_starters_ > 0 || polled_discovery_) {
+    discovery_turn(Clock::now());
+    admit_agents();
+  }
 }
 
+// The plan's hosts only (the report's hosts are the plan's; hosts that joined an elastic job
+// are named in its `elastic` record).
 std::vector<HostFacts> NativeJob::host_facts() const {
   std::vector<HostFacts> facts;
-  if (!std::all_of(agents_.begin(), agents_.end(), [](const AgentConn& a) { return a.hello; })) {
+  const auto planned = [&](const AgentConn& a) {
+    return static_cast<size_t>(a.host_index) < plan_.hosts.size();
+  };
+  if (!std::all_of(agents_.begin(), agents_.end(),
+                   [&](const AgentConn& a) { return a.hello || !planned(a); })) {
     return facts;
   }
   facts.resize(plan_.hosts.size());
   for (const AgentConn& a : agents_) {
+    if (!planned(a)) continue;
     HostFacts& f = facts[static_cast<size_t>(a.host_index)];
     f.boot_id = a.hello->boot_id;
     // Where the launcher reached it (an agent through srun: its node's NodeAddr), once known.

@@ -9,12 +9,15 @@
 // -> specs sent -> ranks run (kStarted, kOutput, kExited) -> kDone.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "launcher/agent_conn.h"
+#include "launcher/agent_starter.h"
+#include "launcher/discovery.h"
 #include "launcher/elastic_driver.h"
 #include "launcher/job_specs.h"
 #include "launcher/native_launcher.h"
@@ -36,7 +39,9 @@ class NativeJob final : public Job {
         options_(options),
         check_net_only_(check_net_only),
         sup_(supervisor),
-        agents_(std::move(agents)) {}
+        agents_(std::move(agents)),
+        hosts_(plan.hosts) {}
+  ~NativeJob() override;
 
   // Job
   void add_pollfds(std::vector<pollfd>& fds, bool read_output) override;
@@ -89,6 +94,17 @@ class NativeJob final : public Job {
   void start_workers(const std::vector<elastic_action::StartWorker>& workers);
   void apply(std::vector<ElasticAction> actions);
   nlohmann::ordered_json elastic_json() const;
+  // Hosts joining while the job runs (native_job_elastic.cpp): agents started off the loop
+  // (agent_starter.h), admitted between two turns of the loop, never while a frame is handled.
+  void start_agent(const std::string& host);
+  void admit_agents();
+  void on_joiner_hello(AgentConn& agent);
+  void joiner_lost(AgentConn& agent, const std::string& why);
+  void learn_addresses(const AgentConn& agent);
+  AgentConn* live_agent(const std::string& host);
+  HostSpec listed_host(const std::string& host) const;
+  // The host discovery script: started when due, read while it runs, its list to the driver.
+  void discovery_turn(Clock::time_point now);
 
   // One generation of an elastic job, for the log and --json.
   struct GenerationRecord {
@@ -112,6 +128,17 @@ class NativeJob final : public Job {
   Clock::time_point start_deadline_ = started_at_ + options_.start_timeout;
   std::optional<ElasticDriver> elastic_;  // elastic jobs, once the specs went out
   std::vector<GenerationRecord> generations_;
+  // Every host an agent was started on, by host index: the plan's, then joining hosts (a host
+  // that joins again gets a new index).
+  std::vector<HostPlan> hosts_;
+  std::map<std::string, HostSpec> listed_;  // the hosts as the last list gave them (user, port)
+  std::vector<std::unique_ptr<AgentStarter>> starters_;
+  std::optional<DiscoveryRunner> discovery_;
+  Clock::time_point next_discovery_{};
+  // What add_pollfds() added, so that on_ready() reads the same entries back.
+  size_t polled_agents_ = 0;
+  size_t polled_starters_ = 0;
+  bool polled_discovery_ = false;
 };
 
 }  // namespace hvd::launcher::native

@@ -21,6 +21,7 @@
 
 #include "contract/elastic.h"
 #include "contract/env_table.h"
+#include "contract/rendezvous.h"
 #include "launcher/launch_report.h"
 #include "launcher/native_job.h"
 
@@ -65,8 +66,15 @@ std::string devices_for_slot(const std::string& template_value, int slot) {
 void NativeJob::start_elastic() {
   const ElasticOptions& o = *options_.elastic;
   std::vector<PoolHost> pool;  // every slot of the hosts with an agent (growth takes free ones)
-  for (const HostPlan& h : plan_.hosts)
+  for (const HostPlan& h : plan_.hosts) {
     pool.push_back({h.spec.host, std::max(h.num_ranks, h.spec.slots)});
+    listed_[h.spec.host] = h.spec;
+  }
+  std::vector<PoolHost> spare;  // listed hosts without a rank: no agent yet
+  for (const HostSpec& h : plan_.unused_hosts) {
+    spare.push_back({h.host, h.slots});
+    listed_[h.host] = h;
+  }
   std::vector<ElasticWorker> workers;
   for (const RankPlan& r : plan_.ranks) {
     workers.push_back(
@@ -85,28 +93,44 @@ void NativeJob::start_elastic() {
                              .elastic_timeout = o.timeout,
                              .failure_limit = o.failure_limit,
                              .cooldown = o.cooldown,
-                             .jitter = [] { return static_cast<double>(std::rand()) / RAND_MAX; }};
+                             .jitter = [] { return static_cast<double>(std::rand()) / RAND_MAX; },
+                             .discovery = o.discovery_script.has_value()};
   const auto now = Clock::now();
   elastic_.emplace(policy, std::move(pool), std::move(workers),
                    spec_value(rank0, contract::kMasterAddr.name), port, now);
   GenerationRecord first{0, "start", {}, now, now};
   for (const RankPlan& r : plan_.ranks) first.workers.push_back(r.topology.rank);
   generations_.push_back(std::move(first));
-  apply(elastic_->start(now));
+  if (o.discovery_script) {
+    discovery_.emplace(*o.discovery_script, o.slots_per_host, kDiscoveryTimeout);
+    next_discovery_ = now + o.discovery_interval;
+  }
+  apply(elastic_->start(spare, now));
+}
+
+HostSpec NativeJob::listed_host(const std::string& host) const {
+  if (const auto it = listed_.find(host); it != listed_.end()) return it->second;
+  HostSpec spec;
+  spec.host = host;
+  return spec;
+}
+
+AgentConn* NativeJob::live_agent(const std::string& host) {
+  for (AgentConn& a : agents_) {
+    if (!a.eof && !a.retired && host_of(a) == host) return &a;
+  }
+  return nullptr;
 }
 
 // New workers: each to its host's agent, with its environment (see the top of this file).
 void NativeJob::start_workers(const std::vector<elastic_action::StartWorker>& workers) {
   for (const elastic_action::StartWorker& w : workers) {
-    const auto host = std::find_if(plan_.hosts.begin(), plan_.hosts.end(),
-                                   [&](const HostPlan& h) { return h.spec.host == w.slot.host; });
-    const auto h = static_cast<size_t>(host - plan_.hosts.begin());
-    const int id = sup_.add_worker(static_cast<int>(h), w.placement.topology.local_rank);
-    const auto agent = std::find_if(agents_.begin(), agents_.end(), [&](const AgentConn& a) {
-      return static_cast<size_t>(a.host_index) == h;
-    });
-    if (id != w.worker || host == plan_.hosts.end() || agent == agents_.end() || agent->eof ||
-        specs_.at(h).ranks.empty()) {
+    AgentConn* agent = live_agent(w.slot.host);
+    const auto h = agent != nullptr ? static_cast<size_t>(agent->host_index) : 0;
+    const int id =
+        sup_.add_worker(static_cast<int>(h), w.slot.host, w.placement.topology.local_rank);
+    if (id != w.worker || agent == nullptr || !agent->hello || specs_.empty() ||
+        specs_.front().ranks.empty()) {
       apply(elastic_->on_start_failed(
           w.worker,
           fmt::format("worker {} could not be started on {}: no agent runs there", w.worker,
@@ -114,29 +138,134 @@ void NativeJob::start_workers(const std::vector<elastic_action::StartWorker>& wo
           Clock::now()));
       continue;
     }
-    // The template: the generation-0 rank on that slot, else the host's first.
-    const worker::JobSpec& spec = specs_[h];
-    const worker::RankSpec* base = &spec.ranks.front();
-    for (const worker::RankSpec& r : spec.ranks) {
-      if (plan_.ranks.at(static_cast<size_t>(r.rank)).topology.local_rank == w.slot.slot) base = &r;
+    // The template: the generation-0 rank on that slot, else that host's first; on a host that
+    // joined, rank 0's with this host's own addresses.
+    worker::RankSpec rank;
+    bool own_slot = false;
+    if (h < plan_.hosts.size() && h < specs_.size() && !specs_[h].ranks.empty()) {
+      rank = specs_[h].ranks.front();
+      for (const worker::RankSpec& r : specs_[h].ranks) {
+        if (plan_.ranks.at(static_cast<size_t>(r.rank)).topology.local_rank == w.slot.slot) {
+          rank = r;
+          own_slot = true;
+        }
+      }
+    } else {
+      rank = specs_.front().ranks.front();
+      const std::string& reached = h < facts_.reached_at.size() ? facts_.reached_at[h] : "";
+      const std::string advertise = !reached.empty()                   ? reached
+                                    : !facts_.launcher_address.empty() ? facts_.launcher_address
+                                                                       : "127.0.0.1";
+      set_value(rank, std::string(contract::kHorovodHostname.name), w.slot.host);
+      set_value(rank, std::string(contract::kAdvertiseAddr.name), advertise);
+      set_value(rank, std::string(contract::kRendezvousAddr.name),
+                contract::rendezvous::join_address(facts_.launcher_address_of.at(h),
+                                                   facts_.rendezvous_port));
     }
-    worker::RankSpec rank = *base;
     rank.rank = w.worker;
-    for (const auto& [name, value] : contract::topology_env(w.placement))
+    for (const auto& [name, value] : contract::topology_env(w.placement)) {
       set_value(rank, name, value);
+    }
     set_value(rank, std::string(contract::kElasticWorker.name), std::to_string(w.worker));
     set_value(rank, std::string(contract::kElasticGeneration.name), std::to_string(w.generation));
     // --gpus-per-rank: a slot without a generation-0 rank gets its own devices.
-    const std::string devices = spec_value(*base, contract::kCudaVisibleDevices.name);
-    if (!devices.empty() &&
-        plan_.ranks.at(static_cast<size_t>(base->rank)).topology.local_rank != w.slot.slot) {
+    const std::string devices = spec_value(rank, contract::kCudaVisibleDevices.name);
+    if (!devices.empty() && !own_slot) {
       set_value(rank, std::string(contract::kCudaVisibleDevices.name),
                 devices_for_slot(devices, w.slot.slot));
     }
-    worker::JobSpec more = spec;
+    worker::JobSpec more = specs_.front();
+    more.host = w.slot.host;
     more.ranks = {std::move(rank)};
-    send(*agent, FrameType::kStartRanks, worker::encode_spec(more));
+    if (agent->spec_sent) {
+      send(*agent, FrameType::kStartRanks, worker::encode_spec(more));
+    } else {  // a joined host's first workers: its job spec
+      send(*agent, FrameType::kSpec, worker::encode_spec(more));
+      agent->spec_sent = true;
+      agent->last_heard = Clock::now();
+      agent->next_ping = agent->last_heard + options_.keepalive / 3;
+    }
   }
+}
+
+void NativeJob::start_agent(const std::string& host) {
+  const HostSpec spec = listed_host(host);
+  const bool local = is_local_host(host, local_identity());
+  spdlog::info("elastic: starting an agent on {}", host);
+  try {
+    starters_.push_back(
+        std::make_unique<AgentStarter>(ssh::SshTarget{spec.host, spec.port, spec.user}, local,
+                                       options_.ssh, options_.hvdrun_path));
+  } catch (const Error& e) {
+    apply(elastic_->on_join_failed(host, e.what(), Clock::now()));
+  }
+}
+
+// Agents whose start finished: a new AgentConn each (its hello follows), or the host charged.
+void NativeJob::admit_agents() {
+  std::vector<std::unique_ptr<AgentStarter>> ready;
+  for (auto it = starters_.begin(); it != starters_.end();) {
+    if ((*it)->ready()) {
+      ready.push_back(std::move(*it));
+      it = starters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& starter : ready) {
+    const std::string host = starter->host();
+    AgentStarter::Result r = starter->take();
+    if (!r.transport) {
+      if (elastic_running()) apply(elastic_->on_join_failed(host, r.error, Clock::now()));
+      continue;
+    }
+    HostPlan plan_host;
+    plan_host.spec = listed_host(host);
+    plan_host.local = !r.transport->remote();
+    hosts_.push_back(plan_host);
+    specs_.resize(std::max(specs_.size(), hosts_.size()));
+    AgentConn& a =
+        agents_.emplace_back(static_cast<int>(hosts_.size() - 1), std::move(r.transport));
+    a.joining = true;
+    a.last_heard = Clock::now();  // its hello is due within --start-timeout
+  }
+}
+
+// A joining host's agent said hello (version checked): its slots are usable.
+void NativeJob::on_joiner_hello(AgentConn& agent) {
+  learn_addresses(agent);
+  const std::string& host = host_of(agent);
+  if (!elastic_running() || !elastic_->joining(host)) {  // the job moved on without it
+    agent.retired = true;
+    agent.transport->close_input();
+    return;
+  }
+  spdlog::info("elastic: the agent on {} is up", host);
+  apply(elastic_->on_agent_ready(host, Clock::now()));
+}
+
+void NativeJob::joiner_lost(AgentConn& agent, const std::string& why) {
+  agent.retired = true;
+  if (!agent.eof) agent.transport->close_input();
+  if (elastic_running()) apply(elastic_->on_join_failed(host_of(agent), why, Clock::now()));
+}
+
+void NativeJob::discovery_turn(Clock::time_point now) {
+  if (!discovery_ || !elastic_running()) return;
+  if (!discovery_->running() && now >= next_discovery_) discovery_->start(now);
+  const auto outcome = discovery_->finish(now);
+  if (!outcome) return;
+  next_discovery_ = now + options_.elastic->discovery_interval;
+  if (!outcome->hosts) {
+    spdlog::warn("elastic: {}; keeping the last list", outcome->error);
+    return;
+  }
+  std::vector<PoolHost> pool;
+  for (const HostSpec& h : *outcome->hosts) {
+    pool.push_back({h.host, h.slots});
+    listed_[h.host] = h;
+  }
+  apply(elastic_->on_discovered(pool, now));
 }
 
 // An agent could not start a worker of kStartRanks: that worker's failure.
@@ -163,9 +292,7 @@ void NativeJob::on_elastic_exit(const worker::RankExited& exited) {
   const std::string rank = at == members.end()
                                ? fmt::format("worker {}", w)
                                : fmt::format("rank {} (worker {})", at - members.begin(), w);
-  const std::string why = fmt::format(
-      "{} on {} {}", rank, plan_.hosts[static_cast<size_t>(outcome.host_index)].spec.host,
-      describe_exit(outcome));
+  const std::string why = fmt::format("{} on {} {}", rank, outcome.host, describe_exit(outcome));
   apply(elastic_->on_exit(w, outcome.exit_code(), why, Clock::now()));
 }
 
@@ -223,6 +350,18 @@ void NativeJob::apply(std::vector<ElasticAction> actions) {
                    g.workers.size() == 1 ? "" : "s");
     } else if (auto* start = std::get_if<elastic_action::Start>(&action)) {
       start_workers(start->workers);
+    } else if (auto* join = std::get_if<elastic_action::StartAgent>(&action)) {
+      start_agent(join->host);
+    } else if (auto* leave = std::get_if<elastic_action::StopAgent>(&action)) {
+      if (AgentConn* a = live_agent(leave->host)) {
+        spdlog::info("elastic: {} left the job: its agent ends", leave->host);
+        a->retired = true;
+        if (a->spec_sent) {
+          send(*a, FrameType::kTerminate);
+        } else {
+          a->transport->close_input();
+        }
+      }
     } else if (std::holds_alternative<elastic_action::Finish>(action)) {
       // The agents stay up for workers an elastic job may start later: the job ends them (and
       // any worker that was started for a generation that never formed).
@@ -252,7 +391,8 @@ nlohmann::ordered_json NativeJob::elastic_json() const {
   if (elastic_) {
     for (const ElasticBlacklistEntry& b : elastic_->blacklist(now)) {
       blacklisted.push_back(
-          {{"slot", b.key},
+          {{"name", b.key},
+           {"kind", b.key.find('#') == std::string::npos ? "host" : "slot"},
            {"seconds_left",
             b.back_at ? json(std::llround(ms_between(now, *b.back_at)) / 1000.0) : json(nullptr)},
            {"times", b.times}});
@@ -262,7 +402,7 @@ nlohmann::ordered_json NativeJob::elastic_json() const {
     }
   }
   return {{"min_np", o.min_np},
-          {"max_np", o.max_np},
+          {"max_np", o.max_np >= kUnboundedNp ? json(nullptr) : json(o.max_np)},
           {"reset_limit", o.reset_limit ? json(*o.reset_limit) : json(nullptr)},
           {"resets", generations_.empty() ? 0 : generations_.size() - 1},
           {"generations", std::move(generations)},

@@ -15,15 +15,24 @@ namespace hvd::launcher::native {
 void NativeJob::on_hello(AgentConn& agent, const std::string& payload) {
   const AgentHello hello = parse_hello(payload);
   if (hello.protocol != worker::kProtocolVersion || hello.version != HVD_VERSION_STRING) {
-    sup_.fail({ErrorKind::kRemote,
-               fmt::format("the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
-                           "hvdrun {} with protocol {}",
-                           host_of(agent), hello.version, hello.protocol, HVD_VERSION_STRING,
-                           worker::kProtocolVersion),
+    const std::string what = fmt::format(
+        "the agent on {} is hvdrun {} speaking protocol {}; this launcher is "
+        "hvdrun {} with protocol {}",
+        host_of(agent), hello.version, hello.protocol, HVD_VERSION_STRING,
+        worker::kProtocolVersion);
+    if (agent.joining) {
+      joiner_lost(agent, what);
+      return;
+    }
+    sup_.fail({ErrorKind::kRemote, what,
                "install the same hvdrun version on every host (or point --agent-path at it)"});
     return;
   }
   agent.hello = hello;
+  if (agent.joining) {
+    on_joiner_hello(agent);
+    return;
+  }
   // The network check starts once every agent is there: the probes go to every host, and the
   // launcher's own address is known only from a remote host's view.
   for (const AgentConn& a : agents_) {
@@ -37,22 +46,7 @@ void NativeJob::on_hello(AgentConn& agent, const std::string& payload) {
 bool NativeJob::choose_addresses() {
   facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
   facts_.reached_at.assign(plan_.hosts.size(), "");
-  for (const AgentConn& a : agents_) {
-    if (const auto known = a.transport->addresses()) {  // an agent that connected back
-      facts_.launcher_address_of[a.host_index] = known->launcher_address;
-      facts_.reached_at[a.host_index] = known->reached_at;
-      if (facts_.launcher_address.empty()) facts_.launcher_address = known->launcher_address;
-      continue;
-    }
-    // SSH_CONNECTION: "client_ip client_port server_ip server_port".
-    std::istringstream words(a.hello->ssh_connection);
-    std::string client, client_port, server;
-    if (a.transport->remote() && (words >> client >> client_port >> server)) {
-      facts_.launcher_address_of[a.host_index] = client;
-      facts_.reached_at[a.host_index] = server;
-      if (facts_.launcher_address.empty()) facts_.launcher_address = client;
-    }
-  }
+  for (const AgentConn& a : agents_) learn_addresses(a);
   if (!plan_.network.active()) return true;
   facts_.chosen.resize(plan_.hosts.size());
   for (const AgentConn& a : agents_) {
@@ -67,6 +61,27 @@ bool NativeJob::choose_addresses() {
                  facts_.chosen[a.host_index].interface);
   }
   return true;
+}
+
+// Where `a`'s host sees this machine and where it was reached, once its hello is there.
+void NativeJob::learn_addresses(const AgentConn& a) {
+  const auto h = static_cast<size_t>(a.host_index);
+  if (facts_.launcher_address_of.size() <= h) facts_.launcher_address_of.resize(h + 1, "127.0.0.1");
+  if (facts_.reached_at.size() <= h) facts_.reached_at.resize(h + 1);
+  if (const auto known = a.transport->addresses()) {  // an agent that connected back
+    facts_.launcher_address_of[h] = known->launcher_address;
+    facts_.reached_at[h] = known->reached_at;
+    if (facts_.launcher_address.empty()) facts_.launcher_address = known->launcher_address;
+    return;
+  }
+  // SSH_CONNECTION: "client_ip client_port server_ip server_port".
+  std::istringstream words(a.hello->ssh_connection);
+  std::string client, client_port, server;
+  if (a.transport->remote() && (words >> client >> client_port >> server)) {
+    facts_.launcher_address_of[h] = client;
+    facts_.reached_at[h] = server;
+    if (facts_.launcher_address.empty()) facts_.launcher_address = client;
+  }
 }
 
 // Phase 1 of the network check: every agent opens its probe listener.
@@ -159,8 +174,11 @@ void NativeJob::start_rendezvous() {
   std::vector<std::string> seen = facts_.launcher_address_of;
   std::sort(seen.begin(), seen.end());
   seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-  const std::string bind = seen.size() == 1 ? seen.front() : "0.0.0.0";
-  if (bind == "0.0.0.0") {
+  // Hosts that join an elastic job later may see this machine at another address.
+  const bool joiners =
+      options_.elastic && (options_.elastic->discovery_script || !plan_.unused_hosts.empty());
+  const std::string bind = seen.size() == 1 && !joiners ? seen.front() : "0.0.0.0";
+  if (bind == "0.0.0.0" && !joiners) {
     spdlog::info(
         "the hosts reach this machine at {} addresses; the rendezvous server listens on "
         "all of them",

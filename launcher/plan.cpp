@@ -253,6 +253,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   for (size_t i = 0; i < hosts.size(); ++i) {
     if (counts[i] == 0) {
       unused.push_back(format_host(hosts[i].host));
+      plan.unused_hosts.push_back(hosts[i]);
       continue;
     }
     HostPlan host;

@@ -93,7 +93,8 @@ struct RankPlan {
 };
 
 struct Plan {
-  std::vector<HostPlan> hosts;  // only hosts that get at least one rank, in input order
+  std::vector<HostPlan> hosts;         // only hosts that get at least one rank, in input order
+  std::vector<HostSpec> unused_hosts;  // the others (an elastic job may grow onto them)
   HostsOrigin hosts_origin;
   std::vector<RankPlan> ranks;  // in rank order
   std::vector<std::string> command;

@@ -21,6 +21,7 @@ Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::stri
     RankOutcome o;
     o.rank = r.topology.rank;
     o.host_index = r.host_index;
+    o.host = plan.hosts[static_cast<size_t>(r.host_index)].spec.host;
     o.local_rank = r.topology.local_rank;
     result_.ranks.push_back(o);
   }
@@ -38,10 +39,11 @@ void Supervisor::rank_started(int rank, long pid) {
   }
 }
 
-int Supervisor::add_worker(int host_index, int local_rank) {
+int Supervisor::add_worker(int host_index, std::string host, int local_rank) {
   RankOutcome o;
   o.rank = static_cast<int>(result_.ranks.size());
   o.host_index = host_index;
+  o.host = std::move(host);
   o.local_rank = local_rank;
   result_.ranks.push_back(o);
   return o.rank;

@@ -92,7 +92,7 @@ class Supervisor {
   void record_exit(int rank, ExitStatus status, bool signalled);
   // Elastic jobs: a worker started while the job runs, on plan host `host_index`; returns its id
   // (the next one: generation 0's workers are its ranks).
-  int add_worker(int host_index, int local_rank);
+  int add_worker(int host_index, std::string host, int local_rank);
   // Elastic jobs: the job ends because of `rank`'s exit (recorded before); `why` says why this
   // failure ended it when earlier ones did not.
   void fail_rank(int rank, std::string why);

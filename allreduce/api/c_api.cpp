@@ -158,6 +158,8 @@ const char* hvd_status_name(hvd_status status) {
       return "HVD_ERR_PEER_LOST";
     case HVD_HOSTS_UPDATED:
       return "HVD_HOSTS_UPDATED";
+    case HVD_ERR_REMOVED:
+      return "HVD_ERR_REMOVED";
   }
   return "HVD_ERR_UNKNOWN";
 }

@@ -139,9 +139,10 @@ void reset_generation() {
   const contract::WorldEntry* entry = doc.find_worker(worker);
   if (entry == nullptr) {
     throw runtime::StatusError(
-        HVD_ERR_CONFIG,
-        fmt::format("worker {} is not in generation {} of the job ({})", worker, next, doc.reason),
-        "hvdrun stops this process; nothing to do");
+        HVD_ERR_REMOVED,
+        fmt::format("worker {} is not in generation {} of the job ({}): it leaves the job", worker,
+                    next, doc.reason),
+        "hvdrun stops this process and the job goes on without it; nothing to do");
   }
   runtime::RuntimeConfig config = *p.config;
   config.topology = entry->topology;

@@ -77,6 +77,22 @@ class TempDir {
   std::string path_;
 };
 
+// An elastic job's host discovery script in `dir` that counts its runs in $n (the first run is
+// hvdrun's, before the launch) and then runs `body`, shell code that prints host[:slots] lines
+// depending on $n.
+inline std::string discovery_script(const TempDir& dir, const std::string& body) {
+  const std::string path = dir / "discover.sh";
+  std::ofstream(path) << "#!/bin/sh\n"
+                      << "n=$(cat '" << dir / "count"
+                      << "' 2>/dev/null || echo 0)\n"
+                      << "n=$((n + 1))\n"
+                      << "echo $n > '" << dir / "count"
+                      << "'\n"
+                      << body;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
 // Processes (other than this one) whose /proc/PID/<file> contains `needle` (zombies have an
 // empty environ and cmdline, so they never match).
 inline std::vector<pid_t> pids_with(const std::string& file, const std::string& needle) {

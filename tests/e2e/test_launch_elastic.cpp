@@ -4,6 +4,8 @@
 // this machine. A rank is killed mid-training; the others must go on in a new generation from
 // their last commit, and hvdrun must say what happened, in its log and in --json.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -103,7 +105,8 @@ TEST_CASE("elastic launch: a failed slot comes back after its cooldown, a new ra
   CHECK(elastic["generations"][2]["workers"] == json::array({0, 1, 3}));
   CHECK(elastic["workers"][3] == json({{"worker", 3}, {"host", "localhost"}, {"slot", 2}}));
   REQUIRE(elastic["blacklisted"].size() == 1);
-  CHECK(elastic["blacklisted"][0]["slot"] == "localhost#2");
+  CHECK(elastic["blacklisted"][0]["name"] == "localhost#2");
+  CHECK(elastic["blacklisted"][0]["kind"] == "slot");
   CHECK(elastic["blacklisted"][0]["times"] == 1);
   REQUIRE(doc["ranks"].size() == 4);  // one entry per worker
   CHECK(doc["ranks"][3]["exit_code"] == 0);
@@ -236,9 +239,8 @@ TEST_CASE("elastic launch: flags it cannot honour are refused before anything st
       {{"--max-np", "4"}, "--max-np was given without --min-np"},
       {{"--min-np", "0"}, "--min-np 0: must be 1 or more"},
       {{"--min-np", "1", "--max-restarts", "2"}, "--max-restarts and --min-np were both given"},
-      {{"--min-np", "1", "--host-discovery-script", "./d.sh"},
-       "--host-discovery-script is not implemented yet"},
-      {{"--min-np", "1", "--slots-per-host", "2"}, "--slots-per-host is not implemented yet"},
+      {{"--min-np", "1", "--host-discovery-script", "./no-such-script.sh"},
+       "--host-discovery-script ./no-such-script.sh: not an executable file"},
       {{"--elastic-timeout", "60"}, "--elastic-timeout was given without --min-np"},
       {{"--min-np", "1", "--elastic-timeout", "soon"}, "--elastic-timeout"},
   };
@@ -264,7 +266,100 @@ TEST_CASE("elastic launch: flags it cannot honour are refused before anything st
   const json plan = json::parse(dry_json.out);
   CHECK(plan["elastic"] == json({{"min_np", 2},
                                  {"max_np", 5},
+                                 {"discovery_script", nullptr},
                                  {"reset_limit", 4},
                                  {"elastic_timeout_seconds", 30.0},
                                  {"slot_cooldown_seconds", {2.0, 8.0}}}));
+}
+
+TEST_CASE("elastic launch: a host the discovery script adds joins, and leaves when it is gone",
+          "[elastic]") {
+  JobMarker marker;
+  TempDir dir;
+  // Runs 1-2 (the launch, then 0.5 s later): localhost:2. Runs 3-6: also 127.0.0.1:1, a second
+  // host (on this machine) that joins with one rank; from run 7 on it is gone again.
+  const std::string script = discovery_script(
+      dir, "echo localhost:2\nif [ $n -ge 3 ] && [ $n -le 6 ]; then echo 127.0.0.1:1; fi\n");
+  const RunResult r = run_elastic(
+      marker,
+      {"--host-discovery-script", script, "--discovery-interval", "0.5", "--min-np", "1", "--json"},
+      {"80"}, 100);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("elastic: the host discovery lists 2 hosts; new: 127.0.0.1"));
+  CHECK_THAT(r.err, Contains("elastic: the agent on 127.0.0.1 is up"));
+  CHECK_THAT(r.err, Contains("elastic: generation 1: 3 ranks on 2 hosts (growing: 127.0.0.1#0 "
+                             "free slot)"));
+  CHECK_THAT(r.err, Contains("worker 2: generation 1 rank 2 size 3"));
+  CHECK_THAT(r.err, Contains("elastic: generation 2: 2 ranks on 1 host (hosts changed: "
+                             "127.0.0.1#0 no longer listed by the host discovery)"));
+  CHECK_THAT(r.err, Contains("HVD_ERR_REMOVED"));  // worker 2 learnt it at its reset
+  CHECK_THAT(r.err, Contains("elastic: 127.0.0.1 left the job: its agent ends"));
+  // Every step once, on every rank that finished.
+  CHECK_THAT(r.err, Contains(done_line(0, 2, 0, 2, 2, 80, "3240.0")));
+  CHECK_THAT(r.err, Contains(done_line(1, 2, 1, 2, 2, 80, "3240.0")));
+  const json doc = json::parse(r.out);
+  CHECK(doc["exit_code"] == 0);
+  const json& elastic = doc["elastic"];
+  REQUIRE(elastic["generations"].size() == 3);
+  CHECK(elastic["generations"][1]["workers"] == json::array({0, 1, 2}));
+  CHECK(elastic["generations"][2]["workers"] == json::array({0, 1}));
+  CHECK(elastic["workers"][2] == json({{"worker", 2}, {"host", "127.0.0.1"}, {"slot", 0}}));
+  CHECK(doc["ranks"][2]["host"] == "127.0.0.1");
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
+TEST_CASE("elastic launch: the launch waits for the discovery script to list --min-np slots",
+          "[elastic]") {
+  JobMarker marker;
+  TempDir dir;
+  const std::string script = discovery_script(dir, "if [ $n -ge 3 ]; then echo localhost:2; fi\n");
+  const RunResult r = run_elastic(
+      marker,
+      {"--host-discovery-script", script, "--discovery-interval", "0.3", "--min-np", "2", "--json"},
+      {"20"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("elastic: the host discovery script lists 0 slots; waiting up to "
+                             "600 s (--elastic-timeout) for --min-np 2"));
+  CHECK_THAT(r.err, Contains(done_line(0, 0, 0, 2, 0)));
+  CHECK_THAT(r.err, Contains(done_line(1, 0, 1, 2, 0)));
+  // Never enough: a usage error at --elastic-timeout, naming the script.
+  TempDir empty;
+  const std::string nothing = discovery_script(empty, "true\n");
+  const RunResult never = run_hvdrun({"--host-discovery-script", nothing, "--discovery-interval",
+                                      "0.2", "--elastic-timeout", "1", "--min-np", "1", "true"});
+  INFO(show(never));
+  CHECK(never.exit_code == 64);
+  CHECK_THAT(never.err, Contains("listed 0 slots for 1 s, fewer than --min-np 1"));
+}
+
+TEST_CASE("elastic launch: a failing discovery script keeps the last list", "[elastic]") {
+  JobMarker marker;
+  TempDir dir;
+  const std::string script = discovery_script(
+      dir, "if [ $n -ge 3 ]; then echo 'no scheduler today' >&2; exit 1; fi\necho localhost:2\n");
+  const RunResult r = run_elastic(
+      marker, {"--host-discovery-script", script, "--discovery-interval", "0.2", "--json"}, {"20"},
+      100);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("exited with 1 (its stderr: no scheduler today); keeping the last "
+                             "list"));
+  CHECK_THAT(r.err, Contains(done_line(0, 0, 0, 2, 0)));
+  // Refused before anything starts: with -H, not executable, --slots-per-host alone.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--host-discovery-script", script, "-H", "localhost:2"},
+       "--host-discovery-script and -H/--hostfile were both given"},
+      {{"--host-discovery-script", dir / "count"}, "not an executable file"},
+      {{"--min-np", "1", "--slots-per-host", "2"}, "--slots-per-host was given without"},
+  };
+  for (const auto& [args, words] : refused) {
+    std::vector<std::string> full = args;
+    full.push_back("true");
+    const RunResult u = run_hvdrun(full);
+    INFO(show(u));
+    CHECK(u.exit_code == 64);
+    CHECK_THAT(u.err, Contains(words));
+  }
 }

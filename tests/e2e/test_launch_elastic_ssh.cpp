@@ -89,3 +89,39 @@ TEST_CASE("elastic over SSH: a lost host below --min-np ends the job as a lost h
   CHECK(doc["error"]["kind"] == "host_lost");
   CHECK(wait_until([&] { return marker.alive().empty(); }, 15s));
 }
+
+TEST_CASE("elastic over SSH: a discovered host joins over SSH, one that refuses is charged",
+          "[elastic][ssh]") {
+  Hosts hosts;
+  JobMarker marker;
+  TempDir dir;
+  const std::string a = hosts.addr(60), b = hosts.addr(61);
+  // 127.0.0.251 runs no sshd: its connection is refused, and the job goes on without it.
+  const std::string refused = "127.0.0.251";
+  const std::string script = discovery_script(dir, "echo " + a + ":2\nif [ $n -ge 3 ]; then echo " +
+                                                       b + ":2; echo " + refused + ":1; fi\n");
+  std::vector<std::string> args =
+      hosts.args({"--host-discovery-script", script, "--discovery-interval", "0.5", "--min-np", "2",
+                  "--json", "-x", marker.forward(), "-x", "ELASTIC_CHECK_STEP_MS=100"});
+  args.insert(args.end(), {ELASTIC_CHECK, "60"});
+  const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("elastic: the agent on " + b + " is up"));
+  CHECK_THAT(r.err, Contains("elastic: host " + refused + " could not join: connection_refused"));
+  CHECK_THAT(r.err, Contains("elastic: host " + refused + " is out for good"));
+  CHECK_THAT(r.err, Contains("elastic: generation 1: 4 ranks on 2 hosts (growing: " + b + "#0, " +
+                             b + "#1 free slots)"));
+  // Each step once on every rank, those that joined included (their state came from rank 0).
+  for (int w = 0; w < 4; ++w) {
+    CHECK_THAT(r.err, Contains("worker " + std::to_string(w) + " done: generation 1 rank " +
+                               std::to_string(w) + " size 4 resets " + (w < 2 ? "1" : "0") +
+                               " steps 60 weights 1830.0"));
+  }
+  const json doc = parse_json(r.out);
+  CHECK(doc["elastic"]["generations"][1]["workers"] == json::array({0, 1, 2, 3}));
+  REQUIRE(doc["elastic"]["blacklisted"].size() == 1);
+  CHECK(doc["elastic"]["blacklisted"][0]["name"] == refused);
+  CHECK(doc["elastic"]["blacklisted"][0]["kind"] == "host");
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
+}

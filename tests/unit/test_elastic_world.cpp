@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "contract/elastic.h"
+#include "launcher/discovery.h"
 #include "launcher/elastic_driver.h"
 #include "launcher/elastic_world.h"
 
@@ -401,7 +402,7 @@ TEST_CASE("elastic driver: a failed slot comes back after its cooldown with a ne
   using namespace std::chrono_literals;
   const auto t0 = Clock::now();
   ElasticDriver d = four_workers(cooling_policy(2, 4, 5), t0);
-  CHECK(d.start(t0).empty());  // all four slots taken: nothing to grow
+  CHECK(d.start({}, t0).empty());  // all four slots taken: nothing to grow
   const auto shrink = d.on_exit(1, 137, "rank 1 killed", t0);
   REQUIRE(find_action<act::Publish>(shrink) != nullptr);
   CHECK(find_action<act::Start>(shrink) == nullptr);  // the slot cools down: no new worker
@@ -485,7 +486,7 @@ TEST_CASE("elastic driver: -np below --max-np grows onto free slots once generat
   // Two workers on a:2, b:2 (slots a#0, a#1), --max-np 3.
   ElasticDriver d(policy(1, 3), {{"a", 2}, {"b", 2}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500,
                   t0);
-  const auto grow = d.start(t0);
+  const auto grow = d.start({}, t0);
   const auto* publish = find_action<act::Publish>(grow);
   const auto* start = find_action<act::Start>(grow);
   REQUIRE(publish != nullptr);
@@ -505,7 +506,7 @@ TEST_CASE("elastic driver: the training ends before a new worker joined: it does
           "[elastic]") {
   const auto t0 = Clock::now();
   ElasticDriver d(policy(1, 3), {{"a", 3}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500, t0);
-  REQUIRE(find_action<act::Start>(d.start(t0)) != nullptr);  // worker 2 for generation 1
+  REQUIRE(find_action<act::Start>(d.start({}, t0)) != nullptr);  // worker 2 for generation 1
   // The two running workers finish without another commit; worker 2 waits for them in vain.
   CHECK(d.on_exit(0, 0, "", t0).empty());
   const auto last = d.on_exit(1, 0, "", t0);
@@ -566,9 +567,116 @@ TEST_CASE("elastic driver: --reset-limit stops growth without failing the job", 
   const auto t0 = Clock::now();
   ElasticPolicy p = policy(1, 3, 0);
   ElasticDriver d(p, {{"a", 3}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500, t0);
-  const auto grow = d.start(t0);
+  const auto grow = d.start({}, t0);
   CHECK(find_action<act::Publish>(grow) == nullptr);
   CHECK(find_action<act::Fail>(grow) == nullptr);
   CHECK(has_log(grow, "--reset-limit 0 reached"));
   CHECK_FALSE(d.done());
+}
+
+// --- host discovery -------------------------------------------------------------------------
+
+using hvd::launcher::parse_discovery_output;
+
+TEST_CASE("discovery output: host[:slots] lines, comments, blanks, IPv6, users", "[elastic]") {
+  const auto hosts = parse_discovery_output(
+      "# from the scheduler\n\n10.0.0.1:4\n  10.0.0.2  \r\nalice@h3:1\n[fe80::1]:2\n[::1]\n", 8);
+  REQUIRE(hosts.size() == 5);
+  CHECK(hosts[0].host == "10.0.0.1");
+  CHECK(hosts[0].slots == 4);
+  CHECK(hosts[1].host == "10.0.0.2");
+  CHECK(hosts[1].slots == 8);  // no :slots: --slots-per-host
+  CHECK(hosts[2].user == std::optional<std::string>("alice"));
+  CHECK(hosts[2].slots == 1);
+  CHECK(hosts[3].host == "fe80::1");
+  CHECK(hosts[3].slots == 2);
+  CHECK(hosts[4].host == "::1");
+  CHECK(hosts[4].slots == 8);
+  CHECK(hosts[4].origin == "discovery line 7");
+  CHECK(parse_discovery_output("", 1).empty());  // no hosts now: not an error
+  CHECK(parse_discovery_output("# nothing\n\n", 1).empty());
+}
+
+TEST_CASE("discovery output: every refusal names its line", "[elastic]") {
+  const auto refused = [](const std::string& text, const std::string& words) {
+    INFO(text);
+    try {
+      parse_discovery_output(text, 1);
+      FAIL("accepted");
+    } catch (const hvd::Error& e) {
+      CHECK_THAT(std::string(e.what()), Contains(words));
+    }
+  };
+  refused("a:2\nb:x\n", "line 2");
+  refused("a:2\na:3\n", "line 2: a is listed twice");
+  refused("a:0\n", "line 1");
+  refused("a b:2\n", "line 1");
+  refused("fe80::1:2\n", "an IPv6 address needs brackets");
+  refused(std::string("a:2\nb\0c\n", 8), "line 2: a NUL byte");
+  refused("a:2\n" + std::string(2000, 'x') + "\n", "line 2: 2000 bytes (at most 1024)");
+  std::string many;
+  for (int i = 0; i <= 4096; ++i) many += "h" + std::to_string(i) + "\n";
+  refused(many, "more than 4096 hosts");
+}
+
+TEST_CASE("elastic driver: a discovered host gets an agent, then its slots", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticPolicy p = policy(1, 1 << 20);
+  p.discovery = true;
+  ElasticDriver d(p, {{"a", 2}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500, t0);
+  CHECK(d.start({}, t0).empty());
+  const auto listed = d.on_discovered({{"a", 2}, {"c", 1}}, t0);
+  const auto* start_agent = find_action<act::StartAgent>(listed);
+  REQUIRE(start_agent != nullptr);
+  CHECK(start_agent->host == "c");
+  CHECK(has_log(listed, "the host discovery lists 2 hosts; new: c"));
+  CHECK(find_action<act::Publish>(listed) == nullptr);  // not before its agent is up
+  CHECK(d.joining("c"));
+  CHECK(d.on_discovered({{"a", 2}, {"c", 1}}, t0).empty());  // the same list: nothing
+  const auto ready = d.on_agent_ready("c", t0);
+  const auto* publish = find_action<act::Publish>(ready);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->workers == std::vector<int>{0, 1, 2});
+  CHECK(find_action<act::Start>(ready)->workers[0].slot == SlotKey{"c", 0});
+  join_all(d, t0);
+  // c leaves the list: the next generation is without it, and once it formed c's agent ends.
+  const auto gone = d.on_discovered({{"a", 2}}, t0);
+  publish = find_action<act::Publish>(gone);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->workers == std::vector<int>{0, 1});
+  CHECK_THAT(publish->doc.reason, Contains("c#0 no longer listed"));
+  CHECK(d.on_exit(2, 3, "worker 2 exited with 3 (HVD_ERR_REMOVED)", t0).empty());  // removed
+  const auto formed = join_all(d, t0);
+  const auto* stop = find_action<act::StopAgent>(formed);
+  REQUIRE(stop != nullptr);
+  CHECK(stop->host == "c");
+}
+
+TEST_CASE("elastic driver: a host that cannot join is charged, a removal below --min-np waits",
+          "[elastic]") {
+  using namespace std::chrono_literals;
+  const auto t0 = Clock::now();
+  ElasticPolicy p = cooling_policy(2, 1 << 20, 5);
+  p.discovery = true;
+  ElasticDriver d(p, {{"a", 1}, {"b", 1}}, {{0, {"a", 0}}, {1, {"b", 0}}}, "a", 29500, t0);
+  d.start({}, t0);
+  d.on_discovered({{"a", 1}, {"b", 1}, {"c", 1}}, t0);
+  const auto failed = d.on_join_failed("c", "connection_refused: ...", t0);
+  CHECK(has_log(failed, "host c could not join: connection_refused"));
+  CHECK(has_log(failed, "host c cools down for 5.0 s"));
+  CHECK_FALSE(d.joining("c"));
+  // After its cooldown it is tried again.
+  CHECK(find_action<act::StartAgent>(d.on_tick(t0 + 4s)) == nullptr);
+  const auto again = d.on_tick(t0 + 5s);
+  REQUIRE(find_action<act::StartAgent>(again) != nullptr);
+  // b leaves the list, but without it 1 rank would remain (--min-np 2): it stays, said once.
+  const auto kept = d.on_discovered({{"a", 1}, {"c", 1}}, t0 + 6s);
+  CHECK(find_action<act::Publish>(kept) == nullptr);
+  CHECK(has_log(kept, "b#0 left the host discovery's list, but without it fewer than --min-np 2"));
+  // c's agent comes up: now b can go and c takes its place.
+  const auto swap = d.on_agent_ready("c", t0 + 7s);
+  const auto* publish = find_action<act::Publish>(swap);
+  REQUIRE(publish != nullptr);
+  CHECK(publish->workers == std::vector<int>{0, 2});
+  CHECK(publish->doc.workers[1].host == "c");
 }

@@ -32,7 +32,9 @@ typedef enum hvd_status {
   HVD_ERR_TIMEOUT = 6,          /* a peer did not join or answer in time */
   HVD_ERR_INTERNAL = 7,         /* a bug in libhvd: please report it */
   HVD_ERR_PEER_LOST = 8,        /* a peer died, was killed or cannot be reached any more */
-  HVD_HOSTS_UPDATED = 9         /* elastic: hvdrun announced a new world (hvd_elastic_commit) */
+  HVD_HOSTS_UPDATED = 9,        /* elastic: hvdrun announced a new world (hvd_elastic_commit) */
+  HVD_ERR_REMOVED = 10          /* elastic: this process is not in the job's new world (its host
+                                   left it); hvdrun stops it */
 } hvd_status;
 
 typedef enum hvd_dtype {
