@@ -108,14 +108,22 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
       on_hello(agent, frame.payload);
       break;
     case FrameType::kListening:
-      on_listening(agent, frame.payload);
+      if (elastic_running()) {
+        on_join_listening(agent, frame.payload);
+      } else {
+        on_listening(agent, frame.payload);
+      }
       break;
     case FrameType::kProbeResult:
-      on_probe_results(agent, frame.payload);
+      if (elastic_running()) {
+        on_join_probe_results(agent, frame.payload);
+      } else {
+        on_probe_results(agent, frame.payload);
+      }
       break;
     case FrameType::kProbeClosed:
       agent.probe_closed = true;
-      send_specs();
+      if (!elastic_) send_specs();  // at start-up; later, a joining host's check ended
       break;
     case FrameType::kStarted: {
       const auto started = worker::decode_started(frame.payload);
@@ -265,6 +273,7 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
         consider(a.last_heard + options_.start_timeout);
       }
     }
+    if (join_check_) consider(join_check_->deadline);
   }
   for (const AgentConn& a : agents_) {
     if (!keepalive_on(a)) continue;
@@ -285,6 +294,13 @@ void NativeJob::on_deadline() {
         joiner_lost(a, fmt::format("its agent did not answer within {:.0f} s (--start-timeout)",
                                    std::chrono::duration<double>(options_.start_timeout).count()));
       }
+    }
+    if (join_check_ && now >= join_check_->deadline) {
+      std::vector<std::string> silent;
+      for (size_t i : join_check_->waiting) silent.push_back(host_of(agents_[i]));
+      end_join_check(fmt::format(
+          "its network check did not finish within {:.0f} s (--start-timeout); no answer from {}",
+          std::chrono::duration<double>(options_.start_timeout).count(), fmt::join(silent, ", ")));
     }
     if (discovery_) discovery_turn(now);
     admit_agents();

@@ -9,9 +9,11 @@
 // -> specs sent -> ranks run (kStarted, kOutput, kExited) -> kDone.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,14 @@ class NativeJob final : public Job {
   HostSpec listed_host(const std::string& host) const;
   // The host discovery script: started when due, read while it runs, its list to the driver.
   void discovery_turn(Clock::time_point now);
+  // A joining host's network check (the start-up's, restricted to the joiner): the joiner and
+  // every running agent open a probe listener; the joiner probes each of them and the
+  // rendezvous server, each of them probes the joiner. One check at a time.
+  void next_join_check();
+  void on_join_listening(AgentConn& agent, const std::string& payload);
+  void on_join_probe_results(AgentConn& agent, const std::string& payload);
+  void end_join_check(const std::optional<std::string>& failure);
+  std::string address_of(int host_index) const;
 
   // One generation of an elastic job, for the log and --json.
   struct GenerationRecord {
@@ -134,6 +144,16 @@ class NativeJob final : public Job {
   std::map<std::string, HostSpec> listed_;  // the hosts as the last list gave them (user, port)
   std::vector<std::unique_ptr<AgentStarter>> starters_;
   std::optional<DiscoveryRunner> discovery_;
+  struct JoinCheck {
+    size_t joiner = 0;           // index into agents_
+    std::vector<size_t> agents;  // the running agents, then the joiner, as in `net`
+    NetCheck net;                // endpoints by position in `agents`
+    std::set<size_t> waiting;    // agents whose answer (kListening, then kProbeResult) is due
+    bool probing = false;
+    Clock::time_point deadline;
+  };
+  std::deque<size_t> join_queue_;  // joiners (indexes into agents_) whose check is due
+  std::optional<JoinCheck> join_check_;
   Clock::time_point next_discovery_{};
   // What add_pollfds() added, so that on_ready() reads the same entries back.
   size_t polled_agents_ = 0;

@@ -18,8 +18,10 @@
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -188,6 +190,15 @@ class Agent {
   bool stopping_ = false;  // SIGTERM sent
   bool killing_ = false;   // SIGKILL sent
   bool launcher_gone_ = false;
+  // Elastic jobs: a joining host's network check while the job runs (kProbeListen, kProbe,
+  // kProbeClose). The probes run on a thread of their own, so that output keeps flowing; its
+  // outcomes come back through `probed_` and a byte on the pipe.
+  void start_probes(const ProbeRequest& request);
+  void finish_probes();
+  UniqueFd probe_done_read_, probe_done_write_;
+  std::mutex probe_mutex_;
+  std::vector<ProbeOutcome> probed_;
+  std::jthread prober_;  // last: joined before what it uses is destroyed
 };
 
 bool Agent::send(FrameType type, std::string_view payload) {
@@ -479,6 +490,39 @@ void Agent::arm_timer(int ms) {
   ::timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
 }
 
+void Agent::start_probes(const ProbeRequest& request) {
+  if (prober_.joinable()) prober_.join();  // the launcher asks one check at a time
+  if (!probe_done_read_.valid()) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    probe_done_read_.reset(fds[0]);
+    probe_done_write_.reset(fds[1]);
+  }
+  prober_ = std::jthread([this, request] {
+    std::vector<ProbeOutcome> outcomes =
+        run_probes(request.targets, std::chrono::milliseconds(request.timeout_ms), nullptr);
+    {
+      std::lock_guard<std::mutex> lock(probe_mutex_);
+      probed_ = std::move(outcomes);
+    }
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t n = ::write(probe_done_write_.get(), &byte, 1);
+  });
+}
+
+void Agent::finish_probes() {
+  char byte = 0;
+  while (::read(probe_done_read_.get(), &byte, 1) == 1) {
+  }
+  if (prober_.joinable()) prober_.join();
+  std::vector<ProbeOutcome> outcomes;
+  {
+    std::lock_guard<std::mutex> lock(probe_mutex_);
+    outcomes = std::move(probed_);
+  }
+  send(FrameType::kProbeResult, encode_probe_results(outcomes));
+}
+
 bool Agent::finished() const {
   // An elastic job may start more ranks here later: the agent stays until the launcher ends the
   // job (kTerminate, kKill) or goes away.
@@ -509,6 +553,24 @@ void Agent::handle_frames() {
       if (frame->type == FrameType::kKill) stop(SIGKILL);
       if (frame->type == FrameType::kPing) send(FrameType::kPong);
       if (frame->type == FrameType::kGeneration) announce(decode_generation(frame->payload));
+      if (spec_.elastic && frame->type == FrameType::kProbeListen) {
+        const ProbeListenRequest request = decode_probe_listen(frame->payload);
+        try {
+          listener_.reset();
+          listener_.emplace(request.range, request.token);
+          send(FrameType::kListening, encode_listening(listener_->port()));
+        } catch (const Error& e) {
+          // No answer: the launcher's check of the joining host times out and says so.
+          std::fprintf(stderr, "no probe listener for a joining host's check: %s\n", e.what());
+        }
+      }
+      if (spec_.elastic && frame->type == FrameType::kProbe) {
+        start_probes(decode_probe_request(frame->payload));
+      }
+      if (spec_.elastic && frame->type == FrameType::kProbeClose) {
+        listener_.reset();
+        send(FrameType::kProbeClosed);
+      }
       if (frame->type == FrameType::kStartRanks) {
         if (!spec_.elastic)
           throw Error("protocol error: ranks to start in a job that is not elastic");
@@ -573,6 +635,11 @@ int Agent::run() {
         channels.push_back(&r);
       }
     }
+    // Elastic: a joining host's check (the probe thread's end, this host's probe listener).
+    const size_t probe_done = fds.size();
+    fds.push_back({probe_done_read_.valid() ? probe_done_read_.get() : -1, POLLIN, 0});
+    const size_t first_listener = fds.size();
+    if (listener_) listener_->add_pollfds(fds);
     const size_t first_output = fds.size();
     for (LiveRank& r : ranks_) {
       if (r.process.out().valid()) {
@@ -597,6 +664,12 @@ int Agent::run() {
     if (killing_) stop(SIGKILL);  // keep sweeping: strays re-parent to us after their parent dies
     for (size_t i = 0; i < channels.size(); ++i) {
       if (fds[i + 3].revents != 0) read_channel(*channels[i]);
+    }
+    if (fds[probe_done].revents != 0) finish_probes();
+    if (listener_ && std::any_of(fds.begin() + static_cast<std::ptrdiff_t>(first_listener),
+                                 fds.begin() + static_cast<std::ptrdiff_t>(first_output),
+                                 [](const pollfd& f) { return f.revents != 0; })) {
+      listener_->serve();
     }
     for (size_t i = 0; i < owners.size(); ++i) {
       if (fds[i + first_output].revents == 0) continue;

@@ -287,7 +287,9 @@ TEST_CASE("elastic launch: a host the discovery script adds joins, and leaves wh
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Contains("elastic: the host discovery lists 2 hosts; new: 127.0.0.1"));
-  CHECK_THAT(r.err, Contains("elastic: the agent on 127.0.0.1 is up"));
+  CHECK_THAT(r.err, Contains("elastic: the agent on 127.0.0.1 is up; checking its network"));
+  // The joiner reached the running host and the rendezvous server, and the running host it.
+  CHECK_THAT(r.err, Contains("elastic: 127.0.0.1 passed the network check (3 probes)"));
   CHECK_THAT(r.err, Contains("elastic: generation 1: 3 ranks on 2 hosts (growing: 127.0.0.1#0 "
                              "free slot)"));
   CHECK_THAT(r.err, Contains("worker 2: generation 1 rank 2 size 3"));

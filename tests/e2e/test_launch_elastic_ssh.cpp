@@ -107,7 +107,8 @@ TEST_CASE("elastic over SSH: a discovered host joins over SSH, one that refuses 
   const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: the agent on " + b + " is up"));
+  CHECK_THAT(r.err, Contains("elastic: the agent on " + b + " is up; checking its network"));
+  CHECK_THAT(r.err, Contains("elastic: " + b + " passed the network check (3 probes)"));
   CHECK_THAT(r.err, Contains("elastic: host " + refused + " could not join: connection_refused"));
   CHECK_THAT(r.err, Contains("elastic: host " + refused + " is out for good"));
   CHECK_THAT(r.err, Contains("elastic: generation 1: 4 ranks on 2 hosts (growing: " + b + "#0, " +
