@@ -192,14 +192,17 @@ void ElasticDriver::charge(const SlotKey& slot, Clock::time_point now,
     if (const auto cooldown = health_.record_failure(slot_name(slot), now, jitter)) {
       out.push_back(elastic_action::Log{
           fmt::format("elastic: slot {} cools down for {:.1f} s", slot_name(slot),
-                      std::chrono::duration<double>(*cooldown).count())});
+                      std::chrono::duration<double>(*cooldown).count()),
+          false});
     }
     return;
   }
   if (++failures_[slot] == policy_.failure_limit) {
-    out.push_back(elastic_action::Log{fmt::format(
-        "elastic: slot {} is out for good (--blacklist-cooldown-range gives it a cooldown)",
-        slot_name(slot))});
+    out.push_back(elastic_action::Log{
+        fmt::format(
+            "elastic: slot {} is out for good (--blacklist-cooldown-range gives it a cooldown)",
+            slot_name(slot)),
+        false});
   }
 }
 

@@ -16,6 +16,8 @@
 #include <hvd/elastic.hpp>
 #include <hvd/hvd.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +40,34 @@ struct Progress {
   std::int64_t loss_steps = 0;  // the steps loss_sum adds up
 };
 
+// The test hook --die-in: a BufferState whose restore() or sync() kills this process the first
+// time it runs in a reset (generation 1 and up), on worker `worker`.
+class HookedState : public hvd::elastic::BufferState {
+ public:
+  HookedState(std::string where, int worker) : where_(std::move(where)), worker_(worker) {}
+  void restore() override {
+    if (where_ == "restore") maybe_die();
+    BufferState::restore();
+  }
+  void sync() override {
+    if (where_ == "sync") maybe_die();
+    BufferState::sync();
+  }
+
+ private:
+  void maybe_die() const {
+    const hvd::elastic::WorldInfo w = hvd::elastic::world();
+    if (w.worker == worker_ && (where_ == "restore" || w.generation > 0)) {
+      std::printf("worker %d: killing myself (SIGKILL) inside %s() in generation %d\n", w.worker,
+                  where_.c_str(), w.generation);
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    }
+  }
+  std::string where_;
+  int worker_;
+};
+
 // Epoch `epoch`'s order of the training samples: the same on every rank.
 std::vector<std::size_t> epoch_order(std::size_t n, std::int64_t epoch) {
   std::vector<std::size_t> order(n);
@@ -53,10 +83,13 @@ int train_elastic(const Args& args) {
   const Dataset test_set = load(args.data, "t10k");
   Mlp model(static_cast<int>(train_set.pixels()), args.hidden, 10);
   model.init(42 + static_cast<std::uint32_t>(hvd::rank()));  // differs per rank until synced
-  broadcast_parameters(model);  // outside an elastic launch run() does not sync
+  // Outside an elastic launch run() does not sync: rank 0's parameters go out here. In one, run()
+  // syncs, and no collective may run before it: a worker that joins a running job would run it
+  // alone while the others are in run()'s sync (and both would wait forever).
+  if (!hvd::elastic::enabled()) broadcast_parameters(model);
 
   Progress progress;
-  hvd::elastic::BufferState state;
+  HookedState state(args.die_in, args.die_in_worker);
   const char* kParts[] = {"w1", "b1", "w2", "b2"};
   for (std::size_t i = 0; i < 4; ++i) {
     std::vector<float>* p = model.params().tensors()[i];

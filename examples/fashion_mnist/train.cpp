@@ -111,7 +111,8 @@ constexpr const char* kUsage =
     "  test and benchmark hooks: --kill-rank R --kill-step S (rank R, or worker R with --elastic,\n"
     "    kills itself with SIGKILL after global step S of the first attempt or generation),\n"
     "    --report-first-step (rank 0 prints when the first step of each attempt or generation\n"
-    "    is done, as Unix time)\n";
+    "    is done, as Unix time), --die-in restore|sync:W (worker W kills itself inside the\n"
+    "    state's restore() or sync() at its first reset)\n";
 
 // The whole of `text` as a number, or an error naming the flag.
 template <class T>
@@ -153,6 +154,14 @@ Args parse(int argc, char** argv) {
       a.kill_step = number<long long>(flag, argv[++i]);
     } else if (flag == "--report-first-step") {
       a.report_first_step = true;
+    } else if (flag == "--die-in" && has_value) {
+      const std::string v = argv[++i];
+      const auto colon = v.find(':');
+      a.die_in = v.substr(0, colon);
+      if (colon == std::string::npos || (a.die_in != "restore" && a.die_in != "sync")) {
+        throw std::runtime_error("--die-in " + v + ": give restore:W or sync:W");
+      }
+      a.die_in_worker = number<int>(flag, v.substr(colon + 1));
     } else if (flag == "--help" || flag == "-h") {
       a.help = true;
       return a;

@@ -26,6 +26,10 @@ struct Args {
   int kill_rank = -1;
   long long kill_step = -1;
   bool report_first_step = false;
+  // --die-in restore|sync:W (with --elastic): worker W kills itself inside State::restore() or
+  // State::sync() of the first reset it takes part in (the reset's own failure).
+  std::string die_in;  // "restore" or "sync"; empty: no
+  int die_in_worker = -1;
   bool help = false;  // --help, -h: print the usage and exit 0
 };
 

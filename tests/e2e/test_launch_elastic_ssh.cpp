@@ -126,3 +126,73 @@ TEST_CASE("elastic over SSH: a discovered host joins over SSH, one that refuses 
   CHECK(doc["elastic"]["blacklisted"][0]["kind"] == "host");
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
+
+namespace {
+
+// Waits until `path` contains `text` (true), or `limit` passed.
+bool wait_for_text(const std::string& path, const std::string& text,
+                   std::chrono::milliseconds limit) {
+  return wait_until([&] { return read_file(path).find(text) != std::string::npos; }, limit);
+}
+
+// The pid of the process of worker `worker` of the job marked `marker`.
+pid_t worker_pid(const JobMarker& marker, int worker) {
+  const std::string mine = "HVD_ELASTIC_WORKER=" + std::to_string(worker);
+  for (pid_t pid : marker.ranks()) {
+    const std::string env = read_file("/proc/" + std::to_string(pid) + "/environ");
+    if (env.find(std::string("\0", 1) + mine + std::string("\0", 1)) != std::string::npos) {
+      return pid;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+// The issue's scenario with the Fashion-MNIST example (--elastic) over the sshd hosts, each step
+// waiting for the one before: the job starts on a (2 ranks); b appears in the discovery output
+// and joins (4 ranks, b's ranks get the parameters); a rank on b is killed (3 ranks); b leaves
+// the output (2 ranks). Every generation starts with identical parameters on every rank, and
+// the training ends at its usual accuracy.
+TEST_CASE("elastic over SSH: the Fashion-MNIST example while hosts join, fail and leave",
+          "[elastic][ssh][slow]") {
+  Hosts hosts;
+  JobMarker marker;
+  TempDir dir;
+  const std::string a = hosts.addr(62), b = hosts.addr(63);
+  const std::string list = dir / "hosts";
+  write_file(list, a + ":2\n");
+  const std::string script = discovery_script(dir, "cat '" + list + "'\n");
+  Hvdrun::Setup setup;
+  setup.args = hosts.args({"--host-discovery-script", script, "--discovery-interval", "0.5",
+                           "--min-np", "2", "-x", marker.forward(), TRAIN_FASHION_MNIST,
+                           "--elastic", "--epochs", "4", "--commit-every", "20"});
+  setup.env = {marker.env()};
+  setup.out_path = dir / "out";
+  setup.err_path = dir / "err";
+  Hvdrun run(setup);
+  const auto show_all = [&] { return read_file(dir / "out") + "\n---\n" + read_file(dir / "err"); };
+  REQUIRE(wait_for_text(dir / "out", "fashion-mnist elastic: generation 0, 2 ranks", 60s));
+  write_file(list, a + ":2\n" + b + ":2\n");
+  INFO(show_all());
+  REQUIRE(wait_for_text(dir / "out", "fashion-mnist elastic: generation 1, 4 ranks", 60s));
+  const pid_t victim = worker_pid(marker, 3);  // rank 3, on b
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  REQUIRE(wait_for_text(dir / "out", "fashion-mnist elastic: generation 2, 3 ranks", 60s));
+  write_file(list, a + ":2\n");
+  REQUIRE(wait_for_text(dir / "out", "fashion-mnist elastic: generation 3, 2 ranks", 60s));
+  const int code = run.wait(120s);
+  const std::string out = read_file(dir / "out"), err = read_file(dir / "err");
+  INFO(out + "\n---\n" + err);
+  CHECK(code == 0);
+  CHECK_THAT(err, Contains("elastic: " + b + " passed the network check"));
+  CHECK_THAT(err, Contains("was killed by signal 9"));
+  CHECK_THAT(err, Contains(b + "#0 no longer listed by the host discovery"));
+  CHECK_THAT(err, Contains("elastic: " + b + " left the job: its agent ends"));
+  // Every generation began with the same parameters everywhere, and so did every epoch's end.
+  CHECK_THAT(out, !Contains("DIFFER"));
+  CHECK(std::regex_search(out, std::regex("final test accuracy: (8[0-9]|9[0-9])\\.[0-9]+% on 2 "
+                                          "ranks \\(elastic, 3 resets\\)")));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
+}
