@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -65,6 +66,40 @@ int usable_hosts(const launcher::PlanRequest& request, const launcher::HostHealt
 
 }  // namespace
 
+namespace {
+
+// Elastic training starts without the hosts SSH could not reach when the others hold --min-np
+// ranks (horovodrun's elastic driver starts with the hosts it can use): they are named, and
+// the launch runs again on the rest. False when it cannot (then the failure is the result).
+bool elastic_without_unreachable(const Options& o, const launcher::Plan& plan,
+                                 const launcher::LaunchResult& result,
+                                 launcher::PlanRequest& base) {
+  if (result.ssh_failures.empty()) return false;
+  std::vector<std::string> failed;
+  for (const ssh::HostCheck& c : result.ssh_failures) failed.push_back(c.host);
+  std::vector<launcher::HostSpec> kept;
+  int slots = 0;
+  for (const launcher::HostSpec& h : base.hosts) {
+    if (std::find(failed.begin(), failed.end(), h.host) != failed.end()) continue;
+    kept.push_back(h);
+    slots += h.slots;
+  }
+  const int np = static_cast<int>(plan.ranks.size());
+  const int min_np = o.min_np.value_or(np);
+  if (kept.empty() || kept.size() == base.hosts.size() || slots < min_np) return false;
+  fmt::print(stderr,
+             "hvdrun: elastic: {} cannot be reached over SSH; the job starts without {} on {} "
+             "slot{} (--min-np {})\n{}",
+             fmt::join(failed, ", "), failed.size() == 1 ? "it" : "them", slots,
+             slots == 1 ? "" : "s", min_np,
+             launcher::format_check_table(launcher::CheckReport{result.ssh_failures}, false));
+  base.hosts = std::move(kept);
+  base.num_proc = std::min(np, slots);
+  return true;
+}
+
+}  // namespace
+
 launcher::RestartPolicy restart_policy(const Options& o) {
   return {o.max_restarts, o.restart_backoff_s};
 }
@@ -91,9 +126,10 @@ int run_attempts(const Options& o, const launcher::PlanRequest& request,
   std::mt19937 jitter_source{std::random_device{}()};
   const std::string run_id = request.job_id;
   nlohmann::ordered_json attempts = nlohmann::ordered_json::array();
-  int np = 0;  // the job's size, fixed by the first attempt
+  int np = 0;                            // the job's size, fixed by the first attempt
+  launcher::PlanRequest base = request;  // elastic: less the hosts that SSH could not reach
   for (int attempt = 1;; ++attempt) {
-    launcher::PlanRequest r = attempt_request(request, policy, attempt, run_id, context);
+    launcher::PlanRequest r = attempt_request(base, policy, attempt, run_id, context);
     std::vector<std::string> left_out;
     if (attempt > 1) {
       r.num_proc = np;
@@ -117,6 +153,10 @@ int run_attempts(const Options& o, const launcher::PlanRequest& request,
       std::filesystem::create_directories(*options.output_dir, ec);
     }
     const launcher::LaunchResult result = launcher::make_launcher(o.launcher, options)->run(plan);
+    if (o.elastic() && elastic_without_unreachable(o, plan, result, base)) {
+      --attempt;  // the same launch, on the hosts that answered
+      continue;
+    }
     if (!result.ssh_failures.empty()) {
       // The table on stderr; with --json, the last attempt's check document is the result.
       launcher::CheckReport report{result.ssh_failures};

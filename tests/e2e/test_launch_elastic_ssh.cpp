@@ -196,3 +196,35 @@ TEST_CASE("elastic over SSH: the Fashion-MNIST example while hosts join, fail an
                                           "ranks \\(elastic, 3 resets\\)")));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
+
+TEST_CASE(
+    "elastic over SSH: a host SSH cannot reach at the launch is left out while --min-np "
+    "remain",
+    "[elastic][ssh]") {
+  Hosts hosts;
+  JobMarker marker;
+  const std::string a = hosts.addr(47);
+  const std::string refused = "127.0.0.252";  // no sshd there: connection refused
+  std::vector<std::string> args = hosts.args(
+      {"-H", a + ":2," + refused + ":2", "-np", "4", "--min-np", "2", "-x", marker.forward()});
+  args.insert(args.end(), {ELASTIC_CHECK, "20"});
+  const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("hvdrun: elastic: " + refused +
+                             " cannot be reached over SSH; the "
+                             "job starts without it on 2 slots (--min-np 2)"));
+  CHECK_THAT(r.err, Contains("connection_refused"));
+  for (int w : {0, 1}) {
+    CHECK_THAT(r.out, Contains("worker " + std::to_string(w) + " done: generation 0 rank " +
+                               std::to_string(w) + " size 2 resets 0 steps 20 weights 210.0"));
+  }
+  // Not enough left for --min-np 3: the launch fails as any SSH failure does (69).
+  std::vector<std::string> more = hosts.args(
+      {"-H", a + ":2," + refused + ":2", "-np", "4", "--min-np", "3", "-x", marker.forward()});
+  more.insert(more.end(), {ELASTIC_CHECK, "20"});
+  const RunResult short_of = run_hvdrun(more, {marker.env()}, std::chrono::seconds(100));
+  INFO(show(short_of));
+  CHECK(short_of.exit_code == 69);
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
+}
