@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <pwd.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -38,12 +39,25 @@
 #include "launcher/restarts.h"
 #include "launcher/scheduler_hosts.h"
 #include "launcher/ssh_check.h"
+#include "launcher/status_line.h"
 
 namespace hvd::cli {
 namespace {
 
+// hvdrun's log lines on stderr, clearing an elastic job's status line first (status_line.h).
+class StatusAwareSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    launcher::StatusLine::get().clear_now();
+    std::fwrite(formatted.data(), 1, formatted.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+};
+
 void setup_logging(const Options& o) {
-  auto logger = spdlog::stderr_logger_st("hvdrun");
+  auto logger = std::make_shared<spdlog::logger>("hvdrun", std::make_shared<StatusAwareSink>());
   logger->set_pattern("hvdrun: %l: %v");
   spdlog::set_default_logger(logger);
   auto level = spdlog::level::from_str(o.log_level);

@@ -274,6 +274,9 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
       }
     }
     if (join_check_) consider(join_check_->deadline);
+    // Wakes the loop once a second for the status line's countdown (on_ready redraws it).
+    if (const auto now = Clock::now(); status_counting_down(now))
+      consider(now + std::chrono::seconds(1));
   }
   for (const AgentConn& a : agents_) {
     if (!keepalive_on(a)) continue;
@@ -304,6 +307,7 @@ void NativeJob::on_deadline() {
     }
     if (discovery_) discovery_turn(now);
     admit_agents();
+    update_status(now);
   }
   keepalive(now);
 }
@@ -465,6 +469,7 @@ void NativeJob::on_ready(std::span<const pollfd> fds) {
     discovery_turn(Clock::now());
     admit_agents();
   }
+  if (elastic_running()) update_status(Clock::now());
 }
 
 // The plan's hosts only (the report's hosts are the plan's; hosts that joined an elastic job

@@ -96,6 +96,8 @@ class NativeJob final : public Job {
   void start_workers(const std::vector<elastic_action::StartWorker>& workers);
   void apply(std::vector<ElasticAction> actions);
   nlohmann::ordered_json elastic_json() const;
+  void update_status(Clock::time_point now);
+  bool status_counting_down(Clock::time_point now) const;
   // Hosts joining while the job runs (native_job_elastic.cpp): agents started off the loop
   // (agent_starter.h), admitted between two turns of the loop, never while a frame is handled.
   void start_agent(const std::string& host);

@@ -13,6 +13,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -26,6 +28,7 @@
 #include "launcher/native_job.h"
 #include "launcher/net_check.h"
 #include "launcher/rendezvous_server.h"
+#include "launcher/status_line.h"
 
 namespace hvd::launcher::native {
 namespace {
@@ -107,7 +110,42 @@ void NativeJob::start_elastic() {
     discovery_.emplace(*o.discovery_script, o.slots_per_host, kDiscoveryTimeout);
     next_discovery_ = now + o.discovery_interval;
   }
+  // A terminal on stderr (and no --json): the job's state as one line at its bottom.
+  const char* term = std::getenv("TERM");
+  if (!options_.stdout_to_stderr && ::isatty(STDERR_FILENO) != 0 &&
+      !(term != nullptr && std::string_view(term) == "dumb")) {
+    StatusLine::get().enable(STDERR_FILENO);
+  }
   apply(elastic_->start(spare, now));
+}
+
+// "elastic: 3 ranks on 2 hosts, generation 2; localhost#2 back in 38 s" (status_line.h).
+void NativeJob::update_status(Clock::time_point now) {
+  if (!elastic_ || !StatusLine::get().enabled()) return;
+  const std::vector<int>& members = elastic_->members();
+  std::set<std::string> hosts;
+  for (int m : members) {
+    for (const ElasticWorker& w : elastic_->workers()) {
+      if (w.id == m) hosts.insert(w.slot.host);
+    }
+  }
+  std::string text =
+      members.empty()
+          ? fmt::format("elastic: waiting for slots (--min-np {}), generation {}",
+                        options_.elastic->min_np, elastic_->generation())
+          : fmt::format("elastic: {} rank{} on {} host{}, generation {}{}", members.size(),
+                        members.size() == 1 ? "" : "s", hosts.size(), hosts.size() == 1 ? "" : "s",
+                        elastic_->generation(), elastic_->formed() ? "" : " (forming)");
+  std::vector<std::string> out;
+  for (const ElasticBlacklistEntry& b : elastic_->blacklist(now)) {
+    if (b.back_at) {
+      out.push_back(
+          fmt::format("{} back in {:.0f} s", b.key,
+                      std::ceil(std::chrono::duration<double>(*b.back_at - now).count())));
+    }
+  }
+  if (!out.empty()) text += "; " + fmt::format("{}", fmt::join(out, ", "));
+  StatusLine::get().set(text);
 }
 
 HostSpec NativeJob::listed_host(const std::string& host) const {
@@ -500,6 +538,14 @@ void NativeJob::apply(std::vector<ElasticAction> actions) {
       sup_.stop(StopMode::kTerminate);
     }
   }
+  update_status(now);
+}
+
+bool NativeJob::status_counting_down(Clock::time_point now) const {
+  if (!elastic_ || !StatusLine::get().enabled()) return false;
+  const auto list = elastic_->blacklist(now);
+  return std::any_of(list.begin(), list.end(),
+                     [](const ElasticBlacklistEntry& b) { return b.back_at.has_value(); });
 }
 
 nlohmann::ordered_json NativeJob::elastic_json() const {

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "launcher/status_line.h"
+
 namespace hvd::launcher {
 
 using worker::Stream;
@@ -106,7 +108,23 @@ void OutputRouter::write(int rank, Stream stream, std::string_view bytes) {
 
 void OutputRouter::enqueue(int fd, std::string_view bytes) {
   if (abandoned_) return;
+  // An elastic job's status line (status_line.h) leaves the terminal before output comes.
+  if (StatusLine::get().enabled() && is_terminal(fd)) StatusLine::get().clear_now();
   queues_[fd].bytes.append(bytes);
+}
+
+bool OutputRouter::is_terminal(int fd) {
+  const auto it = terminal_.find(fd);
+  if (it != terminal_.end()) return it->second;
+  return terminal_[fd] = ::isatty(fd) != 0;
+}
+
+void OutputRouter::refresh_status() {
+  if (abandoned_ || !StatusLine::get().enabled()) return;
+  for (const auto& [fd, q] : queues_) {
+    if (q.offset < q.bytes.size()) return;  // output first
+  }
+  StatusLine::get().draw_now();
 }
 
 bool OutputRouter::pending(int fd) const {

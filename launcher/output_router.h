@@ -46,6 +46,9 @@ class OutputRouter {
   // Drops everything queued and all console output from now on (the job is being interrupted
   // and nobody reads); stderr tails and files are kept.
   void abandon_console();
+  // Elastic jobs on a terminal: draws the status line (status_line.h) when no console output
+  // waits. Called once per turn of the supervisor's loop.
+  void refresh_status();
 
  private:
   struct Queue {
@@ -64,6 +67,8 @@ class OutputRouter {
   UniqueFd open_rank_file(int rank, worker::Stream stream);
 
   void enqueue(int fd, std::string_view bytes);
+  bool is_terminal(int fd);
+  std::map<int, bool> terminal_;  // isatty, by fd
 
   int out_fd_;  // borrowed: the console (or --json's stderr) the router writes to
   int err_fd_;

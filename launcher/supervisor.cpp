@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/signal_fd.h"
+#include "launcher/status_line.h"
 
 namespace hvd::launcher {
 
@@ -174,7 +175,9 @@ LaunchResult Supervisor::run(Job& job) {
       if (fds[i].revents != 0) router_.drain(fds[i].fd);
     }
     job.on_ready(std::span<const pollfd>(fds).subspan(first_job_fd));
+    router_.refresh_status();
   }
+  StatusLine::get().set("");  // the job is over: the terminal is the shell's again
   job_ = nullptr;
   result_.total_time = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
   result_.exit_code = exit_code();

@@ -20,6 +20,7 @@ packages=(
   openssh-server openssh-client
   slurmctld slurmd slurm-client   # tests/slurm's local cluster; munge comes along, unused
   procps iproute2 iptables python3
+  bsdutils   # script(1): the elastic status line's test runs hvdrun on a terminal
 )
 case "${1:-}" in
   --torch) packages+=(python3-torch) ;;

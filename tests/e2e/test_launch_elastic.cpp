@@ -365,3 +365,36 @@ TEST_CASE("elastic launch: a failing discovery script keeps the last list", "[el
     CHECK_THAT(u.err, Contains(words));
   }
 }
+
+TEST_CASE("elastic launch: on a terminal, one status line counts the cooldown down", "[elastic]") {
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    WARN(
+        "skipped: util-linux's script(1) is not installed (Debian's bsdutils): no terminal to "
+        "run hvdrun on");
+    return;
+  }
+  JobMarker marker;
+  // script(1) gives hvdrun a terminal for stdout and stderr.
+  const std::string command =
+      std::string(HVDRUN_BINARY) +
+      " -np 3 --min-np 2 -H localhost:3 --blacklist-cooldown-range 2 2 -x " + marker.forward() +
+      " -x ELASTIC_CHECK_STEP_MS=100 " + ELASTIC_CHECK + " 50 2 5";
+  const RunResult r = run_program({"/usr/bin/script", "-qec", command, "/dev/null"}, {marker.env()},
+                                  std::chrono::seconds(100));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  // Drawn after a carriage return and an erase, redrawn as it changes, and cleared at the end.
+  const std::string clear = "\r\033[K";
+  CHECK_THAT(r.out, Contains(clear + "elastic: 3 ranks on 1 host, generation 0"));
+  CHECK_THAT(r.out, Contains(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
+                                     "in 2 s"));
+  CHECK_THAT(r.out, Contains(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
+                                     "in 1 s"));
+  CHECK_THAT(r.out, Contains(clear + "elastic: 3 ranks on 1 host, generation 2"));
+  CHECK(r.out.size() >= clear.size());
+  CHECK(r.out.substr(r.out.size() - clear.size()) == clear);  // the terminal is left clean
+  // Every log line and rank line starts on a cleared line: none is glued to the status.
+  CHECK_THAT(r.out, !Contains("generation 0hvdrun"));
+  CHECK_THAT(r.out, Contains(clear + "hvdrun: info: elastic: generation 2 formed in"));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
