@@ -87,7 +87,8 @@ contract::WorldDoc fetch_world(const runtime::RuntimeConfig& config, int generat
                             .token = config.rendezvous_token,
                             .scope = contract::elastic_scope(config.job_id),
                             .rank = config.topology.rank,
-                            .timeout = config.gloo_timeout});
+                            .timeout = config.gloo_timeout,
+                            .interrupted = {}});
   const std::vector<char> bytes = store.get(contract::world_key(generation));
   try {
     return contract::decode_world(std::string_view(bytes.data(), bytes.size()));
@@ -101,17 +102,9 @@ contract::WorldDoc fetch_world(const runtime::RuntimeConfig& config, int generat
 #endif
 }
 
-// Drops the current runtime, waits for the next generation and builds the runtime for it.
-void reset_generation() {
-  ProcessState& p = elastic_process("run");
-  std::shared_ptr<runtime::Runtime> old;
-  {
-    std::lock_guard<std::mutex> lock(p.mutex);
-    old = std::move(p.runtime);
-  }
-  const auto began = Clock::now();
-  old.reset();  // the engine joins; Gloo's context and the control plane close
-  const auto closed = Clock::now();
+// Waits until the launcher announced a generation newer than p.generation (the channel's
+// "gen G" lines); throws PEER_LOST when the channel closes, TIMEOUT after kNextGenerationWait.
+int wait_for_newer(ProcessState& p) {
   const auto deadline = Clock::now() + kNextGenerationWait;
   while (p.announced <= p.generation) {
     if (p.channel_closed) {
@@ -131,45 +124,80 @@ void reset_generation() {
     }
     pump_channel(p, left);
   }
-  const int next = p.announced;
-  const auto announced = Clock::now();
-  const contract::WorldDoc doc = fetch_world(*p.config, next);
-  const auto fetched = Clock::now();
-  const int worker = p.config->elastic.worker;
-  const contract::WorldEntry* entry = doc.find_worker(worker);
-  if (entry == nullptr) {
-    throw runtime::StatusError(
-        HVD_ERR_REMOVED,
-        fmt::format("worker {} is not in generation {} of the job ({}): it leaves the job", worker,
-                    next, doc.reason),
-        "hvdrun stops this process and the job goes on without it; nothing to do");
-  }
-  runtime::RuntimeConfig config = *p.config;
-  config.topology = entry->topology;
-  config.gloo_scope = contract::generation_scope(config.job_id, next);
-  config.master_port = doc.master_port;
-  config.elastic.generation = next;
-  runtime::logger().info("elastic: generation {} ({}): rank {} of {}", next, doc.reason,
-                         entry->topology.rank, doc.size());
-  auto fresh = std::make_shared<runtime::Runtime>(config);
-  const auto built = Clock::now();
-  const auto ms = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
-  runtime::logger().debug(
-      "elastic: generation {} in {:.0f} ms: old world closed {:.0f}, waited for the "
-      "announcement {:.0f}, world document {:.0f}, new world built {:.0f}",
-      next, ms(began, built), ms(began, closed), ms(closed, announced), ms(announced, fetched),
-      ms(fetched, built));
+  return p.announced;
+}
+
+// Drops the current runtime, waits for the next generation and builds the runtime for it. A
+// generation that cannot be built (a peer died before it connected, or a newer one was
+// announced meanwhile: its rendezvous gives up at once) is skipped for the next one, as the
+// launcher publishes it (docs/design/elastic.md, 6.4).
+void reset_generation() {
+  ProcessState& p = elastic_process("run");
+  std::shared_ptr<runtime::Runtime> old;
   {
     std::lock_guard<std::mutex> lock(p.mutex);
-    p.runtime = std::move(fresh);
-    p.generation = next;
-    p.sync_root = doc.sync_root;
-    ++p.resets;
+    old = std::move(p.runtime);
   }
-  // Best effort: a closed channel shows at the next wait.
-  api_detail::elastic_joined(*p.config, next);
+  const auto began = Clock::now();
+  if (old) old->abandon();  // NCCL communicators of this world are aborted, not destroyed
+  old.reset();              // the engine joins; Gloo's context and the control plane close
+  const auto closed = Clock::now();
+  for (;;) {
+    const int next = wait_for_newer(p);
+    const auto announced = Clock::now();
+    const contract::WorldDoc doc = fetch_world(*p.config, next);
+    const auto fetched = Clock::now();
+    const int worker = p.config->elastic.worker;
+    const contract::WorldEntry* entry = doc.find_worker(worker);
+    if (entry == nullptr) {
+      throw runtime::StatusError(
+          HVD_ERR_REMOVED,
+          fmt::format("worker {} is not in generation {} of the job ({}): it leaves the job",
+                      worker, next, doc.reason),
+          "hvdrun stops this process and the job goes on without it; nothing to do");
+    }
+    runtime::RuntimeConfig config = *p.config;
+    config.topology = entry->topology;
+    config.gloo_scope = contract::generation_scope(config.job_id, next);
+    config.master_port = doc.master_port;
+    config.elastic.generation = next;
+    config.superseded = [&p, next] {
+      pump_channel(p, std::chrono::milliseconds(0));
+      return p.announced > next;
+    };
+    runtime::logger().info("elastic: generation {} ({}): rank {} of {}", next, doc.reason,
+                           entry->topology.rank, doc.size());
+    std::shared_ptr<runtime::Runtime> fresh;
+    try {
+      fresh = std::make_shared<runtime::Runtime>(config);
+    } catch (const runtime::StatusError& e) {
+      if (e.status() != HVD_ERR_PEER_LOST && e.status() != HVD_ERR_TIMEOUT) throw;
+      runtime::logger().warn("elastic: generation {} could not be formed: {}; waiting for the next",
+                             next, e.what());
+      std::lock_guard<std::mutex> lock(p.mutex);
+      p.generation = next;
+      continue;
+    }
+    const auto built = Clock::now();
+    const auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    runtime::logger().debug(
+        "elastic: generation {} in {:.0f} ms: old world closed {:.0f}, waited for the "
+        "announcement {:.0f}, world document {:.0f}, new world built {:.0f}",
+        next, ms(began, built), ms(began, closed), ms(closed, announced), ms(announced, fetched),
+        ms(fetched, built));
+    {
+      std::lock_guard<std::mutex> lock(p.mutex);
+      p.runtime = std::move(fresh);
+      p.generation = next;
+      p.sync_root = doc.sync_root;
+      ++p.resets;
+    }
+    // Best effort: a closed channel shows at the next wait.
+    api_detail::elastic_joined(*p.config, next);
+    return;
+  }
 }
 
 }  // namespace

@@ -133,6 +133,13 @@ void HttpStore::wait(const std::vector<std::string>& keys,
                         missing_peer(key)),
             "check that rank's output; HOROVOD_GLOO_TIMEOUT_SECONDS sets how long to wait");
       }
+      if (options_.interrupted && options_.interrupted()) {
+        throw StatusError(HVD_ERR_PEER_LOST,
+                          fmt::format("the rendezvous in {} was given up: a newer generation of "
+                                      "the elastic job was announced while {}",
+                                      where(), missing_peer(key)),
+                          "nothing to do: this rank moves on to the newer generation");
+      }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }

@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/store.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,9 @@ struct HttpStoreOptions {
   std::string scope;  // [A-Za-z0-9._-], e.g. "<job id>.global"
   int rank = 0;       // sent as X-Hvd-Rank, so the launcher can say which ranks checked in
   std::chrono::milliseconds timeout{30000};
+  // Checked between two polls of wait(): true ends the wait with HVD_ERR_PEER_LOST (an elastic
+  // generation superseded by a newer one, whose peers will never all come).
+  std::function<bool()> interrupted;
 };
 
 class HttpStore : public gloo::rendezvous::Store {

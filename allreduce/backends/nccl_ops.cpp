@@ -72,7 +72,11 @@ NcclOps::NcclOps(Backend& cpu, const contract::RankTopology& topology,
     : cpu_(cpu), topology_(topology), timeout_(timeout) {}
 
 NcclOps::~NcclOps() {
-  for (auto& [device, comm] : comms_) api().comm_destroy(comm);
+  for (auto& [device, comm] : comms_) api().comm_destroy(comm);  // an aborted one: freed only
+}
+
+void NcclOps::abort() {
+  for (auto& [device, comm] : comms_) api().comm_abort(comm);
 }
 
 hvd_nccl_comm* NcclOps::comm_for(int device) {

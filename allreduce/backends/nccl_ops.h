@@ -26,6 +26,8 @@ class NcclOps {
  public:
   NcclOps(Backend& cpu, const contract::RankTopology& topology, std::chrono::milliseconds timeout);
   ~NcclOps();
+  // Aborts every communicator (ncclCommAbort): a world whose peer died is left without waiting.
+  void abort();
   NcclOps(const NcclOps&) = delete;
   NcclOps& operator=(const NcclOps&) = delete;
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -62,6 +63,9 @@ struct RuntimeConfig {
     int worker = 0;
     int generation = 0;
   } elastic;
+  // Elastic resets: true once a newer generation was announced, so that the rendezvous of one
+  // that will never form stops waiting (HttpStoreOptions::interrupted). Not from the environment.
+  std::function<bool()> superseded;
 };
 
 // Throws StatusError(HVD_ERR_CONFIG) for a bad or inconsistent environment, and

@@ -53,7 +53,8 @@ std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopo
                        .token = config.rendezvous_token,
                        .scope = config.gloo_scope,
                        .rank = topology.rank,
-                       .timeout = options.timeout});
+                       .timeout = options.timeout,
+                       .interrupted = config.superseded});
       return std::make_unique<GlooBackend>(options, store, store.where());
     }
     gloo::rendezvous::HashStore store;  // alone: size 1, nothing to meet
@@ -109,6 +110,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
 
 Runtime::~Runtime() {
   engine_.reset();  // joins the background thread before the backend goes
+  if (nccl_ && abandoned_) nccl_->abort();
 }
 
 std::string Runtime::auto_name(OpKind kind) {

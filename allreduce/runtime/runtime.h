@@ -27,6 +27,9 @@ class Runtime final : public OpRunner {
   // Connects the backend and the engine's control plane; throws StatusError.
   explicit Runtime(const RuntimeConfig& config);
   ~Runtime();  // stops the engine first
+  // An elastic reset leaves this world because a peer was lost: its NCCL communicators are
+  // aborted at destruction instead of destroyed (ncclCommDestroy may wait for the dead peer).
+  void abandon() { abandoned_ = true; }
 
   const contract::RankTopology& topology() const { return topology_; }
   std::string_view backend_name() const { return backend_->name(); }
@@ -71,7 +74,8 @@ class Runtime final : public OpRunner {
   std::unique_ptr<Backend> backend_;
   std::vector<std::byte> fusion_buffer_;  // reused; grows up to the fusion threshold
   std::array<std::atomic<long long>, 6> name_counters_{};
-  std::unique_ptr<NcclOps> nccl_;       // on the first CUDA tensor's op
+  std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
+  bool abandoned_ = false;
   std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
   std::unique_ptr<Engine> engine_;      // last: stopped before everything above
 };

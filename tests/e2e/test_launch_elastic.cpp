@@ -144,6 +144,29 @@ TEST_CASE("elastic launch: with -np below --max-np the job grows onto the free s
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
+TEST_CASE("elastic launch: a new rank dies before it connects, the others give its generation up",
+          "[elastic]") {
+  JobMarker marker;
+  // Worker 2 is started for generation 1 (the job grows to --max-np 3) and dies 1.5 s later,
+  // before hvd::init(), while workers 0 and 1 wait for it in generation 1's rendezvous: they
+  // give it up when hvdrun announces generation 2 (without it), instead of timing out.
+  const RunResult r =
+      run_elastic(marker,
+                  {"-np", "2", "--min-np", "1", "--max-np", "3", "-H", "localhost:3", "-x",
+                   "ELASTIC_CHECK_DIE_BEFORE_INIT=2:1500", "--json"},
+                  {"30"}, 100);
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("worker 2: killing myself before hvd::init()"));
+  CHECK_THAT(r.err, Contains("elastic: generation 1 could not be formed"));
+  CHECK_THAT(r.err, Contains("a newer generation of the elastic job was announced"));
+  CHECK_THAT(r.err, Contains(done_line(0, 2, 0, 2, 1, 30, "465.0")));
+  CHECK_THAT(r.err, Contains(done_line(1, 2, 1, 2, 1, 30, "465.0")));
+  const json doc = json::parse(r.out);
+  CHECK(doc["elastic"]["generations"][2]["workers"] == json::array({0, 1}));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
 TEST_CASE("elastic launch: the C API (hvd_elastic_run) survives a killed rank the same way",
           "[elastic]") {
   JobMarker marker;

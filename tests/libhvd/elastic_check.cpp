@@ -10,11 +10,14 @@
 //     first); worker SYNC_WORKER kills itself inside State::sync() in generation 1, while
 //     the others broadcast the state (a reset that fails half-way)
 //   ELASTIC_CHECK_STEP_MS=N: each step sleeps N ms first (time for a cooldown to end mid-run)
+//   ELASTIC_CHECK_DIE_BEFORE_INIT=W:MS: worker W (HVD_ELASTIC_WORKER) sleeps MS ms and kills
+//     itself before hvd::init(), while the others wait for it in the new generation's rendezvous
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -48,6 +51,16 @@ int main(int argc, char** argv) {
   const int die_worker = argc >= 4 ? std::atoi(argv[2]) : -1;
   const long long die_step = argc >= 4 ? std::atoll(argv[3]) : -1;
   const int sync_worker = argc == 5 ? std::atoi(argv[4]) : -1;
+  if (const char* die = std::getenv("ELASTIC_CHECK_DIE_BEFORE_INIT")) {
+    const char* me = std::getenv("HVD_ELASTIC_WORKER");
+    if (me != nullptr && std::atoi(die) == std::atoi(me)) {
+      const char* colon = std::strchr(die, ':');
+      ::usleep(static_cast<useconds_t>(colon != nullptr ? std::atoi(colon + 1) : 0) * 1000);
+      std::printf("worker %s: killing myself before hvd::init()\n", me);
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    }
+  }
   try {
     hvd::init();
     std::vector<float> weights(1000, 0.0f);
