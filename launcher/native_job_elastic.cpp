@@ -488,7 +488,13 @@ void NativeJob::apply(std::vector<ElasticAction> actions) {
       }
     } else if (auto* publish = std::get_if<elastic_action::Publish>(&action)) {
       // The document first, then the word: a rank that hears "gen G" finds world.G in the store.
-      const contract::WorldDoc& doc = publish->doc;
+      // Rank 0's host is where the other hosts reach it (generation 0's host may be gone).
+      contract::WorldDoc& doc = publish->doc;
+      if (!doc.workers.empty()) {
+        if (const AgentConn* zero = live_agent(doc.workers.front().host)) {
+          doc.master_addr = address_of(zero->host_index);
+        }
+      }
       rendezvous_->put(contract::elastic_scope(plan_.job_id), contract::world_key(doc.generation),
                        contract::encode_world(doc));
       worker::GenerationNotice notice{static_cast<uint32_t>(doc.generation), {}};

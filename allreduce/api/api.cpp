@@ -51,13 +51,16 @@ void init() {
     // A worker started for a later generation of an elastic job: the world it joins says whose
     // state it syncs from.
     const bool joining = config.elastic.fd >= 0 && config.elastic.generation > 0;
-    const int sync_root =
-        joining ? api_detail::elastic_sync_root(config, config.elastic.generation) : 0;
+    const std::optional<contract::WorldDoc> first =
+        joining ? std::optional(api_detail::elastic_first_world(config, config.elastic.generation))
+                : std::nullopt;
     p.runtime = std::make_shared<Runtime>(config);
     p.shut_down = false;
     p.config = config;
     p.generation = p.announced = config.elastic.generation;
-    p.sync_root = sync_root;
+    p.sync_root = first ? first->sync_root : 0;
+    p.master_addr = first ? first->master_addr : config.master_addr;
+    p.master_port = first ? first->master_port : config.master_port;
     if (joining) api_detail::elastic_joined(config, config.elastic.generation);
   });
 }

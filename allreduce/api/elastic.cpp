@@ -192,6 +192,8 @@ void reset_generation() {
       p.runtime = std::move(fresh);
       p.generation = next;
       p.sync_root = doc.sync_root;
+      p.master_addr = doc.master_addr;
+      p.master_port = doc.master_port;
       ++p.resets;
     }
     // Best effort: a closed channel shows at the next wait.
@@ -205,7 +207,7 @@ void reset_generation() {
 
 namespace hvd::api_detail {
 
-int elastic_sync_root(const runtime::RuntimeConfig& config, int generation) {
+contract::WorldDoc elastic_first_world(const runtime::RuntimeConfig& config, int generation) {
   const contract::WorldDoc doc = elastic::fetch_world(config, generation);
   if (doc.find_worker(config.elastic.worker) == nullptr) {
     throw runtime::StatusError(
@@ -214,7 +216,7 @@ int elastic_sync_root(const runtime::RuntimeConfig& config, int generation) {
                     config.elastic.worker, generation),
         "a launcher bug: report it with hvdrun's --json output");
   }
-  return doc.sync_root;
+  return doc;
 }
 
 void elastic_joined(const runtime::RuntimeConfig& config, int generation) {
@@ -285,7 +287,8 @@ WorldInfo world() {
   ProcessState& p = api_detail::process_state();
   std::lock_guard<std::mutex> lock(p.mutex);
   if (!p.config || p.config->elastic.fd < 0) return {};
-  return {p.generation, p.config->elastic.worker, p.sync_root, p.resets};
+  return {p.generation, p.config->elastic.worker, p.sync_root, p.resets, p.master_addr,
+          p.master_port};
 }
 
 void run(State& state, const std::function<void()>& fn) {

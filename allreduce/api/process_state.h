@@ -10,6 +10,7 @@
 
 #include "allreduce/runtime/config.h"
 #include "allreduce/runtime/runtime.h"
+#include "contract/elastic.h"
 
 namespace hvd::api_detail {
 
@@ -24,6 +25,8 @@ struct ProcessState {
   int generation = 0;
   int announced = 0;
   int sync_root = 0;
+  std::string master_addr;  // the generation's rank 0 host (the world document's "master")
+  int master_port = 0;
   int resets = 0;
   std::string channel_partial;
   bool channel_closed = false;
@@ -34,7 +37,7 @@ ProcessState& process_state();
 // Elastic jobs (elastic.cpp): a worker started for a later generation (a refilled or free slot)
 // reads that generation's world document at init (its sync root) before its runtime exists,
 // and says "joined G" on its channel once the runtime is built.
-int elastic_sync_root(const runtime::RuntimeConfig& config, int generation);
+contract::WorldDoc elastic_first_world(const runtime::RuntimeConfig& config, int generation);
 void elastic_joined(const runtime::RuntimeConfig& config, int generation);
 
 }  // namespace hvd::api_detail

@@ -185,6 +185,7 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
     config.port_range = read_port_range(getenv);
     config.master_port =
         static_cast<int>(read_integer(getenv, contract::kMasterPort, 0, 65535, "a port number"));
+    config.master_addr = value_of(getenv, contract::kMasterAddr.name);
     for (auto [name, value] : {std::pair{contract::kRendezvousToken.name, &config.rendezvous_token},
                                std::pair{contract::kJobId.name, &config.job_id},
                                std::pair{contract::kAdvertiseAddr.name, &config.advertise_addr}}) {

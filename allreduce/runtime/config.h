@@ -43,6 +43,7 @@ struct RuntimeConfig {
   // off MASTER_PORT, which hvdrun took from the same range for the program.
   PortRange port_range;  // any(): unset
   int master_port = 0;
+  std::string master_addr;  // MASTER_ADDR as hvdrun set it (elastic: world().master_addr)
   // The knobs start at the contract table's defaults (contract/env_table.h), written once there.
   std::chrono::seconds gloo_timeout{contract::kGlooTimeout.default_value.integer};
   std::string log_level{contract::kLogLevel.default_value.text};

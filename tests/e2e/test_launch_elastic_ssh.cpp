@@ -72,6 +72,17 @@ TEST_CASE("elastic over SSH: rank 0's host is lost, the next host's first rank i
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Contains(done_line(2, 1, 0, 2)));
   CHECK_THAT(r.err, Contains(done_line(3, 1, 1, 2)));
+  // The new rank 0's host is generation 1's master (hvd::elastic::world()), on both ranks.
+  CHECK(std::regex_search(r.err,
+                          std::regex("worker 2: generation 1 rank 0 size 2 from step [0-9]+, "
+                                     "master " +
+                                     std::regex_replace(b, std::regex("\\."), "\\.") + ":[0-9]+")));
+  CHECK(std::regex_search(r.err,
+                          std::regex("worker 3: generation 1 rank 1 size 2 from step [0-9]+, "
+                                     "master " +
+                                     std::regex_replace(b, std::regex("\\."), "\\.") + ":[0-9]+")));
+  CHECK_THAT(r.err,
+             Contains("worker 0: generation 0 rank 0 size 4 from step 0, master " + a + ":"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
 

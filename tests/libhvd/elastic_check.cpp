@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
     state.add("step", &step, sizeof step);
     hvd::elastic::run(state, [&] {
       const hvd::elastic::WorldInfo w = hvd::elastic::world();
-      std::printf("worker %d: generation %d rank %d size %d from step %lld\n", w.worker,
-                  w.generation, hvd::rank(), hvd::size(), step);
+      std::printf("worker %d: generation %d rank %d size %d from step %lld, master %s:%d\n",
+                  w.worker, w.generation, hvd::rank(), hvd::size(), step, w.master_addr.c_str(),
+                  w.master_port);
       std::fflush(stdout);
       const char* step_ms = std::getenv("ELASTIC_CHECK_STEP_MS");
       for (; step < steps;) {

@@ -80,6 +80,12 @@ struct WorldInfo {
   int worker = 0;      // this process's id in the job: it never changes (its rank may)
   int sync_root = 0;   // the rank whose state sync() copies
   int resets = 0;      // resets this process went through
+  // Where this generation's rank 0 is, for a program that builds its own process group per
+  // generation (torch.distributed): its host's address, and MASTER_PORT (generation 0's port
+  // number; hvdrun checked it free on generation 0's host only). MASTER_ADDR and MASTER_PORT in
+  // the environment stay generation 0's.
+  std::string master_addr;
+  int master_port = 0;
 };
 
 // True in a process hvdrun started for an elastic job (after hvd::init()).
