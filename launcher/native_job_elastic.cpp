@@ -559,10 +559,20 @@ nlohmann::ordered_json NativeJob::elastic_json() const {
   const ElasticOptions& o = *options_.elastic;
   json generations = json::array();
   for (const GenerationRecord& g : generations_) {
+    // Its hosts, in rank order, with their number of ranks.
+    json hosts = json::object();
+    if (elastic_) {
+      for (int w : g.workers) {
+        for (const ElasticWorker& e : elastic_->workers()) {
+          if (e.id == w) hosts[e.slot.host] = hosts.value(e.slot.host, 0) + 1;
+        }
+      }
+    }
     generations.push_back(
         {{"generation", g.generation},
          {"reason", g.reason},
          {"size", g.workers.size()},
+         {"hosts", std::move(hosts)},
          {"workers", g.workers},
          {"published_ms", std::llround(ms_between(started_at_, g.published))},
          {"formed_ms",

@@ -328,7 +328,9 @@ TEST_CASE("elastic launch: a host the discovery script adds joins, and leaves wh
   const json& elastic = doc["elastic"];
   REQUIRE(elastic["generations"].size() == 3);
   CHECK(elastic["generations"][1]["workers"] == json::array({0, 1, 2}));
+  CHECK(elastic["generations"][1]["hosts"] == json({{"localhost", 2}, {"127.0.0.1", 1}}));
   CHECK(elastic["generations"][2]["workers"] == json::array({0, 1}));
+  CHECK(elastic["generations"][2]["hosts"] == json({{"localhost", 2}}));
   CHECK(elastic["workers"][2] == json({{"worker", 2}, {"host", "127.0.0.1"}, {"slot", 0}}));
   CHECK(doc["ranks"][2]["host"] == "127.0.0.1");
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
