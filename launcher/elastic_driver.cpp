@@ -51,29 +51,46 @@ void ElasticDriver::refresh_pool() {
   }
 }
 
-bool ElasticDriver::host_out(const std::string& host, Clock::time_point now) const {
-  if (policy_.cooldown) return health_.blacklisted(host, now);
-  const auto it = host_failures_.find(host);
-  return it != host_failures_.end() && it->second >= policy_.failure_limit;
+// Whether a slot ("host#slot") or a host is charged out now.
+bool ElasticDriver::charged_out(const std::string& key, Clock::time_point now) const {
+  if (policy_.cooldown) return health_.blacklisted(key, now);
+  const auto it = failures_.find(key);
+  return it != failures_.end() && it->second >= policy_.failure_limit;
 }
 
-// A failure against a whole host (its agent lost, or it could not be started).
-void ElasticDriver::charge_host(const std::string& host, const std::string& why,
-                                Clock::time_point now, std::vector<ElasticAction>& out) {
+bool ElasticDriver::host_out(const std::string& host, Clock::time_point now) const {
+  return charged_out(host, now);
+}
+
+// One failure against `key` (a slot, "host#slot", or a host; `kind` says which); the log line
+// when it is charged out by it. `why`: what failed, for a host (its slots' failures are named in
+// the generation's line).
+void ElasticDriver::charge(const char* kind, const std::string& key, const std::string& why,
+                           Clock::time_point now, std::vector<ElasticAction>& out) {
+  const bool warning = !why.empty();
   if (policy_.cooldown) {
     const double jitter = policy_.jitter ? policy_.jitter() : 0.0;
-    if (const auto cooldown = health_.record_failure(host, now, jitter)) {
+    if (const auto cooldown = health_.record_failure(key, now, jitter)) {
       out.push_back(
-          elastic_action::Log{fmt::format("elastic: host {} cools down for {:.1f} s ({})", host,
-                                          std::chrono::duration<double>(*cooldown).count(), why)});
+          elastic_action::Log{fmt::format("elastic: {} {} cools down for {:.1f} s{}", kind, key,
+                                          std::chrono::duration<double>(*cooldown).count(),
+                                          why.empty() ? "" : " (" + why + ")"),
+                              warning});
     }
     return;
   }
-  if (++host_failures_[host] == policy_.failure_limit) {
-    out.push_back(elastic_action::Log{fmt::format(
-        "elastic: host {} is out for good ({}; --blacklist-cooldown-range gives it a cooldown)",
-        host, why)});
+  if (++failures_[key] == policy_.failure_limit) {
+    out.push_back(elastic_action::Log{
+        fmt::format("elastic: {} {} is out for good ({}--blacklist-cooldown-range gives it a "
+                    "cooldown)",
+                    kind, key, why.empty() ? "" : why + "; "),
+        warning});
   }
+}
+
+void ElasticDriver::charge_host(const std::string& host, const std::string& why,
+                                Clock::time_point now, std::vector<ElasticAction>& out) {
+  charge("host", host, why, now, out);
 }
 
 // An agent is started on a listed host only when the job could grow onto it: while the slots
@@ -179,31 +196,7 @@ const ElasticWorker& ElasticDriver::worker(int id) const {
 }
 
 bool ElasticDriver::cooling(const SlotKey& slot, Clock::time_point now) const {
-  if (policy_.cooldown) return health_.blacklisted(slot_name(slot), now);
-  const auto it = failures_.find(slot);
-  return it != failures_.end() && it->second >= policy_.failure_limit;
-}
-
-// One failure against a slot; the log line when it is charged out by it.
-void ElasticDriver::charge(const SlotKey& slot, Clock::time_point now,
-                           std::vector<ElasticAction>& out) {
-  if (policy_.cooldown) {
-    const double jitter = policy_.jitter ? policy_.jitter() : 0.0;
-    if (const auto cooldown = health_.record_failure(slot_name(slot), now, jitter)) {
-      out.push_back(elastic_action::Log{
-          fmt::format("elastic: slot {} cools down for {:.1f} s", slot_name(slot),
-                      std::chrono::duration<double>(*cooldown).count()),
-          false});
-    }
-    return;
-  }
-  if (++failures_[slot] == policy_.failure_limit) {
-    out.push_back(elastic_action::Log{
-        fmt::format(
-            "elastic: slot {} is out for good (--blacklist-cooldown-range gives it a cooldown)",
-            slot_name(slot)),
-        false});
-  }
+  return charged_out(slot_name(slot), now);
 }
 
 WorldChoice ElasticDriver::choose(Clock::time_point now) const {
@@ -283,7 +276,7 @@ std::vector<ElasticAction> ElasticDriver::worker_failed(int id, int exit_code,
     return {elastic_action::Fail{exit_code, "", ErrorKind::kRemote, id}};
   }
   std::vector<ElasticAction> notes;  // after the generation's line
-  charge(worker(id).slot, now, notes);
+  charge("slot", slot_name(worker(id).slot), "", now, notes);
   if (!contains(members_, id)) {
     notes.insert(notes.begin(), elastic_action::Log{fmt::format(
                                     "elastic: {} (not in generation {})", why, generation_)});
@@ -363,7 +356,7 @@ std::vector<ElasticAction> ElasticDriver::maybe_grow(Clock::time_point now) {
         std::any_of(members_.begin(), members_.end(), [&](int m) { return worker(m).slot == s; });
     if (held) continue;
     const bool failed_before =
-        health_.times_blacklisted(slot_name(s)) > 0 || failures_.count(s) != 0;
+        health_.times_blacklisted(slot_name(s)) > 0 || failures_.count(slot_name(s)) != 0;
     (failed_before ? back : free).push_back(slot_name(s));
   }
   std::vector<std::string> parts;
@@ -573,11 +566,8 @@ std::vector<ElasticBlacklistEntry> ElasticDriver::blacklist(Clock::time_point no
       out.push_back({key, health_.back_at(key, now), times});
     }
   }
-  for (const auto& [slot, failures] : failures_) {
-    if (failures >= policy_.failure_limit) out.push_back({slot_name(slot), std::nullopt, 1});
-  }
-  for (const auto& [host, failures] : host_failures_) {
-    if (failures >= policy_.failure_limit) out.push_back({host, std::nullopt, 1});
+  for (const auto& [key, failures] : failures_) {
+    if (failures >= policy_.failure_limit) out.push_back({key, std::nullopt, 1});
   }
   return out;
 }

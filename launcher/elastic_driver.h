@@ -181,26 +181,27 @@ class ElasticDriver {
                    std::vector<ElasticAction>& out);
   std::vector<ElasticAction> worker_failed(int id, int exit_code, const std::string& why,
                                            Clock::time_point now);
-  void charge(const SlotKey& slot, Clock::time_point now, std::vector<ElasticAction>& out);
+  void charge(const char* kind, const std::string& key, const std::string& why,
+              Clock::time_point now, std::vector<ElasticAction>& out);
+  bool charged_out(const std::string& key, Clock::time_point now) const;
   bool cooling(const SlotKey& slot, Clock::time_point now) const;
   WorldChoice choose(Clock::time_point now) const;
   std::vector<std::string> pool_keys() const;
   const ElasticWorker& worker(int id) const;
 
   ElasticPolicy policy_;
-  std::vector<PoolHost> pool_;         // the usable hosts: listed, with an agent; in order
-  std::vector<PoolHost> discovered_;   // the hosts listed now (without discovery: the start's)
-  std::set<std::string> with_agent_;   // hosts whose agent is up
-  std::set<std::string> joining_;      // hosts whose agent is being started
-  std::vector<std::string> retiring_;  // left the list, agent still up: stopped once G formed
-  std::map<std::string, int> host_failures_;  // without a cooldown: failures per host
-  std::vector<ElasticWorker> workers_;        // every worker ever started
-  std::vector<int> alive_;                    // workers whose process runs
-  HostHealth health_;                         // failed slots, by "host#slot" (with a cooldown)
-  std::map<SlotKey, int> failures_;           // without a cooldown: failures per slot
-  std::vector<int> dismissed_;          // never joined before the training finished: not counted
-  std::vector<int> formed_once_;        // workers that were in a formed generation
-  std::optional<Shortfall> shortfall_;  // below --min-np, waiting for slots
+  std::vector<PoolHost> pool_;           // the usable hosts: listed, with an agent; in order
+  std::vector<PoolHost> discovered_;     // the hosts listed now (without discovery: the start's)
+  std::set<std::string> with_agent_;     // hosts whose agent is up
+  std::set<std::string> joining_;        // hosts whose agent is being started
+  std::vector<std::string> retiring_;    // left the list, agent still up: stopped once G formed
+  std::vector<ElasticWorker> workers_;   // every worker ever started
+  std::vector<int> alive_;               // workers whose process runs
+  HostHealth health_;                    // failed slots, by "host#slot" (with a cooldown)
+  std::map<std::string, int> failures_;  // without a cooldown: failures per slot or host
+  std::vector<int> dismissed_;           // never joined before the training finished: not counted
+  std::vector<int> formed_once_;         // workers that were in a formed generation
+  std::optional<Shortfall> shortfall_;   // below --min-np, waiting for slots
   int next_worker_ = 0;
   bool growth_blocked_ = false;
   bool removal_deferred_ = false;  // said once: leaving hosts stay while the job needs them //

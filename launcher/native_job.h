@@ -33,6 +33,9 @@ namespace hvd::launcher::native {
 
 using worker::FrameType;
 
+// A value of a rank's environment, as its spec gave it ("" when it has none).
+std::string spec_value(const worker::RankSpec& rank, std::string_view name);
+
 class NativeJob final : public Job {
  public:
   NativeJob(const Plan& plan, const LaunchOptions& options, bool check_net_only,

@@ -269,8 +269,8 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   }
   if (!unused.empty() && request.elastic) {
     // Not a mistake in an elastic job: it may grow onto them (--max-np, a discovery script).
-    plan.notices.push_back(fmt::format("-np {} starts on {} of {} slots; no rank on {} yet", np,
-                                       np, plan.total_slots, fmt::join(unused, ", ")));
+    plan.notices.push_back(fmt::format("-np {} starts on {} of {} slots; no rank on {} yet", np, np,
+                                       plan.total_slots, fmt::join(unused, ", ")));
   } else if (!unused.empty()) {
     plan.warnings.push_back(fmt::format("-np {} uses {} of {} slots; no rank on: {}", np, np,
                                         plan.total_slots, fmt::join(unused, ", ")));
