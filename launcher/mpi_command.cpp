@@ -175,6 +175,9 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
     argv.insert(argv.end(), {"-mca", "plm_rsh_no_tree_spawn", "1", "-mca", "plm_rsh_args",
                              rsh_args(plan, input.ssh)});
   }
+  if (input.daemons_share_machine) {
+    argv.insert(argv.end(), {"-mca", "rtc_hwloc_vmhole", "none"});
+  }
   // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
   // CIDR works across hosts whose NICs are named differently.
   const bool unknown = input.placeholders && has_remote_host(plan);

@@ -29,6 +29,12 @@ struct MpiCommandInput {
   std::string mpirun = "mpirun";
   bool as_root = false;
   bool same_machine = false;  // two host entries share a boot id: Open MPI's vader would crash
+  // Two of Open MPI's daemons (mpirun counts as one) would run on one machine: they share one
+  // session directory, and each writes the hwloc topology into the same `hwloc.sm` file there at
+  // once, which crashes one of them now and then (SIGSEGV in hwloc_shmem_topology_write; mpirun
+  // then waits for that daemon forever). `-mca rtc_hwloc_vmhole none` turns that shared file off;
+  // ranks read the topology themselves instead.
+  bool daemons_share_machine = false;
   // Inside a Slurm allocation whose nodes hvdrun took from Slurm: mpirun starts its daemons
   // through Slurm itself (`-mca plm slurm`), so no SSH options; nodes that are one machine get
   // `btl self,tcp` (faster to start than `^vader`, which leaves other components probing).

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <regex>
 
 #include "common/error.h"
@@ -135,6 +136,14 @@ class MpirunJob final : public Job {
   TagSplitter out_, err_;
 };
 
+// This machine's boot id ("" where it cannot be read), to compare with the hosts'.
+std::string own_boot_id_text() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
 bool knows_every_host(const Plan& plan, const std::vector<HostFacts>& known) {
   if (known.size() != plan.hosts.size()) return false;
   for (size_t h = 0; h < plan.hosts.size(); ++h) {
@@ -177,6 +186,12 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   }
   std::sort(boot_ids.begin(), boot_ids.end());
   input.same_machine = std::adjacent_find(boot_ids.begin(), boot_ids.end()) != boot_ids.end();
+  // mpirun is a daemon too: a remote host that is this machine shares its session directory.
+  const std::string own_boot_id = own_boot_id_text();
+  input.daemons_share_machine =
+      input.same_machine ||
+      (!own_boot_id.empty() &&
+       std::binary_search(boot_ids.begin(), boot_ids.end(), own_boot_id));
   if (input.same_machine) {
     spdlog::info(
         "some hosts are the same machine (one boot id): adding -mca btl {}, as Open MPI's "

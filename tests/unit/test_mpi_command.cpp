@@ -128,6 +128,21 @@ TEST_CASE("mpirun argv: one machine twice drops vader, strict policy, key, extra
   CHECK(Args(argv.end() - 4, argv.end()) == Args{"-mca", "btl_base_verbose", "1", "x"});
 }
 
+TEST_CASE("mpirun argv: daemons on one machine do not share the hwloc topology file", "[mpi]") {
+  MpiCommandInput in = input();
+  in.host_addresses = {"127.0.0.2", "127.0.0.3"};
+  auto vmhole = [](const Args& argv) {
+    for (size_t i = 0; i + 2 < argv.size(); ++i) {
+      if (argv[i] == "-mca" && argv[i + 1] == "rtc_hwloc_vmhole") return argv[i + 2];
+    }
+    return std::string("(absent)");
+  };
+  const Plan plan = plan_for("a:1,b:1", {"x"});
+  CHECK(vmhole(mpirun_argv(plan, in)) == "(absent)");  // hosts that are separate machines
+  in.daemons_share_machine = true;
+  CHECK(vmhole(mpirun_argv(plan, in)) == "none");
+}
+
 TEST_CASE("mpirun argv: inside Slurm, daemons through Slurm and no SSH options", "[mpi]") {
   MpiCommandInput in = input();
   in.through_slurm = true;
