@@ -288,15 +288,20 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.start_timeout = std::chrono::milliseconds(static_cast<long>(o.start_timeout_s * 1000));
   options.keepalive = std::chrono::milliseconds(static_cast<long>(o.keepalive_s * 1000));
   options.output_dir = o.output_filename;
+  options.line_format = {.tag = o.tag_output, .timestamp = o.timestamp_output};
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;
   options.ssh = ssh_options(o);
   options.port_range = o.port_range;
   options.check_net_full = o.check_net_full;
-  if (o.mpi_args) {
-    std::istringstream words(*o.mpi_args);
-    for (std::string w; words >> w;) options.mpi_args.push_back(w);
-  }
+  auto words_of = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream words(text);
+    for (std::string w; words >> w;) out.push_back(w);
+    return out;
+  };
+  if (o.mpi_args) options.mpi_args = words_of(*o.mpi_args);
+  if (o.binding_args) options.binding_args = words_of(*o.binding_args);
   return options;
 }
 
@@ -500,9 +505,10 @@ int execute(const Options& o) {
       .new_job_id = random_job_id,
       .print_json = print_json};
   const launcher::RestartPolicy policy = restart_policy(o);
-  const launcher::Plan plan =
+  launcher::Plan plan =
       launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
                           launcher::local_identity(), launcher::current_environment());
+  plan.warnings.insert(plan.warnings.begin(), o.warnings.begin(), o.warnings.end());
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
   // Notices are defaults the user may want to change: said when the job starts; a dry run shows
   // them in its plan (--json: "notices") instead.

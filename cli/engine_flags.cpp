@@ -9,33 +9,34 @@
 #include "contract/env_table.h"
 
 namespace hvd::cli {
-namespace {
 
 double parse_number(const std::string& flag, const std::string& text, double min, double max,
-                    const contract::EnvVar& var, const std::string& example) {
+                    std::string_view var, const std::string& example) {
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
       !std::isfinite(value) || value < min || value > max) {
     throw UsageError(fmt::format("{} {}: must be a number from {} to {} (it sets {})", flag, text,
-                                 min, max, var.name),
+                                 min, max, var),
                      fmt::format("e.g. {} {}", flag, example));
   }
   return value;
 }
 
 long long parse_whole(const std::string& flag, const std::string& text, long long min,
-                      long long max, const contract::EnvVar& var) {
+                      long long max, std::string_view var) {
   long long value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
       value > max) {
     throw UsageError(fmt::format("{} {}: must be a whole number from {} to {} (it sets {})", flag,
-                                 text, min, max, var.name),
+                                 text, min, max, var),
                      fmt::format("e.g. {} 60", flag));
   }
   return value;
 }
+
+namespace {
 
 void set(Knobs& knobs, const contract::EnvVar& var, std::string value) {
   knobs.emplace_back(std::string(var.name), std::move(value));
@@ -45,7 +46,7 @@ void set(Knobs& knobs, const contract::EnvVar& var, std::string value) {
 
 std::string libhvd_log_level(const std::string& hvdrun_level) {
   if (hvdrun_level == "warn") return "warning";
-  if (hvdrun_level == "off") return "fatal";
+  if (hvdrun_level == "off" || hvdrun_level == "critical") return "fatal";
   return hvdrun_level;
 }
 
@@ -54,7 +55,7 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
          "--fusion-threshold-mb",
          [&knobs](const std::string& v) {
            const double mb = parse_number("--fusion-threshold-mb", v, 0, 1 << 20,
-                                          contract::kFusionThreshold, "64");
+                                          contract::kFusionThreshold.name, "64");
            set(knobs, contract::kFusionThreshold,
                std::to_string(static_cast<long long>(std::llround(mb * 1024 * 1024))));
          },
@@ -64,7 +65,7 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
          "--cycle-time-ms",
          [&knobs](const std::string& v) {
            const double ms =
-               parse_number("--cycle-time-ms", v, 0, 1000, contract::kCycleTime, "0.2");
+               parse_number("--cycle-time-ms", v, 0, 1000, contract::kCycleTime.name, "0.2");
            set(knobs, contract::kCycleTime, fmt::format("{}", ms));
          },
          "libhvd: how long a rank batches submissions before negotiating (default 0.2)")
@@ -74,7 +75,7 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
          [&knobs](const std::string& v) {
            set(knobs, contract::kStallCheckTime,
                std::to_string(parse_whole("--stall-check-warning-time-seconds", v, 1, 86400,
-                                          contract::kStallCheckTime)));
+                                          contract::kStallCheckTime.name)));
          },
          "libhvd: warn when a tensor waits this long for missing ranks (default 60)")
       ->type_name("SECONDS");
@@ -83,13 +84,14 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
          [&knobs](const std::string& v) {
            set(knobs, contract::kStallShutdownTime,
                std::to_string(parse_whole("--stall-check-shutdown-time-seconds", v, 0, 86400,
-                                          contract::kStallShutdownTime)));
+                                          contract::kStallShutdownTime.name)));
          },
          "libhvd: fail every rank's pending ops after a stall this long (default 0: never)")
       ->type_name("SECONDS");
   app.add_flag_callback(
-      "--no-stall-check", [&knobs] { set(knobs, contract::kStallCheckDisable, "1"); },
-      "libhvd: turn the stall inspector off");
+         "--no-stall-check", [&knobs] { set(knobs, contract::kStallCheckDisable, "1"); },
+         "libhvd: turn the stall inspector off")
+      ->trigger_on_parse();  // against horovodrun's --stall-check: the last one wins
   app.add_option_function<std::string>(
          "--timeline-filename",
          [&knobs](const std::string& v) {

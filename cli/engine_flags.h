@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "contract/env_table.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,13 @@
 namespace hvd::cli {
 
 using Knobs = std::vector<std::pair<std::string, std::string>>;  // name, value; later wins
+
+// A flag's value for the variable `var`, strictly: a UsageError naming the flag, the value and the
+// variable when it is not a number in [min, max] (a whole number for parse_whole).
+double parse_number(const std::string& flag, const std::string& text, double min, double max,
+                    std::string_view var, const std::string& example);
+long long parse_whole(const std::string& flag, const std::string& text, long long min,
+                      long long max, std::string_view var);
 
 // Adds the flags to `app`; each one given appends its knob to `knobs`.
 void define_engine_flags(CLI::App& app, Knobs& knobs);

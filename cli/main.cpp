@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
     const int first = argc >= 3 && std::string_view(argv[2]) == "--" ? 3 : 2;
     return hvd::launcher::exec_rank_shim(std::vector<std::string>(argv + first, argv + argc));
   }
+  // Under --mpi, in front of each of Open MPI's daemons on a machine that runs two of them.
+  if (mode == "--orted-shim") {
+    return hvd::launcher::exec_orted_shim(std::vector<std::string>(argv + 2, argv + argc));
+  }
   // A few descriptors per remote host (the launcher), per probe connection (an agent): the
   // default soft limit of 1024 is a few hundred hosts. Ranks get the old limit back.
   hvd::raise_descriptor_limit();

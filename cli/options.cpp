@@ -5,11 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <utility>
 
+#include "cli/config_file.h"
 #include "cli/engine_flags.h"
+#include "cli/horovod_flags.h"
 #include "common/error.h"
 #include "common/port_range.h"
 #include "hvd/build_config.h"
@@ -20,16 +23,34 @@ namespace hvd::cli {
 namespace {
 
 // horovodrun/mpirun spellings CLI11 cannot take, and what they mean.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kSingleDashLong{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kSingleDashLong{{
     {"-np", "--num-proc"},
     {"-hostfile", "--hostfile"},
     {"-wd", "--wd"},
+    {"-cb", "--check-build"},
+    {"-prefix-timestamp", "--prefix-output-with-timestamp"},
 }};
 
 constexpr std::string_view kGraceZero = "SIGKILL right after SIGTERM";
 
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
+// --log-level in any case, with horovodrun's names too: WARNING is warn, FATAL is spdlog's
+// critical (only what ends the launch).
+std::string log_level_name(const std::string& given) {
+  std::string text = given;
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (text == "warning") return "warn";
+  if (text == "fatal") return "critical";
+  if (text != "critical" &&
+      std::find(std::begin(kLogLevels), std::end(kLogLevels), text) == std::end(kLogLevels)) {
+    throw UsageError(fmt::format("--log-level {}: unknown level", given),
+                     "use trace, debug, info, warn, error or off (or horovodrun's TRACE, DEBUG, "
+                     "INFO, WARNING, ERROR, FATAL)");
+  }
+  return text;
+}
 // Our own integer parsing: CLI11's conversion message names --num-proc, not the -np typed.
 int parse_int(std::string_view flag, const std::string& text) {
   int value = 0;
@@ -113,7 +134,8 @@ void define_options(CLI::App& app, Options& o) {
   app.formatter(std::make_shared<HelpFormatter>());
   app.set_help_flag("-h,--help", "Print this help and exit");
   app.set_version_flag("--version", fmt::format("hvdrun {}", HVD_VERSION_STRING),
-                       "Print the version and exit");
+                       "Print the version and exit (also -v), as horovodrun's -v; -v with anything "
+                       "else is refused: --verbose is more detail");
   app.add_option_function<std::string>(
          "--num-proc", [&o](const std::string& v) { o.num_proc = parse_int("-np", v); },
          "Number of ranks (also -np). Default: all slots of the hosts, or 1")
@@ -168,7 +190,11 @@ void define_options(CLI::App& app, Options& o) {
       "Launch through Open MPI's mpirun (same checks, output and exit codes)");
   auto* native = app.add_flag_callback(
       "--native", [&o] { o.launcher = "native"; }, "Launch with hvdrun's own agents (the default)");
+  auto* gloo = app.add_flag_callback(
+      "--gloo", [&o] { o.launcher = "native"; },
+      "horovodrun's name for the native launch (its ranks' collectives run over Gloo)");
   mpi->excludes(native);
+  mpi->excludes(gloo);
   auto* agents = app.add_option("--launcher", o.agent_launch,
                                 "How the native launch starts its agents: ssh (one SSH session "
                                 "per host), srun (one Slurm step with a task per node, inside an "
@@ -196,7 +222,7 @@ void define_options(CLI::App& app, Options& o) {
       ->type_name("LOW-HIGH");
   app.add_flag("--check-build", o.check_build,
                "Print what this build supports and what works on this host now (MPI, Gloo, "
-               "NCCL, CUDA, GPUs) and exit");
+               "NCCL, CUDA, GPUs) and exit (also -cb)");
   app.add_option("-x", o.forward,
                  "Forward an environment variable to every rank: NAME, NAME=value or "
                  "'PREFIX_*' (repeatable). A value given as NAME=value is in hvdrun's own "
@@ -306,20 +332,35 @@ void define_options(CLI::App& app, Options& o) {
   app.add_flag("--show-env-values", o.show_env_values,
                "Show -x values instead of <redacted> where the plan shows the environment "
                "(--dry-run --json, --dry-run -v)");
-  app.add_flag("-v,--verbose", o.verbose, "More detail: each rank's environment, debug logs");
+  app.add_flag("--verbose", o.verbose, "More detail: each rank's environment, debug logs");
   app.add_option_function<std::string>(
          "--log-level",
          [&o](const std::string& v) {
-           o.log_level = v;
+           o.log_level = log_level_name(v);
            o.log_level_given = true;
          },
-         "hvdrun's and (as HOROVOD_LOG_LEVEL) libhvd's: trace, debug, info, warn, error or off")
+         "hvdrun's and (as HOROVOD_LOG_LEVEL) libhvd's: trace, debug, info, warn, error or off, "
+         "in any case; horovodrun's WARNING and FATAL too")
       ->type_name("LEVEL");
   define_engine_flags(app, o.knobs);
-  app.add_option("--network-interface", o.network_interface,
-                 "Interfaces the ranks use, by name, first match per host (names may differ "
-                 "per host): eth1,ens5")
-      ->type_name("NAME[,NAME]");
+  define_horovod_flags(app, o);
+  app.add_option("--config-file", o.config_file,
+                 "horovodrun's YAML file of engine settings (controller, params, autotune, "
+                 "timeline, stall_check, library_options, logging); flags on the command line win "
+                 "over it")
+      ->type_name("FILE");
+  auto interfaces = [&o](const std::vector<std::string>& v) {
+    for (const std::string& names : v) {
+      o.network_interface = o.network_interface ? *o.network_interface + "," + names : names;
+    }
+  };
+  app.add_option_function<std::vector<std::string>>(
+         "--network-interface,--network-interfaces", interfaces,
+         "Interfaces the ranks use, by name, first match per host (names may differ "
+         "per host): eth1,ens5 (repeatable)")
+      ->type_name("NAME[,NAME]")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--network-cidr", o.network_cidr,
                  "The ranks use each host's address inside this CIDR, whatever its NIC is "
                  "called")
@@ -496,11 +537,24 @@ void validate(const Options& o) {
                      "e.g. --ssh-concurrency 16");
   }
   validate_elastic(o);
-  if (std::find(std::begin(kLogLevels), std::end(kLogLevels), o.log_level) ==
-      std::end(kLogLevels)) {
-    throw UsageError(fmt::format("--log-level {}: unknown level", o.log_level),
-                     "use trace, debug, info, warn, error or off");
+}
+
+// horovodrun's -v is --version: alone it prints the version; with anything else it is refused,
+// so that an old `hvdrun -v -np 4 ./train` (hvdrun's verbose, once) cannot print a version and
+// exit 0 as if the job had passed.
+void version_short_flag(const CommandLine& line) {
+  // "-v" alone, or first in a bundle of short options ("-vx FOO": -v, then -x FOO, once).
+  const bool given = std::any_of(line.own.begin(), line.own.end(), [](const std::string& t) {
+    return t.size() >= 2 && t[0] == '-' && t[1] == 'v';
+  });
+  if (!given) return;
+  if (line.own == std::vector<std::string>{"-v"} && line.command.empty()) {
+    throw EarlyExit{fmt::format("hvdrun {}\n", HVD_VERSION_STRING)};
   }
+  throw UsageError(
+      "-v is --version (horovodrun's meaning), but other options or a command "
+      "were given",
+      "use --verbose for more detail; hvdrun -v alone prints the version");
 }
 
 // --check-ssh, --check-net and --check-build diagnose and exit: a command or --dry-run with
@@ -539,6 +593,55 @@ void validate_checks(const Options& o) {
   }
 }
 
+// --config-file's path among hvdrun's own tokens, if given.
+std::optional<std::string> config_path(const std::vector<std::string>& own) {
+  constexpr std::string_view kFlag = "--config-file";
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (own[i] == kFlag && i + 1 < own.size()) return own[i + 1];
+    if (own[i].starts_with(std::string(kFlag) + "=")) return own[i].substr(kFlag.size() + 1);
+  }
+  return std::nullopt;
+}
+
+bool on_command_line(const std::vector<std::string>& own, const std::vector<std::string>& flags) {
+  return std::any_of(own.begin(), own.end(), [&](const std::string& token) {
+    const std::string name = token.substr(0, token.find('='));
+    return std::find(flags.begin(), flags.end(), name) != flags.end();
+  });
+}
+
+// One setting of the file, parsed alone: a bad value is reported at its key's place.
+void check_setting(const ConfigSetting& setting) {
+  Options scratch;
+  CLI::App app;
+  define_options(app, scratch);
+  std::vector<std::string> reversed(setting.args.rbegin(), setting.args.rend());
+  auto located = [&](const std::string& message) {
+    return fmt::format("{}: {}: {}", setting.where, setting.key, message);
+  };
+  try {
+    app.parse(reversed);
+  } catch (const UsageError& e) {
+    throw UsageError(located(e.what()), e.hint());
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(located(cli11_message(e)), "run 'hvdrun --help' for the flag it sets");
+  }
+}
+
+// The file's settings, as the flags they stand for, in front of the command line's own: each
+// one the command line does not give itself (horovodrun's rule: the command line wins).
+void apply_config_file(CommandLine& line) {
+  const auto path = config_path(line.own);
+  if (!path) return;
+  std::vector<std::string> from_file;
+  for (const ConfigSetting& setting : load_config_file(*path)) {
+    if (on_command_line(line.own, setting.conflicts)) continue;
+    check_setting(setting);
+    from_file.insert(from_file.end(), setting.args.begin(), setting.args.end());
+  }
+  line.own.insert(line.own.begin(), from_file.begin(), from_file.end());
+}
+
 }  // namespace
 
 CommandLine split_command_line(const std::vector<std::string>& args) {
@@ -554,6 +657,8 @@ Options parse_options(const std::vector<std::string>& args) {
   define_options(app, o);
 
   CommandLine line = split_with(app, args);
+  version_short_flag(line);
+  apply_config_file(line);
   std::vector<std::string> reversed(line.own.rbegin(), line.own.rend());
   try {
     app.parse(reversed);
@@ -566,6 +671,7 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   o.command = std::move(line.command);
   o.blacklist_cooldown_given = app.count("--blacklist-cooldown-range") > 0;
+  finish_horovod_flags(o);
   validate(o);
   validate_checks(o);
   return o;

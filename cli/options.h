@@ -70,6 +70,17 @@ struct Options {
   std::optional<int> gpus_per_rank;  // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per local rank
   std::optional<std::string> network_interface;  // --network-interface NAME[,NAME], as written
   std::optional<std::string> network_cidr;       // --network-cidr CIDR, as written
+  // horovodrun's flags for what libhvd or hvdrun does not do (cli/horovod_flags.h): accepted,
+  // and each says so in a warning.
+  std::vector<std::string> warnings;
+  bool autotune = false;  // --autotune: its sub-flags' knobs count only with it (horovodrun)
+  std::vector<std::pair<std::string, std::string>> autotune_knobs;  // the sub-flags', in order
+  std::vector<std::string> autotune_flags;                          // which sub-flags were given
+  bool timeline_mark_cycles = false;  // --timeline-mark-cycles: only with --timeline-filename
+  std::optional<std::string> binding_args;  // --binding-args: mpirun's binding, with --mpi
+  bool timestamp_output = false;  // --timestamp-output/-prefix-timestamp: a time on every line
+  bool tag_output = true;         // --no-tag-output: lines as the ranks wrote them
+  std::optional<std::string> config_file;  // --config-file: read before parsing (config_file.h)
   std::vector<std::string> command;
 };
 

@@ -46,15 +46,47 @@ constexpr std::array<const EnvVar*, 9> kKnobs{
     &kCpuOperations,     &kGlooTimeout,    &kLogLevel,          &kFusionThreshold, &kCycleTime,
     &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
-constexpr std::array<const EnvVar*, 6> kLibrary{&kNcclSocketIfname, &kGlooIface,
-                                                &kGlooSocketIfname, &kCudaVisibleDevices,
-                                                &kOmpNumThreads,    &kPythonUnbuffered};
+constexpr std::array<const EnvVar*, 7> kLibrary{
+    &kNcclSocketIfname, &kGlooIface,        &kGlooSocketIfname, &kCudaVisibleDevices,
+    &kOmpNumThreads,    &kPythonUnbuffered, &kNcclIbDisable};
+
+constexpr std::string_view kNoAutotuner =
+    "libhvd has no autotuner: the fusion threshold and cycle time stay as set";
+constexpr std::array<UnimplementedKnob, 15> kUnimplemented{{
+    {"HOROVOD_CACHE_CAPACITY", "libhvd has no response cache yet: it negotiates every tensor"},
+    {"HOROVOD_HIERARCHICAL_ALLREDUCE", "libhvd runs one flat allreduce across all ranks"},
+    {"HOROVOD_HIERARCHICAL_ALLGATHER", "libhvd runs one flat allgather across all ranks"},
+    {"HOROVOD_TORUS_ALLREDUCE", "libhvd runs one flat allreduce across all ranks"},
+    {"HOROVOD_AUTOTUNE", kNoAutotuner},
+    {"HOROVOD_AUTOTUNE_LOG", kNoAutotuner},
+    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", kNoAutotuner},
+    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kNoAutotuner},
+    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", kNoAutotuner},
+    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", kNoAutotuner},
+    {"HOROVOD_TIMELINE_MARK_CYCLES", "libhvd's timeline does not mark the engine's cycles"},
+    {"HOROVOD_MPI_THREADS_DISABLE",
+     "libhvd's engine thread calls MPI beside the program's threads: it always asks MPI for "
+     "MPI_THREAD_MULTIPLE"},
+    {"HOROVOD_NUM_NCCL_STREAMS", "libhvd runs NCCL on one stream"},
+    {"HOROVOD_THREAD_AFFINITY", "libhvd does not pin its engine thread to a core"},
+    {"HOROVOD_LOG_HIDE_TIME",
+     "libhvd's log lines carry no time (hvdrun's --timestamp-output stamps every line)"},
+}};
 
 }  // namespace
 
 std::span<const EnvVar* const> env_table() { return kTable; }
 
 std::span<const EnvVar* const> library_table() { return kLibrary; }
+
+std::span<const UnimplementedKnob> unimplemented_knobs() { return kUnimplemented; }
+
+const UnimplementedKnob* find_unimplemented_knob(std::string_view name) {
+  for (const UnimplementedKnob& k : kUnimplemented) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
 
 std::string default_text(const EnvVar& var) {
   const KnobDefault& d = var.default_value;

@@ -149,6 +149,9 @@ inline constexpr EnvVar kGlooIface{
 inline constexpr EnvVar kGlooSocketIfname{
     "GLOO_SOCKET_IFNAME", EnvKind::kLibrary, EnvType::kString,
     "PyTorch's Gloo interface: the one of this host's chosen address (--network-cidr/-interface)"};
+inline constexpr EnvVar kNcclIbDisable{
+    "NCCL_IB_DISABLE", EnvKind::kLibrary, EnvType::kString,
+    "1: NCCL uses TCP sockets, not InfiniBand (--tcp, as in horovodrun)"};
 // Defaults for what ranks commonly run (torchrun's and Python's), each only when the user did not
 // set it (in hvdrun's environment, which forwards OMP_* and PYTHONUNBUFFERED, or with -x).
 inline constexpr EnvVar kOmpNumThreads{
@@ -198,6 +201,16 @@ inline constexpr EnvVar kStallShutdownTime{
 inline constexpr EnvVar kTimeline{"HOROVOD_TIMELINE", EnvKind::kKnob, EnvType::kString,
                                   "file rank 0 writes a Chrome trace of every tensor to",
                                   text_default("unset")};
+
+// Horovod knobs libhvd knows by name but does not implement. horovodrun's flags for them set
+// them all the same (a Horovod build, or the program itself, may read them), with a warning
+// saying what libhvd does instead; docs/environment.md lists them.
+struct UnimplementedKnob {
+  std::string_view name;
+  std::string_view instead;  // what libhvd does instead, as a warning says it
+};
+std::span<const UnimplementedKnob> unimplemented_knobs();
+const UnimplementedKnob* find_unimplemented_knob(std::string_view name);
 
 // Every contract variable above (per rank and internal), in documentation order.
 std::span<const EnvVar* const> env_table();

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/port_range.h"
 #include "launcher/net_check.h"
+#include "launcher/output_router.h"
 #include "launcher/plan.h"
 #include "ssh/host_check.h"
 #include "ssh/options.h"
@@ -63,6 +64,7 @@ struct LaunchOptions {
   // --keepalive: a host whose agent is silent this long while the job runs is lost (0: never).
   std::chrono::milliseconds keepalive{30000};
   std::optional<std::string> output_dir;          // --output-filename
+  LineFormat line_format;                         // --no-tag-output, --timestamp-output
   std::string hvdrun_path;                        // the local agent binary (this hvdrun)
   ssh::SshOptions ssh;                            // how remote hosts are reached
   bool stdout_to_stderr = false;                  // --json keeps stdout for the result document
@@ -71,6 +73,7 @@ struct LaunchOptions {
   std::chrono::milliseconds probe_timeout{5000};  // each network probe's connect and greeting
   std::string mpirun = "mpirun";                  // mpirun: the program
   std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
+  std::optional<std::vector<std::string>> binding_args;  // mpirun: --binding-args, in words
   std::optional<ElasticOptions> elastic;          // native, local hosts only for now
 };
 

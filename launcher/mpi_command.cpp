@@ -164,10 +164,15 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   for (const HostPlan& h : plan.hosts) {
     hosts.push_back(fmt::format("{}:{}", h.spec.host, h.num_ranks));
   }
+  argv.insert(argv.end(), {"-np", std::to_string(plan.ranks.size()), "-H",
+                           fmt::format("{}", fmt::join(hosts, ","))});
+  if (input.binding_args) {
+    argv.insert(argv.end(), input.binding_args->begin(), input.binding_args->end());
+  } else {
+    argv.insert(argv.end(), {"-bind-to", "none", "-map-by", "slot"});
+  }
   argv.insert(argv.end(),
-              {"-np", std::to_string(plan.ranks.size()), "-H",
-               fmt::format("{}", fmt::join(hosts, ",")), "-bind-to", "none", "-map-by", "slot",
-               "--tag-output", "-mca", "pml", "ob1", "-mca", "btl", btl_choice(plan, input)});
+              {"--tag-output", "-mca", "pml", "ob1", "-mca", "btl", btl_choice(plan, input)});
   if (input.through_slurm) {
     // Open MPI's own Slurm launcher: its daemons start in a step of the allocation, no SSH.
     argv.insert(argv.end(), {"-mca", "plm", "slurm"});
@@ -177,6 +182,10 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   }
   if (input.daemons_share_machine) {
     argv.insert(argv.end(), {"-mca", "rtc_hwloc_vmhole", "none"});
+  }
+  if (!input.session_dir_base.empty() && !input.shim.empty()) {
+    argv.insert(argv.end(), {"-mca", "orte_launch_agent",
+                             input.shim + " --orted-shim " + input.session_dir_base + " orted"});
   }
   // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
   // CIDR works across hosts whose NICs are named differently.

@@ -4,6 +4,7 @@
 // Pure: the caller runs `mpirun --version` and the SSH check and passes what they found.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,6 +36,11 @@ struct MpiCommandInput {
   // then waits for that daemon forever). `-mca rtc_hwloc_vmhole none` turns that shared file off;
   // ranks read the topology themselves instead.
   bool daemons_share_machine = false;
+  // With daemons_share_machine: each daemon starts through the shim's `--orted-shim BASE`
+  // (`-mca orte_launch_agent`, launcher/rank_shim.h), for a session directory of its own under
+  // BASE: a starting daemon deletes its job family's session tree as stale, and on a shared
+  // machine that is the other daemon's, which then dies while mpirun waits for it.
+  std::string session_dir_base;
   // Inside a Slurm allocation whose nodes hvdrun took from Slurm: mpirun starts its daemons
   // through Slurm itself (`-mca plm slurm`), so no SSH options; nodes that are one machine get
   // `btl self,tcp` (faster to start than `^vader`, which leaves other components probing).
@@ -43,6 +49,9 @@ struct MpiCommandInput {
   ssh::SshOptions ssh;
   std::string cwd;
   std::vector<std::string> extra_args;  // --mpi-args, split into words
+  // --binding-args, in words: instead of hvdrun's "-bind-to none -map-by slot" (horovodrun's
+  // default binding). The rank shim still checks that each rank landed on its planned slot.
+  std::optional<std::vector<std::string>> binding_args;
   // The rank shim (launcher/rank_shim.h) mpirun starts in front of the command on every rank:
   // the hvdrun the hosts run (--agent-path), and the variables it reads, forwarded by name with
   // -x (their values go into mpirun's environment, never on its command line). Empty shim: the

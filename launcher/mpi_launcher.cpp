@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -190,8 +191,7 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   const std::string own_boot_id = own_boot_id_text();
   input.daemons_share_machine =
       input.same_machine ||
-      (!own_boot_id.empty() &&
-       std::binary_search(boot_ids.begin(), boot_ids.end(), own_boot_id));
+      (!own_boot_id.empty() && std::binary_search(boot_ids.begin(), boot_ids.end(), own_boot_id));
   if (input.same_machine) {
     spdlog::info(
         "some hosts are the same machine (one boot id): adding -mca btl {}, as Open MPI's "
@@ -208,6 +208,7 @@ MpiCommandInput command_input(const LaunchOptions& options) {
   input.ssh = options.ssh;
   input.cwd = options.cwd;
   input.extra_args = options.mpi_args;
+  input.binding_args = options.binding_args;
   // Inside the Slurm allocation the hosts came from: the network check's agents go through srun,
   // and so do mpirun's daemons.
   input.through_slurm = options.agents == AgentLaunch::kSrun;
@@ -470,6 +471,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
     before.exit_code = to_int(exit_code_of(ErrorKind::kSsh));
     return before;
   }
+  if (input.daemons_share_machine) input.session_dir_base = "/tmp/hvdrun-mpi." + plan.job_id;
   const auto [master_addr, master_port] = mpi_master(checked, options_.port_range);
   input.shim_env = shim_environment(plan, master_addr, master_port);
   const std::vector<std::string> argv = mpirun_argv(plan, input);
@@ -489,6 +491,12 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   }
   MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()));
   LaunchResult result = supervisor.run(job);
+  // Open MPI removes its session directories, not the daemons' own directories the shim made
+  // under the base: this machine's go (on another machine that is two of the hosts, they stay).
+  if (!input.session_dir_base.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(input.session_dir_base, ignored);
+  }
   result.command = argv;
   result.net = std::move(checked);
   result.stopped_by = "mpirun";

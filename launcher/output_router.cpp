@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 
 #include <unistd.h>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "launcher/status_line.h"
@@ -17,15 +19,26 @@ namespace hvd::launcher {
 
 using worker::Stream;
 
-OutputRouter::OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir)
-    : out_fd_(out_fd), err_fd_(err_fd), dir_(std::move(dir)) {}
+OutputRouter::OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir,
+                           LineFormat format)
+    : out_fd_(out_fd), err_fd_(err_fd), dir_(std::move(dir)), format_(format) {}
 
 OutputRouter::StreamState& OutputRouter::state(int rank, Stream stream) {
   return streams_[{rank, static_cast<int>(stream)}];
 }
 
 void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std::string& batch) {
-  batch += fmt::format("[1,{}]<{}>:", rank, stream == Stream::kStdout ? "stdout" : "stderr");
+  if (format_.timestamp) {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    ::localtime_r(&now, &local);
+    std::array<char, 32> when{};
+    batch.append(when.data(),
+                 std::strftime(when.data(), when.size(), "%a %b %d %H:%M:%S %Y", &local));
+  }
+  if (format_.tag) {
+    batch += fmt::format("[1,{}]<{}>:", rank, stream == Stream::kStdout ? "stdout" : "stderr");
+  }
   batch.append(line);
   batch += '\n';
   if (stream == Stream::kStderr) {

@@ -26,10 +26,18 @@ inline constexpr size_t kKeptStderrLines = 20;
 inline constexpr size_t kMaxLineBytes = 1 << 20;    // a longer "line" is cut into pieces
 inline constexpr size_t kMaxQueuedBytes = 8 << 20;  // above this, stop reading from agents
 
+// How console lines look: tagged (the default; --no-tag-output drops the tag) and, with
+// --timestamp-output, the wall-clock time in front, in the format horovodrun and Open MPI use
+// ("Wed Dec 02 20:40:00 2026[1,0]<stdout>:..."). Files under --output-filename stay untagged.
+struct LineFormat {
+  bool tag = true;
+  bool timestamp = false;
+};
+
 class OutputRouter {
  public:
   // `out_fd`/`err_fd`: where tagged lines go. `dir`: also keep per-rank files there.
-  OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir);
+  OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir, LineFormat format = {});
 
   void write(int rank, worker::Stream stream, std::string_view bytes);
   // Emits any partial last line of the rank (call when it exited).
@@ -76,6 +84,7 @@ class OutputRouter {
   bool abandoned_ = false;
   std::optional<std::string> dir_;
   UniqueFd dir_fd_;  // dir_, opened once
+  LineFormat format_;
   std::map<std::pair<int, int>, StreamState> streams_;
   std::map<int, std::deque<std::string>> stderr_tail_;
 };

@@ -1,6 +1,7 @@
 #include "launcher/rank_shim.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -107,11 +108,71 @@ std::vector<std::pair<std::string, std::string>> rank_shim_env(const contract::E
   return env;
 }
 
+namespace {
+
+// Where the daemon shim keeps the TMPDIR it replaced: "=" then the value, or "-" when unset.
+constexpr const char* kTmpdirWas = "HVD_DAEMON_TMPDIR_WAS";
+
+// Gives a rank the TMPDIR its daemon had before the daemon shim changed it.
+void restore_tmpdir() {
+  const char* was = std::getenv(kTmpdirWas);
+  if (was == nullptr) return;
+  if (was[0] == '=') {
+    ::setenv("TMPDIR", was + 1, 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ::unsetenv(kTmpdirWas);
+}
+
+int exec_command(const char* who, const std::vector<std::string>& command) {
+  std::vector<char*> argv;
+  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  const int e = errno;
+  std::fprintf(stderr, "hvdrun %s: cannot execute %s: %s\n", who, command.front().c_str(),
+               std::strerror(e));
+  return e == ENOENT ? 127 : 126;
+}
+
+}  // namespace
+
+int exec_orted_shim(const std::vector<std::string>& args) {
+  if (args.size() < 2) {
+    std::fputs("hvdrun --orted-shim: usage: hvdrun --orted-shim BASE COMMAND...\n", stderr);
+    return 70;
+  }
+  const std::string& base = args[0];
+  if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "hvdrun --orted-shim: cannot create %s: %s\n", base.c_str(),
+                 std::strerror(errno));
+    return 70;
+  }
+  struct stat st {};
+  if (::lstat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    std::fprintf(stderr, "hvdrun --orted-shim: %s is not a directory of this user's\n",
+                 base.c_str());
+    return 70;
+  }
+  std::string dir = base + "/orted.XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) {
+    std::fprintf(stderr, "hvdrun --orted-shim: cannot create a directory in %s: %s\n", base.c_str(),
+                 std::strerror(errno));
+    return 70;
+  }
+  const char* was = std::getenv("TMPDIR");
+  ::setenv(kTmpdirWas, was != nullptr ? (std::string("=") + was).c_str() : "-", 1);
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  return exec_command("--orted-shim", std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
 int exec_rank_shim(const std::vector<std::string>& command) {
   if (command.empty()) {
     std::fputs("hvdrun --rank-shim: no command to run\n", stderr);
     return 70;
   }
+  restore_tmpdir();
   try {
     for (const auto& [name, value] : rank_shim_env(std::getenv)) {
       ::setenv(name.c_str(), value.c_str(), 1);
@@ -123,14 +184,7 @@ int exec_rank_shim(const std::vector<std::string>& command) {
   // Internal to hvdrun and the shim: the command does not need them.
   ::unsetenv(std::string(contract::kRankLayout.name).c_str());
   ::unsetenv(std::string(contract::kRankHosts.name).c_str());
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  const int e = errno;
-  std::fprintf(stderr, "hvdrun --rank-shim: cannot execute %s: %s\n", command.front().c_str(),
-               std::strerror(e));
-  return e == ENOENT ? 127 : 126;
+  return exec_command("--rank-shim", command);
 }
 
 }  // namespace hvd::launcher

@@ -32,4 +32,16 @@ std::string format_rank_layout(const std::vector<int>& ranks_per_host);
 // stderr saying why.
 int exec_rank_shim(const std::vector<std::string>& command);
 
+// `hvdrun --orted-shim BASE orted ARGS...`: under `hvdrun --mpi`, when two of Open MPI's daemons
+// of one job would run on one machine, mpirun starts each daemon through this (its
+// orte_launch_agent). Open MPI 4 keeps a daemon's session directory under
+// $TMPDIR/ompi.HOST.UID/jf.JOBFAMILY, and a starting daemon deletes that whole job-family tree
+// as stale (ess_base_std_orted.c): the second daemon on a machine deletes the first one's
+// directories, and that one dies while mpirun waits for it forever. So each daemon gets a TMPDIR
+// of its own, a new directory under BASE (the job's, /tmp/hvdrun-mpi.JOB_ID; created 0700, and
+// refused if it is a symbolic link or someone else's), then `orted ARGS...` is exec'd. The TMPDIR
+// it had is kept in HVD_DAEMON_TMPDIR_WAS, for the rank shim to give the ranks back. Returns
+// only on failure: 70 with a line on stderr, or 127/126 when the command cannot run.
+int exec_orted_shim(const std::vector<std::string>& args);
+
 }  // namespace hvd::launcher

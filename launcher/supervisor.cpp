@@ -15,7 +15,7 @@ namespace hvd::launcher {
 Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::string launcher_name)
     : plan_(plan),
       router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
-              options.output_dir),
+              options.output_dir, options.line_format),
       grace_(static_cast<long>(options.grace_seconds * 1000)) {
   result_.launcher = std::move(launcher_name);
   for (const RankPlan& r : plan.ranks) {

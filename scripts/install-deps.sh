@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgloo-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  libyaml-cpp-dev   # --config-file (horovodrun's YAML)
   catch2 zlib1g-dev
   dataset-fashion-mnist
   openssh-server openssh-client

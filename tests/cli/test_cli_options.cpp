@@ -107,7 +107,7 @@ TEST_CASE("x value is redacted unless asked", "[cli]") {
   CHECK(parse_stdout(r)["ranks"][0]["env"]["FOO"] == "<redacted>");
 
   // The verbose human table lists the environment: redacted there too.
-  const RunResult table = run_hvdrun({"--dry-run", "-v", "-x", "FOO=secret", "./x"});
+  const RunResult table = run_hvdrun({"--dry-run", "--verbose", "-x", "FOO=secret", "./x"});
   INFO(show(table));
   REQUIRE(table.exit_code == kSuccess);
   CHECK_THAT(table.out, Contains("FOO=<redacted>"));
@@ -213,7 +213,7 @@ TEST_CASE("rendezvous token is always redacted", "[cli]") {
     CHECK(rank["env"]["HVD_RENDEZVOUS_TOKEN"] == "<redacted>");
   }
 
-  const RunResult table = run_hvdrun({"--dry-run", "-v", "--show-env-values", "./x"}, env);
+  const RunResult table = run_hvdrun({"--dry-run", "--verbose", "--show-env-values", "./x"}, env);
   INFO(show(table));
   REQUIRE(table.exit_code == kSuccess);
   CHECK_THAT(table.out, Contains("HVD_RENDEZVOUS_TOKEN=<redacted>"));
@@ -270,7 +270,7 @@ TEST_CASE("verbose (-v) names an ssh_config option libssh ignores once, not once
           "[cli]") {
   const TempFile config("Host *\n  BatchMode yes\n  IdentitiesOnly yes\n");
   // 127.0.1.250-251 port 1: refused, after the config stage has read the file for each host.
-  const RunResult r = run_hvdrun({"--check-ssh", "-v", "-H", "127.0.1.250,127.0.1.251", "-p", "1",
+  const RunResult r = run_hvdrun({"--check-ssh", "--verbose", "-H", "127.0.1.250,127.0.1.251", "-p", "1",
                                   "--ssh-config", config.path(), "--ssh-known-hosts", "/dev/null"});
   INFO(show(r));
   CHECK(r.exit_code == 69);

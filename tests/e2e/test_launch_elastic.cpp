@@ -284,7 +284,7 @@ TEST_CASE("elastic launch: flags it cannot honour are refused before anything st
   const RunResult dry_json =
       run_hvdrun({"--dry-run", "--json", "-np", "3", "--min-np", "2", "--max-np", "5",
                   "--reset-limit", "4", "--elastic-timeout", "30", "--blacklist-cooldown-range",
-                  "2", "8", "-H", "localhost:5", "-v", "true"});
+                  "2", "8", "-H", "localhost:5", "--verbose", "true"});
   INFO(show(dry_json));
   const json plan = json::parse(dry_json.out);
   CHECK(plan["elastic"] == json({{"min_np", 2},

@@ -32,14 +32,27 @@ TEST_CASE("split: attached values and single-dash long forms", "[cli]") {
   CHECK(s.command == Args{"cmd"});
 }
 
-TEST_CASE("split: bundled short flags, the last one taking the next value", "[cli]") {
-  auto s = split_command_line({"-vx", "FOO=bar", "./x"});
-  CHECK(s.own == Args{"-vx", "FOO=bar"});
+TEST_CASE("split: a short option takes the next word, or its value attached", "[cli]") {
+  auto s = split_command_line({"-x", "FOO=bar", "-xBAZ", "./x"});
+  CHECK(s.own == Args{"-x", "FOO=bar", "-xBAZ"});
   CHECK(s.command == Args{"./x"});
-  const auto o = parse_options({"-vx", "FOO=bar", "./x"});
-  CHECK(o.verbose);
-  CHECK(o.forward == Args{"FOO=bar"});
+  const auto o = parse_options({"-x", "FOO=bar", "-xBAZ", "./x"});
+  CHECK(o.forward == Args{"FOO=bar", "BAZ"});
   CHECK(o.command == Args{"./x"});
+}
+
+TEST_CASE("version: -v alone prints it, -v with anything else is refused", "[cli]") {
+  try {
+    parse_options({"-v"});
+    FAIL("-v alone should print the version");
+  } catch (const hvd::cli::EarlyExit& e) {
+    CHECK_THAT(e.text, Catch::Matchers::StartsWith("hvdrun "));
+  }
+  // hvdrun's -v once meant --verbose: an old command line must not print a version and exit 0.
+  for (const Args& args :
+       {Args{"-v", "-np", "2", "./x"}, Args{"-vx", "FOO", "./x"}, Args{"-v", "./x"}}) {
+    CHECK_THROWS_WITH(parse_options(args), Catch::Matchers::Contains("-v is --version"));
+  }
 }
 
 TEST_CASE("split: flags take no value", "[cli]") {

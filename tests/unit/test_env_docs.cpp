@@ -77,6 +77,18 @@ TEST_CASE("docs/environment.md names every other library's variable hvdrun sets"
   }
 }
 
+TEST_CASE("docs/environment.md lists every Horovod knob libhvd does not implement", "[docs]") {
+  const std::string doc = read_doc("environment.md");
+  const auto start = doc.find("Horovod knobs libhvd knows by name but does not implement");
+  REQUIRE(start != std::string::npos);
+  const std::string section = doc.substr(start, doc.find("\n## ", start) - start);
+  for (const auto& knob : hvd::contract::unimplemented_knobs()) {
+    INFO(knob.name);
+    CHECK(section.find("`" + std::string(knob.name) + "`") != std::string::npos);
+    CHECK(hvd::contract::find_env_var(knob.name) == nullptr);  // not both known and unimplemented
+  }
+}
+
 TEST_CASE("docs/check-ssh.md has a row for every --check-ssh code", "[docs]") {
   const std::string doc = read_doc("check-ssh.md");
   for (int c = 0; c < static_cast<int>(hvd::ssh::CheckCode::kCount); ++c) {

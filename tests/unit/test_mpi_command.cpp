@@ -140,7 +140,13 @@ TEST_CASE("mpirun argv: daemons on one machine do not share the hwloc topology f
   const Plan plan = plan_for("a:1,b:1", {"x"});
   CHECK(vmhole(mpirun_argv(plan, in)) == "(absent)");  // hosts that are separate machines
   in.daemons_share_machine = true;
-  CHECK(vmhole(mpirun_argv(plan, in)) == "none");
+  in.shim = "/usr/bin/hvdrun";
+  in.session_dir_base = "/tmp/hvdrun-mpi.abc";
+  const Args argv = mpirun_argv(plan, in);
+  CHECK(vmhole(argv) == "none");
+  auto it = std::find(argv.begin(), argv.end(), "orte_launch_agent");
+  REQUIRE(it != argv.end());  // each daemon gets a session directory of its own
+  CHECK(*(it + 1) == "/usr/bin/hvdrun --orted-shim /tmp/hvdrun-mpi.abc orted");
 }
 
 TEST_CASE("mpirun argv: inside Slurm, daemons through Slurm and no SSH options", "[mpi]") {
