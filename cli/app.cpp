@@ -288,7 +288,9 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.start_timeout = std::chrono::milliseconds(static_cast<long>(o.start_timeout_s * 1000));
   options.keepalive = std::chrono::milliseconds(static_cast<long>(o.keepalive_s * 1000));
   options.output_dir = o.output_filename;
-  options.line_format = {.tag = o.tag_output, .timestamp = o.timestamp_output};
+  options.line_format.tag = o.tag_output;
+  options.line_format.timestamp = o.timestamp_output;
+  if (o.output_ranks) options.line_format.ranks = launcher::parse_rank_list(*o.output_ranks);
   options.hvdrun_path = own_path();
   options.stdout_to_stderr = o.json;
   options.ssh = ssh_options(o);
@@ -516,6 +518,16 @@ int execute(const Options& o) {
     for (const std::string& n : plan.notices) spdlog::info("{}", n);
   }
   validate_elastic_plan(o, plan);
+  if (o.output_ranks && !o.elastic()) {  // an elastic job may grow into more ranks
+    const std::vector<int> shown = launcher::parse_rank_list(*o.output_ranks);
+    const int np = static_cast<int>(plan.ranks.size());
+    if (shown.back() >= np) {
+      throw UsageError(fmt::format("--output-ranks {}: the job has no rank {} (its ranks are 0 "
+                                   "to {})",
+                                   *o.output_ranks, shown.back(), np - 1),
+                       "list ranks below -np");
+    }
+  }
 
   if (o.blacklist_cooldown.at(0) > o.blacklist_cooldown.at(1)) {
     throw UsageError(fmt::format("--blacklist-cooldown-range {:g} {:g}: MIN is above MAX",

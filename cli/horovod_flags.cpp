@@ -199,6 +199,10 @@ void define_logging_flags(CLI::App& app, Options& o) {
   app.add_flag_callback(
       "--no-tag-output", [&o] { o.tag_output = false; },
       "Print the ranks' lines as they wrote them, without the [1,RANK]<stdout>: tag");
+  app.add_option("--output-ranks", o.output_ranks,
+                 "Only these ranks' lines reach the console (0,3-5); all still go to "
+                 "--output-filename, and a failed rank's last stderr lines are still shown")
+      ->type_name("LIST");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/port_range.h"
 #include "hvd/build_config.h"
+#include "launcher/output_router.h"
 
 #include <unistd.h>
 
@@ -537,6 +538,7 @@ void validate(const Options& o) {
                      "e.g. --ssh-concurrency 16");
   }
   validate_elastic(o);
+  if (o.output_ranks) launcher::parse_rank_list(*o.output_ranks);  // a bad list: usage error
 }
 
 // horovodrun's -v is --version: alone it prints the version; with anything else it is refused,

@@ -80,6 +80,7 @@ struct Options {
   std::optional<std::string> binding_args;  // --binding-args: mpirun's binding, with --mpi
   bool timestamp_output = false;  // --timestamp-output/-prefix-timestamp: a time on every line
   bool tag_output = true;         // --no-tag-output: lines as the ranks wrote them
+  std::optional<std::string> output_ranks;  // --output-ranks LIST, as written
   std::optional<std::string> config_file;  // --config-file: read before parsing (config_file.h)
   std::vector<std::string> command;
 };

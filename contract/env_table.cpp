@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/nearest.h"
+
 namespace hvd::contract {
 namespace {
 
@@ -80,6 +82,82 @@ std::span<const EnvVar* const> env_table() { return kTable; }
 std::span<const EnvVar* const> library_table() { return kLibrary; }
 
 std::span<const UnimplementedKnob> unimplemented_knobs() { return kUnimplemented; }
+
+namespace {
+
+// Horovod's variables that are not runtime knobs: its build settings (pip install), what its
+// launchers set for its own workers, and knobs of engines libhvd does not have. A user's
+// environment may hold them; libhvd has nothing to say about them.
+constexpr std::array<std::string_view, 44> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
+                                                       "HOROVOD_WITH_TENSORFLOW",
+                                                       "HOROVOD_WITH_MXNET",
+                                                       "HOROVOD_WITH_MPI",
+                                                       "HOROVOD_WITH_GLOO",
+                                                       "HOROVOD_WITHOUT_PYTORCH",
+                                                       "HOROVOD_WITHOUT_TENSORFLOW",
+                                                       "HOROVOD_WITHOUT_MXNET",
+                                                       "HOROVOD_WITHOUT_MPI",
+                                                       "HOROVOD_WITHOUT_GLOO",
+                                                       "HOROVOD_GPU",
+                                                       "HOROVOD_GPU_OPERATIONS",
+                                                       "HOROVOD_GPU_ALLREDUCE",
+                                                       "HOROVOD_GPU_ALLGATHER",
+                                                       "HOROVOD_GPU_BROADCAST",
+                                                       "HOROVOD_GPU_ALLTOALL",
+                                                       "HOROVOD_GPU_REDUCESCATTER",
+                                                       "HOROVOD_NCCL_HOME",
+                                                       "HOROVOD_NCCL_INCLUDE",
+                                                       "HOROVOD_NCCL_LIB",
+                                                       "HOROVOD_NCCL_LINK",
+                                                       "HOROVOD_CUDA_HOME",
+                                                       "HOROVOD_ROCM_HOME",
+                                                       "HOROVOD_BUILD_ARCH_FLAGS",
+                                                       "HOROVOD_BUILD_CUDA_CC_LIST",
+                                                       "HOROVOD_CMAKE",
+                                                       "HOROVOD_DEBUG",
+                                                       "HOROVOD_MPICXX_SHOW",
+                                                       "HOROVOD_CCL_HOME",
+                                                       "HOROVOD_CONTROLLER",
+                                                       "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+                                                       "HOROVOD_GLOO_RENDEZVOUS_PORT",
+                                                       "HOROVOD_GLOO_GLOBAL_PREFIX",
+                                                       "HOROVOD_GLOO_LOCAL_PREFIX",
+                                                       "HOROVOD_GLOO_CROSS_PREFIX",
+                                                       "HOROVOD_ELASTIC",
+                                                       "HOROVOD_START_TIMEOUT",
+                                                       "HOROVOD_ELASTIC_TIMEOUT",
+                                                       "HOROVOD_SECRET_KEY",
+                                                       "HOROVOD_ENABLE_XLA_OPS",
+                                                       "HOROVOD_DYNAMIC_PROCESS_SETS",
+                                                       "HOROVOD_BATCH_D2D_MEMCOPIES",
+                                                       "HOROVOD_ADASUM_MPI_CHUNK_SIZE",
+                                                       "HOROVOD_DISABLE_GROUP_FUSION"};
+
+}  // namespace
+
+std::vector<std::string> horovod_variable_warnings(std::span<const std::string> names) {
+  std::vector<std::string_view> known;  // every HOROVOD_* name, for "did you mean"
+  for (std::span<const EnvVar* const> table : {env_table(), knob_table(), library_table()}) {
+    for (const EnvVar* v : table) {
+      if (v->name.starts_with("HOROVOD_")) known.push_back(v->name);
+    }
+  }
+  for (const UnimplementedKnob& k : kUnimplemented) known.push_back(k.name);
+  known.insert(known.end(), kHorovodOwn.begin(), kHorovodOwn.end());
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    if (!name.starts_with("HOROVOD_")) continue;
+    if (const UnimplementedKnob* k = find_unimplemented_knob(name)) {
+      out.push_back(name + " is set, but libhvd does not implement it: " + std::string(k->instead));
+      continue;
+    }
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const auto near = nearest_name(name, known);
+    out.push_back(name + " is set, but neither libhvd nor Horovod knows it: it has no effect" +
+                  (near ? " (did you mean " + *near + "?)" : ""));
+  }
+  return out;
+}
 
 const UnimplementedKnob* find_unimplemented_knob(std::string_view name) {
   for (const UnimplementedKnob& k : kUnimplemented) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hvd::contract {
 
@@ -211,6 +212,16 @@ struct UnimplementedKnob {
 };
 std::span<const UnimplementedKnob> unimplemented_knobs();
 const UnimplementedKnob* find_unimplemented_knob(std::string_view name);
+
+// What libhvd says at init about the HOROVOD_* variables among `names` (a process's environment
+// names; others are ignored), one line each, in the order given:
+// - a Horovod knob libhvd does not implement: that it has no effect, and what libhvd does;
+// - a name neither libhvd nor Horovod knows (a typo: HOROVOD_FUSION_TRESHOLD): that it has no
+//   effect, with the nearest known name;
+// nothing for the names libhvd reads and for Horovod's own build and launcher variables
+// (HOROVOD_WITH_PYTORCH, HOROVOD_GPU_OPERATIONS, HOROVOD_GLOO_RENDEZVOUS_ADDR, ...), which a
+// user's environment may hold and the HOROVOD_* allow-list forwards.
+std::vector<std::string> horovod_variable_warnings(std::span<const std::string> names);
 
 // Every contract variable above (per rank and internal), in documentation order.
 std::span<const EnvVar* const> env_table();

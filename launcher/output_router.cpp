@@ -6,13 +6,16 @@
 #include <sys/stat.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 
+#include "common/error.h"
 #include "launcher/status_line.h"
 
 namespace hvd::launcher {
@@ -27,7 +30,51 @@ OutputRouter::StreamState& OutputRouter::state(int rank, Stream stream) {
   return streams_[{rank, static_cast<int>(stream)}];
 }
 
+std::vector<int> parse_rank_list(std::string_view text) {
+  constexpr int kMaxRank = (1 << 20) - 1;
+  auto bad = [&](std::string_view item) {
+    return UsageError(
+        fmt::format("--output-ranks {}: '{}' is not a rank or a range LOW-HIGH", text, item),
+        "e.g. --output-ranks 0 (rank 0 only) or --output-ranks 0,3-5");
+  };
+  auto number = [&](std::string_view digits, std::string_view item) {
+    int value = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value < 0 ||
+        value > kMaxRank) {
+      throw bad(item);
+    }
+    return value;
+  };
+  std::vector<int> ranks;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    const size_t dash = item.find('-');
+    const int low = number(item.substr(0, dash), item);
+    const int high = dash == std::string_view::npos ? low : number(item.substr(dash + 1), item);
+    if (high < low) throw bad(item);
+    if (ranks.size() + static_cast<size_t>(high - low) > static_cast<size_t>(kMaxRank)) {
+      throw bad(item);
+    }
+    for (int r = low; r <= high; ++r) ranks.push_back(r);
+    start = comma + 1;
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
 void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std::string& batch) {
+  if (stream == Stream::kStderr) {
+    auto& tail = stderr_tail_[rank];
+    tail.emplace_back(line);
+    if (tail.size() > kKeptStderrLines) tail.pop_front();
+  }
+  if (format_.ranks && !std::binary_search(format_.ranks->begin(), format_.ranks->end(), rank)) {
+    return;  // not for the console (--output-ranks); the file and the tail have it
+  }
   if (format_.timestamp) {
     const std::time_t now = std::time(nullptr);
     std::tm local{};
@@ -41,11 +88,6 @@ void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std
   }
   batch.append(line);
   batch += '\n';
-  if (stream == Stream::kStderr) {
-    auto& tail = stderr_tail_[rank];
-    tail.emplace_back(line);
-    if (tail.size() > kKeptStderrLines) tail.pop_front();
-  }
 }
 
 // DIR/rank.N/{stdout,stderr}. DIR is the user's; below it hvdrun never follows a symbolic link:

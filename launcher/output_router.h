@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/unique_fd.h"
 #include "worker/protocol.h"
@@ -29,10 +30,18 @@ inline constexpr size_t kMaxQueuedBytes = 8 << 20;  // above this, stop reading 
 // How console lines look: tagged (the default; --no-tag-output drops the tag) and, with
 // --timestamp-output, the wall-clock time in front, in the format horovodrun and Open MPI use
 // ("Wed Dec 02 20:40:00 2026[1,0]<stdout>:..."). Files under --output-filename stay untagged.
+// --output-ranks: only these ranks' lines reach the console (sorted; unset: every rank). The
+// others still go to the --output-filename files and keep their stderr tails for the failure
+// report, so a hidden rank's root cause is still shown.
 struct LineFormat {
   bool tag = true;
   bool timestamp = false;
+  std::optional<std::vector<int>> ranks;
 };
+
+// "0", "0,3-5": the ranks of --output-ranks, sorted, each once. Throws UsageError naming the
+// item that is not a rank or a LOW-HIGH range of ranks (0 to 1048575, LOW <= HIGH).
+std::vector<int> parse_rank_list(std::string_view text);
 
 class OutputRouter {
  public:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -13,7 +14,10 @@
 #include "allreduce/kernels/dtype.h"
 #include "allreduce/kernels/kernels.h"
 #include "allreduce/runtime/checks.h"
+#include "contract/env_table.h"
 #include "hvd/build_config.h"
+
+extern char** environ;
 
 #if HVD_BUILD_HAS_GLOO
 #include <gloo/rendezvous/hash_store.h>
@@ -64,12 +68,29 @@ std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopo
   throw StatusError(HVD_ERR_INTERNAL, "the configured backend is not built in");
 }
 
+// Rank 0, at the process's first init (not again at an elastic reset): the HOROVOD_* variables
+// that do nothing here, a typo or a knob libhvd lacks (contract::horovod_variable_warnings).
+// hvdrun forwards the same HOROVOD_* variables to every rank, so one rank says it for all.
+void warn_about_horovod_variables(int rank) {
+  static std::atomic<bool> said{false};
+  if (rank != 0 || said.exchange(true)) return;
+  std::vector<std::string> names;
+  for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
+    const std::string_view entry(*p);
+    names.emplace_back(entry.substr(0, entry.find('=')));
+  }
+  for (const std::string& line : contract::horovod_variable_warnings(names)) {
+    logger().warn("{}", line);
+  }
+}
+
 }  // namespace
 
 Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(config.topology) {
   configure_logger(topology_.rank, config.log_level);
   backend_ = connect(config_, topology_);
   configure_logger(topology_.rank, config.log_level);
+  warn_about_horovod_variables(topology_.rank);
   // hvdrun's advertised address, else (under mpirun) one in the networks Open MPI uses; never
   // every interface when either is known.
   const std::string bind = config_.advertise_addr.empty()
@@ -89,7 +110,14 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
     }
   }();
   if (topology_.rank == 0 && !config_.timeline.empty()) {
-    timeline_ = std::make_unique<Timeline>(config_.timeline);
+    // Said here too, before the unwinding closes the control plane: the other ranks then fail
+    // with "rank 0 is gone", and the launcher may stop this rank before the program prints why.
+    try {
+      timeline_ = std::make_unique<Timeline>(config_.timeline);
+    } catch (const StatusError& e) {
+      logger().error("{}", e.what());
+      throw;
+    }
   }
   EngineOptions engine{.rank = topology_.rank,
                        .size = topology_.size,

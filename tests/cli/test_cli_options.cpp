@@ -1,5 +1,8 @@
 // End-to-end tests of hvdrun's other options and of -x forwarding: the real binary, its exit
 // code, stdout and stderr (docs/cli.md, docs/environment.md).
+#include <filesystem>
+#include <fstream>
+
 #include "tests/cli/cli_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
@@ -280,4 +283,25 @@ TEST_CASE("verbose (-v) names an ssh_config option libssh ignores once, not once
   CHECK(r.err.find(line, first + 1) == std::string::npos);
   CHECK_THAT(r.err, Contains("'IdentitiesOnly'"));
   CHECK_THAT(r.err, !Contains("Unsupported option"));
+}
+
+TEST_CASE("output-ranks: other ranks' lines stay off the console, in their files and report",
+          "[cli]") {
+  const std::string dir = "/tmp/hvd_cli_output_ranks";
+  std::filesystem::remove_all(dir);
+  const RunResult r =
+      run_hvdrun({"-np", "3", "--output-ranks", "0,2", "--output-filename", dir, "sh", "-c",
+                  "echo line$HOROVOD_RANK; echo why$HOROVOD_RANK >&2; "
+                  "if [ $HOROVOD_RANK = 1 ]; then exit 3; fi; sleep 0.3"});
+  INFO(show(r));
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:line0"));
+  CHECK(r.out.find("line1") == std::string::npos);  // rank 1 is not listed
+  CHECK(r.err.find("<stderr>:why1") == std::string::npos);
+  CHECK_THAT(r.err, Contains("rank 1 (host localhost, local rank 1) exited with code 3"));
+  CHECK_THAT(r.err, Contains("    why1"));  // its root cause is still reported
+  std::ifstream file(dir + "/rank.1/stdout");
+  std::string line;
+  std::getline(file, line);
+  CHECK(line == "line1");  // and its file has everything
 }

@@ -181,6 +181,26 @@ TEST_CASE("engine flags reach every rank, native and --mpi", "[engine]") {
   CHECK_THAT(r.out, Contains(tag(1) + "knobs 2097152 0.3 1"));
 }
 
+TEST_CASE("engine: rank 0 warns once about HOROVOD_* variables that do nothing here",
+          "[engine]") {
+  // A typo and a knob libhvd lacks, forwarded by the HOROVOD_* allow-list; a Horovod build
+  // variable, which is quiet.
+  const auto r = run_local(2, {"collectives"},
+                           {{"HOROVOD_FUSION_TRESHOLD", "1"},
+                            {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+                            {"HOROVOD_WITH_PYTORCH", "1"}});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  const std::string typo =
+      "HOROVOD_FUSION_TRESHOLD is set, but neither libhvd nor Horovod knows it: it has no effect "
+      "(did you mean HOROVOD_FUSION_THRESHOLD?)";
+  CHECK_THAT(r.err, Contains("[hvd rank 0] warning: " + typo));
+  CHECK(r.err.find(typo) == r.err.rfind(typo));  // rank 0 says it, once
+  CHECK_THAT(r.err, Contains("HOROVOD_HIERARCHICAL_ALLREDUCE is set, but libhvd does not "
+                             "implement it: libhvd runs one flat allreduce across all ranks"));
+  CHECK(r.err.find("HOROVOD_WITH_PYTORCH") == std::string::npos);
+}
+
 TEST_CASE("engine: a program that returns without hvd::shutdown() exits cleanly", "[engine]") {
   const bool mpi = GENERATE(false, true);
   std::vector<std::string> args;

@@ -19,7 +19,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${HVD_FUZZ_BUILD:-$root/build-fuzz}"
 harnesses=(host_list scheduler_hosts hello rendezvous frame_reader job_spec probe engine_messages
-  world topology port_range ssh_config discovery)
+  world topology port_range ssh_config discovery
+  config_file output_ranks)
 
 usage() {
   sed -n '4,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "cli/options.h"
+#include "common/error.h"
+#include "launcher/output_router.h"
 #include "test_helpers.h"
 
 using hvd::cli::EarlyExit;
@@ -207,4 +209,16 @@ TEST_CASE("parse: seconds flags take 0 where it means something, else say the ra
         parse_options({"--keepalive", "soon", "x"});
       },
       "from 0 to 3600", "0: never");
+}
+
+TEST_CASE("output-ranks lists: ranks and ranges, sorted, each once, or a usage error", "[cli]") {
+  using hvd::launcher::parse_rank_list;
+  CHECK(parse_rank_list("0") == std::vector<int>{0});
+  CHECK(parse_rank_list("5,0,3-4,4") == std::vector<int>{0, 3, 4, 5});
+  CHECK(parse_rank_list("2-2") == std::vector<int>{2});
+  for (const char* bad : {"", ",", "0,", "a", "-1", "3-1", "1-", "-", "0x1", " 1", "1048576",
+                          "0-1048576", "1,,2"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_rank_list(bad), hvd::UsageError);
+  }
 }

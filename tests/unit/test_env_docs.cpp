@@ -89,6 +89,28 @@ TEST_CASE("docs/environment.md lists every Horovod knob libhvd does not implemen
   }
 }
 
+TEST_CASE("HOROVOD_* variables that do nothing: a typo, an unimplemented knob, not the rest",
+          "[env]") {
+  const std::vector<std::string> names{"PATH",
+                                       "HOROVOD_FUSION_TRESHOLD",
+                                       "HOROVOD_CYCLE_TIME",
+                                       "HOROVOD_RANK",
+                                       "HOROVOD_WITH_PYTORCH",
+                                       "HOROVOD_CACHE_CAPACITY",
+                                       "HOROVOD_ZZZ_QQQ_XXX"};
+  const auto lines = hvd::contract::horovod_variable_warnings(names);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] ==
+        "HOROVOD_FUSION_TRESHOLD is set, but neither libhvd nor Horovod knows it: it "
+        "has no effect (did you mean HOROVOD_FUSION_THRESHOLD?)");
+  CHECK_THAT(lines[1], Catch::Matchers::StartsWith(
+                           "HOROVOD_CACHE_CAPACITY is set, but libhvd does not implement it: "));
+  // Too far from every known name for a suggestion.
+  CHECK(lines[2] ==
+        "HOROVOD_ZZZ_QQQ_XXX is set, but neither libhvd nor Horovod knows it: it has "
+        "no effect");
+}
+
 TEST_CASE("docs/check-ssh.md has a row for every --check-ssh code", "[docs]") {
   const std::string doc = read_doc("check-ssh.md");
   for (int c = 0; c < static_cast<int>(hvd::ssh::CheckCode::kCount); ++c) {

@@ -1,0 +1,21 @@
+// `--output-ranks` lists (launcher/output_router.h, parse_rank_list). UsageError is the
+// documented refusal. Properties: sorted, each rank once, 0..1048575; written back as a comma
+// list it parses to the same ranks.
+#include "common/error.h"
+#include "launcher/output_router.h"
+#include "tests/fuzz/fuzz_support.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto ranks = hvd::fuzz::accepted<hvd::Error>(
+      [&] { return hvd::launcher::parse_rank_list(hvd::fuzz::as_text(data, size)); });
+  if (!ranks) return 0;
+  HVD_FUZZ_CHECK(!ranks->empty());
+  std::string again;
+  for (std::size_t i = 0; i < ranks->size(); ++i) {
+    HVD_FUZZ_CHECK((*ranks)[i] >= 0 && (*ranks)[i] < (1 << 20));
+    if (i > 0) HVD_FUZZ_CHECK((*ranks)[i - 1] < (*ranks)[i]);
+    again += (i > 0 ? "," : "") + std::to_string((*ranks)[i]);
+  }
+  HVD_FUZZ_CHECK(hvd::launcher::parse_rank_list(again) == *ranks);
+  return 0;
+}
