@@ -287,6 +287,7 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.grace_seconds = o.grace_s;
   options.start_timeout = std::chrono::milliseconds(static_cast<long>(o.start_timeout_s * 1000));
   options.keepalive = std::chrono::milliseconds(static_cast<long>(o.keepalive_s * 1000));
+  options.job_timeout = std::chrono::milliseconds(static_cast<long>(o.job_timeout_s * 1000));
   options.output_dir = o.output_filename;
   options.line_format.tag = o.tag_output;
   options.line_format.timestamp = o.timestamp_output;

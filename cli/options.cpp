@@ -247,6 +247,23 @@ void define_options(CLI::App& app, Options& o) {
          [&o](const std::string& v) { o.start_timeout_s = parse_seconds("--start-timeout", v); },
          "Seconds for every agent to answer and every rank to start (default 30)")
       ->type_name("SECONDS");
+  app.add_option_function<std::string>(
+         "--timeout",
+         [&o](const std::string& v) {
+           double value = 0;
+           auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+           if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(value > 0) ||
+               value > 30 * 86400) {
+             throw UsageError(
+                 fmt::format("--timeout {}: not a number of seconds above 0 and at most 30 days",
+                             v),
+                 "e.g. --timeout 3600 stops the job after an hour (exit 124)");
+           }
+           o.job_timeout_s = value;
+         },
+         "Stop the job this long after it started, exit 124, and name the ranks still running "
+         "with their last line (mpirun's --timeout; each restart gets it anew)")
+      ->type_name("SECONDS");
   app.add_option("--max-restarts", o.max_restarts,
                  "Start the job again, up to N times, when a rank fails, a host is lost, the "
                  "network check fails or an SSH connection is refused or times out (default 0)")

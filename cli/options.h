@@ -42,6 +42,7 @@ struct Options {
   double grace_s = 5.0;                    // --grace
   double start_timeout_s = 30.0;           // --start-timeout
   double keepalive_s = 30.0;               // --keepalive
+  double job_timeout_s = 0;                // --timeout: the whole job, 0: none
   int max_restarts = 0;                    // --max-restarts
   double restart_backoff_s = 1.0;          // --restart-backoff
   int host_failure_limit = 1;              // --host-failure-limit

@@ -20,6 +20,8 @@ ExitCode exit_code_of(ErrorKind kind) {
       return ExitCode::kStartupTimeout;
     case ErrorKind::kLauncher:
       return ExitCode::kLauncherFailed;
+    case ErrorKind::kJobTimeout:
+      return ExitCode::kJobTimeout;
     case ErrorKind::kInternal:
     case ErrorKind::kCount:
       break;
@@ -43,6 +45,8 @@ std::string_view kind_name(ErrorKind kind) {
       return "timeout";
     case ErrorKind::kLauncher:
       return "launcher";
+    case ErrorKind::kJobTimeout:
+      return "job_timeout";
     case ErrorKind::kInternal:
     case ErrorKind::kCount:
       break;

@@ -25,6 +25,7 @@ enum class ExitCode : int {
   kHostLost =
       74,  // a host was lost while the job ran: link closed or silent, agent died (EX_IOERR)
   kStartupTimeout = 75,  // a start-up phase did not finish in time (EX_TEMPFAIL)
+  kJobTimeout = 124,     // the job ran past --timeout and was stopped (timeout(1)'s code)
   kCannotStart = 127,    // the command, its directory or the agent is missing on a host (as sh)
 };
 
@@ -32,15 +33,16 @@ inline int to_int(ExitCode code) { return static_cast<int>(code); }
 
 // What kind of failure an error is; each kind has one exit code (exit_code_of).
 enum class ErrorKind {
-  kUsage,     // bad input from the user: flags, host lists, hostfiles, -x, environment values
-  kNetCheck,  // a host cannot reach another host or the launcher's rendezvous server
-  kSsh,       // a host failed an SSH stage (connect, host key, authentication)
-  kRemote,    // a host could not start the job: the agent or the command is missing there
-  kHostLost,  // a host's agent or its connection went away while the job ran
-  kTimeout,   // a start-up phase did not finish in time
-  kLauncher,  // the launcher's own part failed: no port to listen on, a process it cannot start
-  kInternal,  // a bug in hvdrun
-  kCount,     // the number of kinds, not a kind
+  kUsage,       // bad input from the user: flags, host lists, hostfiles, -x, environment values
+  kNetCheck,    // a host cannot reach another host or the launcher's rendezvous server
+  kSsh,         // a host failed an SSH stage (connect, host key, authentication)
+  kRemote,      // a host could not start the job: the agent or the command is missing there
+  kHostLost,    // a host's agent or its connection went away while the job ran
+  kTimeout,     // a start-up phase did not finish in time
+  kLauncher,    // the launcher's own part failed: no port to listen on, a process it cannot start
+  kJobTimeout,  // the job ran past --timeout
+  kInternal,    // a bug in hvdrun
+  kCount,       // the number of kinds, not a kind
 };
 
 ExitCode exit_code_of(ErrorKind kind);

@@ -63,6 +63,8 @@ struct LaunchOptions {
   std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
   // --keepalive: a host whose agent is silent this long while the job runs is lost (0: never).
   std::chrono::milliseconds keepalive{30000};
+  // --timeout: the whole job (each attempt) is stopped this long after it started (0: never).
+  std::chrono::milliseconds job_timeout{0};
   std::optional<std::string> output_dir;          // --output-filename
   LineFormat line_format;                         // --no-tag-output, --timestamp-output
   std::string hvdrun_path;                        // the local agent binary (this hvdrun)

@@ -423,6 +423,10 @@ MpiVersion check_mpirun(const std::string& mpirun) {
 // What only mpirun knows, after it ended: its exit code is the job's (the failed rank's, or its
 // own failure), and its messages may name the rank that failed first.
 void take_mpirun_outcome(const MpirunJob& job, LaunchResult& result) {
+  if (result.error && result.error->kind == ErrorKind::kJobTimeout) {
+    result.exit_code = to_int(exit_code_of(ErrorKind::kJobTimeout));  // hvdrun stopped mpirun
+    return;
+  }
   result.exit_code = job.status().code();
   if (result.interrupted_by != 0 && result.exit_code == 0) {
     result.exit_code = 128 + result.interrupted_by;

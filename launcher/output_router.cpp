@@ -66,7 +66,13 @@ std::vector<int> parse_rank_list(std::string_view text) {
   return ranks;
 }
 
+std::string OutputRouter::last_line(int rank) const {
+  const auto it = last_line_.find(rank);
+  return it == last_line_.end() ? std::string() : it->second;
+}
+
 void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std::string& batch) {
+  last_line_[rank].assign(line.substr(0, 200));
   if (stream == Stream::kStderr) {
     auto& tail = stderr_tail_[rank];
     tail.emplace_back(line);

@@ -53,6 +53,8 @@ class OutputRouter {
   void flush(int rank);
   // The rank's last kKeptStderrLines stderr lines, untagged.
   const std::deque<std::string>& last_stderr(int rank);
+  // The rank's last line on either stream, untagged ("" before any).
+  std::string last_line(int rank) const;
 
   // Console queues: fds with bytes waiting, how many bytes in all.
   bool pending(int fd) const;
@@ -94,6 +96,7 @@ class OutputRouter {
   std::optional<std::string> dir_;
   UniqueFd dir_fd_;  // dir_, opened once
   LineFormat format_;
+  std::map<int, std::string> last_line_;  // --timeout's report: each rank's last line, cut
   std::map<std::pair<int, int>, StreamState> streams_;
   std::map<int, std::deque<std::string>> stderr_tail_;
 };

@@ -42,6 +42,8 @@ std::optional<std::string> why_no_restart(const LaunchResult& result) {
       return "an SSH failure that a new attempt would meet again";
     case ErrorKind::kLauncher:
       return "the launcher's own part failed";
+    case ErrorKind::kJobTimeout:
+      return "the job ran past --timeout, which a new attempt would have no more of";
     case ErrorKind::kInternal:
     case ErrorKind::kCount:
       break;

@@ -1,5 +1,6 @@
 #include "launcher/supervisor.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -17,6 +18,10 @@ Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::stri
       router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
               options.output_dir, options.line_format),
       grace_(static_cast<long>(options.grace_seconds * 1000)) {
+  if (options.job_timeout.count() > 0) {
+    job_timeout_ = options.job_timeout;
+    job_deadline_ = start_ + options.job_timeout;
+  }
   result_.launcher = std::move(launcher_name);
   for (const RankPlan& r : plan.ranks) {
     RankOutcome o;
@@ -113,8 +118,30 @@ void Supervisor::on_signal(Job& job, int sig) {
   }
 }
 
+// --timeout reached: the job is stopped as after a failure, with its own code, and the report
+// names every rank still running with its last line.
+void Supervisor::check_job_deadline() {
+  if (!job_deadline_ || stopping_ || Clock::now() < *job_deadline_) return;
+  job_deadline_.reset();
+  std::string running;
+  for (const RankOutcome& r : result_.ranks) {
+    if (r.exited) continue;
+    const std::string line = router_.last_line(r.rank);
+    running += fmt::format("\n  rank {} (host {}): {}", r.rank, r.host,
+                           line.empty() ? "no output yet" : "last line: " + line);
+  }
+  fail(Failure{ErrorKind::kJobTimeout,
+               fmt::format("the job ran past --timeout {:g} s and was stopped; still running:{}",
+                           std::chrono::duration<double>(job_timeout_).count(), running),
+               "raise --timeout, or find what the ranks above were waiting for (their last "
+               "lines)"});
+}
+
 int Supervisor::poll_timeout_ms(const Job& job) const {
   std::optional<Clock::time_point> deadline = job.deadline();
+  if (job_deadline_ && !stopping_ && (!deadline || *job_deadline_ < *deadline)) {
+    deadline = job_deadline_;
+  }
   if (stop_deadline_ && !abandoned_ && (!deadline || *stop_deadline_ < *deadline)) {
     deadline = stop_deadline_;
   }
@@ -167,6 +194,7 @@ LaunchResult Supervisor::run(Job& job) {
     const int timeout = poll_timeout_ms(job);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
     if (const auto due = job.deadline(); due && Clock::now() >= *due) job.on_deadline();
+    check_job_deadline();
     check_stop_deadline(job);
     if (fds[0].revents != 0) {
       while (const std::optional<int> sig = signals.next()) on_signal(job, *sig);

@@ -111,6 +111,7 @@ class Supervisor {
   int exit_code() const;
   int poll_timeout_ms(const Job& job) const;
   void check_stop_deadline(Job& job);
+  void check_job_deadline();
 
   const Plan& plan_;
   OutputRouter router_;
@@ -120,6 +121,8 @@ class Supervisor {
   bool killing_ = false;
   std::chrono::milliseconds grace_;
   std::optional<Clock::time_point> stop_deadline_;
+  std::optional<Clock::time_point> job_deadline_;  // --timeout; reset once reached
+  std::chrono::milliseconds job_timeout_{0};
   bool abandoned_ = false;  // the stop deadline passed and the job was abandoned
   int started_ = 0;
   Clock::time_point start_ = Clock::now();

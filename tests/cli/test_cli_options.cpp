@@ -273,8 +273,9 @@ TEST_CASE("verbose (-v) names an ssh_config option libssh ignores once, not once
           "[cli]") {
   const TempFile config("Host *\n  BatchMode yes\n  IdentitiesOnly yes\n");
   // 127.0.1.250-251 port 1: refused, after the config stage has read the file for each host.
-  const RunResult r = run_hvdrun({"--check-ssh", "--verbose", "-H", "127.0.1.250,127.0.1.251", "-p", "1",
-                                  "--ssh-config", config.path(), "--ssh-known-hosts", "/dev/null"});
+  const RunResult r =
+      run_hvdrun({"--check-ssh", "--verbose", "-H", "127.0.1.250,127.0.1.251", "-p", "1",
+                  "--ssh-config", config.path(), "--ssh-known-hosts", "/dev/null"});
   INFO(show(r));
   CHECK(r.exit_code == 69);
   const std::string line = "ssh config: 'BatchMode' has no effect on hvdrun's SSH client";
@@ -304,4 +305,31 @@ TEST_CASE("output-ranks: other ranks' lines stay off the console, in their files
   std::string line;
   std::getline(file, line);
   CHECK(line == "line1");  // and its file has everything
+}
+
+TEST_CASE("timeout: the job is stopped, exit 124, the ranks still running named", "[cli]") {
+  const bool mpi = GENERATE(false, true);
+  if (mpi && !HVD_TEST_HAS_MPI) {
+    WARN("skipped: --mpi needs Open MPI, which this build has not");
+    return;
+  }
+  std::vector<std::string> args{"--timeout",
+                                "1.5",
+                                "-np",
+                                "2",
+                                "sh",
+                                "-c",
+                                "echo at step $HOROVOD_RANK; "
+                                "if [ $HOROVOD_RANK = 1 ]; then sleep 60; fi"};
+  if (mpi) args.insert(args.begin(), "--mpi");
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult r = run_hvdrun(args);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(show(r));
+  CHECK(r.exit_code == 124);
+  CHECK(took < 15);  // 1.5 s, then the stop's grace at most
+  CHECK_THAT(r.err, Contains("the job ran past --timeout 1.5 s and was stopped"));
+  CHECK_THAT(r.err, Contains("rank 1 (host localhost): last line: at step 1"));
+  if (!mpi) CHECK(r.err.find("rank 0 (host") == std::string::npos);  // it had finished
 }
