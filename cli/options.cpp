@@ -561,11 +561,20 @@ void validate(const Options& o) {
 // horovodrun's -v is --version: alone it prints the version; with anything else it is refused,
 // so that an old `hvdrun -v -np 4 ./train` (hvdrun's verbose, once) cannot print a version and
 // exit 0 as if the job had passed.
-void version_short_flag(const CommandLine& line) {
-  // "-v" alone, or first in a bundle of short options ("-vx FOO": -v, then -x FOO, once).
-  const bool given = std::any_of(line.own.begin(), line.own.end(), [](const std::string& t) {
-    return t.size() >= 2 && t[0] == '-' && t[1] == 'v';
-  });
+void version_short_flag(const CLI::App& app, const CommandLine& line) {
+  // "-v" alone, or first in a bundle of short options ("-vx FOO": -v, then -x FOO, once); not
+  // an option's value (--mpi-args -v is mpirun's).
+  bool given = false;
+  for (size_t i = 0; i < line.own.size() && !given; ++i) {
+    const std::string& t = line.own[i];
+    if (t.starts_with("--")) {
+      if (t.find('=') == std::string::npos) i += values_of(app, t);
+    } else if (t.size() == 2 && t[0] == '-' && t[1] != 'v' && takes_value(app, t)) {
+      ++i;  // -x VAR, -H LIST
+    } else {
+      given = t.size() >= 2 && t[0] == '-' && t[1] == 'v';
+    }
+  }
   if (!given) return;
   if (line.own == std::vector<std::string>{"-v"} && line.command.empty()) {
     throw EarlyExit{fmt::format("hvdrun {}\n", HVD_VERSION_STRING)};
@@ -676,7 +685,7 @@ Options parse_options(const std::vector<std::string>& args) {
   define_options(app, o);
 
   CommandLine line = split_with(app, args);
-  version_short_flag(line);
+  version_short_flag(app, line);
   apply_config_file(line);
   std::vector<std::string> reversed(line.own.rbegin(), line.own.rend());
   try {

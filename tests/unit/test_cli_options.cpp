@@ -55,6 +55,10 @@ TEST_CASE("version: -v alone prints it, -v with anything else is refused", "[cli
        {Args{"-v", "-np", "2", "./x"}, Args{"-vx", "FOO", "./x"}, Args{"-v", "./x"}}) {
     CHECK_THROWS_WITH(parse_options(args), Catch::Matchers::Contains("-v is --version"));
   }
+  // An option's value that starts with -v is the value, not -v.
+  const auto o = parse_options({"--mpi", "--mpi-args", "-v", "-x", "-vX", "./x"});
+  CHECK(o.mpi_args == "-v");
+  CHECK(o.forward == Args{"-vX"});
 }
 
 TEST_CASE("split: flags take no value", "[cli]") {
@@ -216,8 +220,8 @@ TEST_CASE("output-ranks lists: ranks and ranges, sorted, each once, or a usage e
   CHECK(parse_rank_list("0") == std::vector<int>{0});
   CHECK(parse_rank_list("5,0,3-4,4") == std::vector<int>{0, 3, 4, 5});
   CHECK(parse_rank_list("2-2") == std::vector<int>{2});
-  for (const char* bad : {"", ",", "0,", "a", "-1", "3-1", "1-", "-", "0x1", " 1", "1048576",
-                          "0-1048576", "1,,2"}) {
+  for (const char* bad :
+       {"", ",", "0,", "a", "-1", "3-1", "1-", "-", "0x1", " 1", "1048576", "0-1048576", "1,,2"}) {
     INFO("'" << bad << "'");
     CHECK_THROWS_AS(parse_rank_list(bad), hvd::UsageError);
   }
