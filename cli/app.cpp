@@ -163,7 +163,28 @@ launcher::CheckReport run_check_ssh(const Options& o) {
   if (hosts.empty()) {
     hosts.push_back({.host = "localhost", .port = {}, .user = {}, .origin = "default host"});
   }
-  return launcher::run_ssh_check(hosts, ssh_options(o), launcher::local_identity());
+  ssh::SshOptions options = ssh_options(o);
+  // On a terminal (and not --json): a live line while the hosts answer, gone before the table.
+  auto& status = launcher::StatusLine::get();
+  const bool live = !o.json && ::isatty(STDERR_FILENO) != 0;
+  if (live) {
+    status.enable(STDERR_FILENO);
+    const auto start = std::chrono::steady_clock::now();
+    options.on_progress = [&status, start](size_t done, size_t failed, size_t total) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      status.set(fmt::format("check-ssh: {} of {} host{} done, {} failed, {} pending ({:.1f} s)",
+                             done, total, total == 1 ? "" : "s", failed, total - done, elapsed));
+      status.draw_now();
+    };
+  }
+  launcher::CheckReport report =
+      launcher::run_ssh_check(hosts, options, launcher::local_identity());
+  if (live) {
+    status.set("");
+    status.clear_now();
+  }
+  return report;
 }
 
 void print_check_ssh(const launcher::CheckReport& report) {

@@ -24,6 +24,8 @@ struct Job {
   std::exception_ptr error;
 };
 
+constexpr std::chrono::milliseconds kProgressEvery{250};
+
 struct Board {
   std::mutex mutex;
   std::condition_variable changed;
@@ -72,12 +74,16 @@ std::vector<HostCheck> check_hosts(const std::vector<SshTarget>& targets,
     auto job = std::make_shared<Job>();
     jobs.push_back(job);
     threads.emplace_back([job, board, target, options, slots] {
+      std::optional<HostCheck> result;
+      std::exception_ptr error;
       try {
-        job->result = check_host(target, options, *slots, job->control);
+        result = check_host(target, options, *slots, job->control);
       } catch (...) {
-        job->error = std::current_exception();
+        error = std::current_exception();
       }
       std::lock_guard<std::mutex> lock(board->mutex);
+      job->result = std::move(result);
+      job->error = error;
       ++board->done;
       board->changed.notify_all();
     });
@@ -86,7 +92,19 @@ std::vector<HostCheck> check_hosts(const std::vector<SshTarget>& targets,
   // A host waited for (--wait-for-hosts) gets its whole --ssh-timeout after the wait.
   const auto deadline = Clock::now() + options.wait_for_hosts + options.timeout + kGrace;
   std::unique_lock<std::mutex> lock(board->mutex);
-  if (!board->changed.wait_until(lock, deadline, [&] { return board->done == jobs.size(); })) {
+  auto all_done = [&] { return board->done == jobs.size(); };
+  auto report = [&] {  // under the lock: the results are written under it
+    if (!options.on_progress || jobs.empty()) return;
+    std::size_t failed = 0;
+    for (const auto& job : jobs) failed += (job->error || (job->result && !job->result->ok()));
+    options.on_progress(board->done, failed, jobs.size());
+  };
+  report();
+  while (options.on_progress && !all_done() && Clock::now() < deadline) {
+    board->changed.wait_until(lock, std::min(deadline, Clock::now() + kProgressEvery));
+    report();
+  }
+  if (!board->changed.wait_until(lock, deadline, all_done)) {
     for (auto& job : jobs) job->control.cancel();
     board->changed.wait_for(lock, kGrace, [&] { return board->done == jobs.size(); });
   }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,6 +26,9 @@ struct SshOptions {
   std::chrono::milliseconds wait_for_hosts{0};
   int concurrency = 16;    // hosts in key exchange + authentication at once
   std::string agent_path;  // where the hvdrun agent must be on each host
+  // Called by check_hosts() from its waiting thread, at the start, about every 250 ms and when
+  // it is done: hosts finished (of which failed) and total. For a live line on a terminal.
+  std::function<void(std::size_t done, std::size_t failed, std::size_t total)> on_progress;
 };
 
 // One host as the host list or hostfile gave it.

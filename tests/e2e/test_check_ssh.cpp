@@ -270,3 +270,33 @@ TEST_CASE("check-ssh: sshd over MaxStartups is too many connections", "[check-ss
   check_ok_host(fx, doc["hosts"][1], fx.addr(0));
   check_reproduce_fails(h);  // the connection is still held
 }
+
+TEST_CASE("check-ssh on a terminal: a live line counts the hosts, then the table", "[check-ssh]") {
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    WARN("skipped: util-linux's script(1) is not installed (Debian's bsdutils): no terminal");
+    return;
+  }
+  hvd::test::AcceptAndSilent silent("127.0.1.24");
+  hvd::test::AcceptAndSilent silent2("127.0.1.25", silent.port());
+  const std::string hosts = "127.0.1.24,127.0.1.25";
+  const std::string args =
+      " --check-ssh -H " + hosts + " -p " + std::to_string(silent.port()) + " --ssh-timeout 1.2";
+  // script(1) gives hvdrun a terminal for stdout and stderr.
+  const hvd::test::RunResult r = hvd::test::run_program(
+      {"/usr/bin/script", "-qec", std::string(HVDRUN_BINARY) + args, "/dev/null"}, {},
+      std::chrono::seconds(30));
+  INFO(r.out);
+  const std::string clear = "\r\033[K";
+  CHECK_THAT(r.out, Contains(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending (0.0 s)"));
+  CHECK_THAT(r.out, Contains(clear + "check-ssh: 2 of 2 hosts done, 2 failed, 0 pending"));
+  // Cleared before the table, which starts on its own line.
+  CHECK_THAT(r.out, Contains(clear + "hvdrun --check-ssh: 2 hosts, 2 failed"));
+  // Not on a pipe, and not with --json on a terminal.
+  const hvd::test::RunResult piped = hvd::test::run_hvdrun(
+      {"--check-ssh", "-H", hosts, "-p", std::to_string(silent.port()), "--ssh-timeout", "1.2"});
+  CHECK(piped.err.find("check-ssh: 0 of") == std::string::npos);
+  const hvd::test::RunResult json_run = hvd::test::run_program(
+      {"/usr/bin/script", "-qec", std::string(HVDRUN_BINARY) + args + " --json", "/dev/null"}, {},
+      std::chrono::seconds(30));
+  CHECK(json_run.out.find("check-ssh: 0 of") == std::string::npos);
+}
