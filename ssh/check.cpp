@@ -100,9 +100,15 @@ std::vector<HostCheck> check_hosts(const std::vector<SshTarget>& targets,
     options.on_progress(board->done, failed, jobs.size());
   };
   report();
-  while (options.on_progress && !all_done() && Clock::now() < deadline) {
-    board->changed.wait_until(lock, std::min(deadline, Clock::now() + kProgressEvery));
-    report();
+  // At most every kProgressEvery, and once more when the last host is done: a thousand hosts
+  // finishing within a second do not redraw the line a thousand times.
+  for (auto next = Clock::now() + kProgressEvery;
+       options.on_progress && !all_done() && Clock::now() < deadline;) {
+    if (board->changed.wait_until(lock, std::min(deadline, next), all_done) ||
+        Clock::now() >= next) {
+      report();
+      next = Clock::now() + kProgressEvery;
+    }
   }
   if (!board->changed.wait_until(lock, deadline, all_done)) {
     for (auto& job : jobs) job->control.cancel();

@@ -287,7 +287,7 @@ TEST_CASE("check-ssh on a terminal: a live line counts the hosts, then the table
       std::chrono::seconds(30));
   INFO(r.out);
   const std::string clear = "\r\033[K";
-  CHECK_THAT(r.out, Contains(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending (0.0 s)"));
+  CHECK_THAT(r.out, Contains(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending ("));
   CHECK_THAT(r.out, Contains(clear + "check-ssh: 2 of 2 hosts done, 2 failed, 0 pending"));
   // Cleared before the table, which starts on its own line.
   CHECK_THAT(r.out, Contains(clear + "hvdrun --check-ssh: 2 hosts, 2 failed"));
