@@ -77,12 +77,12 @@ struct Options {
   bool autotune = false;  // --autotune: its sub-flags' knobs count only with it (horovodrun)
   std::vector<std::pair<std::string, std::string>> autotune_knobs;  // the sub-flags', in order
   std::vector<std::string> autotune_flags;                          // which sub-flags were given
-  bool timeline_mark_cycles = false;  // --timeline-mark-cycles: only with --timeline-filename
+  bool timeline_mark_cycles = false;        // --timeline-mark-cycles: only with --timeline-filename
   std::optional<std::string> binding_args;  // --binding-args: mpirun's binding, with --mpi
   bool timestamp_output = false;  // --timestamp-output/-prefix-timestamp: a time on every line
   bool tag_output = true;         // --no-tag-output: lines as the ranks wrote them
   std::optional<std::string> output_ranks;  // --output-ranks LIST, as written
-  std::optional<std::string> config_file;  // --config-file: read before parsing (config_file.h)
+  std::optional<std::string> config_file;   // --config-file: read before parsing (config_file.h)
   std::vector<std::string> command;
 };
 

@@ -76,7 +76,7 @@ struct LaunchOptions {
   std::string mpirun = "mpirun";                  // mpirun: the program
   std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
   std::optional<std::vector<std::string>> binding_args;  // mpirun: --binding-args, in words
-  std::optional<ElasticOptions> elastic;          // native, local hosts only for now
+  std::optional<ElasticOptions> elastic;                 // native, local hosts only for now
 };
 
 struct RankOutcome {

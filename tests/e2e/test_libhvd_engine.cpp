@@ -181,8 +181,7 @@ TEST_CASE("engine flags reach every rank, native and --mpi", "[engine]") {
   CHECK_THAT(r.out, Contains(tag(1) + "knobs 2097152 0.3 1"));
 }
 
-TEST_CASE("engine: rank 0 warns once about HOROVOD_* variables that do nothing here",
-          "[engine]") {
+TEST_CASE("engine: rank 0 warns once about HOROVOD_* variables that do nothing here", "[engine]") {
   // A typo and a knob libhvd lacks, forwarded by the HOROVOD_* allow-list; a Horovod build
   // variable, which is quiet.
   const auto r = run_local(2, {"collectives"},
