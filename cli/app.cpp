@@ -25,6 +25,7 @@
 #include "cli/attempts.h"
 #include "cli/check_build.h"
 #include "cli/engine_flags.h"
+#include "cli/launch_setup.h"
 #include "cli/options.h"
 #include "common/error.h"
 #include "common/process.h"
@@ -65,99 +66,6 @@ void setup_logging(const Options& o) {
   spdlog::set_level(level);
 }
 
-std::string current_user() {
-  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr) return pw->pw_name;
-  return "root";
-}
-
-std::string random_job_id() {
-  std::random_device rd;
-  return fmt::format("{:08x}{:08x}", rd(), rd());
-}
-
-// --check-net, or --check-net-full without a command.
-bool checking_net(const Options& o) {
-  return o.check_net || (o.check_net_full && o.command.empty());
-}
-
-// -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
-// --host-discovery-script: its first list, once it holds --min-np slots (horovodrun waits for
-// them up to --elastic-timeout as well).
-launcher::HostsSource discovered_hosts(const Options& o) {
-  using Clock = std::chrono::steady_clock;
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000));
-  const auto interval = std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000));
-  const int needed = o.min_np.value_or(1);
-  const auto deadline = Clock::now() + timeout;
-  bool said = false;
-  for (;;) {
-    std::vector<launcher::HostSpec> hosts = launcher::DiscoveryRunner::run_once(
-        *o.discovery_script, o.slots_per_host.value_or(1), launcher::kDiscoveryTimeout);
-    int slots = 0;
-    for (const launcher::HostSpec& h : hosts) slots += h.slots;
-    if (slots >= needed && !hosts.empty()) {
-      return {"discovery",
-              fmt::format("the host discovery script {}: {} host{}, {} slot{}", *o.discovery_script,
-                          hosts.size(), hosts.size() == 1 ? "" : "s", slots, slots == 1 ? "" : "s"),
-              std::move(hosts), std::nullopt, std::nullopt};
-    }
-    if (Clock::now() + interval > deadline) {
-      throw UsageError(
-          fmt::format("the host discovery script {} listed {} slot{} for {:.0f} s, fewer than "
-                      "--min-np {}",
-                      *o.discovery_script, slots, slots == 1 ? "" : "s",
-                      std::chrono::duration<double>(timeout).count(), needed),
-          "check what the script prints; --elastic-timeout is how long hvdrun waits for slots");
-    }
-    if (!said) {
-      spdlog::info(
-          "elastic: the host discovery script lists {} slot{}; waiting up to {:.0f} s "
-          "(--elastic-timeout) for --min-np {}",
-          slots, slots == 1 ? "" : "s", std::chrono::duration<double>(timeout).count(), needed);
-      said = true;
-    }
-    std::this_thread::sleep_for(interval);
-  }
-}
-
-launcher::HostsSource hosts_source(const Options& o) {
-  if (o.discovery_script) return discovered_hosts(o);
-  return launcher::choose_hosts(o.hosts, o.hostfile, launcher::getenv_value,
-                                launcher::read_whole_file);
-}
-
-void require_readable_file(const std::string& flag, const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good()) {
-    throw UsageError(fmt::format("{} {}: no such readable file", flag, path),
-                     "check the path (and that this user may read it)");
-  }
-}
-
-std::string own_path() {
-  std::error_code ec;
-  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "hvdrun" : path.string();
-}
-
-ssh::SshOptions ssh_options(const Options& o) {
-  if (o.ssh_identity_file) require_readable_file("-i", *o.ssh_identity_file);
-  if (o.ssh_config) require_readable_file("--ssh-config", *o.ssh_config);
-  ssh::SshOptions s;
-  s.config_file = o.ssh_config;
-  s.known_hosts_file = o.ssh_known_hosts;
-  s.identity_file = o.ssh_identity_file;
-  s.port = o.ssh_port;
-  s.host_key_policy = o.ssh_host_key_policy == "strict" ? ssh::HostKeyPolicy::kStrict
-                                                        : ssh::HostKeyPolicy::kAcceptNew;
-  s.timeout = std::chrono::milliseconds(static_cast<long>(o.ssh_timeout_s * 1000));
-  s.wait_for_hosts = std::chrono::milliseconds(static_cast<long>(o.wait_for_hosts_s * 1000));
-  s.concurrency = o.ssh_concurrency;
-  s.agent_path = o.agent_path.value_or(own_path());
-  return s;
-}
-
 launcher::CheckReport run_check_ssh(const Options& o) {
   std::vector<launcher::HostSpec> hosts = hosts_source(o).hosts;
   if (hosts.empty()) {
@@ -166,7 +74,7 @@ launcher::CheckReport run_check_ssh(const Options& o) {
   ssh::SshOptions options = ssh_options(o);
   // On a terminal (and not --json): a live line while the hosts answer, gone before the table.
   auto& status = launcher::StatusLine::get();
-  const bool live = !o.json && ::isatty(STDERR_FILENO) != 0;
+  const bool live = launcher::stderr_wants_status_line(o.json);
   if (live) {
     status.enable(STDERR_FILENO);
     const auto start = std::chrono::steady_clock::now();
@@ -210,41 +118,6 @@ int check_ssh(const Options& o) {
   return to_int(report.ok() ? ExitCode::kSuccess : exit_code_of(ErrorKind::kSsh));
 }
 
-launcher::PlanRequest plan_request(const Options& o) {
-  if (o.command.empty() && !checking_net(o)) {
-    throw UsageError("no command to run",
-                     "put the program after hvdrun's options, e.g. hvdrun -np 2 ./train "
-                     "--epochs 3");
-  }
-  launcher::PlanRequest request;
-  launcher::HostsSource source = hosts_source(o);
-  request.hosts = std::move(source.hosts);
-  request.hosts_origin = {source.kind, source.description};
-  // Inside an allocation, -np defaults to the scheduler's task count (SLURM_NTASKS).
-  request.num_proc = o.num_proc ? o.num_proc : source.default_np;
-  request.oversubscribe = o.oversubscribe;
-  request.ssh_port = o.ssh_port;
-  request.default_user = current_user();
-  for (const std::string& x : o.forward) {
-    request.forward.push_back(launcher::parse_forward_spec(x));
-  }
-  request.knobs = o.knobs;
-  request.gpus_per_rank = o.gpus_per_rank;
-  request.port_range = o.port_range;
-  if (o.network_cidr) request.network.cidr = launcher::parse_cidr(*o.network_cidr);
-  if (o.network_interface) {
-    request.network.interfaces = launcher::parse_interface_list(*o.network_interface);
-  }
-  if (o.log_level_given) {
-    request.knobs.emplace_back("HOROVOD_LOG_LEVEL", libhvd_log_level(o.log_level));
-  }
-  // --check-net starts agents, never ranks: the plan needs a command, which never runs.
-  request.command = o.command.empty() ? std::vector<std::string>{"true"} : o.command;
-  request.job_id = random_job_id();
-  request.elastic = o.elastic();
-  return request;
-}
-
 // Elastic training's checks that need the plan: the sizes.
 void validate_elastic_plan(const Options& o, const launcher::Plan& plan) {
   if (!o.elastic()) return;
@@ -271,62 +144,6 @@ void warn_if_command_looks_like_a_host(const Options& o) {
         "(write -H a:2,b:2)",
         o.command.front());
   }
-}
-
-// hvdrun's current directory, the ranks' default one. getcwd fails when the directory was
-// deleted (or moved out of reach) after the shell entered it: say that, not "'' is not absolute".
-std::filesystem::path current_directory(const Options& o) {
-  std::error_code ec;
-  std::filesystem::path here = std::filesystem::current_path(ec);
-  if (ec) {
-    throw UsageError(
-        fmt::format("hvdrun's current directory cannot be read ({}): it was probably deleted "
-                    "after this shell entered it, and {}",
-                    ec.message(),
-                    o.working_dir ? fmt::format("--wd {} is taken from it", *o.working_dir)
-                                  : "the ranks start in it by default"),
-        o.working_dir ? "cd to a directory that exists, or give --wd an absolute path"
-                      : "cd to a directory that exists (e.g. cd \"$PWD\" if it was recreated), "
-                        "or give the ranks' directory with --wd DIR");
-  }
-  return here;
-}
-
-std::string working_directory(const Options& o) {
-  if (o.working_dir && std::filesystem::path(*o.working_dir).is_absolute()) {
-    return std::filesystem::path(*o.working_dir).lexically_normal().string();
-  }
-  const std::filesystem::path here = current_directory(o);
-  if (!o.working_dir) return here.string();
-  // A relative --wd is taken from here, as mpirun does; it must exist on every host.
-  return (here / *o.working_dir).lexically_normal().string();
-}
-
-launcher::LaunchOptions launch_options(const Options& o) {
-  launcher::LaunchOptions options;
-  options.cwd = working_directory(o);
-  options.grace_seconds = o.grace_s;
-  options.start_timeout = std::chrono::milliseconds(static_cast<long>(o.start_timeout_s * 1000));
-  options.keepalive = std::chrono::milliseconds(static_cast<long>(o.keepalive_s * 1000));
-  options.job_timeout = std::chrono::milliseconds(static_cast<long>(o.job_timeout_s * 1000));
-  options.output_dir = o.output_filename;
-  options.line_format.tag = o.tag_output;
-  options.line_format.timestamp = o.timestamp_output;
-  if (o.output_ranks) options.line_format.ranks = launcher::parse_rank_list(*o.output_ranks);
-  options.hvdrun_path = own_path();
-  options.stdout_to_stderr = o.json;
-  options.ssh = ssh_options(o);
-  options.port_range = o.port_range;
-  options.check_net_full = o.check_net_full;
-  auto words_of = [](const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream words(text);
-    for (std::string w; words >> w;) out.push_back(w);
-    return out;
-  };
-  if (o.mpi_args) options.mpi_args = words_of(*o.mpi_args);
-  if (o.binding_args) options.binding_args = words_of(*o.binding_args);
-  return options;
 }
 
 nlohmann::ordered_json error_json(const Failure& f) {
@@ -368,56 +185,6 @@ nlohmann::ordered_json check_net_json(const std::optional<launcher::CheckReport>
   }
   doc["check_net"] = std::move(net);
   return doc;
-}
-
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
-// --launcher: srun inside an allocation whose hosts hvdrun took from Slurm, else SSH.
-launcher::AgentLaunch agent_launch(const Options& o, const launcher::Plan& plan) {
-  if (o.agent_launch == "ssh") return launcher::AgentLaunch::kSsh;
-  const bool in_allocation = std::getenv("SLURM_JOB_ID") != nullptr;
-  if (o.agent_launch == "srun") {
-    if (!in_allocation) {
-      throw UsageError("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set)",
-                       "run hvdrun in salloc or an sbatch script, or use --launcher ssh");
-    }
-    return launcher::AgentLaunch::kSrun;
-  }
-  return plan.hosts_origin.kind == "slurm" && on_path("srun") ? launcher::AgentLaunch::kSrun
-                                                              : launcher::AgentLaunch::kSsh;
-}
-
-launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& plan) {
-  launcher::LaunchOptions options = launch_options(o);
-  // Under --mpi (where --launcher is refused) the same choice says whether the network check's
-  // agents and mpirun's daemons start through Slurm.
-  options.agents = agent_launch(o, plan);
-  if (o.elastic()) {
-    const int np = static_cast<int>(plan.ranks.size());
-    options.elastic = launcher::ElasticOptions{
-        .min_np = o.min_np.value_or(np),
-        .max_np = o.max_np.value_or(o.discovery_script ? launcher::kUnboundedNp : np),
-        .reset_limit = o.reset_limit,
-        .timeout = std::chrono::milliseconds(
-            static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000)),
-        .failure_limit = o.host_failure_limit,
-        .cooldown =
-            o.blacklist_cooldown_given
-                ? std::optional(std::pair{o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1)})
-                : std::nullopt,
-        .discovery_script = o.discovery_script,
-        .discovery_interval =
-            std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000)),
-        .slots_per_host = o.slots_per_host.value_or(1)};
-  }
-  return options;
 }
 
 // --check-net [--check-ssh]: the native launcher's agents start and probe each other; no rank

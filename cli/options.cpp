@@ -7,18 +7,17 @@
 #include <array>
 #include <cctype>
 #include <charconv>
-#include <filesystem>
 #include <utility>
 
 #include "cli/config_file.h"
+#include "cli/elastic_flags.h"
 #include "cli/engine_flags.h"
+#include "cli/flag_values.h"
 #include "cli/horovod_flags.h"
 #include "common/error.h"
 #include "common/port_range.h"
 #include "hvd/build_config.h"
 #include "launcher/output_router.h"
-
-#include <unistd.h>
 
 namespace hvd::cli {
 namespace {
@@ -33,67 +32,6 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kSingleDa
 }};
 
 constexpr std::string_view kGraceZero = "SIGKILL right after SIGTERM";
-
-constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-
-// --log-level in any case, with horovodrun's names too: WARNING is warn, FATAL is spdlog's
-// critical (only what ends the launch).
-std::string log_level_name(const std::string& given) {
-  std::string text = given;
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (text == "warning") return "warn";
-  if (text == "fatal") return "critical";
-  if (text != "critical" &&
-      std::find(std::begin(kLogLevels), std::end(kLogLevels), text) == std::end(kLogLevels)) {
-    throw UsageError(fmt::format("--log-level {}: unknown level", given),
-                     "use trace, debug, info, warn, error or off (or horovodrun's TRACE, DEBUG, "
-                     "INFO, WARNING, ERROR, FATAL)");
-  }
-  return text;
-}
-// Our own integer parsing: CLI11's conversion message names --num-proc, not the -np typed.
-int parse_int(std::string_view flag, const std::string& text) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(fmt::format("{} {}: not a whole number", flag, text),
-                     fmt::format("write a number, e.g. {} 4", flag));
-  }
-  return value;
-}
-
-// Seconds, at most an hour. `zero` says what 0 means for the flag; empty: 0 is refused (a
-// timeout of 0 would fail at once, and an unbounded start-up is the silent hang hvdrun avoids).
-double parse_seconds(std::string_view flag, const std::string& text, std::string_view zero = {}) {
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const bool number = !text.empty() && ec == std::errc() && end == text.data() + text.size();
-  const bool low_ok = zero.empty() ? value > 0 : value >= 0;
-  if (!number || !low_ok || !(value <= 3600)) {
-    if (zero.empty()) {
-      throw UsageError(
-          fmt::format("{} {}: not a number of seconds above 0 and at most 3600", flag, text),
-          fmt::format("e.g. {} 10 (fractions such as 0.5 work; 0 is not allowed here)", flag));
-    }
-    throw UsageError(fmt::format("{} {}: not a number of seconds from 0 to 3600", flag, text),
-                     fmt::format("e.g. {} 10 (0: {})", flag, zero));
-  }
-  return value;
-}
-
-// LOW-HIGH, both ports, LOW <= HIGH.
-PortRange parse_port_range_flag(std::string_view flag, const std::string& text) {
-  const auto range = parse_port_range(text);
-  if (!range) {
-    throw UsageError(
-        fmt::format("{} {}: not a port range LOW-HIGH (1-65535, LOW <= HIGH)", flag, text),
-        fmt::format("e.g. {} 29500-29599: hvdrun needs one port on the launcher, one per host "
-                    "entry and one more on rank 0's host (docs/network.md)",
-                    flag));
-  }
-  return *range;
-}
 
 // CLI11's messages name options by their long name; say it the way horovodrun users type it.
 std::string cli11_message(const CLI::ParseError& e) {
@@ -250,92 +188,17 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>(
          "--timeout",
          [&o](const std::string& v) {
-           double value = 0;
-           auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
-           if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(value > 0) ||
-               value > 30 * 86400) {
-             throw UsageError(
-                 fmt::format("--timeout {}: not a number of seconds above 0 and at most 30 days",
-                             v),
-                 "e.g. --timeout 3600 stops the job after an hour (exit 124)");
-           }
-           o.job_timeout_s = value;
+           o.job_timeout_s = parse_seconds(
+               "--timeout", v,
+               {.zero = {},
+                .max = 30 * 86400,
+                .max_words = "30 days",
+                .example = "e.g. --timeout 3600 stops the job after an hour (exit 124)"});
          },
          "Stop the job this long after it started, exit 124, and name the ranks still running "
          "with their last line (mpirun's --timeout; each restart gets it anew)")
       ->type_name("SECONDS");
-  app.add_option("--max-restarts", o.max_restarts,
-                 "Start the job again, up to N times, when a rank fails, a host is lost, the "
-                 "network check fails or an SSH connection is refused or times out (default 0)")
-      ->type_name("N")
-      ->check(CLI::Range(0, 1000));
-  app.add_option_function<std::string>(
-         "--restart-backoff",
-         [&o](const std::string& v) {
-           o.restart_backoff_s = parse_seconds("--restart-backoff", v, "no wait");
-         },
-         "Seconds before the first restart, doubled for each next one, at most 30 (default 1; "
-         "0: none)")
-      ->type_name("SECONDS");
-  app.add_option("--host-failure-limit", o.host_failure_limit,
-                 "With --max-restarts: failures against a host (lost, SSH refused or timed out, "
-                 "a rank killed by SIGBUS) before it is blacklisted for a cooldown; elastic: "
-                 "failures of the ranks on a slot before the slot is (default 1)")
-      ->type_name("K")
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--blacklist-cooldown-range", o.blacklist_cooldown,
-                 "With --max-restarts: a blacklisted host's cooldown, MIN seconds the first time, "
-                 "doubling each next time, at most MAX, plus up to 10% (default 10 300); "
-                 "elastic: a failed slot's, after which a new rank takes it (without this flag "
-                 "a failed slot is out for good, as in horovodrun)")
-      ->type_name("MIN MAX")
-      ->expected(2)
-      ->check(CLI::Range(0.0, 86400.0));
-  app.add_option_function<std::string>(
-         "--min-np,--min-num-proc",
-         [&o](const std::string& v) { o.min_np = parse_int("--min-np", v); },
-         "Elastic training: when a rank fails, the others go on without it as long as N ranks "
-         "remain (programs use hvd::elastic::run; docs/elastic.md). Native launch over SSH "
-         "or on this machine")
-      ->type_name("N");
-  app.add_option_function<std::string>(
-         "--max-np,--max-num-proc",
-         [&o](const std::string& v) { o.max_np = parse_int("--max-np", v); },
-         "Elastic training: at most N ranks; above -np the job grows onto the hosts' free "
-         "slots once it runs (default -np; with --host-discovery-script: no limit)")
-      ->type_name("N");
-  app.add_option_function<std::string>(
-         "--reset-limit",
-         [&o](const std::string& v) { o.reset_limit = parse_int("--reset-limit", v); },
-         "Elastic training: the job fails at the (N+1)-th change of its ranks (default: no "
-         "limit)")
-      ->type_name("N");
-  app.add_option_function<std::string>(
-         "--elastic-timeout",
-         [&o](const std::string& v) {
-           o.elastic_timeout_s = parse_seconds("--elastic-timeout", v, "fail at once");
-         },
-         "Elastic training: how long the job may stay below --min-np ranks waiting for a "
-         "failed slot's cooldown to end, and how long running ranks have to join a grown "
-         "generation (default 600)")
-      ->type_name("SECONDS");
-  app.add_option("--host-discovery-script", o.discovery_script,
-                 "Elastic training: a program that prints the hosts the job may use now, one "
-                 "host[:slots] per line; run every --discovery-interval seconds, hosts join and "
-                 "leave the job as its output changes (instead of -H; turns elastic on)")
-      ->type_name("PATH");
-  app.add_option_function<std::string>(
-         "--discovery-interval",
-         [&o](const std::string& v) {
-           o.discovery_interval_s = parse_seconds("--discovery-interval", v);
-         },
-         "Seconds between two runs of the host discovery script (default 1)")
-      ->type_name("SECONDS");
-  app.add_option_function<std::string>(
-         "--slots-per-host",
-         [&o](const std::string& v) { o.slots_per_host = parse_int("--slots-per-host", v); },
-         "Slots of a host the discovery script prints without :slots (default 1)")
-      ->type_name("N");
+  define_restart_and_elastic_flags(app, o);
   app.add_option_function<std::string>(
          "--keepalive",
          [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
@@ -442,74 +305,6 @@ CommandLine split_with(const CLI::App& app, const std::vector<std::string>& args
   }
   out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   return out;
-}
-
-// What can be checked before the hosts are known; the plan's part is in cli/app.cpp.
-void validate_elastic(const Options& o) {
-  if (!o.elastic()) {
-    for (const auto& [given, flag] :
-         {std::pair{o.max_np.has_value(), "--max-np"},
-          std::pair{o.reset_limit.has_value(), "--reset-limit"},
-          std::pair{o.elastic_timeout_s.has_value(), "--elastic-timeout"},
-          std::pair{o.slots_per_host.has_value(), "--slots-per-host"}}) {
-      if (given) {
-        throw UsageError(fmt::format("{} was given without --min-np", flag),
-                         "elastic training starts with --min-np N (the fewest ranks the job may "
-                         "go on with), as in horovodrun");
-      }
-    }
-    return;
-  }
-  if (o.discovery_script && (o.hosts || o.hostfile)) {
-    throw UsageError("--host-discovery-script and -H/--hostfile were both given",
-                     "the script lists the hosts: drop -H and --hostfile");
-  }
-  if (o.discovery_script && (o.network_interface || o.network_cidr)) {
-    throw UsageError(
-        "--host-discovery-script with --network-interface or --network-cidr is not built yet",
-        "drop the network flag: each joining host's ranks use the address its SSH session "
-        "arrived at");
-  }
-  if (o.discovery_script) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(*o.discovery_script, ec) ||
-        ::access(o.discovery_script->c_str(), X_OK) != 0) {
-      throw UsageError(
-          fmt::format("--host-discovery-script {}: not an executable file", *o.discovery_script),
-          "give the path of a program (chmod +x) that prints host[:slots] lines");
-    }
-  }
-  if (o.slots_per_host && !o.discovery_script) {
-    throw UsageError("--slots-per-host was given without --host-discovery-script",
-                     "it is the slots of a host the discovery script prints without :slots");
-  }
-  if (o.slots_per_host && (*o.slots_per_host < 1 || *o.slots_per_host > 1024)) {
-    throw UsageError(fmt::format("--slots-per-host {}: must be 1 to 1024", *o.slots_per_host),
-                     "e.g. --slots-per-host 8 for hosts with 8 GPUs");
-  }
-  if (o.min_np && *o.min_np < 1) {
-    throw UsageError(fmt::format("--min-np {}: must be 1 or more", *o.min_np),
-                     "e.g. -np 4 --min-np 2: the job goes on while 2 of its 4 ranks remain");
-  }
-  if (o.reset_limit && *o.reset_limit < 0) {
-    throw UsageError(fmt::format("--reset-limit {}: must be 0 or more", *o.reset_limit),
-                     "0 fails the job at the first change of its ranks");
-  }
-  if (o.mpi()) {
-    throw UsageError(
-        "elastic training (--min-np) needs the native launch: MPI_COMM_WORLD cannot "
-        "change size",
-        "drop --mpi; libhvd then runs its collectives over Gloo");
-  }
-  if (o.agent_launch == "srun") {
-    throw UsageError("elastic training (--min-np) through srun is not built yet",
-                     "run it with --launcher ssh, on this machine's hosts");
-  }
-  if (o.max_restarts > 0) {
-    throw UsageError("--max-restarts and --min-np were both given",
-                     "use one: --min-np keeps the job running without the failed ranks, "
-                     "--max-restarts starts the whole job again");
-  }
 }
 
 void validate(const Options& o) {

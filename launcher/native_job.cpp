@@ -265,6 +265,8 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
     if (!next || t < *next) next = t;
   };
   if (!sup_.stopping() && !all_started()) consider(start_deadline_);
+  // The start-up line's elapsed time ticks (on_ready redraws it).
+  if (startup_line_since_) consider(Clock::now() + ssh::kProgressEvery);
   if (elastic_running()) {
     if (const auto t = elastic_->next_deadline()) consider(*t);
     if (discovery_) consider(discovery_->running() ? *discovery_->deadline() : next_discovery_);
@@ -289,6 +291,7 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
 void NativeJob::on_deadline() {
   const auto now = Clock::now();
   if (!sup_.stopping() && !all_started() && now >= start_deadline_) on_start_timeout();
+  update_startup_line(now);
   if (elastic_running()) {
     if (const auto t = elastic_->next_deadline(); t && now >= *t) apply(elastic_->on_tick(now));
     for (AgentConn& a : agents_) {
@@ -469,6 +472,7 @@ void NativeJob::on_ready(std::span<const pollfd> fds) {
     discovery_turn(Clock::now());
     admit_agents();
   }
+  update_startup_line(Clock::now());  // before an elastic job's own line, which follows it
   if (elastic_running()) update_status(Clock::now());
 }
 

@@ -60,6 +60,10 @@ class NativeJob final : public Job {
   void on_deadline() override;
   std::vector<std::string> abandon() override;
 
+  // On a terminal: the start-up's progress on the status line (status_line.h), from `since` (when
+  // the launch began) until every rank started: agents up, network check, ranks started.
+  void show_startup_progress(Clock::time_point since);
+
   // After the run: what the launch learned about each host, and the rendezvous server's stats.
   std::vector<HostFacts> host_facts() const;
   nlohmann::ordered_json details() const;
@@ -90,6 +94,7 @@ class NativeJob final : public Job {
   void send_specs();
   void start_rendezvous();
   void report_shared_machines() const;
+  void update_startup_line(Clock::time_point now);
   // native_job_elastic.cpp: an elastic job's generations (docs/elastic.md)
   void start_elastic();
   bool elastic_running() const { return elastic_ && !sup_.stopping(); }
@@ -141,7 +146,10 @@ class NativeJob final : public Job {
   NetCheck net_;
   Clock::time_point started_at_ = Clock::now();
   Clock::time_point start_deadline_ = started_at_ + options_.start_timeout;
-  std::optional<ElasticDriver> elastic_;  // elastic jobs, once the specs went out
+  std::optional<Clock::time_point> startup_line_since_;  // while the start-up line is shown
+  int startup_line_phase_ = -1;                          // the phase it shows
+  Clock::time_point startup_line_at_{};                  // when it last changed
+  std::optional<ElasticDriver> elastic_;                 // elastic jobs, once the specs went out
   std::vector<GenerationRecord> generations_;
   // Every host an agent was started on, by host index: the plan's, then joining hosts (a host
   // that joins again gets a new index).

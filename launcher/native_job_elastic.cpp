@@ -112,17 +112,14 @@ void NativeJob::start_elastic() {
     next_discovery_ = now + o.discovery_interval;
   }
   // A terminal on stderr (and no --json): the job's state as one line at its bottom.
-  const char* term = std::getenv("TERM");
-  if (!options_.stdout_to_stderr && ::isatty(STDERR_FILENO) != 0 &&
-      !(term != nullptr && std::string_view(term) == "dumb")) {
-    StatusLine::get().enable(STDERR_FILENO);
-  }
+  if (stderr_wants_status_line(options_.stdout_to_stderr)) StatusLine::get().enable(STDERR_FILENO);
   apply(elastic_->start(spare, now));
 }
 
 // "elastic: 3 ranks on 2 hosts, generation 2; localhost#2 back in 38 s" (status_line.h).
 void NativeJob::update_status(Clock::time_point now) {
-  if (!elastic_ || !StatusLine::get().enabled()) return;
+  // The start-up line (native_job_net.cpp) first, until every rank started.
+  if (!elastic_ || !StatusLine::get().enabled() || startup_line_since_) return;
   const std::vector<int>& members = elastic_->members();
   std::set<std::string> hosts;
   for (int m : members) {

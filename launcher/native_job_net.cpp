@@ -7,6 +7,7 @@
 #include "hvd/build_config.h"
 #include "launcher/native_job.h"
 #include "launcher/network_choice.h"
+#include "launcher/status_line.h"
 #include "worker/job_spec.h"
 #include "worker/probe.h"
 
@@ -190,16 +191,75 @@ void NativeJob::start_rendezvous() {
 }
 
 // Two host entries with one boot id are one machine: worth knowing.
+// One line per machine that holds several hosts (64 loopback addresses of one test machine: one
+// line, not one per pair), at most kNamed hosts named.
 void NativeJob::report_shared_machines() const {
-  for (size_t i = 0; i < agents_.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (!agents_[i].hello->boot_id.empty() &&
-          agents_[i].hello->boot_id == agents_[j].hello->boot_id) {
-        spdlog::info("hosts {} and {} are the same machine (boot id {})", host_of(agents_[j]),
-                     host_of(agents_[i]), agents_[i].hello->boot_id);
-      }
-    }
+  constexpr size_t kNamed = 8;
+  std::vector<std::pair<std::string, std::vector<std::string>>> machines;  // boot id, hosts
+  for (const AgentConn& a : agents_) {
+    const std::string& boot_id = a.hello->boot_id;
+    if (boot_id.empty()) continue;
+    auto it = std::find_if(machines.begin(), machines.end(),
+                           [&](const auto& m) { return m.first == boot_id; });
+    if (it == machines.end()) it = machines.insert(machines.end(), {boot_id, {}});
+    it->second.push_back(host_of(a));
   }
+  for (const auto& [boot_id, hosts] : machines) {
+    if (hosts.size() < 2) continue;
+    std::string names;
+    for (size_t i = 0; i < hosts.size() && i < kNamed; ++i) {
+      names += (i == 0 ? "" : (i + 1 == hosts.size() ? " and " : ", ")) + hosts[i];
+    }
+    if (hosts.size() > kNamed) names += fmt::format(" and {} more", hosts.size() - kNamed);
+    spdlog::info("{} hosts are the same machine (boot id {}): {}", hosts.size(), boot_id, names);
+  }
+}
+
+void NativeJob::show_startup_progress(Clock::time_point since) {
+  StatusLine::get().enable(STDERR_FILENO);
+  startup_line_since_ = since;
+  update_startup_line(Clock::now());
+  StatusLine::get().draw_now();
+}
+
+// "launch: network check, 40 of 64 hosts done (2.5 s)": the phase the start-up is in (the
+// phases of native_job.h), until every rank started or the job stops. Drawn by the supervisor's
+// loop (OutputRouter::refresh_status) when no console output waits.
+void NativeJob::update_startup_line(Clock::time_point now) {
+  if (!startup_line_since_) return;
+  if (all_started() || sup_.stopping()) {
+    startup_line_since_.reset();
+    StatusLine::get().set("");
+    return;
+  }
+  size_t hosts = 0, hellos = 0, probed = 0;
+  for (const AgentConn& a : agents_) {
+    if (a.joining) continue;
+    ++hosts;
+    hellos += a.hello.has_value();
+    probed += a.probed;
+  }
+  const auto& ranks = sup_.result().ranks;
+  const size_t started = static_cast<size_t>(
+      std::count_if(ranks.begin(), ranks.end(), [](const RankOutcome& r) { return r.started; }));
+  // A phase's first line at once, then at most every kProgressEvery (64 hellos within a few
+  // milliseconds are one redraw, not 64).
+  const int phase = hellos < hosts ? 0 : probed < hosts ? 1 : 2;
+  if (phase == startup_line_phase_ && now < startup_line_at_ + ssh::kProgressEvery) return;
+  startup_line_phase_ = phase;
+  startup_line_at_ = now;
+  const char* s = hosts == 1 ? "" : "s";
+  std::string text;
+  if (phase == 0) {
+    text = fmt::format("launch: agents up on {} of {} host{}", hellos, hosts, s);
+  } else if (phase == 1) {
+    text = fmt::format("launch: network check, {} of {} host{} done", probed, hosts, s);
+  } else {
+    text = fmt::format("launch: {} of {} rank{} started", started, plan_.ranks.size(),
+                       plan_.ranks.size() == 1 ? "" : "s");
+  }
+  StatusLine::get().set(fmt::format(
+      "{} ({:.1f} s)", text, std::chrono::duration<double>(now - *startup_line_since_).count()));
 }
 
 }  // namespace hvd::launcher::native

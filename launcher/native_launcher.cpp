@@ -1,5 +1,6 @@
 #include "launcher/native_launcher.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include "launcher/native_job.h"
 #include "launcher/remote_start.h"
 #include "launcher/srun_agents.h"
+#include "launcher/status_line.h"
 #include "launcher/supervisor.h"
 
 namespace hvd::launcher {
@@ -50,12 +52,14 @@ LaunchResult NativeLauncher::check_network(const Plan& plan) { return launch(pla
 // it: a step still being torn down holds the nodes' whole allocation, and a step started right
 // after (the next hvdrun or srun in the script) waits for it (bench/README.md).
 LaunchResult NativeLauncher::launch_through_srun(const Plan& plan, bool check_net_only) {
+  const auto started = Clock::now();
   SrunAgents srun = start_srun_agents(plan, options_);
   LaunchResult result;
   Clock::time_point job_ended;
   {
     Supervisor supervisor(plan, options_, std::string(name()));
     native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(srun.agents));
+    if (stderr_wants_status_line(options_.stdout_to_stderr)) job.show_startup_progress(started);
     result = supervisor.run(job);
     job_ended = Clock::now();
     result.command = srun_agent_argv(plan, options_);
@@ -74,8 +78,22 @@ LaunchResult NativeLauncher::launch_through_srun(const Plan& plan, bool check_ne
 
 LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
   if (options_.agents == AgentLaunch::kSrun) return launch_through_srun(plan, check_net_only);
-  RemoteStart remote = start_remote_agents(plan, options_.ssh);
+  // On a terminal: a live line through the start-up, the SSH logins first (status_line.h).
+  const auto started = Clock::now();
+  const bool live = stderr_wants_status_line(options_.stdout_to_stderr);
+  ssh::SshOptions ssh = options_.ssh;
+  if (live) {
+    StatusLine::get().enable(STDERR_FILENO);
+    ssh.on_progress = [started](size_t done, size_t failed, size_t total) {
+      StatusLine::get().set(
+          fmt::format("launch: SSH logins {} of {} done, {} failed ({:.1f} s)", done, total, failed,
+                      std::chrono::duration<double>(Clock::now() - started).count()));
+      StatusLine::get().draw_now();
+    };
+  }
+  RemoteStart remote = start_remote_agents(plan, ssh);
   if (!remote.failures.empty()) {
+    StatusLine::get().set("");  // the table of failures follows
     LaunchResult result;
     result.launcher = std::string(name());
     result.ssh_failures = std::move(remote.failures);
@@ -89,6 +107,7 @@ LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
   }
   Supervisor supervisor(plan, options_, std::string(name()));
   native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(agents));
+  if (live) job.show_startup_progress(started);
   LaunchResult result = supervisor.run(job);
   result.command = remote_agent_argv(options_.ssh.agent_path);
   result.hosts = job.host_facts();

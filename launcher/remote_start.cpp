@@ -1,6 +1,9 @@
 #include "launcher/remote_start.h"
 
+#include <algorithm>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "common/error.h"
@@ -19,6 +22,12 @@ RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options
   std::vector<std::optional<ssh::Login>> logins(n);
   std::vector<std::exception_ptr> errors(n);
   ssh::CpuSlots slots(std::max(1, options.concurrency));
+  // Progress for options.on_progress: logins finished, of which failed.
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t done = 0, failed = 0;
+  const size_t remote = static_cast<size_t>(std::count_if(
+      plan.hosts.begin(), plan.hosts.end(), [](const HostPlan& h) { return !h.local; }));
   {
     std::vector<std::jthread> threads;
     for (size_t h = 0; h < n; ++h) {
@@ -31,7 +40,20 @@ RemoteStart start_remote_agents(const Plan& plan, const ssh::SshOptions& options
         } catch (...) {
           errors[h] = std::current_exception();
         }
+        std::lock_guard<std::mutex> lock(mutex);
+        ++done;
+        failed += errors[h] || !logins[h] || !logins[h]->connection;
+        changed.notify_all();
       });
+    }
+    // Each login has its own deadline (--ssh-timeout), so this wait ends.
+    if (options.on_progress && remote > 0) {
+      std::unique_lock<std::mutex> lock(mutex);
+      options.on_progress(done, failed, remote);
+      while (done < remote) {
+        changed.wait_for(lock, ssh::kProgressEvery, [&] { return done == remote; });
+        options.on_progress(done, failed, remote);
+      }
     }
   }  // all joined
 

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <string_view>
+
 namespace hvd::launcher {
 namespace {
 
@@ -17,6 +20,12 @@ void write_all_now(int fd, const std::string& bytes) {
 }
 
 }  // namespace
+
+bool stderr_wants_status_line(bool json) {
+  const char* term = std::getenv("TERM");
+  return !json && ::isatty(STDERR_FILENO) != 0 &&
+         !(term != nullptr && std::string_view(term) == "dumb");
+}
 
 StatusLine& StatusLine::get() {
   static StatusLine line;

@@ -5,13 +5,17 @@
 // supervisor's loop draws it again when nothing else waits for the terminal (draw_now). Both
 // write at once, a few bytes to a terminal: the line is on screen exactly when `visible`.
 //
-// Off unless enable() was called (stderr is a terminal and --json is not given).
+// Off unless enable() was called (stderr is a terminal and --json is not given). Three users: an
+// elastic job's state, the launch's start-up progress and --check-ssh's progress.
 #pragma once
 
 #include <mutex>
 #include <string>
 
 namespace hvd::launcher {
+
+// Whether stderr wants a live line: a terminal (not TERM=dumb) and no --json (`json`).
+bool stderr_wants_status_line(bool json);
 
 class StatusLine {
  public:

@@ -24,8 +24,6 @@ struct Job {
   std::exception_ptr error;
 };
 
-constexpr std::chrono::milliseconds kProgressEvery{250};
-
 struct Board {
   std::mutex mutex;
   std::condition_variable changed;

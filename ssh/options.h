@@ -14,6 +14,9 @@ enum class HostKeyPolicy {
   kStrict,     // an unknown key is a failure
 };             // a changed key is always a failure, under both
 
+// How often a live line is redrawn at most (on_progress below, the launch's start-up line).
+constexpr std::chrono::milliseconds kProgressEvery{250};
+
 struct SshOptions {
   std::optional<std::string> config_file;       // --ssh-config; default ~/.ssh/config
   std::optional<std::string> known_hosts_file;  // --ssh-known-hosts; default the config's/user's
@@ -26,8 +29,9 @@ struct SshOptions {
   std::chrono::milliseconds wait_for_hosts{0};
   int concurrency = 16;    // hosts in key exchange + authentication at once
   std::string agent_path;  // where the hvdrun agent must be on each host
-  // Called by check_hosts() from its waiting thread, at the start, about every 250 ms and when
-  // it is done: hosts finished (of which failed) and total. For a live line on a terminal.
+  // Called by check_hosts() and the launch's logins (launcher/remote_start.h) from their waiting
+  // thread, at the start, at most every kProgressEvery and when done: hosts finished (of which
+  // failed) and total. For a live line on a terminal.
   std::function<void(std::size_t done, std::size_t failed, std::size_t total)> on_progress;
 };
 

@@ -207,3 +207,50 @@ TEST_CASE("the launch on ssh hosts follows the dry-run plan", "[launch-ssh]") {
 
 // ---------------------------------------------------------------------------------------------
 // Failures on a remote host: the first failed rank's code, the others stopped, the host named
+
+// ---------------------------------------------------------------------------------------------
+// The start-up's live line on a terminal
+
+TEST_CASE("launch on a terminal: a live line through the start-up, cleared before rank output",
+          "[launch-ssh]") {
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    WARN("skipped: util-linux's script(1) is not installed (Debian's bsdutils): no terminal");
+    return;
+  }
+  Hosts hosts;
+  JobMarker marker;
+  const std::string list = hosts.addr(36) + "," + hosts.addr(37);
+  std::string command = "TERM=xterm " + std::string(HVDRUN_BINARY);
+  for (const std::string& a : hosts.args({"-H", list, "-x", marker.forward()})) {
+    command += " '" + a + "'";
+  }
+  command += " sh -c 'echo rank $HOROVOD_RANK up'";
+  // script(1) gives hvdrun a terminal for stdout and stderr.
+  const RunResult r = run_program({"/usr/bin/script", "-qec", command, "/dev/null"}, {marker.env()},
+                                  std::chrono::seconds(60));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  const std::string clear = "\r\033[K";
+  // The SSH logins, then the agents (both drawn at their start), each after an erase.
+  CHECK_THAT(r.out, Contains(clear + "launch: SSH logins 0 of 2 done, 0 failed ("));
+  CHECK_THAT(r.out, Contains(clear + "launch: agents up on 0 of 2 hosts ("));
+  // Gone before the ranks' lines, which start on a cleared line, and gone at the end.
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0 up"));
+  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1 up"));
+  CHECK_THAT(r.out, !Contains(" s)[1,"));
+  const size_t last = r.out.rfind("launch: ");
+  REQUIRE(last != std::string::npos);
+  CHECK(r.out.find(clear, last) != std::string::npos);
+  // Not on a pipe, and not with --json on a terminal.
+  const RunResult piped =
+      run_hvdrun(hosts.args({"-H", list, "-x", marker.forward(), "true"}), {marker.env()});
+  REQUIRE(piped.exit_code == 0);
+  CHECK_THAT(piped.err, !Contains("launch: "));
+  std::string json_command = command;
+  json_command.insert(json_command.find(" sh -c"), " --json");
+  const RunResult json_run = run_program({"/usr/bin/script", "-qec", json_command, "/dev/null"},
+                                         {marker.env()}, std::chrono::seconds(60));
+  REQUIRE(json_run.exit_code == 0);
+  CHECK_THAT(json_run.out, !Contains("launch: "));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}

@@ -1,0 +1,35 @@
+// From hvdrun's options to what the launcher takes: the hosts (-H, a hostfile, a scheduler's
+// allocation, a discovery script), the SSH options, the plan request and the launch options.
+#pragma once
+
+#include <string>
+
+#include "cli/options.h"
+#include "launcher/launcher.h"
+#include "launcher/plan.h"
+#include "launcher/scheduler_hosts.h"
+#include "ssh/options.h"
+
+namespace hvd::cli {
+
+// --check-net, or --check-net-full without a command.
+bool checking_net(const Options& o);
+
+// -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
+// --host-discovery-script: its first list, once it holds --min-np slots (horovodrun waits for
+// them up to --elastic-timeout as well).
+launcher::HostsSource hosts_source(const Options& o);
+
+// This hvdrun's own path (the agent every host runs, unless --agent-path).
+std::string own_path();
+
+ssh::SshOptions ssh_options(const Options& o);
+
+launcher::PlanRequest plan_request(const Options& o);
+
+// A new job id (each restart attempt gets one).
+std::string random_job_id();
+
+launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& plan);
+
+}  // namespace hvd::cli

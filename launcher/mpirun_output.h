@@ -1,0 +1,59 @@
+// mpirun's output read back (`hvdrun --mpi`): its --tag-output lines split into ranks and
+// streams, and what its own messages say about a failed rank.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hvd::launcher {
+
+// "[1,3]<stderr>:text" -> rank 3, stderr, "text"; nullopt for mpirun's own lines.
+struct TaggedLine {
+  int rank = 0;
+  bool is_stderr = false;
+  std::string text;
+};
+std::optional<TaggedLine> parse_tagged_line(std::string_view line);
+
+// mpirun's --tag-output stream (its stdout or its stderr), split with bounded memory: the bytes of
+// a tagged line go to `on_rank_bytes(rank, is_stderr, bytes)` as they arrive (a line of any length
+// passes through in pieces; the output router reassembles and caps it), mpirun's own lines go to
+// `on_own_line(line)`, cut at kMaxOwnLine. What it holds between calls is at most one line start
+// (up to the tag) or one own line.
+class TagSplitter {
+ public:
+  static constexpr size_t kMaxTag = 64;            // "[1,4294967295]<stderr>:" and then some
+  static constexpr size_t kMaxOwnLine = 64 << 10;  // mpirun's own messages are short
+  using RankBytes = std::function<void(int rank, bool is_stderr, std::string_view bytes)>;
+  using OwnLine = std::function<void(std::string_view line)>;
+
+  TagSplitter(RankBytes on_rank_bytes, OwnLine on_own_line)
+      : on_rank_bytes_(std::move(on_rank_bytes)), on_own_line_(std::move(on_own_line)) {}
+  void feed(std::string_view bytes);
+  void finish();  // the stream ended: a last partial own line is delivered
+  size_t buffered() const { return head_.size() + held_.size(); }
+
+ private:
+  void consume(std::string_view segment, bool ended);
+  void pass_through(std::string_view segment, bool ended);
+
+  RankBytes on_rank_bytes_;
+  OwnLine on_own_line_;
+  std::string head_;                   // a line's start, before its tag is known; or an own line
+  std::optional<TaggedLine> current_;  // the line being passed through (text unused)
+  std::string held_;                   // in a tagged line: what may be the start of a next tag
+  bool own_line_ = false;              // head_ is one of mpirun's own lines
+  bool own_truncated_ = false;
+};
+
+// The rank mpirun names in "Process name: [[12345,1],2]", if any.
+std::optional<int> failed_rank_from_mpirun(std::string_view text);
+// Whether mpirun says a rank of the job failed ("Primary job terminated normally, but 1 process
+// returned a non-zero exit code"), also when it does not name the rank (under load it sometimes
+// ends before printing "Process name: ...").
+bool mpirun_reports_rank_failure(std::string_view text);
+
+}  // namespace hvd::launcher
