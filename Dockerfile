@@ -1,5 +1,6 @@
-# hvdrun in a container (docs/container.md): hvdrun, libhvd and the example programs on Debian 12,
-# with a key-only sshd for workers. No privileged mode, no password anywhere.
+# hvdrun in a container (docs/container.md): hvdrun and libhvd installed from their Debian packages,
+# and the example programs, on Debian 12, with a key-only sshd for workers. No privileged mode, no
+# password anywhere.
 #
 #   docker build -t hvdrun .
 #   docker run -d --name worker1 --network hvd -e HVDRUN_KEYS_DIR=/keys -v "$PWD/keys:/keys:ro" hvdrun
@@ -8,16 +9,14 @@
 #
 # CI does not build this image (it has no Docker engine); tests/container/entrypoint_check.sh
 # runs docker/entrypoint.sh directly instead.
-FROM debian:bookworm
+# Two stages: the first builds hvdrun's Debian packages (scripts/package.sh's steps, without the
+# tests), the second installs them with apt-get, as a user's machine would, plus what the roles
+# need: no compiler in the final image.
+FROM debian:bookworm AS build
 
-# The Debian packages of the build and of the run: compilers, CMake/Ninja, libssh, Open MPI, Gloo,
-# openssh-server/-client and the Fashion-MNIST data (/usr/share/datasets/fashion-mnist), which
-# train_fashion_mnist reads by default. The package's host keys would be the same in every
-# container made from this image: they go, and the entrypoint makes one per container instead.
+# The build's Debian packages: compilers, CMake/Ninja, libssh, Open MPI, Gloo, ...
 COPY scripts/install-deps.sh /tmp/install-deps.sh
-RUN bash /tmp/install-deps.sh \
- && rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh \
- && rm -f /etc/ssh/ssh_host_*
+RUN bash /tmp/install-deps.sh
 
 # Only the source folders the build needs: never `COPY . `, which would take build/ trees and any
 # private keys lying in docker/keys/ into the image.
@@ -32,21 +31,31 @@ COPY allreduce /src/allreduce
 COPY bench /src/bench
 COPY examples /src/examples
 
-# Build (RelWithDebInfo: the configuration CI tests; binaries are stripped on install; CPU only:
-# this Debian base has no CUDA toolkit, so no NCCL plugin), then
-# install: libhvd with its headers, CMake package and pkg-config file (cmake --install, under
-# /usr/local), hvdrun and the examples (not install targets: copied). hvdrun must be at the same
-# path in every container: the launcher starts `/usr/local/bin/hvdrun --agent` on each worker.
-RUN cmake -S /src -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
-        -DHVD_WITH_NCCL=OFF \
+# Release, installed under /usr, packaged by CPack (cmake/HvdPackaging.cmake). CPU only: this
+# Debian base has no CUDA toolkit, so no NCCL plugin and no libhvd-nccl package.
+RUN cmake -S /src -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+        -DBUILD_TESTING=OFF -DHVD_WITH_NCCL=OFF \
  && cmake --build /src/build \
- && cmake --install /src/build --strip \
- && install -s -m 0755 /src/build/cli/hvdrun /usr/local/bin/hvdrun \
- && install -s -m 0755 /src/build/examples/rank_info /src/build/examples/train_fashion_mnist \
-        /usr/local/bin/ \
- && ldconfig \
- && rm -rf /src/build \
- && hvdrun --version
+ && cd /src/build && cpack -G DEB \
+ && mkdir /debs && cp /src/build/*.deb /debs/ \
+ && install -s -m 0755 /src/build/examples/rank_info /src/build/examples/train_fashion_mnist /debs/
+
+FROM debian:bookworm
+
+# hvdrun and libhvd from their packages (apt-get resolves their Depends), libhvd-dev for programs
+# built in the container, Open MPI's mpirun for --mpi, OpenSSH server and client, and the
+# Fashion-MNIST data (/usr/share/datasets/fashion-mnist), which train_fashion_mnist reads by
+# default. The package's host keys would be the same in every container made from this image:
+# they go, and the entrypoint makes one per container instead.
+COPY --from=build /debs /tmp/debs
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        /tmp/debs/hvdrun_*.deb /tmp/debs/libhvd0_*.deb /tmp/debs/libhvd-dev_*.deb \
+        openmpi-bin openssh-server openssh-client dataset-fashion-mnist procps iproute2 \
+ && install -m 0755 /tmp/debs/rank_info /tmp/debs/train_fashion_mnist /usr/local/bin/ \
+ && rm -rf /var/lib/apt/lists/* /tmp/debs \
+ && rm -f /etc/ssh/ssh_host_* \
+ && hvdrun --version && hvdrun --check-build
 
 # The entrypoint: `worker` (the default) runs sshd; anything else is run as the launcher.
 COPY docker/entrypoint.sh /usr/local/bin/hvd-entrypoint

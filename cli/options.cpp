@@ -14,6 +14,7 @@
 #include "cli/engine_flags.h"
 #include "cli/flag_values.h"
 #include "cli/horovod_flags.h"
+#include "cli/option_table.h"
 #include "common/error.h"
 #include "common/port_range.h"
 #include "hvd/build_config.h"
@@ -53,11 +54,11 @@ std::string cli11_message(const CLI::ParseError& e) {
 class HelpFormatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: hvdrun [OPTIONS] COMMAND [ARGS...]\n"
-           "       hvdrun --check-ssh [OPTIONS]\n"
-           "       hvdrun --check-net [--check-ssh] [--check-net-full] [OPTIONS]\n"
-           "       hvdrun --check-build [--json]\n"
-           "       hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]\n";
+    std::string text;
+    for (const std::string& line : usage_lines()) {
+      text += (text.empty() ? "Usage: " : "       ") + line + "\n";
+    }
+    return text;
   }
   // The value's name only ("--max-restarts N"): CLI11 adds its validators and exclusions
   // ("N:INT in [0 - 1000]", "--mpi Excludes: --native"), which read as if the help were broken;
@@ -68,6 +69,8 @@ class HelpFormatter : public CLI::Formatter {
     return name.empty() ? "" : " " + name.substr(0, name.find(':'));
   }
 };
+
+}  // namespace
 
 void define_options(CLI::App& app, Options& o) {
   app.formatter(std::make_shared<HelpFormatter>());
@@ -255,6 +258,8 @@ void define_options(CLI::App& app, Options& o) {
       "The command and its arguments follow hvdrun's own options (or `--`) and are passed on "
       "untouched.\nExit codes: docs/exit-codes.md. Environment: docs/environment.md.");
 }
+
+namespace {
 
 bool takes_value(const CLI::App& app, const std::string& name) {
   const CLI::Option* opt = app.get_option_no_throw(name);
@@ -466,6 +471,16 @@ void apply_config_file(CommandLine& line) {
 }
 
 }  // namespace
+
+std::vector<std::string> usage_lines() {
+  return {"hvdrun [OPTIONS] COMMAND [ARGS...]", "hvdrun --check-ssh [OPTIONS]",
+          "hvdrun --check-net [--check-ssh] [--check-net-full] [OPTIONS]",
+          "hvdrun --check-build [--json]", "hvdrun --dry-run [--json] [OPTIONS] COMMAND [ARGS...]"};
+}
+
+std::vector<std::pair<std::string, std::string>> single_dash_spellings() {
+  return {kSingleDashLong.begin(), kSingleDashLong.end()};
+}
 
 CommandLine split_command_line(const std::vector<std::string>& args) {
   Options scratch;

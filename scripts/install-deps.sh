@@ -22,6 +22,8 @@ packages=(
   slurmctld slurmd slurm-client   # tests/slurm's local cluster; munge comes along, unused
   procps iproute2 iptables python3
   bsdutils   # script(1): the elastic status line's test runs hvdrun on a terminal
+  tmux zsh groff-base   # the shell completion test (bash and zsh in tmux), the man page test
+  dpkg-dev   # dpkg-shlibdeps: the packages' Depends (scripts/package.sh)
 )
 case "${1:-}" in
   --torch) packages+=(python3-torch) ;;
