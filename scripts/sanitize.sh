@@ -8,22 +8,20 @@
 # the ranks they start. Open MPI, Gloo, libssh and the rest come uninstrumented from Debian; what
 # the sanitizers say inside them is suppressed in tests/sanitizers/*.supp, one entry per finding
 # with the reason it is not ours. A finding makes the process exit non-zero (halt_on_error), so
-# the test that ran it fails; the report is in that test's output (--output-on-failure).
+# the test that ran it fails; the report is in that test's output (--output-on-failure). The
+# options are compiled into every program (tests/sanitizers/defaults.c), so they hold in ranks
+# started over SSH or by mpirun as well; ASAN_OPTIONS and the like still override them.
 # BUILD_DIR=... picks another build folder. Prints the wall times of the build and the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
 shift || true
-supp=$PWD/tests/sanitizers
 case "$kind" in
   asan)
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     build_dir=${BUILD_DIR:-build-asan}
-    # detect_leaks: LSan at every instrumented process's exit. A rank's exit code 1 from a
-    # finding would read as "the rank failed": exitcode 66 and 67 make it recognisable.
-    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:exitcode=66:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
-    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=67:suppressions=$supp/ubsan.supp"
-    export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+    # The sanitizers' options (halt on the first finding, LSan at exit, exit codes 66/67, the
+    # suppressions) are compiled into every program: tests/sanitizers/defaults.c.
     # Open MPI unloads its components at MPI_Finalize, and a leak inside one then has no name to
     # suppress it by: keep them loaded (mpirun passes OMPI_MCA_* on to the ranks).
     export OMPI_MCA_mca_base_component_disable_dlclose=1
@@ -32,7 +30,7 @@ case "$kind" in
   tsan)
     flags="-fsanitize=thread -fno-omit-frame-pointer"
     build_dir=${BUILD_DIR:-build-tsan}
-    export TSAN_OPTIONS="halt_on_error=1:exitcode=68:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+    # Its options (exit code 68, the suppressions): tests/sanitizers/defaults.c.
     # The engine's threads (libhvd), the control plane and the launcher's own threads (unit
     # tests, in-process); libhvd across real processes (e2e: libhvd, elastic).
     select=(-R "^(unit|libhvd|elastic):")
@@ -48,6 +46,7 @@ start=$(date +%s)
 # RelWithDebInfo keeps the tests' timing close to the normal build's; warnings are not errors
 # here (sanitizer builds add their own).
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_WERROR=OFF \
+  -DHVD_SANITIZERS="$kind" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
 cmake --build "$build_dir" -j 2
