@@ -128,6 +128,10 @@ void NativeJob::on_frame(AgentConn& agent, const worker::Frame& frame) {
     case FrameType::kStarted: {
       const auto started = worker::decode_started(frame.payload);
       sup_.rank_started(static_cast<int>(started.rank), started.pid);
+      if (all_started() && !startup_logged_) {
+        startup_logged_ = true;
+        spdlog::debug("phase: running (every rank started)");
+      }
       break;
     }
     case FrameType::kOutput: {

@@ -92,6 +92,7 @@ void NativeJob::begin_network_check() {
     for (AgentConn& a : agents_) a.transport->close_input();
     return;
   }
+  spdlog::debug("phase: network check");  // the phase lines: tests/chaos counts faults by them
   net_.full = options_.check_net_full;
   net_.endpoints.token.resize(agents_.size());
   for (AgentConn& a : agents_) {
@@ -160,6 +161,7 @@ void NativeJob::send_specs() {
     for (AgentConn& a : agents_) a.transport->close_input();
     return;
   }
+  spdlog::debug("phase: starting ranks");
   for (AgentConn& a : agents_) {
     send(a, FrameType::kSpec, worker::encode_spec(specs_[static_cast<size_t>(a.host_index)]));
     a.spec_sent = true;

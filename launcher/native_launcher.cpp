@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 
 #include "common/shell_quote.h"
@@ -91,6 +93,9 @@ LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
       StatusLine::get().draw_now();
     };
   }
+  if (std::any_of(plan.hosts.begin(), plan.hosts.end(), [](const HostPlan& h) { return !h.local; })) {
+    spdlog::debug("phase: ssh");  // the phase lines: tests/chaos counts faults by them
+  }
   RemoteStart remote = start_remote_agents(plan, ssh);
   if (!remote.failures.empty()) {
     StatusLine::get().set("");  // the table of failures follows
@@ -105,6 +110,7 @@ LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
     agents.emplace_back(h, plan.hosts[h].local ? start_local_agent(options_.hvdrun_path)
                                                : ssh_agent_transport(std::move(*remote.agents[h])));
   }
+  spdlog::debug("phase: agents");
   Supervisor supervisor(plan, options_, std::string(name()));
   native::NativeJob job(plan, options_, check_net_only, supervisor, std::move(agents));
   if (live) job.show_startup_progress(started);

@@ -94,6 +94,7 @@ void Supervisor::fail(Failure failure) {
 void Supervisor::stop(StopMode mode) {
   if (mode == StopMode::kTerminate && stopping_) return;
   if (mode == StopMode::kKill && killing_) return;
+  if (!stopping_) spdlog::debug("phase: stopping");
   stopping_ = true;
   killing_ |= mode == StopMode::kKill;
   if (!stop_deadline_) stop_deadline_ = Clock::now() + grace_ + kStopMargin;

@@ -1,0 +1,551 @@
+#!/usr/bin/env python3
+"""The chaos suite's driver (tests/chaos/README.md; run it through tests/chaos/run.sh).
+
+Each round starts a real job (hvdrun over two sshd test hosts, 2 ranks each, chaos_rank printing
+numbered lines and running allreduces), injects one fault at a random moment of a chosen phase,
+and checks the invariants: no hang, the right verdict, no orphan, no lost line, bounded memory.
+Before any round, every invariant check is shown catching a planted violation.
+"""
+
+import argparse
+import collections
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+PHASES = ["ssh", "agents", "netcheck", "rendezvous", "running", "stopping"]
+# hvdrun's debug lines that start a phase (launcher/native_launcher.cpp, native_job*.cpp,
+# supervisor.cpp); "rendezvous" starts with the ranks and ends when every rank said "ready".
+PHASE_LINES = {
+    "hvdrun: debug: phase: ssh": "ssh",
+    "hvdrun: debug: phase: agents": "agents",
+    "hvdrun: debug: phase: network check": "netcheck",
+    "hvdrun: debug: phase: starting ranks": "rendezvous",
+    "hvdrun: debug: phase: stopping": "stopping",
+}
+RANKS, SLOTS = 4, 2
+JOB_SECONDS = 4.0
+# The job's timeouts: each phase's deadline is its timeout + --grace + 5 s from the fault.
+SSH_TIMEOUT, START_TIMEOUT, KEEPALIVE, STALL_SHUTDOWN, GRACE = 5, 10, 3, 6, 2
+PHASE_TIMEOUT = {
+    "ssh": SSH_TIMEOUT,
+    "agents": START_TIMEOUT,
+    "netcheck": START_TIMEOUT,
+    "rendezvous": START_TIMEOUT,
+    # the rest of the job, or a frozen peer found by the keepalive or the stall inspector
+    "running": JOB_SECONDS + STALL_SHUTDOWN,
+    "stopping": GRACE,
+}
+MEMORY_LIMIT_KIB = 64 * 1024
+ORPHAN_WAIT = 15.0
+# Lines a rank printed this long before a fault that kills hvdrun or cuts off a host may still be
+# in flight (a pipe, the agent's buffer, the SSH channel): those are exempt; older ones are not.
+IN_FLIGHT = 1.0
+
+# fault -> the phases it can land in (a rank cannot be killed before ranks exist).
+FAULTS = {
+    "none": ["running"],  # the control: the same job, nothing injected
+    "kill_rank": ["rendezvous", "running", "stopping"],
+    "stop_rank": ["rendezvous", "running"],
+    "kill_agent": ["agents", "netcheck", "rendezvous", "running", "stopping"],
+    "stop_agent": ["agents", "netcheck", "rendezvous", "running"],
+    "kill_sshd_session": ["agents", "netcheck", "rendezvous", "running", "stopping"],
+    "kill_hvdrun": PHASES,
+    "hostile_connections": ["agents", "netcheck", "rendezvous", "running"],
+}
+
+
+class Violation(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# /proc
+
+
+def environ_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def cmdline_of(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def state_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def marked(mark):
+    """Processes whose environment carries CHAOS_MARK=mark (the job's ranks and their children)."""
+    needle = b"CHAOS_MARK=" + mark.encode()
+    return [p for p in pids() if needle in environ_of(p) and state_of(p) not in ("Z", "")]
+
+
+def rank_pid(mark, rank):
+    for p in marked(mark):
+        env = environ_of(p)
+        if b"HOROVOD_RANK=%d" % rank in env and any(b"chaos_rank" in c for c in cmdline_of(p)[:1]):
+            return p
+    return None
+
+
+def agent_pids(addresses):
+    """Agents started over SSH on these test hosts: `hvdrun --agent` whose SSH_CONNECTION ends at
+    one of the addresses (its server side)."""
+    out = {}
+    for p in pids():
+        cmd = cmdline_of(p)
+        if b"--agent" not in cmd or state_of(p) in ("Z", ""):
+            continue
+        for var in environ_of(p):
+            if var.startswith(b"SSH_CONNECTION="):
+                fields = var.split(b"=", 1)[1].split()
+                if len(fields) == 4 and fields[2].decode() in addresses:
+                    out[p] = fields[2].decode()
+    return out
+
+
+def peak_rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The invariant checks (each returns a list of violations; the self-test plants one for each)
+
+
+def check_hang(exit_time, deadline):
+    if exit_time is None or exit_time > deadline:
+        return ["hang: hvdrun had not exited %.1f s after the deadline" % (
+            (exit_time or time.time()) - deadline)]
+    return []
+
+
+def check_verdict(expected, code, stderr_text):
+    if expected is None:
+        return []
+    codes, words = expected
+    out = []
+    if code not in codes:
+        out.append("wrong verdict: exit %s, expected %s" % (code, " or ".join(map(str, codes))))
+    for w in words:
+        if w not in stderr_text:
+            out.append("wrong verdict: the report does not say %r" % w)
+    return out
+
+
+def check_orphans(mark, agents, sessions, wait):
+    """Nothing of the job left: no marked process, no agent or SSH session of it."""
+    end = time.time() + wait
+    while True:
+        left = marked(mark) + [p for p in list(agents) + list(sessions) if state_of(p) not in ("Z", "")]
+        if not left or time.time() >= end:
+            break
+        time.sleep(0.2)
+    return ["orphan: pid %d (%s) still there %.0f s after hvdrun exited" % (
+        p, b" ".join(cmdline_of(p)).decode(errors="replace")[:80], wait) for p in left]
+
+
+def read_ledger(path):
+    entries = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                stamp, _, text = line.rstrip("\n").partition("\t")
+                entries.append((float(stamp), text))
+    except (OSError, ValueError):
+        pass
+    return entries
+
+
+def check_lost(ledger, output_lines, before, rank):
+    """Every line the rank printed before `before` is in its --output-filename file."""
+    have = collections.Counter(output_lines)
+    lost = [text for stamp, text in ledger if stamp < before and have[text] == 0]
+    return ["lost line: rank %d printed %r; its output file lacks it" % (rank, t) for t in lost[:3]] + (
+        ["lost line: ... %d more for rank %d" % (len(lost) - 3, rank)] if len(lost) > 3 else [])
+
+
+def check_memory(peak_kib):
+    if peak_kib > MEMORY_LIMIT_KIB:
+        return ["memory: hvdrun's peak RSS %d KiB is over %d KiB" % (peak_kib, MEMORY_LIMIT_KIB)]
+    return []
+
+
+def self_test(tmp):
+    """Each check catches a planted violation, or the suite proves nothing."""
+    results = []
+    # A double-forked process of the job that escaped (setsid, its parent gone).
+    mark = "selftest-%d" % os.getpid()
+    env = dict(os.environ, CHAOS_MARK=mark)
+    subprocess.run(["sh", "-c", "setsid sleep 60 >/dev/null 2>&1 &"], env=env, check=True)
+    found = check_orphans(mark, [], [], 1.0)
+    for p in marked(mark):
+        os.kill(p, signal.SIGKILL)
+    results.append(("no orphan", "a double-forked sleep carrying the job's mark", found))
+    # A line deleted from an output file.
+    ledger = [(1.0, "chaos: rank 0 line 1"), (2.0, "chaos: rank 0 line 2"), (3.0, "chaos: rank 0 line 3")]
+    results.append(("no lost line", "line 2 deleted from rank 0's file",
+                    check_lost(ledger, ["chaos: rank 0 line 1", "chaos: rank 0 line 3"], 10.0, 0)))
+    # A wrong verdict.
+    results.append(("right verdict", "exit 0 where 137 and 'rank 1' were expected",
+                    check_verdict(([137], ["rank 1"]), 0, "all fine")))
+    # An overrun deadline: a 'job' that outlives it.
+    start = time.time()
+    job = subprocess.Popen(["sleep", "3"])
+    deadline = start + 1.0
+    try:
+        job.wait(timeout=max(0.0, deadline + 0.5 - time.time()))
+        exit_time = time.time()
+    except subprocess.TimeoutExpired:
+        exit_time = None
+        job.kill()
+        job.wait()
+    results.append(("no hang", "a job still running past its deadline", check_hang(exit_time, deadline)))
+    results.append(("bounded memory", "a peak RSS of 100 MiB", check_memory(100 * 1024)))
+    ok = True
+    for check, planted, found in results:
+        if found:
+            print("self-test: %-15s caught %s: %s" % (check, planted, found[0]))
+        else:
+            print("self-test: %-15s MISSED %s" % (check, planted))
+            ok = False
+    return ok
+
+
+# ---------------------------------------------------------------------------------------------
+# A round
+
+
+class Round:
+    def __init__(self, args, number, fault, phase, rng):
+        self.args, self.number, self.fault, self.target, self.rng = args, number, fault, phase, rng
+        self.mark = "chaos-%d-%d-%d" % (args.seed, number, os.getpid())
+        self.dir = os.path.join(args.work, "round-%03d" % number)
+        os.makedirs(os.path.join(self.dir, "ledger"))
+        self.phase = "start"
+        self.phase_started = {}
+        self.ready = set()
+        self.lines = []  # hvdrun's stdout and stderr, as they came
+        self.fault_time = None
+        self.landed = None
+        self.victim_host = None
+        self.victim_rank = None
+        self.agents, self.sessions = {}, set()
+        self.peak = 0
+        self.lock = threading.RLock()
+        self.phase_event = threading.Event()
+
+    def command(self):
+        a = self.args
+        hosts = ",".join("%s:%d" % (h, SLOTS) for h in a.hosts)
+        return [a.hvdrun, "-np", str(RANKS), "-H", hosts, "-p", a.port, "--ssh-config", a.ssh_config,
+                "--ssh-known-hosts", a.known_hosts, "--log-level", "debug", "--ssh-timeout",
+                str(SSH_TIMEOUT), "--start-timeout", str(START_TIMEOUT), "--keepalive",
+                str(KEEPALIVE), "--grace", str(GRACE), "--stall-check-shutdown-time-seconds",
+                str(STALL_SHUTDOWN), "--stall-check-warning-time-seconds", "2", "--port-range",
+                "%d-%d" % (a.port_low, a.port_low + 40), "--output-filename",
+                os.path.join(self.dir, "out"), "-x", "CHAOS_MARK", "-x", "HOROVOD_LOG_LEVEL=warning",
+                a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")]
+
+    def set_phase(self, phase):
+        with self.lock:
+            if phase != self.phase:
+                self.phase = phase
+                self.phase_started[phase] = time.time()
+                self.phase_event.set()
+
+    def read_stream(self, stream):
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            with self.lock:
+                self.lines.append(line)
+            for prefix, phase in PHASE_LINES.items():
+                if line.startswith(prefix):
+                    self.set_phase(phase)
+            if "<stdout>:chaos: rank " in line and line.endswith(" ready"):
+                with self.lock:
+                    self.ready.add(line)
+                    if len(self.ready) == RANKS and self.phase == "rendezvous":
+                        self.set_phase("running")
+
+    def wait_phase(self, phase, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            with self.lock:
+                if phase in self.phase_started:
+                    return True
+                if self.proc.poll() is not None:
+                    return False
+            self.phase_event.wait(0.01)
+            self.phase_event.clear()
+        return False
+
+    def watch(self):
+        """Peak RSS of hvdrun, and the job's agents and SSH sessions, while it runs."""
+        while self.proc.poll() is None:
+            self.peak = max(self.peak, peak_rss_kib(self.proc.pid))
+            for pid, host in agent_pids(self.args.hosts).items():
+                self.agents[pid] = host
+                session = parent_of(pid)
+                if b"@" in b" ".join(cmdline_of(session)):  # "sshd: root@notty", not the listener
+                    self.sessions.add(session)
+            time.sleep(0.1)
+
+    def inject(self):
+        f, a = self.fault, self.args
+        if f == "none":
+            return True
+        if f == "kill_hvdrun":
+            os.kill(self.proc.pid, signal.SIGKILL)
+            return True
+        if f in ("kill_rank", "stop_rank"):
+            rank = self.rng.randrange(RANKS)
+            pid = rank_pid(self.mark, rank)
+            if pid is None:
+                return False
+            self.victim_rank, self.victim_host = rank, a.hosts[rank // SLOTS]
+            os.kill(pid, signal.SIGKILL if f == "kill_rank" else signal.SIGSTOP)
+            return True
+        if f in ("kill_agent", "stop_agent", "kill_sshd_session"):
+            host = a.hosts[self.rng.randrange(len(a.hosts))]
+            found = [p for p, h in agent_pids([host]).items()]
+            if not found:
+                return False
+            self.victim_host = host
+            pid = found[0]
+            if f == "kill_sshd_session":
+                pid = parent_of(pid)
+                if b"sshd" not in b" ".join(cmdline_of(pid)):
+                    return False
+            os.kill(pid, signal.SIGSTOP if f == "stop_agent" else signal.SIGKILL)
+            return True
+        if f == "hostile_connections":
+            threading.Thread(target=hostile, args=(["127.0.0.1"] + a.hosts, a.port_low, 41,
+                                                   self.rng.random()), daemon=True).start()
+            return True
+        raise ValueError(f)
+
+    def run(self):
+        env = dict(os.environ, CHAOS_MARK=self.mark)
+        start = time.time()
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, start_new_session=True)
+        readers = [threading.Thread(target=self.read_stream, args=(stream,), daemon=True)
+                   for stream in (self.proc.stdout, self.proc.stderr)]
+        for reader in readers:
+            reader.start()
+        watcher = threading.Thread(target=self.watch, daemon=True)
+        watcher.start()
+        target = self.target
+        if target == "stopping":  # the job is stopped (SIGTERM) in its running phase
+            if self.wait_phase("running", 30):
+                time.sleep(self.rng.uniform(0.2, 1.5))
+                os.kill(self.proc.pid, signal.SIGTERM)
+        injected = False
+        if self.wait_phase(target, 30):
+            delay = {"ssh": 0.15, "running": 2.0, "stopping": 0.3}.get(target, 0.03)
+            time.sleep(self.rng.uniform(0, delay))
+            with self.lock:
+                self.landed = self.phase
+            self.fault_time = time.time()
+            injected = self.inject()
+        if not injected:
+            self.fault_time = None
+        deadline = (self.fault_time or start) + PHASE_TIMEOUT.get(self.landed or target, 30) + GRACE + 5
+        if self.fault_time is None:
+            deadline = start + 60
+        exit_time = None
+        try:
+            self.proc.wait(timeout=max(0.1, deadline - time.time()))
+            exit_time = time.time()
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for reader in readers:
+            reader.join(5)
+        watcher.join(5)
+        with open(os.path.join(self.dir, "console"), "w") as f:
+            f.write("\n".join(self.lines) + "\n")
+        # A frozen process may not be stopped for good: let it see its SIGTERM/SIGKILL.
+        if self.fault in ("stop_rank", "stop_agent"):
+            for pid in marked(self.mark) + list(self.agents):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except OSError:
+                    pass
+        return self.evaluate(injected, exit_time, deadline)
+
+    def expected(self):
+        """The verdict table: (exit codes, words the report must hold); None: no verdict."""
+        f, p, h = self.fault, self.landed, self.victim_host
+        stopping = self.target == "stopping"
+        if f == "kill_hvdrun":
+            return None
+        if stopping:
+            return ([143], ["interrupted by SIGTERM"])
+        if f in ("hostile_connections", "none"):
+            return ([0], [])
+        if f == "kill_rank":
+            return ([137], ["rank %d" % self.victim_rank, h])
+        if f == "stop_rank":
+            return ([i for i in range(1, 256)], ["rank %d" % self.victim_rank])
+        if f == "stop_agent":
+            return ([74, 75] if p != "running" else [74], [h])
+        return ([74, 75, 127] if p in ("agents", "netcheck") else [74], [h])
+
+    def evaluate(self, injected, exit_time, deadline):
+        violations = []
+        code = self.proc.returncode
+        if injected:
+            if self.fault != "kill_hvdrun":
+                violations += check_hang(exit_time, deadline)
+                violations += check_verdict(self.expected(), code, "\n".join(self.lines))
+        violations += check_orphans(self.mark, self.agents, self.sessions - {0}, ORPHAN_WAIT)
+        # Lines in flight when hvdrun died or a host was cut off are exempt; older ones are not.
+        cut = self.fault_time or time.time()
+        for rank in range(RANKS):
+            before = cut
+            host = self.args.hosts[rank // SLOTS]
+            if injected and (self.fault == "kill_hvdrun" or (
+                    self.fault in ("kill_agent", "stop_agent", "kill_sshd_session") and host == self.victim_host)):
+                before = cut - IN_FLIGHT
+            ledger = read_ledger(os.path.join(self.dir, "ledger", "rank.%d" % rank))
+            out_file = os.path.join(self.dir, "out", "rank.%d" % rank, "stdout")
+            try:
+                with open(out_file, errors="replace") as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                lines = []
+            violations += check_lost(ledger, lines, before, rank)
+        violations += check_memory(self.peak)
+        if not violations:
+            subprocess.run(["rm", "-rf", self.dir])
+        return code, violations
+
+
+def hostile(addresses, low, count, flavour):
+    """Garbage, half-open and slow connections to every port of the job's range on each address."""
+    end = time.time() + 1.5
+    while time.time() < end:
+        for addr in addresses:
+            for port in range(low, low + count):
+                try:
+                    s = socket.create_connection((addr, port), timeout=0.05)
+                except OSError:
+                    continue
+                try:
+                    if flavour < 0.33:
+                        s.sendall(os.urandom(64))
+                    elif flavour < 0.66:
+                        s.sendall(b"GET /")  # half a request, then nothing
+                        time.sleep(0.01)
+                    s.close()
+                except OSError:
+                    pass
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def schedule(rounds, rng):
+    """Every (fault, phase) cell in turn, shuffled per pass: each is covered evenly."""
+    cells = [(f, p) for f, phases in FAULTS.items() for p in phases]
+    out = []
+    while len(out) < rounds:
+        batch = cells[:]
+        rng.shuffle(batch)
+        out += batch
+    return out[:rounds]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--hvdrun", required=True)
+    ap.add_argument("--rank-program", required=True)
+    ap.add_argument("--hosts", required=True, help="two sshd test host addresses, a,b")
+    ap.add_argument("--port", required=True)
+    ap.add_argument("--ssh-config", required=True)
+    ap.add_argument("--known-hosts", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--port-low", type=int, default=45100)
+    ap.add_argument("--only", help="FAULT:PHASE: every round that cell (to chase one failure)")
+    args = ap.parse_args()
+    args.hosts = args.hosts.split(",")
+    if not self_test(args.work):
+        print("chaos: an invariant check missed its planted violation; no round is worth running")
+        return 2
+    rng = random.Random(args.seed)
+    table = collections.OrderedDict()
+    failures = 0
+    plan = schedule(args.rounds, rng)
+    if args.only:
+        plan = [tuple(args.only.split(":", 1))] * args.rounds
+    for number, (fault, phase) in enumerate(plan, 1):
+        r = Round(args, number, fault, phase, random.Random(rng.random()))
+        code, violations = r.run()
+        landed = r.landed if r.fault_time else "not injected"
+        row = table.setdefault((fault, landed), collections.Counter())
+        row["rounds"] += 1
+        for v in violations:
+            row[v.split(":", 1)[0]] += 1
+        status = "ok" if not violations else "VIOLATION"
+        print("round %3d: %-19s aimed at %-10s landed in %-12s exit %-4s %s" % (
+            number, fault, phase, landed, code, status), flush=True)
+        for v in violations:
+            print("           " + v)
+        if violations:
+            failures += 1
+            print("           replay: tests/chaos/run.sh --rounds %d --seed %d (work dir %s)" % (
+                number, args.seed, r.dir))
+    print()
+    print("%-19s %-12s %6s %5s %7s %5s %7s %6s" % ("fault", "phase", "rounds", "hangs", "orphans",
+                                                  "lost", "verdict", "memory"))
+    for (fault, phase), row in table.items():
+        print("%-19s %-12s %6d %5d %7d %5d %7d %6d" % (
+            fault, phase, row["rounds"], row["hang"], row["orphan"], row["lost line"],
+            row["wrong verdict"], row["memory"]))
+    print()
+    print("chaos: %d rounds, %d with a violation (seed %d)" % (args.rounds, failures, args.seed))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
