@@ -46,7 +46,9 @@ std::vector<int> parse_rank_list(std::string_view text) {
     }
     return value;
   };
-  std::vector<int> ranks;
+  // Ranges first, merged, then spelled out once: a list like 0-90000,80-90000 is no sort of
+  // 180000 numbers (under the fuzzer's instrumentation, seconds per input).
+  std::vector<std::pair<int, int>> ranges;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
@@ -55,14 +57,16 @@ std::vector<int> parse_rank_list(std::string_view text) {
     const int low = number(item.substr(0, dash), item);
     const int high = dash == std::string_view::npos ? low : number(item.substr(dash + 1), item);
     if (high < low) throw bad(item);
-    if (ranks.size() + static_cast<size_t>(high - low) > static_cast<size_t>(kMaxRank)) {
-      throw bad(item);
-    }
-    for (int r = low; r <= high; ++r) ranks.push_back(r);
+    ranges.emplace_back(low, high);
     start = comma + 1;
   }
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<int> ranks;
+  int next = 0;  // the lowest rank not yet in `ranks`
+  for (const auto& [low, high] : ranges) {
+    for (int r = std::max(low, next); r <= high; ++r) ranks.push_back(r);
+    next = std::max(next, high + 1);
+  }
   return ranks;
 }
 
