@@ -59,6 +59,10 @@ class Controller {
   // When check_stalls() next has something to say; nullopt when nothing is pending.
   std::optional<Clock::time_point> next_stall_check() const;
 
+  // Some tensor waits for ranks that have not submitted it (the coordinator keeps the waiting
+  // ranks told that it is alive: Engine's keepalive).
+  bool waiting() const { return !table_.empty() && fatal_.empty(); }
+
   bool everyone_shut_down() const { return static_cast<int>(shut_down_.size()) == options_.size; }
   const std::string& fatal() const { return fatal_; }
 

@@ -111,6 +111,9 @@ bool Engine::run_once() {
   }
   std::optional<Clock::time_point> wake_at;
   if (controller_) wake_at = controller_->next_stall_check();
+  if (const auto due = liveness_due(Clock::now()); due && (!wake_at || *due < *wake_at)) {
+    wake_at = due;
+  }
   timespec timeout{};
   if (wake_at) {
     const auto left = std::max<std::int64_t>(
@@ -143,6 +146,7 @@ bool Engine::run_once() {
   }
   if (!read_network(readable, now)) return false;
   if (controller_) coordinate(now);
+  if (!check_coordinator(now)) return false;
 
   if (stopping && !stopped_) {
     send_batch(now, true);
@@ -222,6 +226,9 @@ bool Engine::read_network(const std::vector<int>& readable, Clock::time_point no
         std::optional<ResponseList> list = decode_or_fail(r, [&] { return decode_responses(m); });
         if (!list) return false;
         execute(*list);
+        // A keepalive (an empty list) or responses: rank 0 is there. Counted after the work, which
+        // may take long (a big collective) and occupies rank 0 just as long.
+        last_heard_ = Clock::now();
       }
     }
   }
@@ -250,13 +257,63 @@ auto Engine::decode_or_fail(int from, Decode&& decode) -> std::optional<decltype
 void Engine::coordinate(Clock::time_point now) {
   for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
   ResponseList list = controller_->take();
-  if (list.responses.empty() && list.fatal.empty()) return;
+  if (list.responses.empty() && list.fatal.empty()) {
+    // Ranks wait on tensors others have not submitted: tell them the coordinator is alive.
+    if (controller_->waiting() && now - last_sent_ >= kCoordinatorKeepalive) {
+      const std::string keepalive = encode(ResponseList{});
+      for (int r = 1; r < options_.size; ++r) control_.send(r, keepalive);
+      last_sent_ = now;
+    }
+    return;
+  }
+  last_sent_ = now;
   if (options_.timeline != nullptr) {
     for (const Response& r : list.responses) options_.timeline->negotiated(r);
   }
   const std::string bytes = encode(list);
   for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);  // a gone rank is ignored
   execute(list);
+}
+
+std::optional<Clock::time_point> Engine::liveness_due(Clock::time_point now) const {
+  if (controller_) {
+    if (!controller_->waiting()) return std::nullopt;
+    return std::max(now, last_sent_ + kCoordinatorKeepalive);
+  }
+  if (options_.coordinator_timeout.count() == 0 || stopped_) return std::nullopt;
+  // Ops may become pending from a caller's thread while this one sleeps (workers send their own
+  // batches): look at least once a second, and at the limit when already waiting.
+  const Clock::time_point next_look = now + kCoordinatorKeepalive;
+  return waiting_ ? std::min(next_look, last_heard_ + options_.coordinator_timeout) : next_look;
+}
+
+bool Engine::check_coordinator(Clock::time_point now) {
+  if (controller_ || options_.coordinator_timeout.count() == 0) return true;
+  std::string waiting_on;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pending_.empty()) waiting_on = pending_.begin()->first;
+  }
+  if (waiting_on.empty()) {
+    waiting_ = false;
+    return true;
+  }
+  if (!waiting_) {  // the wait starts now
+    waiting_ = true;
+    last_heard_ = now;
+    return true;
+  }
+  if (now - last_heard_ < options_.coordinator_timeout) return true;
+  fail_everything(
+      fmt::format("rank 0 (the coordinator) has not been heard from for {} s while this rank "
+                  "waits on '{}': it is frozen (stopped, in a debugger), its host stalls, or the "
+                  "link to it was cut without a reset (a live coordinator says so every {} s); "
+                  "HOROVOD_GLOO_TIMEOUT_SECONDS sets how long to wait",
+                  std::chrono::duration_cast<std::chrono::seconds>(now - last_heard_).count(),
+                  waiting_on,
+                  std::chrono::duration_cast<std::chrono::seconds>(kCoordinatorKeepalive).count()),
+      HVD_ERR_PEER_LOST);
+  return false;
 }
 
 std::vector<std::shared_ptr<detail::OpState>> Engine::take_pending(

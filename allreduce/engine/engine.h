@@ -100,7 +100,15 @@ struct EngineOptions {
   ControllerOptions controller;
   std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
   Timeline* timeline = nullptr;  // rank 0 with HOROVOD_TIMELINE set; outlives the engine
+  // Ranks other than 0: how long they wait on pending ops without a word from the coordinator
+  // before they fail them with HVD_ERR_PEER_LOST (a frozen rank 0 keeps its connections open:
+  // nothing else would end the wait). 0: forever. The coordinator sends a keepalive every
+  // kCoordinatorKeepalive while anything waits, so a live but slow job never hits it.
+  std::chrono::milliseconds coordinator_timeout{0};
 };
+
+// How often the coordinator tells waiting ranks it is alive (an empty ResponseList).
+inline constexpr std::chrono::milliseconds kCoordinatorKeepalive{1000};
 
 class Engine {
  public:
@@ -132,6 +140,10 @@ class Engine {
   template <typename Decode>
   auto decode_or_fail(int from, Decode&& decode) -> std::optional<decltype(decode())>;
   void coordinate(Clock::time_point now);
+  // The liveness of rank 0 (EngineOptions::coordinator_timeout): when the next turn is due,
+  // nullopt when none; check_coordinator fails everything once rank 0 has been silent too long.
+  std::optional<Clock::time_point> liveness_due(Clock::time_point now) const;
+  bool check_coordinator(Clock::time_point now);
   void execute(const ResponseList& list);
   void run_response(const Response& response);
   // Fails every pending and later op with `status` (HVD_ERR_PEER_LOST when a peer is gone).
@@ -157,6 +169,10 @@ class Engine {
 
   // The background thread's own.
   std::optional<Controller> controller_;  // rank 0 only
+  Clock::time_point last_sent_{};         // rank 0: the last message to the other ranks
+  Clock::time_point last_heard_{};        // others: the last message from rank 0, or when
+                                          // they began waiting
+  bool waiting_ = false;                  // others: ops were pending at the last turn
   bool stopped_ = false;
   std::thread thread_;
 };

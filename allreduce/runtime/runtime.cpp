@@ -126,7 +126,9 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                                       .stall_warning = config_.stall_warning,
                                       .stall_shutdown = config_.stall_shutdown},
                        .cycle_time = config_.cycle_time,
-                       .timeline = timeline_.get()};
+                       .timeline = timeline_.get(),
+                       .coordinator_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           config_.gloo_timeout)};
   engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
   logger().debug(
       "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "

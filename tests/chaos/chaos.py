@@ -31,12 +31,12 @@ PHASE_LINES = {
 RANKS, SLOTS = 4, 2
 JOB_SECONDS = 4.0
 # The job's timeouts: each phase's deadline is its timeout + --grace + 5 s from the fault.
-SSH_TIMEOUT, START_TIMEOUT, KEEPALIVE, STALL_SHUTDOWN, GRACE = 5, 10, 3, 6, 2
+SSH_TIMEOUT, START_TIMEOUT, KEEPALIVE, STALL_SHUTDOWN, GRACE, GLOO_TIMEOUT = 5, 10, 3, 6, 2, 8
 PHASE_TIMEOUT = {
     "ssh": SSH_TIMEOUT,
     "agents": START_TIMEOUT,
     "netcheck": START_TIMEOUT,
-    "rendezvous": START_TIMEOUT,
+    "rendezvous": max(START_TIMEOUT, GLOO_TIMEOUT),  # the ranks' own: Gloo's rendezvous
     # the rest of the job, or a frozen peer found by the keepalive or the stall inspector
     "running": JOB_SECONDS + STALL_SHUTDOWN,
     "stopping": GRACE,
@@ -278,9 +278,10 @@ class Round:
                 "--ssh-known-hosts", a.known_hosts, "--log-level", "debug", "--ssh-timeout",
                 str(SSH_TIMEOUT), "--start-timeout", str(START_TIMEOUT), "--keepalive",
                 str(KEEPALIVE), "--grace", str(GRACE), "--stall-check-shutdown-time-seconds",
-                str(STALL_SHUTDOWN), "--stall-check-warning-time-seconds", "2", "--port-range",
+                str(STALL_SHUTDOWN), "--stall-check-warning-time-seconds", "2",
+                "--gloo-timeout-seconds", str(GLOO_TIMEOUT), "--port-range",
                 "%d-%d" % (a.port_low, a.port_low + 40), "--output-filename",
-                os.path.join(self.dir, "out"), "-x", "CHAOS_MARK", "-x", "HOROVOD_LOG_LEVEL=warning",
+                os.path.join(self.dir, "out"), "-x", "CHAOS_MARK",
                 a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")]
 
     def set_phase(self, phase):
@@ -384,7 +385,10 @@ class Round:
             with self.lock:
                 self.landed = self.phase
             self.fault_time = time.time()
-            injected = self.inject()
+            try:
+                injected = self.inject()
+            except ProcessLookupError:  # the target ended between finding it and the signal
+                injected = False
         if not injected:
             self.fault_time = None
         deadline = (self.fault_time or start) + PHASE_TIMEOUT.get(self.landed or target, 30) + GRACE + 5
@@ -423,8 +427,8 @@ class Round:
             return ([0], [])
         if f == "kill_rank":
             return ([137], ["rank %d" % self.victim_rank, h])
-        if f == "stop_rank":
-            return ([i for i in range(1, 256)], ["rank %d" % self.victim_rank])
+        if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
+            return ([3], ["rank %d" % self.victim_rank])
         if f == "stop_agent":
             return ([74, 75] if p != "running" else [74], [h])
         return ([74, 75, 127] if p in ("agents", "netcheck") else [74], [h])
@@ -527,8 +531,10 @@ def main():
         for v in violations:
             row[v.split(":", 1)[0]] += 1
         status = "ok" if not violations else "VIOLATION"
-        print("round %3d: %-19s aimed at %-10s landed in %-12s exit %-4s %s" % (
-            number, fault, phase, landed, code, status), flush=True)
+        victim = ("rank %d" % r.victim_rank if r.victim_rank is not None else
+                  r.victim_host if r.victim_host else "")
+        print("round %3d: %-19s aimed at %-10s landed in %-12s exit %-4s %-9s %s" % (
+            number, fault, phase, landed, code, status, victim), flush=True)
         for v in violations:
             print("           " + v)
         if violations:

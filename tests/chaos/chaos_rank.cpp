@@ -1,5 +1,5 @@
-// One rank of a chaos-suite job (tests/chaos/README.md): prints numbered lines and runs an
-// allreduce every few lines, for SECONDS. Every line it prints it first appends to its own
+// One rank of a chaos-suite job (tests/chaos/README.md): prints SECONDS x 50 numbered lines, one
+// every 20 ms, and runs an allreduce every fifth. Every line it prints it first appends to its own
 // ledger (LEDGER_DIR/rank.R, "UNIX_TIME<TAB>LINE", written with write(2), so it is on disk before
 // the line leaves), the ground truth the suite compares hvdrun's --output-filename files with.
 //
@@ -7,9 +7,14 @@
 //
 // Lines: "chaos: rank R before init", "chaos: rank R ready", "chaos: rank R line N sum S", and
 // "chaos: rank R done" before it exits 0. A failed collective prints its error and exits 3.
+// SIGTERM is a stop that takes a while, as a real program's clean-up does: the rank says so, goes
+// on printing (no more collectives) for half a second, then dies of the SIGTERM (exit 143). The
+// suite's faults then have a stopping phase to land in.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +27,9 @@
 namespace {
 
 int ledger_fd = -1;
+volatile sig_atomic_t terminated = 0;
+
+void on_sigterm(int) { terminated = 1; }
 
 void say(const std::string& line) {
   const std::string text = line + "\n";
@@ -51,15 +59,27 @@ int main(int argc, char** argv) {
     std::perror(ledger.c_str());
     return 65;
   }
+  ::signal(SIGTERM, on_sigterm);
   say("chaos: rank " + rank + " before init");
   try {
     hvd::init();
     say("chaos: rank " + rank + " ready");
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    // A number of lines, not a time: every rank must run the same collectives (a time limit let
+    // one rank stop a collective short of the others, which then failed waiting for it).
+    const long lines = static_cast<long>(seconds * 50);  // one every 20 ms
     std::vector<float> data(256);
-    for (long n = 1; std::chrono::steady_clock::now() < end; ++n) {
+    std::optional<std::chrono::steady_clock::time_point> stop_at;
+    for (long n = 1; n <= lines; ++n) {
+      if (terminated != 0 && !stop_at) {
+        say("chaos: rank " + rank + " got SIGTERM");
+        stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      }
+      if (stop_at && std::chrono::steady_clock::now() >= *stop_at) {
+        ::signal(SIGTERM, SIG_DFL);
+        ::raise(SIGTERM);
+      }
       float sum = 0;
-      if (n % 5 == 0) {
+      if (n % 5 == 0 && !stop_at) {
         for (float& v : data) v = 1.0f;
         hvd::allreduce(std::span<float>(data), hvd::ReduceOp::kSum);
         sum = data[0];

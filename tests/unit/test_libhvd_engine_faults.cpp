@@ -1,6 +1,7 @@
 // The engine's thread against a peer that breaks the control-plane protocol: two ranks' worth of
 // engine, rank 1 real, rank 0 played by the test over a socketpair. A malformed message must fail
 // the pending ops with an error naming the peer, never std::terminate the process.
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/engine.h"
+#include "allreduce/engine/messages.h"
 #include "allreduce/engine/op_state.h"
+#include "hvd/hvd.hpp"
 
 using Catch::Matchers::Contains;
 using namespace hvd::runtime;
@@ -90,4 +93,122 @@ TEST_CASE("engine: a malformed message from the coordinator fails the pending op
   while ((got = ::read(rank0.get(), buf, sizeof buf)) > 0) {
   }
   CHECK(got == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A frozen coordinator (SIGSTOP, a debugger, a host that stalls) keeps its connections open: no
+// EOF ever comes. The other ranks must not wait forever (the chaos suite found this hang).
+
+namespace {
+
+// One control-plane frame: a 4-byte length, then the message (control_plane.h).
+std::string frame(const std::string& payload) {
+  const auto n = static_cast<std::uint32_t>(payload.size());
+  return std::string(reinterpret_cast<const char*>(&n), 4) + payload;
+}
+
+hvd_status status_of(hvd::detail::OpState& op) {
+  std::lock_guard<std::mutex> lock(op.mutex);
+  if (!op.error) return HVD_OK;
+  try {
+    std::rethrow_exception(op.error);
+  } catch (const hvd::RuntimeError& e) {
+    return e.status();
+  } catch (...) {
+    return HVD_ERR_INTERNAL;
+  }
+}
+
+bool done_within(hvd::detail::OpState& op, std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(op.mutex);
+  return op.cv.wait_for(lock, limit, [&] { return op.done; });
+}
+
+}  // namespace
+
+TEST_CASE("engine: a coordinator silent past the limit fails the waiting ops with PEER_LOST",
+          "[libhvd][engine]") {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  hvd::UniqueFd rank0(fds[0]);  // "rank 0": reads nothing, answers nothing, stays connected
+  std::vector<hvd::UniqueFd> peers;
+  peers.emplace_back(fds[1]);
+  peers.emplace_back();
+  NoRunner runner;
+  EngineOptions options;
+  options.rank = 1;
+  options.size = 2;
+  options.coordinator_timeout = std::chrono::milliseconds(1500);
+  Engine engine(runner, ControlPlane::adopt(1, 2, std::move(peers)), options);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto op = allreduce_op("grad.0");
+  engine.submit(op, true);
+  engine.flush();
+  // Keepalives from "rank 0" (empty response lists) hold the limit off for 3 s...
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(3)) {
+    const std::string keepalive = frame(encode(ResponseList{}));
+    REQUIRE(::write(rank0.get(), keepalive.data(), keepalive.size()) ==
+            static_cast<ssize_t>(keepalive.size()));
+    CHECK_FALSE(done_within(*op, std::chrono::milliseconds(500)));
+  }
+  // ... and then silence: the op fails within the limit (and the 1 s it looks), not never.
+  const auto silent = std::chrono::steady_clock::now();
+  REQUIRE(done_within(*op, std::chrono::seconds(5)));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - silent).count();
+  CHECK(waited >= 1.0);
+  CHECK(waited < 3.5);
+  CHECK(status_of(*op) == HVD_ERR_PEER_LOST);
+  const std::string error = outcome(*op);
+  INFO(error);
+  CHECK_THAT(error, Contains("rank 0 (the coordinator) has not been heard from"));
+  CHECK_THAT(error, Contains("'grad.0'"));
+  CHECK_THAT(error, Contains("HOROVOD_GLOO_TIMEOUT_SECONDS"));
+}
+
+TEST_CASE("engine: the coordinator tells ranks waiting on a late rank that it is alive",
+          "[libhvd][engine]") {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  hvd::UniqueFd rank1(fds[0]);  // "rank 1": submits grad.0, which rank 0 never does
+  std::vector<hvd::UniqueFd> peers;
+  peers.emplace_back();
+  peers.emplace_back(fds[1]);
+  NoRunner runner;
+  EngineOptions options;
+  options.rank = 0;
+  options.size = 2;
+  options.controller.size = 2;
+  Engine engine(runner, ControlPlane::adopt(0, 2, std::move(peers)), options);
+
+  RequestList list;
+  list.requests.push_back(allreduce_op("grad.0")->request);
+  const std::string request = frame(encode(list));
+  REQUIRE(::write(rank1.get(), request.data(), request.size()) ==
+          static_cast<ssize_t>(request.size()));
+  // About one keepalive a second, each an empty response list.
+  std::string inbox;
+  int keepalives = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(3500);
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{rank1.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t got = ::read(rank1.get(), buf, sizeof buf);
+    REQUIRE(got > 0);
+    inbox.append(buf, static_cast<size_t>(got));
+    while (inbox.size() >= 4) {
+      std::uint32_t n = 0;
+      std::memcpy(&n, inbox.data(), 4);
+      if (inbox.size() < 4 + n) break;
+      const ResponseList response = decode_responses(std::string_view(inbox).substr(4, n));
+      CHECK(response.responses.empty());
+      CHECK(response.fatal.empty());
+      ++keepalives;
+      inbox.erase(0, 4 + n);
+    }
+  }
+  CHECK(keepalives >= 2);
+  CHECK(keepalives <= 5);
 }
