@@ -1,8 +1,9 @@
 // The native launch's side of the supervisor's loop (supervisor.h): one agent per host, each
 // behind an AgentTransport. Internal to hvd_launcher; native_launcher.h is the interface. Split
-// over two files: native_job.cpp (agents, frames, the rank events, stopping, the start-up
-// deadline) and native_job_net.cpp (the hellos, the network check before any rank starts, the
-// rendezvous server and the job specs).
+// over files: native_job.cpp (agents, frames, the rank events, stopping, the start-up deadline),
+// native_job_net.cpp (the hellos, the network check before any rank starts, the rendezvous
+// server, the job specs, the start-up's live line), native_job_failures.cpp (a lost agent, a
+// start-up past its deadline), native_job_elastic.cpp and native_job_join.cpp (elastic jobs).
 //
 // The phases, each started when every agent finished the one before: hello -> probe listeners
 // up (kListening) -> probes run (kProbeResult) -> rank 0's host frees MASTER_PORT (kProbeClosed)

@@ -429,9 +429,9 @@ class Round:
             return ([137], ["rank %d" % self.victim_rank, h])
         if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
             return ([3], ["rank %d" % self.victim_rank])
-        if f == "stop_agent":
-            return ([74, 75] if p != "running" else [74], [h])
-        return ([74, 75, 127] if p in ("agents", "netcheck") else [74], [h])
+        if f == "stop_agent":  # before the job is sent: --start-timeout; after: --keepalive
+            return ([75] if p in ("agents", "netcheck") else [74], [h])
+        return ([74], [h])  # kill_agent, kill_sshd_session: the host is lost
 
     def evaluate(self, injected, exit_time, deadline):
         violations = []

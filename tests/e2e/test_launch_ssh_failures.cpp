@@ -410,3 +410,25 @@ TEST_CASE("a forced command in authorized_keys: the launch says what --check-ssh
   REQUIRE(doc.is_object());
   CHECK(doc["error"]["kind"] == "ssh");
 }
+
+TEST_CASE(
+    "an agent killed by a signal before it answers: the host is lost (74), not a login problem",
+    "[launch-ssh]") {
+  // Found by the chaos suite (kill -9 of an agent at start-up): hvdrun said
+  // "remote_command_failed" with advice on authorized_keys, exit 69. Here the "agent" kills itself
+  // as soon as the login shell starts it.
+  Hosts hosts;
+  const std::string a = hosts.addr(25);
+  const std::filesystem::path agent = hosts.dir() / "agent-killed.sh";
+  write_file(agent, "#!/bin/sh\nkill -9 $$\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const RunResult launch =
+      run_hvdrun(hosts.args({"-H", a, "--agent-path", agent.string(), "--json", "true"}));
+  INFO(show(launch));
+  CHECK(launch.exit_code == 74);
+  CHECK_THAT(launch.err, Contains("lost the agent on " + a + " before it answered"));
+  CHECK_THAT(launch.err, Contains("killed by a signal"));
+  CHECK_THAT(launch.err, Contains("the OOM killer"));
+  CHECK_THAT(launch.err, !Contains("remote_command_failed"));
+  CHECK_THAT(launch.err, !Contains("authorized_keys"));
+}
