@@ -196,7 +196,12 @@ TEST_CASE("mpi mode: a rank's 64 MiB line without a newline does not grow hvdrun
   ::getrusage(RUSAGE_CHILDREN, &usage);
   const long peak_mib = usage.ru_maxrss / 1024;
   INFO("children's peak RSS: " << peak_mib << " MiB");
+#ifdef HVD_TEST_SANITIZERS
+  // AddressSanitizer's shadow memory and quarantine are most of a process's RSS: 380 MiB here.
+  WARN("skipped: the peak RSS bound (40 MiB) in a sanitizer build (" << peak_mib << " MiB)");
+#else
   CHECK(peak_mib < 40);
+#endif
 }
 
 TEST_CASE("mpi mode: --max-restarts starts a new mpirun after a failed rank, nothing left",

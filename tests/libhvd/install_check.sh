@@ -119,8 +119,8 @@ ok "installed headers include only standard headers and hvd/hvd.h, hvd/hvd.hpp"
 # A sanitizer build (scripts/sanitize.sh): its libhvd exports the sanitizers' type information
 # for what it uses (UBSan's vptr check needs it), and a consumer built without the sanitizers
 # cannot load it (their runtime must come first). Steps 4-6 are for the builds users get.
-if [ -n "${HVD_SANITIZERS:-}" ]; then
-  echo "skipped: exported symbols and the consumers (steps 4-6): this is a $HVD_SANITIZERS build, whose libhvd only instrumented programs can load"
+if [ -n "${HVDTEST_SANITIZERS:-}" ]; then  # (HVD_* is unset above)
+  echo "skipped: exported symbols and the consumers (steps 4-6): this is a $HVDTEST_SANITIZERS build, whose libhvd only instrumented programs can load"
   find "$scratch" -mindepth 1 -delete
   echo "install check: OK (steps 1-3)"
   exit 0
