@@ -11,12 +11,25 @@ for tool in tmux zsh; do
   command -v $tool >/dev/null || { echo "skipped: $tool is not installed (bash scripts/install-deps.sh adds it)"; exit 77; }
 done
 
-socket=hvd-completion-$$
+# One tmux server per shell: a new session on a socket whose server is still shutting down fails
+# ("server exited unexpectedly").
+bash_socket=hvd-completion-bash-$$ zsh_socket=hvd-completion-zsh-$$
+socket=$bash_socket
 fpath_dir=$(mktemp -d)
-trap 'tmux -L "$socket" kill-server 2>/dev/null || true; rm -rf "$fpath_dir"' EXIT
+trap 'for s in "$bash_socket" "$zsh_socket"; do tmux -L "$s" kill-server 2>/dev/null || true; done; rm -rf "$fpath_dir"' EXIT
 cp "$share/_hvdrun" "$fpath_dir/"
 
 send() { tmux -L "$socket" send-keys "$@"; }
+# start COMMAND...: a detached session running it (tried three times: tmux can lose the race with
+# a server that is still starting or ending on a loaded machine).
+start() {
+  local try
+  for try in 1 2 3; do
+    tmux -L "$socket" new-session -d -x 200 -y 40 "$@" && return 0
+    sleep 0.5
+  done
+  fail "tmux could not start $*"
+}
 screen_now() { tmux -L "$socket" capture-pane -p | sed '/^$/d'; }
 # expect REGEX WHAT: waits up to 15 s (a loaded machine, zsh's compinit) for the screen to match.
 expect() {
@@ -32,7 +45,7 @@ expect() {
 env=(env -i HOME="$fpath_dir" TERM=xterm PATH="$bindir:/usr/bin:/bin")
 
 # ---- bash ----
-tmux -L "$socket" new-session -d -x 200 -y 40 "${env[@]}" bash --norc --noprofile
+start "${env[@]}" bash --norc --noprofile
 send "PS1='bash\$ '; source '$share/hvdrun.bash'; clear" Enter
 expect '^bash\$ ?$' "bash did not start with the completion loaded"
 send "hvdrun --che" Tab           # the common prefix of the --check-* options
@@ -46,9 +59,10 @@ send C-u "hvdrun --launcher s" Tab Tab
 expect '(^| )srun +ssh( |$)' "bash: --launcher s<TAB> did not offer srun and ssh"
 echo "bash: --che<TAB> -> --check-, then --check-build --check-net --check-net-full --check-ssh; --launcher s<TAB> -> srun ssh"
 tmux -L "$socket" kill-server
+socket=$zsh_socket
 
 # ---- zsh ----
-tmux -L "$socket" new-session -d -x 200 -y 40 "${env[@]}" zsh -f
+start "${env[@]}" zsh -f
 send "PS1='zsh%% '; fpath=('$fpath_dir' \$fpath); autoload -Uz compinit; compinit -u -D; clear" Enter
 expect '^zsh% ?$' "zsh did not start with compinit done"
 send "hvdrun --che" Tab
