@@ -38,6 +38,25 @@ std::shared_ptr<hvd::detail::OpState> allreduce_op(const std::string& name) {
   return op;
 }
 
+// Two ranks' worth of engine: this rank's real one (`rank`), the other played by the test over a
+// socketpair (`peer`, its end). `options.rank` and `.size` are set here.
+struct EnginePair {
+  hvd::UniqueFd peer;
+  NoRunner runner;
+  std::unique_ptr<Engine> engine;
+  EnginePair(int rank, EngineOptions options) {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    peer = hvd::UniqueFd(fds[0]);
+    std::vector<hvd::UniqueFd> peers(2);
+    peers[static_cast<size_t>(1 - rank)] = hvd::UniqueFd(fds[1]);
+    options.rank = rank;
+    options.size = 2;
+    engine =
+        std::make_unique<Engine>(runner, ControlPlane::adopt(rank, 2, std::move(peers)), options);
+  }
+};
+
 // Waits for the op's outcome (at most 10 s) and returns its error text, or "" when it succeeded.
 std::string outcome(hvd::detail::OpState& op) {
   std::unique_lock<std::mutex> lock(op.mutex);
@@ -54,17 +73,9 @@ std::string outcome(hvd::detail::OpState& op) {
 
 TEST_CASE("engine: a malformed message from the coordinator fails the pending ops, naming it",
           "[libhvd][engine]") {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  hvd::UniqueFd rank0(fds[0]);  // the test's end: it plays rank 0
-  std::vector<hvd::UniqueFd> peers;
-  peers.emplace_back(fds[1]);
-  peers.emplace_back();
-  NoRunner runner;
-  EngineOptions options;
-  options.rank = 1;
-  options.size = 2;
-  Engine engine(runner, ControlPlane::adopt(1, 2, std::move(peers)), options);
+  EnginePair pair(1, {});  // the test plays rank 0
+  const hvd::UniqueFd& rank0 = pair.peer;
+  Engine& engine = *pair.engine;
 
   auto op = allreduce_op("grad.0");
   engine.submit(op, true);
@@ -128,18 +139,11 @@ bool done_within(hvd::detail::OpState& op, std::chrono::milliseconds limit) {
 
 TEST_CASE("engine: a coordinator silent past the limit fails the waiting ops with PEER_LOST",
           "[libhvd][engine]") {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  hvd::UniqueFd rank0(fds[0]);  // "rank 0": reads nothing, answers nothing, stays connected
-  std::vector<hvd::UniqueFd> peers;
-  peers.emplace_back(fds[1]);
-  peers.emplace_back();
-  NoRunner runner;
   EngineOptions options;
-  options.rank = 1;
-  options.size = 2;
   options.coordinator_timeout = std::chrono::milliseconds(1500);
-  Engine engine(runner, ControlPlane::adopt(1, 2, std::move(peers)), options);
+  EnginePair pair(1, options);  // "rank 0": reads nothing, answers nothing, stays connected
+  const hvd::UniqueFd& rank0 = pair.peer;
+  Engine& engine = *pair.engine;
 
   const auto start = std::chrono::steady_clock::now();
   auto op = allreduce_op("grad.0");
@@ -169,18 +173,10 @@ TEST_CASE("engine: a coordinator silent past the limit fails the waiting ops wit
 
 TEST_CASE("engine: the coordinator tells ranks waiting on a late rank that it is alive",
           "[libhvd][engine]") {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  hvd::UniqueFd rank1(fds[0]);  // "rank 1": submits grad.0, which rank 0 never does
-  std::vector<hvd::UniqueFd> peers;
-  peers.emplace_back();
-  peers.emplace_back(fds[1]);
-  NoRunner runner;
   EngineOptions options;
-  options.rank = 0;
-  options.size = 2;
   options.controller.size = 2;
-  Engine engine(runner, ControlPlane::adopt(0, 2, std::move(peers)), options);
+  EnginePair pair(0, options);  // "rank 1": submits grad.0, which rank 0 never does
+  const hvd::UniqueFd& rank1 = pair.peer;
 
   RequestList list;
   list.requests.push_back(allreduce_op("grad.0")->request);
