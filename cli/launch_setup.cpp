@@ -17,6 +17,7 @@
 #include "cli/engine_flags.h"
 #include "common/error.h"
 #include "common/process.h"
+#include "common/user_account.h"
 #include "launcher/discovery.h"
 #include "launcher/scheduler_hosts.h"
 
@@ -24,7 +25,7 @@ namespace hvd::cli {
 namespace {
 
 std::string current_user() {
-  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr) return pw->pw_name;
+  if (const auto account = current_account()) return account->name;
   return "root";
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/user_account.h"
 
 namespace hvd::ssh {
 namespace {
@@ -33,16 +34,16 @@ constexpr std::array<const char*, 3> kDefaultKeys{"id_ed25519", "id_ecdsa", "id_
 }  // namespace
 
 std::string user_ssh_dir() {
-  const passwd* pw = getpwuid(geteuid());
-  return std::string(pw != nullptr ? pw->pw_dir : "/") + "/.ssh";
+  const auto account = current_account();
+  return (account ? account->home : std::string("/")) + "/.ssh";
 }
 
 std::string expand_ssh_path(const std::string& path) {
   std::string out = path;
   if (out.starts_with("%d")) out = user_ssh_dir() + out.substr(2);
   if (out.starts_with("~/")) {
-    const passwd* pw = getpwuid(geteuid());
-    out = std::string(pw != nullptr ? pw->pw_dir : "") + out.substr(1);
+    const auto account = current_account();
+    out = (account ? account->home : std::string()) + out.substr(1);
   }
   return out;
 }
@@ -74,8 +75,9 @@ ResolvedTarget apply_config(Session& session, const SshTarget& target, const Ssh
   if (target.user) set(session, SSH_OPTIONS_USER, target.user->c_str(), "user");
   if (!get_string(session, SSH_OPTIONS_USER)) {
     // What libssh would pick at connect time anyway; set now so reports can name it.
-    const passwd* pw = getpwuid(geteuid());
-    if (pw != nullptr) set(session, SSH_OPTIONS_USER, pw->pw_name, "user");
+    if (const auto account = current_account()) {
+      set(session, SSH_OPTIONS_USER, account->name.c_str(), "user");
+    }
   }
   if (options.known_hosts_file) {
     set(session, SSH_OPTIONS_KNOWNHOSTS, options.known_hosts_file->c_str(), "known hosts");

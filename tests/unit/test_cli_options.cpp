@@ -1,7 +1,11 @@
+#include <pwd.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "cli/options.h"
 #include "common/error.h"
+#include "common/user_account.h"
 #include "launcher/output_router.h"
 #include "test_helpers.h"
 
@@ -225,4 +229,15 @@ TEST_CASE("output-ranks lists: ranks and ranges, sorted, each once, or a usage e
     INFO("'" << bad << "'");
     CHECK_THROWS_AS(parse_rank_list(bad), hvd::UsageError);
   }
+}
+
+TEST_CASE("current_account: this process's user and home, as the password database has them",
+          "[cli]") {
+  // Through getpwuid_r (getpwuid's static buffer raced between concurrent SSH logins).
+  const auto account = hvd::current_account();
+  REQUIRE(account.has_value());
+  const passwd* pw = ::getpwuid(::geteuid());  // one thread here: the static buffer is fine
+  REQUIRE(pw != nullptr);
+  CHECK(account->name == pw->pw_name);
+  CHECK(account->home == pw->pw_dir);
 }
