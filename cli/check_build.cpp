@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/launch_setup.h"
 #include "common/error.h"
 #include "common/process.h"
 #include "hvd/build_config.h"
@@ -22,11 +23,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
-
-std::string own_path() {
-  std::error_code ec;
-  return fs::read_symlink("/proc/self/exe", ec).string();
-}
 
 // Where libhvd may be: beside a build tree's hvdrun, in an install prefix, then the loader's
 // own search path.

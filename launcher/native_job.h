@@ -148,7 +148,7 @@ class NativeJob final : public Job {
   Clock::time_point started_at_ = Clock::now();
   Clock::time_point start_deadline_ = started_at_ + options_.start_timeout;
   std::optional<Clock::time_point> startup_line_since_;  // while the start-up line is shown
-  bool startup_logged_ = false;                         // "phase: running" was logged
+  bool startup_logged_ = false;                          // "phase: running" was logged
   int startup_line_phase_ = -1;                          // the phase it shows
   Clock::time_point startup_line_at_{};                  // when it last changed
   std::optional<ElasticDriver> elastic_;                 // elastic jobs, once the specs went out

@@ -93,7 +93,8 @@ LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
       StatusLine::get().draw_now();
     };
   }
-  if (std::any_of(plan.hosts.begin(), plan.hosts.end(), [](const HostPlan& h) { return !h.local; })) {
+  if (std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                  [](const HostPlan& h) { return !h.local; })) {
     spdlog::debug("phase: ssh");  // the phase lines: tests/chaos counts faults by them
   }
   RemoteStart remote = start_remote_agents(plan, ssh);

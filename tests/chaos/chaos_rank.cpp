@@ -14,10 +14,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>

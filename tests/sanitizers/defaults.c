@@ -47,8 +47,8 @@ HVD_SANITIZER_API const char* __ubsan_default_options(void) {
 }
 #elif defined(HVD_SANITIZE_THREAD)
 HVD_SANITIZER_API const char* __tsan_default_options(void) {
-  return "halt_on_error=1:exitcode=68:second_deadlock_stack=1:suppressions=" HVD_SANITIZER_SUPPRESSIONS
-         "/tsan.supp";
+  return "halt_on_error=1:exitcode=68:second_deadlock_stack=1:"
+         "suppressions=" HVD_SANITIZER_SUPPRESSIONS "/tsan.supp";
 }
 #else
 #error "define HVD_SANITIZE_ADDRESS or HVD_SANITIZE_THREAD"
