@@ -509,6 +509,13 @@ def main():
     ap.add_argument("--only", help="FAULT:PHASE: every round that cell (to chase one failure)")
     args = ap.parse_args()
     args.hosts = args.hosts.split(",")
+    if args.rounds < 1:
+        ap.error("--rounds %d: give 1 or more" % args.rounds)
+    if args.only:
+        fault, _, phase = args.only.partition(":")
+        if phase not in FAULTS.get(fault, []):
+            ap.error("--only %s: not a FAULT:PHASE cell; the cells: %s" % (
+                args.only, ", ".join("%s:%s" % (f, p) for f, ps in FAULTS.items() for p in ps)))
     if not self_test():
         print("chaos: an invariant check missed its planted violation; no round is worth running")
         return 2
