@@ -71,6 +71,16 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
          "libhvd: how long a rank batches submissions before negotiating (default 0.2)")
       ->type_name("MS");
   app.add_option_function<std::string>(
+         "--cache-capacity",
+         [&knobs](const std::string& v) {
+           set(knobs, contract::kCacheCapacity,
+               std::to_string(
+                   parse_whole("--cache-capacity", v, 0, 1 << 20, contract::kCacheCapacity.name)));
+         },
+         "libhvd under MPI: how many tensors the response cache holds, so that a tensor seen "
+         "before is agreed by its slot (default 1024; 0: off)")
+      ->type_name("N");
+  app.add_option_function<std::string>(
          "--stall-check-warning-time-seconds",
          [&knobs](const std::string& v) {
            set(knobs, contract::kStallCheckTime,

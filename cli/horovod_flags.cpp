@@ -74,17 +74,6 @@ std::string thread_affinity(const std::string& v) {
 }
 
 void define_tuning_flags(CLI::App& app, Options& o) {
-  app.add_option_function<std::string>(
-         "--cache-capacity",
-         [&o](const std::string& v) {
-           const long long n =
-               parse_whole("--cache-capacity", v, 0, 1ll << 31, "HOROVOD_CACHE_CAPACITY");
-           set_unimplemented(o, "--cache-capacity", "HOROVOD_CACHE_CAPACITY", std::to_string(n),
-                             n > 0);
-         },
-         "horovodrun's response cache size (libhvd has no response cache yet: a warning says "
-         "so; 0 turns it off)")
-      ->type_name("N");
   on_off_pair(app, o, "hierarchical-allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE",
               "horovodrun's hierarchical allreduce");
   on_off_pair(app, o, "hierarchical-allgather", "HOROVOD_HIERARCHICAL_ALLGATHER",

@@ -1,7 +1,7 @@
 // horovodrun 0.28.1's flags that hvdrun takes for compatibility, beyond the ones it implements
 // in full elsewhere (docs/cli.md, "horovodrun's command line" has the whole table):
-// - tuning and library flags for what libhvd does not implement (--cache-capacity,
-//   --hierarchical-allreduce, --autotune*, --timeline-mark-cycles, --num-nccl-streams,
+// - tuning and library flags for what libhvd does not implement (--hierarchical-allreduce,
+//   --autotune*, --timeline-mark-cycles, --num-nccl-streams,
 //   --thread-affinity, --mpi-threads-disable, --log-with-timestamp): each sets the HOROVOD_*
 //   variable horovodrun sets, and adds a warning to Options::warnings saying what libhvd does
 //   instead (contract::unimplemented_knobs()); asking for what libhvd does anyway (0, --no-...)

@@ -44,9 +44,10 @@ constexpr std::array<const EnvVar*, 31> kTable{
     &kElasticGeneration,
 };
 
-constexpr std::array<const EnvVar*, 9> kKnobs{
-    &kCpuOperations,     &kGlooTimeout,    &kLogLevel,          &kFusionThreshold, &kCycleTime,
-    &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
+constexpr std::array<const EnvVar*, 11> kKnobs{
+    &kCpuOperations,  &kGlooTimeout,       &kLogLevel,        &kFusionThreshold,
+    &kCycleTime,      &kCacheCapacity,     &kMpiCycles,       &kStallCheckDisable,
+    &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{
     &kNcclSocketIfname, &kGlooIface,        &kGlooSocketIfname, &kCudaVisibleDevices,
@@ -54,8 +55,7 @@ constexpr std::array<const EnvVar*, 7> kLibrary{
 
 constexpr std::string_view kNoAutotuner =
     "libhvd has no autotuner: the fusion threshold and cycle time stay as set";
-constexpr std::array<UnimplementedKnob, 15> kUnimplemented{{
-    {"HOROVOD_CACHE_CAPACITY", "libhvd has no response cache yet: it negotiates every tensor"},
+constexpr std::array<UnimplementedKnob, 14> kUnimplemented{{
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "libhvd runs one flat allreduce across all ranks"},
     {"HOROVOD_HIERARCHICAL_ALLGATHER", "libhvd runs one flat allgather across all ranks"},
     {"HOROVOD_TORUS_ALLREDUCE", "libhvd runs one flat allreduce across all ranks"},

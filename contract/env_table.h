@@ -189,6 +189,16 @@ inline constexpr EnvVar kCycleTime{
     "HOROVOD_CYCLE_TIME", EnvKind::kKnob, EnvType::kString,
     "milliseconds (fractional): how long a rank batches submissions before negotiating them",
     milliseconds_default(0.2)};
+inline constexpr EnvVar kCacheCapacity{
+    "HOROVOD_CACHE_CAPACITY", EnvKind::kKnob, EnvType::kInt,
+    "tensors: under MPI, a tensor negotiated before with the same name, dtype, shape and op is "
+    "agreed by its response-cache slot (the least recently used go); 0 turns the cache off",
+    integer_default(1024)};
+inline constexpr EnvVar kMpiCycles{
+    "HOROVOD_MPI_CYCLES", EnvKind::kKnob, EnvType::kInt,
+    "libhvd's own (not Horovod's): under MPI, 1 negotiates in cycles on MPI collectives from the waiting thread; 0 over the "
+    "TCP control plane through rank 0's engine thread, as under Gloo",
+    integer_default(1)};
 inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,
                                            EnvType::kInt, "1 turns the stall inspector off",
                                            integer_default(0)};

@@ -90,6 +90,7 @@ int local_size() { return current("local_size")->topology().local_size; }
 int cross_rank() { return current("cross_rank")->topology().cross_rank; }
 int cross_size() { return current("cross_size")->topology().cross_size; }
 std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
+EngineStats engine_stats() { return current("engine_stats")->engine_stats(); }
 int gpu_device() {
   const int local = current("gpu_device")->topology().local_rank;
   return runtime::choose_device(local, runtime::gpu_facts().devices);
@@ -165,20 +166,23 @@ bool Handle::poll() const {
 }
 
 namespace {
-// Someone waits: no point batching any longer. Outside the op's lock: the flush may be the
-// runtime's last reference, whose destruction fails (locks) the ops still pending.
-void flush_if_pending(OpState& s) {
+// Someone waits: no point batching any longer, and the engine may move the op on in this thread
+// (OpEngine::wait). Outside the op's lock: the runtime reference may be the last, whose
+// destruction fails (locks) the ops still pending.
+void wait_in_engine(OpState& s, runtime::Clock::time_point deadline) {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.done) return;
   }
-  if (auto rt = s.runtime.lock()) rt->flush();
+  if (auto rt = s.runtime.lock()) rt->wait(s, deadline);
 }
 }  // namespace
 
 bool Handle::wait(std::chrono::milliseconds timeout) const {
   OpState& s = HandleAccess::state(*this);
-  flush_if_pending(s);
+  const auto now = runtime::Clock::now();
+  wait_in_engine(s, timeout >= std::chrono::hours(24 * 365) ? runtime::Clock::time_point::max()
+                                                          : now + timeout);
   std::unique_lock<std::mutex> lock(s.mutex);
   if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
   if (s.error) std::rethrow_exception(s.error);
@@ -187,7 +191,7 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
 
 void Handle::wait() const {
   OpState& s = HandleAccess::state(*this);
-  flush_if_pending(s);
+  wait_in_engine(s, runtime::Clock::time_point::max());
   std::unique_lock<std::mutex> lock(s.mutex);
   s.cv.wait(lock, [&] { return s.done; });
   if (s.error) std::rethrow_exception(s.error);

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string_view>
 #include <vector>
 
+#include "allreduce/engine/cycle_transport.h"
 #include "hvd/hvd.hpp"
 
 namespace hvd::runtime {
@@ -36,6 +38,11 @@ class Backend {
   virtual void reducescatter(const void* in, void* out, const std::vector<std::size_t>& counts,
                              DataType dtype, ReduceOp op) = 0;
   virtual void barrier() = 0;
+
+  // The collectives of the engine's negotiation cycles (cycle_engine.h), on a communicator of
+  // their own; nullptr when the backend has none (Gloo: the engine negotiates over its control
+  // plane instead).
+  virtual std::unique_ptr<CycleTransport> cycle_transport() { return nullptr; }
 };
 
 }  // namespace hvd::runtime

@@ -35,6 +35,7 @@ class MpiBackend : public Backend {
   void reducescatter(const void* in, void* out, const std::vector<std::size_t>& counts,
                      DataType dtype, ReduceOp op) override;
   void barrier() override;
+  std::unique_ptr<CycleTransport> cycle_transport() override;  // mpi_cycle_transport.cpp
 
  private:
   MPI_Op op_for(DataType dtype, ReduceOp op) const;

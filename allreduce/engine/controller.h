@@ -63,6 +63,7 @@ class Controller {
   // ranks told that it is alive: Engine's keepalive).
   bool waiting() const { return !table_.empty() && fatal_.empty(); }
 
+  const std::set<int>& shut_down() const { return shut_down_; }
   bool everyone_shut_down() const { return static_cast<int>(shut_down_.size()) == options_.size; }
   const std::string& fatal() const { return fatal_; }
 

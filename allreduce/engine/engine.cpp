@@ -157,10 +157,17 @@ bool Engine::run_once() {
   return !stopped_;
 }
 
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.negotiated = negotiated_.load();
+  return s;
+}
+
 RequestList Engine::take_queue() {
   // Everything queued goes out, and the next submission starts a new batching delay.
   RequestList batch;
   std::lock_guard<std::mutex> lock(mutex_);
+  negotiated_ += queue_.size();
   batch.requests.reserve(queue_.size());
   for (auto& op : queue_) {
     batch.requests.push_back(op->request);

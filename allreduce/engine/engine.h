@@ -110,25 +110,41 @@ struct EngineOptions {
 // How often the coordinator tells waiting ranks it is alive (an empty ResponseList).
 inline constexpr std::chrono::milliseconds kCoordinatorKeepalive{1000};
 
-class Engine {
+// What the Runtime submits to: Engine (below: requests to rank 0 over the control plane, its
+// background thread runs the collectives) or CycleEngine (cycle_engine.h: negotiation cycles on
+// the backend's own collectives, under MPI).
+class OpEngine {
+ public:
+  virtual ~OpEngine() = default;
+  virtual void submit(const std::shared_ptr<detail::OpState>& op, bool now) = 0;
+  // A thread waits for `op` until `deadline`: what is batched goes out now. An engine may move
+  // the op on in the waiting thread itself until it is done or the deadline passed.
+  virtual void wait(detail::OpState& op, Clock::time_point deadline) = 0;
+  virtual void shutdown() = 0;
+  virtual EngineStats stats() const = 0;
+};
+
+class Engine : public OpEngine {
  public:
   // Starts the background thread. `runner` runs the collectives and outlives the engine.
   Engine(OpRunner& runner, ControlPlane control, EngineOptions options);
-  ~Engine();  // shutdown()
+  ~Engine() override;  // shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   // Queues `op` (request filled in). `now`: the caller will wait for it at once (a synchronous
   // call), so the batch goes out without the cycle time. Throws StatusError if its name is
   // already in flight on this rank or the engine has failed or shut down.
-  void submit(const std::shared_ptr<detail::OpState>& op, bool now);
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now) override;
 
   // Someone waits on a handle: the batch goes out now. On ranks other than 0 the calling thread
   // sends it itself (one thread hand-off less per step); rank 0 wakes the background thread.
   void flush();
+  void wait(detail::OpState& /*op*/, Clock::time_point /*deadline*/) override { flush(); }
 
   // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
-  void shutdown();
+  void shutdown() override;
+  EngineStats stats() const override;
 
  private:
   bool run_once();
@@ -164,6 +180,7 @@ class Engine {
   hvd_status failed_status_ = HVD_ERR_BACKEND;
   bool stopping_ = false;
   bool batch_armed_ = false;  // the batching delay of the queued submissions is running
+  std::atomic<std::uint64_t> negotiated_{0};
 
   std::mutex send_mutex_;  // ranks other than 0: the connection to the coordinator
 

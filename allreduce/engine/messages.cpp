@@ -53,6 +53,11 @@ class Reader {
   void finish() const {
     if (at_ != in_.size()) malformed();
   }
+  std::string_view rest() {
+    std::string_view r = in_.substr(at_);
+    at_ = in_.size();
+    return r;
+  }
 
  private:
   void need(std::size_t n) const {
@@ -173,6 +178,61 @@ ResponseList decode_responses(std::string_view bytes) {
   }
   r.finish();
   return list;
+}
+
+// A cycle's messages carry a RequestList or ResponseList as their tail.
+std::string encode(const CycleContribution& c) {
+  Writer w;
+  w.put(static_cast<std::uint32_t>(c.hits.size()));
+  for (std::uint32_t id : c.hits) w.put(id);
+  return w.take() + encode(c.misses);
+}
+
+CycleContribution decode_contribution(std::string_view bytes) {
+  Reader r(bytes);
+  CycleContribution c;
+  const auto n = r.get_count(4);
+  c.hits.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) c.hits.push_back(r.get<std::uint32_t>());
+  c.misses = decode_requests(r.rest());
+  return c;
+}
+
+std::string encode(const CycleReply& reply) {
+  Writer w;
+  w.put<std::uint8_t>(reply.idle ? 1 : 0);
+  w.put(static_cast<std::uint32_t>(reply.shut_down.size()));
+  for (std::int32_t rank : reply.shut_down) w.put(rank);
+  return w.take() + encode(reply.list);
+}
+
+CycleReply decode_reply(std::string_view bytes) {
+  Reader r(bytes);
+  CycleReply reply;
+  reply.idle = checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1;
+  const auto n = r.get_count(4);
+  for (std::uint32_t i = 0; i < n; ++i) reply.shut_down.push_back(r.get<std::int32_t>());
+  reply.list = decode_responses(r.rest());
+  return reply;
+}
+
+std::string encode(const CycleSignal& s) {
+  Writer w;
+  w.put(s.doorbell);
+  w.put_string(s.fatal);
+  w.put(static_cast<std::uint8_t>(s.fatal_status == HVD_ERR_PEER_LOST ? 1 : 0));
+  return w.take();
+}
+
+CycleSignal decode_signal(std::string_view bytes) {
+  Reader r(bytes);
+  CycleSignal s;
+  s.doorbell = r.get<std::uint64_t>();
+  s.fatal = r.get_string();
+  s.fatal_status =
+      checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1 ? HVD_ERR_PEER_LOST : HVD_ERR_BACKEND;
+  r.finish();
+  return s;
 }
 
 }  // namespace hvd::runtime

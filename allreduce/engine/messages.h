@@ -66,4 +66,36 @@ std::string encode(const ResponseList& list);
 RequestList decode_requests(std::string_view bytes);
 ResponseList decode_responses(std::string_view bytes);
 
+// Negotiation cycles (cycle_engine.h): one rank's part of a cycle, what it submitted since its
+// last one; the cached requests as response-cache slots, the others in full.
+struct CycleContribution {
+  std::vector<std::uint32_t> hits;
+  RequestList misses;  // .shutdown: this rank says goodbye
+  bool operator==(const CycleContribution&) const = default;
+};
+
+// Rank 0's answer to a cycle: what every rank runs, in this order.
+struct CycleReply {
+  ResponseList list;
+  std::vector<std::int32_t> shut_down;  // ranks that said goodbye, in this cycle or before
+  bool idle = false;  // no rank brought anything new and nothing ran
+  bool operator==(const CycleReply&) const = default;
+};
+
+// A message on the TCP control plane between cycles: "join cycle N" (a rank waits in it), or
+// the job is over (stall shutdown, a rank lost) with `fatal` saying why.
+struct CycleSignal {
+  std::uint64_t doorbell = 0;  // the cycle to join
+  std::string fatal;
+  hvd_status fatal_status = HVD_ERR_BACKEND;
+  bool operator==(const CycleSignal&) const = default;
+};
+
+std::string encode(const CycleContribution& c);
+std::string encode(const CycleReply& r);
+std::string encode(const CycleSignal& s);
+CycleContribution decode_contribution(std::string_view bytes);
+CycleReply decode_reply(std::string_view bytes);
+CycleSignal decode_signal(std::string_view bytes);
+
 }  // namespace hvd::runtime

@@ -75,6 +75,9 @@ void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config)
   config.fusion_threshold = static_cast<std::size_t>(
       read_integer(getenv, contract::kFusionThreshold, 0, 1ll << 40, "bytes"));
   config.cycle_time = read_cycle_time(getenv);
+  config.cache_capacity = static_cast<std::size_t>(
+      read_integer(getenv, contract::kCacheCapacity, 0, 1 << 20, "tensors"));
+  config.mpi_cycles = read_integer(getenv, contract::kMpiCycles, 0, 1, "") == 1;
   const bool disabled = read_integer(getenv, contract::kStallCheckDisable, 0, 1, "") == 1;
   config.stall_warning = std::chrono::seconds(
       disabled ? 0 : read_integer(getenv, contract::kStallCheckTime, 1, 86400, "seconds"));

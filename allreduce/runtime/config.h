@@ -51,6 +51,9 @@ struct RuntimeConfig {
   std::size_t fusion_threshold =
       static_cast<std::size_t>(contract::kFusionThreshold.default_value.integer);
   std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
+  std::size_t cache_capacity =
+      static_cast<std::size_t>(contract::kCacheCapacity.default_value.integer);
+  bool mpi_cycles = contract::kMpiCycles.default_value.integer == 1;
   // 0: the stall inspector is off
   std::chrono::seconds stall_warning{contract::kStallCheckTime.default_value.integer};
   // 0: stalls only warn

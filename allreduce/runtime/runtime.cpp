@@ -11,6 +11,7 @@
 #include "allreduce/api/status_error.h"
 #include "allreduce/backends/nccl_ops.h"
 #include "allreduce/engine/control_plane.h"
+#include "allreduce/engine/cycle_engine.h"
 #include "allreduce/kernels/dtype.h"
 #include "allreduce/kernels/kernels.h"
 #include "allreduce/runtime/checks.h"
@@ -129,7 +130,16 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                        .timeline = timeline_.get(),
                        .coordinator_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
                            config_.gloo_timeout)};
-  engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
+  // Under MPI the engine negotiates in cycles on MPI collectives (cycle_engine.h), unless
+  // HOROVOD_MPI_CYCLES=0; Gloo's small collectives are slower than the control plane's messages.
+  std::unique_ptr<CycleTransport> transport =
+      config_.mpi_cycles ? backend_->cycle_transport() : nullptr;
+  if (transport) {
+    engine_ = std::make_unique<CycleEngine>(*this, std::move(control), std::move(transport),
+                                            engine, config_.cache_capacity);
+  } else {
+    engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
+  }
   logger().debug(
       "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
       "launcher {}",
@@ -163,7 +173,13 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   engine_->submit(op, now);
 }
 
-void Runtime::flush() { engine_->flush(); }
+void Runtime::wait(detail::OpState& op, Clock::time_point deadline) {
+  try {
+    engine_->wait(op, deadline);
+  } catch (...) {
+    // The engine fails its ops with what went wrong; the waiter finds it there.
+  }
+}
 
 namespace {
 // "GLOO_ALLREDUCE": the timeline's name for the collective itself.

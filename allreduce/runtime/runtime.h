@@ -37,8 +37,9 @@ class Runtime final : public OpRunner {
   // Checks what this rank alone can check (throws StatusError at once), then queues the op;
   // `now`: a synchronous call that waits at once (see Engine::submit).
   void submit(const std::shared_ptr<detail::OpState>& op, bool now);
-  // Someone waits on an op: send what is batched now (see Engine::flush). Never throws.
-  void flush();
+  // A thread waits on `op` until `deadline` (see OpEngine::wait). Never throws.
+  void wait(detail::OpState& op, Clock::time_point deadline);
+  EngineStats engine_stats() const { return engine_->stats(); }
   // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
   std::string auto_name(OpKind kind);
 
@@ -77,7 +78,7 @@ class Runtime final : public OpRunner {
   std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
   bool abandoned_ = false;
   std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
-  std::unique_ptr<Engine> engine_;      // last: stopped before everything above
+  std::unique_ptr<OpEngine> engine_;      // last: stopped before everything above
 };
 
 }  // namespace hvd::runtime

@@ -198,8 +198,9 @@ const std::map<std::string, Check>& checks() {
        }},
       {"--cache-capacity",
        [](const std::string& f) {
-         knob({f, "1024"}, "HOROVOD_CACHE_CAPACITY", "1024", "libhvd has no response cache");
-         knob({f, "0"}, "HOROVOD_CACHE_CAPACITY", "0");  // off: what libhvd does anyway
+         knob({f, "2048"}, "HOROVOD_CACHE_CAPACITY", "2048");
+         knob({f, "0"}, "HOROVOD_CACHE_CAPACITY", "0");
+         usage_error({f, "-1", "./train"}, "HOROVOD_CACHE_CAPACITY");
        }},
       {"--check-build", check_build},
       {"-cb", check_build},

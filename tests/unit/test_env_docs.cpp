@@ -96,6 +96,7 @@ TEST_CASE("HOROVOD_* variables that do nothing: a typo, an unimplemented knob, n
                                        "HOROVOD_CYCLE_TIME",
                                        "HOROVOD_RANK",
                                        "HOROVOD_WITH_PYTORCH",
+                                       "HOROVOD_AUTOTUNE",
                                        "HOROVOD_CACHE_CAPACITY",
                                        "HOROVOD_ZZZ_QQQ_XXX"};
   const auto lines = hvd::contract::horovod_variable_warnings(names);
@@ -104,7 +105,7 @@ TEST_CASE("HOROVOD_* variables that do nothing: a typo, an unimplemented knob, n
         "HOROVOD_FUSION_TRESHOLD is set, but neither libhvd nor Horovod knows it: it "
         "has no effect (did you mean HOROVOD_FUSION_THRESHOLD?)");
   CHECK_THAT(lines[1], Catch::Matchers::StartsWith(
-                           "HOROVOD_CACHE_CAPACITY is set, but libhvd does not implement it: "));
+                           "HOROVOD_AUTOTUNE is set, but libhvd does not implement it: "));
   // Too far from every known name for a suggestion.
   CHECK(lines[2] ==
         "HOROVOD_ZZZ_QQQ_XXX is set, but neither libhvd nor Horovod knows it: it has "

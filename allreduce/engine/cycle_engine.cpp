@@ -1,0 +1,572 @@
+#include "allreduce/engine/cycle_engine.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "allreduce/api/boundary.h"
+#include "allreduce/api/log.h"
+#include "allreduce/api/status_error.h"
+#include "allreduce/engine/timeline.h"
+#include "common/signal_fd.h"
+
+namespace hvd::runtime {
+namespace {
+
+// A waiter in a started cycle polls it without sleeping this long, then naps, each nap twice the
+// last up to kMaxNap: a peer a little behind costs no wake-up, one far behind little CPU.
+constexpr std::chrono::microseconds kSpin{100};
+constexpr std::chrono::microseconds kFirstNap{20};
+constexpr std::chrono::microseconds kMaxNap{500};
+
+CycleSignal doorbell_signal(std::uint64_t cycle) {
+  CycleSignal s;
+  s.doorbell = cycle;
+  return s;
+}
+
+std::exception_ptr failure(hvd_status status, const std::string& message) {
+  return std::make_exception_ptr(RuntimeError(status, message));
+}
+
+}  // namespace
+
+CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
+                         std::unique_ptr<CycleTransport> transport, EngineOptions options,
+                         std::size_t cache_capacity)
+    : runner_(runner),
+      control_(std::move(control)),
+      options_(options),
+      transport_(std::move(transport)),
+      cache_(cache_capacity) {
+  if (!wakeup_.ok()) {
+    throw StatusError(
+        HVD_ERR_INTERNAL,
+        fmt::format("cannot create the engine's eventfd/timerfd: {}", std::strerror(errno)));
+  }
+  if (options_.rank == 0) controller_.emplace(options_.controller);
+  thread_ = std::thread([this] { run_thread(); });
+}
+
+CycleEngine::~CycleEngine() { shutdown(); }
+
+EngineStats CycleEngine::stats() const {
+  return {cycles_.load(), hits_.load(), negotiated_.load(), doorbells_.load()};
+}
+
+// ---- Submitting and waiting threads ----
+
+void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    if (!failed_.empty()) {
+      throw StatusError(failed_status_,
+                        fmt::format("{} '{}' cannot run: {}", op_kind_name(op->request.kind),
+                                    op->request.name, failed_));
+    }
+    if (stopping_) throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
+    if (!in_flight_.insert(op->request.name).second) {
+      throw StatusError(
+          HVD_ERR_INVALID_ARGUMENT,
+          fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
+          "wait for the earlier op of that name, or give this one another name");
+    }
+    if (!gone_.empty()) {  // what the coordinator answers once a rank said goodbye
+      in_flight_.erase(op->request.name);
+      op->finish(failure(HVD_ERR_INVALID_ARGUMENT,
+                         fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
+      return;
+    }
+    queue_.push_back(op);
+    if (!now) {
+      if (options_.cycle_time.count() == 0) {
+        due_ = true;
+        wake = true;
+      } else if (!batch_armed_) {  // the first submission of a batch starts the batching delay
+        batch_armed_ = true;
+        wakeup_.arm(options_.cycle_time);
+      }
+    }
+  }
+  if (wake) wakeup_.notify();
+}
+
+bool CycleEngine::done(detail::OpState& op) {
+  std::lock_guard<std::mutex> lock(op.mutex);
+  return op.done;
+}
+
+void CycleEngine::wait(detail::OpState& op, Clock::time_point deadline) {
+  ++waiters_;
+  auto nap = kFirstNap;
+  while (!done(op)) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    Step step_result;
+    Clock::time_point started;
+    {
+      std::lock_guard<std::mutex> lock(drive_mutex_);
+      step_result = step(now, true);
+      started = posted_at_;
+    }
+    if (step_result == Step::kDone) {
+      nap = kFirstNap;
+      continue;
+    }
+    if (step_result == Step::kIdle) {
+      // Nothing this thread can move on: the op runs in a cycle another rank starts, which the
+      // background thread joins (doorbell): it drives while no waiter does. Look again now and
+      // then: a submission on this rank may give a reason to start one.
+      --waiters_;
+      {
+        std::unique_lock<std::mutex> lock(op.mutex);
+        op.cv.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)),
+                         [&] { return op.done; });
+      }
+      ++waiters_;
+      continue;
+    }
+    if (now - started < kSpin) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, kMaxNap);
+    }
+  }
+  // A cycle this thread started and leaves unfinished (its deadline passed, or its op ran and
+  // another's is parked) is the background thread's to finish.
+  if (--waiters_ == 0 && driving_.load()) wakeup_.notify();
+}
+
+// ---- Moving the cycles on (under drive_mutex_) ----
+
+CycleEngine::Step CycleEngine::step(Clock::time_point now, bool waiter) {
+  if (ended_) return Step::kIdle;
+  if (!posted_) {
+    if (!want_cycle(waiter)) return Step::kIdle;
+    post(now);
+  }
+  if (!progress(now)) {
+    if (!rang_ && brought_new_ && now - posted_at_ >= kDoorbellAfter) ring(now);
+    return Step::kWaiting;
+  }
+  return Step::kDone;
+}
+
+bool CycleEngine::want_cycle(bool waiter) {
+  if (doorbell_ == cycle_ + 1) return true;  // another rank waits in the next cycle
+  std::lock_guard<std::mutex> lock(ops_mutex_);
+  if (stopping_ && !said_goodbye_) return true;
+  if (!queue_.empty() && (waiter || due_)) return true;
+  // A waiter parks in the next cycle while its op is pending, unless nobody brought anything to
+  // the last one (then waiting in another would only spin).
+  return waiter && !pending_.empty() && !last_idle_;
+}
+
+void CycleEngine::post(Clock::time_point now) {
+  CycleContribution mine;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    for (auto& op : queue_) {
+      if (auto slot = cache_.hit(op->request)) {
+        mine.hits.push_back(*slot);
+      } else {
+        mine.misses.requests.push_back(op->request);
+      }
+      pending_[op->request.name] = std::move(op);
+    }
+    queue_.clear();
+    due_ = false;
+    if (batch_armed_) {
+      batch_armed_ = false;
+      wakeup_.disarm();
+    }
+    if (stopping_ && !said_goodbye_) {
+      mine.misses.shutdown = true;
+      said_goodbye_ = true;
+    }
+  }
+  hits_ += mine.hits.size();
+  negotiated_ += mine.misses.requests.size();
+  brought_new_ = !mine.hits.empty() || !mine.misses.requests.empty() || mine.misses.shutdown;
+  rang_ = false;
+  posted_ = true;
+  posted_at_ = now;
+  driving_ = true;
+  transport_->start(encode(mine));
+}
+
+bool CycleEngine::progress(Clock::time_point now) {
+  CycleReply reply;
+  if (controller_) {
+    if (!transport_->gathered()) return false;
+    reply = decide(transport_->contributions(), now);
+    transport_->reply(encode(reply));
+  } else {
+    std::optional<std::string> bytes = transport_->replied();
+    if (!bytes) return false;
+    try {
+      reply = decode_reply(*bytes);
+    } catch (const std::exception& e) {
+      posted_ = false;
+      driving_ = false;
+      end_cycles(fmt::format("rank 0 sent a negotiation reply this rank cannot read ({}); do all "
+                             "ranks run the same libhvd version?",
+                             e.what()),
+                 HVD_ERR_BACKEND);
+      return true;
+    }
+  }
+  finish(reply);
+  return true;
+}
+
+CycleReply CycleEngine::decide(std::vector<std::string> contributions, Clock::time_point now) {
+  CycleReply reply;
+  bool brought = false;
+  for (int r = 0; r < options_.size; ++r) {
+    RequestList list;
+    try {
+      CycleContribution c = decode_contribution(contributions[static_cast<std::size_t>(r)]);
+      list = std::move(c.misses);
+      for (std::uint32_t slot : c.hits) {
+        const Request* cached = cache_.at(slot);
+        if (cached == nullptr) {
+          throw StatusError(HVD_ERR_INTERNAL, fmt::format("response cache slot {} is empty", slot));
+        }
+        list.requests.push_back(*cached);
+      }
+    } catch (const std::exception& e) {
+      reply.list.fatal = fmt::format(
+          "rank {} sent a negotiation message rank 0 cannot read ({}); do all ranks run the same "
+          "libhvd version?",
+          r, e.what());
+      return reply;
+    }
+    brought |= !list.requests.empty() || list.shutdown;
+    if (options_.timeline != nullptr) {
+      for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
+    }
+    controller_->add(r, std::move(list), now);
+  }
+  for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
+  reply.list = controller_->take();
+  if (options_.timeline != nullptr) {
+    for (const Response& r : reply.list.responses) options_.timeline->negotiated(r);
+  }
+  const std::set<int>& gone = controller_->shut_down();
+  reply.shut_down.assign(gone.begin(), gone.end());
+  reply.idle = !brought && reply.list.responses.empty() && reply.list.fatal.empty();
+  return reply;
+}
+
+void CycleEngine::finish(const CycleReply& reply) {
+  posted_ = false;
+  driving_ = false;
+  ++cycle_;
+  ++cycles_;
+  last_idle_ = reply.idle;
+  for (const Response& response : reply.list.responses) run_response(response);
+  if (!reply.list.fatal.empty()) {
+    end_cycles(reply.list.fatal, reply.list.fatal_status);
+    return;
+  }
+  if (!reply.shut_down.empty()) {
+    // No cycle can run without every rank: what is pending here, and everything submitted from
+    // now on, fails as the coordinator fails a tensor submitted after a rank's goodbye.
+    ended_ = true;
+    std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
+    {
+      std::lock_guard<std::mutex> lock(ops_mutex_);
+      gone_ = fmt::format("rank(s) {} already shut down", fmt::join(reply.shut_down, ", "));
+      for (auto& op : queue_) pending_[op->request.name] = op;
+      queue_.clear();
+      in_flight_.clear();
+      ops.swap(pending_);
+    }
+    for (auto& [name, op] : ops) {
+      op->finish(failure(stopping_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_INVALID_ARGUMENT,
+                         stopping_ ? fmt::format("{} '{}' failed: hvd::shutdown() was called "
+                                                 "while it was pending",
+                                                 op_kind_name(op->request.kind), name)
+                                   : fmt::format("tensor '{}' cannot run: {}", name, gone_)));
+    }
+  }
+}
+
+void CycleEngine::run_response(const Response& response) {
+  std::vector<std::shared_ptr<detail::OpState>> ops;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    for (const std::string& name : response.names) {
+      auto it = pending_.find(name);
+      if (it == pending_.end()) continue;
+      ops.push_back(std::move(it->second));
+      pending_.erase(it);
+      in_flight_.erase(name);
+    }
+  }
+  // Every rank updates its cache here, in the same order: a tensor that ran is cached as this
+  // rank submitted it; one that failed is negotiated in full next time.
+  if (!response.error.empty()) {
+    for (const std::string& name : response.names) cache_.erase(name);
+    for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    return;
+  }
+  if (ops.size() != response.names.size()) {
+    for (auto& op : ops) {
+      op->finish(failure(HVD_ERR_INTERNAL,
+                         fmt::format("the coordinator scheduled {} ops of which this rank knows {}",
+                                     response.names.size(), ops.size())));
+    }
+    return;
+  }
+  for (const auto& op : ops) cache_.put(op->request);
+  std::exception_ptr error;
+  try {
+    at_boundary([&] { runner_.run(ops, options_.timeline); });
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (auto& op : ops) op->mark_done(error);
+  for (auto& op : ops) op->cv.notify_all();
+}
+
+void CycleEngine::ring(Clock::time_point /*now*/) {
+  rang_ = true;
+  ++doorbells_;
+  const std::string bytes = encode(doorbell_signal(cycle_ + 1));
+  if (controller_) {
+    relayed_ = std::max(relayed_, cycle_ + 1);
+    for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+  } else {
+    control_.send(0, bytes);
+  }
+}
+
+void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {
+  ended_ = true;
+  fail_everything(fatal, status);
+}
+
+void CycleEngine::fail_everything(const std::string& why, hvd_status status) {
+  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
+  bool stopped;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    if (failed_.empty()) {
+      failed_ = why;
+      failed_status_ = status;
+    }
+    for (auto& op : queue_) pending_[op->request.name] = op;
+    queue_.clear();
+    in_flight_.clear();
+    ops.swap(pending_);
+    stopped = stopping_;
+  }
+  for (auto& [name, op] : ops) {
+    op->finish(
+        failure(stopped ? HVD_ERR_NOT_INITIALIZED : status,
+                fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
+  }
+}
+
+// ---- The background thread ----
+
+void CycleEngine::run_thread() {
+  block_sigpipe_for_this_thread();
+  try {
+    while (run_once()) {
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(drive_mutex_);
+    end_cycles(fmt::format("the engine's thread failed: {}", e.what()), HVD_ERR_BACKEND);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(drive_mutex_);
+    end_cycles("the engine's thread failed", HVD_ERR_BACKEND);
+  }
+}
+
+bool CycleEngine::run_once() {
+  // Sleep until a submission is due, a signal from another rank, the time to poll a cycle
+  // nobody else moves on, or a stall check.
+  std::vector<pollfd> fds{{wakeup_.fd(), POLLIN, 0}, {wakeup_.timer_fd(), POLLIN, 0}};
+  std::vector<int> ranks{-1, -1};
+  for (int r = 0; r < options_.size; ++r) {
+    if (r != options_.rank && control_.peer(r) >= 0) {
+      fds.push_back({control_.peer(r), POLLIN, 0});
+      ranks.push_back(r);
+    }
+  }
+  std::optional<Clock::time_point> wake_at;
+  const bool drive = driving_.load() && waiters_.load() == 0;
+  if (drive) wake_at = Clock::now() + nap_;
+  if (controller_) {
+    std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
+    if (lock.owns_lock() && !ended_) {
+      if (auto t = controller_->next_stall_check(); t && (!wake_at || *t < *wake_at)) wake_at = t;
+    }
+  }
+  timespec timeout{};
+  if (wake_at) {
+    const auto left = std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
+    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
+    timeout.tv_nsec = static_cast<long>(left % 1000000000);
+  }
+  if (::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) < 0 &&
+      errno != EINTR) {
+    std::lock_guard<std::mutex> lock(drive_mutex_);
+    end_cycles(fmt::format("the engine's poll() failed: {}", std::strerror(errno)),
+               HVD_ERR_BACKEND);
+    return false;
+  }
+  if (fds[0].revents != 0) wakeup_.drain();
+  if (fds[1].revents != 0) {
+    wakeup_.drain_timer();
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    due_ = true;
+  }
+  for (std::size_t i = 2; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) read_signals(ranks[i]);
+  }
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    stopping = stopping_;
+  }
+  if (stopping) {
+    say_goodbye();
+    return false;
+  }
+  const auto now = Clock::now();
+  if (waiters_.load() == 0) {
+    std::lock_guard<std::mutex> lock(drive_mutex_);
+    Step s;
+    while ((s = step(now, false)) == Step::kDone) {
+    }
+    nap_ = s == Step::kWaiting && drive ? std::min(nap_ * 2, kMaxNap) : kFirstNap;
+  }
+  if (controller_) check_stalls(now);
+  return true;
+}
+
+void CycleEngine::read_signals(int from) {
+  auto messages = control_.receive(from);
+  std::lock_guard<std::mutex> lock(drive_mutex_);
+  if (!messages) {
+    control_.close(from);
+    if (ended_) return;  // after the cycles ended, ranks leave as they please
+    if (controller_) {
+      const std::string why = fmt::format(
+          "rank {} left the job without calling hvd::shutdown() (its control connection "
+          "closed): it probably crashed or was killed",
+          from);
+      const std::string bytes =
+          encode(CycleSignal{.doorbell = 0, .fatal = why, .fatal_status = HVD_ERR_PEER_LOST});
+      for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+      end_cycles(why, HVD_ERR_PEER_LOST);
+    } else {
+      end_cycles(
+          "rank 0 (the coordinator) is gone: its control connection closed (it exited, crashed, "
+          "was killed or called hvd::shutdown())",
+          HVD_ERR_PEER_LOST);
+    }
+    return;
+  }
+  for (const std::string& m : *messages) {
+    CycleSignal signal;
+    try {
+      signal = decode_signal(m);
+    } catch (const std::exception& e) {
+      end_cycles(fmt::format("rank {} sent a message this rank cannot read on the engine's "
+                             "control plane ({}); do all ranks run the same libhvd version?",
+                             from, e.what()),
+                 HVD_ERR_BACKEND);
+      return;
+    }
+    if (!signal.fatal.empty()) {
+      end_cycles(signal.fatal, signal.fatal_status);
+      return;
+    }
+    on_doorbell(from, signal.doorbell);
+  }
+}
+
+void CycleEngine::on_doorbell(int from, std::uint64_t cycle) {
+  if (cycle <= cycle_) return;  // that cycle completed here already
+  doorbell_ = std::max(doorbell_, cycle);
+  if (controller_ && relayed_ < cycle) {  // rank 0 passes it on to every other rank
+    relayed_ = cycle;
+    const std::string bytes = encode(doorbell_signal(cycle));
+    for (int r = 1; r < options_.size; ++r) {
+      if (r != from) control_.send(r, bytes);
+    }
+  }
+}
+
+void CycleEngine::check_stalls(Clock::time_point now) {
+  std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || ended_) return;
+  const auto due = controller_->next_stall_check();
+  if (!due || now < *due) return;
+  for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
+  ResponseList list = controller_->take();
+  if (list.fatal.empty()) return;  // responses come only from cycles
+  const std::string bytes = encode(
+      CycleSignal{.doorbell = 0, .fatal = list.fatal, .fatal_status = list.fatal_status});
+  for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+  end_cycles(list.fatal, list.fatal_status);
+}
+
+void CycleEngine::say_goodbye() {
+  // The goodbye goes out in a cycle of its own (after the one started, if any), which the other
+  // ranks join when rung; then whatever is still pending fails.
+  auto nap = kFirstNap;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(drive_mutex_);
+      if (ended_ || (said_goodbye_ && !posted_)) break;
+      const Step s = step(Clock::now(), false);
+      if (s == Step::kDone) {
+        nap = kFirstNap;
+        continue;
+      }
+      if (s == Step::kIdle) break;
+    }
+    // Signals still matter: a fatal error or a lost rank ends the wait.
+    std::vector<pollfd> fds;
+    std::vector<int> ranks;
+    for (int r = 0; r < options_.size; ++r) {
+      if (r != options_.rank && control_.peer(r) >= 0) {
+        fds.push_back({control_.peer(r), POLLIN, 0});
+        ranks.push_back(r);
+      }
+    }
+    ::poll(fds.data(), fds.size(), 0);
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) read_signals(ranks[i]);
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, kMaxNap);
+  }
+  std::lock_guard<std::mutex> lock(drive_mutex_);
+  ended_ = true;
+  fail_everything("hvd::shutdown() was called while it was pending", HVD_ERR_NOT_INITIALIZED);
+}
+
+void CycleEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    stopping_ = true;
+  }
+  wakeup_.notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace hvd::runtime

@@ -1,0 +1,129 @@
+// The engine under MPI: negotiation in cycles on the backend's own collectives, run by the
+// thread that waits for the result whenever one does.
+//
+// A cycle is one small gather to rank 0 and one small broadcast back (cycle_transport.h), on a
+// communicator of its own. Each rank brings what was submitted on it since its last cycle: a
+// tensor that ran before with the same name, dtype, shape, op and device as a slot of the
+// response cache (response_cache.h), anything else as a full request. Rank 0 feeds everything to
+// the same Controller as the TCP engine (readiness, validation, fusion, stall warnings, its
+// messages unchanged) and broadcasts the responses; every rank runs them in that order, updates
+// its cache the same way, and so every rank's cache stays the same. Cycles follow each other in
+// the same order on every rank, so whichever thread holds the driver lock may move one on.
+//
+// Who starts a cycle: a thread that waits on an op (at once: a synchronous allreduce costs the
+// two small collectives and the allreduce, no thread hand-off and no TCP round trip), the
+// background thread when the batching delay (HOROVOD_CYCLE_TIME) of submissions nobody waits on
+// ends, and a rank saying goodbye in hvd::shutdown(). A waiter whose op is still pending after a
+// cycle starts the next at once and waits in it ("parked") for the other ranks to bring theirs,
+// unless the last cycle brought nothing new from anyone (then it sleeps until a cycle runs its
+// op). A rank that started a cycle with something new and waited kDoorbellAfter in it rings the
+// others over the TCP control plane (through rank 0); their background threads join with
+// whatever they have, so rank 0 hears of every pending tensor (stall warnings) and a rank that
+// nobody waits on still runs its ops. The control plane also carries the fatal errors that end
+// the job between cycles (a stall shutdown, a rank lost).
+//
+// Locks: drive_mutex_ (the transport, the cache, the Controller, the cycle's state; held while
+// the agreed collectives run) before ops_mutex_ (the queue and pending ops, taken briefly by
+// submitting threads).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "allreduce/engine/control_plane.h"
+#include "allreduce/engine/controller.h"
+#include "allreduce/engine/cycle_transport.h"
+#include "allreduce/engine/engine.h"
+#include "allreduce/engine/response_cache.h"
+
+namespace hvd::runtime {
+
+// How long a rank waits in a cycle it brought something new to before it rings the others.
+inline constexpr std::chrono::microseconds kDoorbellAfter{1000};
+
+class CycleEngine : public OpEngine {
+ public:
+  // Starts the background thread. `runner` runs the collectives and outlives the engine.
+  CycleEngine(OpRunner& runner, ControlPlane control, std::unique_ptr<CycleTransport> transport,
+              EngineOptions options, std::size_t cache_capacity);
+  ~CycleEngine() override;
+  CycleEngine(const CycleEngine&) = delete;
+  CycleEngine& operator=(const CycleEngine&) = delete;
+
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now) override;
+  void wait(detail::OpState& op, Clock::time_point deadline) override;
+  // Says goodbye in a last cycle, fails what is still pending, joins the thread.
+  void shutdown() override;
+  EngineStats stats() const override;
+
+ private:
+  enum class Step { kIdle, kWaiting, kDone };  // nothing to move on; cycle not complete; done
+  // One turn under drive_mutex_: starts a cycle if there is a reason, moves a started one on.
+  Step step(Clock::time_point now, bool waiter);
+  bool want_cycle(bool waiter);
+  void post(Clock::time_point now);
+  bool progress(Clock::time_point now);  // true: the cycle completed and its responses ran
+  CycleReply decide(std::vector<std::string> contributions, Clock::time_point now);
+  void finish(const CycleReply& reply);
+  void run_response(const Response& response);
+  void ring(Clock::time_point now);
+  void end_cycles(const std::string& fatal, hvd_status status);
+
+  void run_thread();
+  bool run_once();
+  void read_signals(int from);
+  void on_doorbell(int from, std::uint64_t cycle);
+  void check_stalls(Clock::time_point now);
+  void say_goodbye();
+  void fail_everything(const std::string& why, hvd_status status);
+  bool done(detail::OpState& op);
+
+  OpRunner& runner_;
+  ControlPlane control_;
+  EngineOptions options_;
+  Wakeup wakeup_;
+
+  // ops_mutex_: shared with submitting and waiting threads.
+  std::mutex ops_mutex_;
+  std::deque<std::shared_ptr<detail::OpState>> queue_;  // submitted, not yet in a cycle
+  std::unordered_set<std::string> in_flight_;
+  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> pending_;  // in a cycle
+  std::string failed_;  // once set, submissions fail with it
+  hvd_status failed_status_ = HVD_ERR_BACKEND;
+  std::string gone_;  // "rank(s) 1 already shut down": later submissions fail with it
+  bool stopping_ = false;
+  bool batch_armed_ = false;
+  bool due_ = false;  // the batching delay ended, or a submission nobody waits on wants a cycle
+
+  // drive_mutex_: whoever moves the cycles on.
+  std::mutex drive_mutex_;
+  std::unique_ptr<CycleTransport> transport_;
+  ResponseCache cache_;
+  std::optional<Controller> controller_;  // rank 0
+  std::uint64_t cycle_ = 0;               // cycles completed
+  bool posted_ = false;                   // cycle_ + 1 is started
+  Clock::time_point posted_at_{};
+  bool brought_new_ = false;  // this rank's part of the started cycle has something new
+  bool rang_ = false;
+  bool last_idle_ = false;     // the last cycle brought nothing new from anyone
+  bool ended_ = false;         // no more cycles: a rank shut down, or the job failed
+  bool said_goodbye_ = false;  // this rank's goodbye is in a started or finished cycle
+  std::uint64_t doorbell_ = 0;  // a rank waits in cycle number doorbell_ (cycle_ + 1 when started)
+  std::uint64_t relayed_ = 0;   // rank 0: the last doorbell passed on
+  std::atomic<bool> driving_{false};   // mirrors posted_ for the background thread's poll timeout
+  std::atomic<int> waiters_{0};  // threads in wait() polling a cycle (not asleep on their op)
+  std::chrono::microseconds nap_{20};  // the background thread's, between polls of a cycle
+
+  std::atomic<std::uint64_t> cycles_{0}, hits_{0}, negotiated_{0}, doorbells_{0};
+  std::thread thread_;
+};
+
+}  // namespace hvd::runtime

@@ -1,0 +1,56 @@
+#include "allreduce/engine/response_cache.h"
+
+namespace hvd::runtime {
+
+std::optional<std::uint32_t> ResponseCache::hit(const Request& request) const {
+  auto it = by_name_.find(request.name);
+  if (it == by_name_.end() || !(slots_[it->second].request == request)) return std::nullopt;
+  return it->second;
+}
+
+const Request* ResponseCache::at(std::uint32_t slot) const {
+  if (slot >= slots_.size() || !slots_[slot].used) return nullptr;
+  return &slots_[slot].request;
+}
+
+void ResponseCache::put(const Request& request) {
+  if (capacity_ == 0) return;
+  auto it = by_name_.find(request.name);
+  if (it != by_name_.end()) {
+    Slot& slot = slots_[it->second];
+    slot.request = request;
+    lru_.splice(lru_.begin(), lru_, slot.lru);
+    return;
+  }
+  std::uint32_t id;
+  if (by_name_.size() >= capacity_) {  // full: the least recently used slot takes the new name
+    id = lru_.back();
+    by_name_.erase(slots_[id].request.name);
+    lru_.pop_back();
+  } else if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& slot = slots_[id];
+  slot.request = request;
+  slot.used = true;
+  lru_.push_front(id);
+  slot.lru = lru_.begin();
+  by_name_.emplace(request.name, id);
+}
+
+void ResponseCache::erase(const std::string& name) {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return;
+  Slot& slot = slots_[it->second];
+  lru_.erase(slot.lru);
+  slot.used = false;
+  slot.request = {};
+  free_.push_back(it->second);
+  by_name_.erase(it);
+}
+
+}  // namespace hvd::runtime

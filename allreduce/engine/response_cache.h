@@ -1,0 +1,55 @@
+// The response cache (Horovod's HOROVOD_CACHE_CAPACITY): the requests this rank submitted that
+// every rank agreed on, so that the next submission of the same tensor travels as a slot number
+// instead of a full request. Every rank updates its cache at the same points of the same
+// sequence of negotiation cycles (CycleEngine), so a slot number names the same tensor on every
+// rank; what each slot holds is this rank's own request (an allgather's first dimension may
+// differ between ranks, nothing the coordinator validates does).
+//
+// Least recently used out first; "use" is a put(), which happens when a response runs, in the
+// agreed order. Not thread-safe: the engine's driver lock guards it.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "allreduce/engine/messages.h"
+
+namespace hvd::runtime {
+
+class ResponseCache {
+ public:
+  explicit ResponseCache(std::size_t capacity) : capacity_(capacity) {}
+
+  std::size_t capacity() const { return capacity_; }
+  std::size_t size() const { return by_name_.size(); }
+
+  // The slot of `request`'s name when it holds exactly this request; nullopt otherwise (not
+  // cached, or cached with another shape, dtype, ...: a miss, negotiated in full).
+  std::optional<std::uint32_t> hit(const Request& request) const;
+  // The request in `slot`; nullptr for a slot that holds nothing (a malformed message).
+  const Request* at(std::uint32_t slot) const;
+
+  // A response for request.name ran: cache (or refresh) it as the most recently used, evicting
+  // the least recently used when full. Nothing with capacity 0.
+  void put(const Request& request);
+  // A response failed (a mismatch, a departed rank): the name is negotiated in full next time.
+  void erase(const std::string& name);
+
+ private:
+  struct Slot {
+    Request request;
+    std::list<std::uint32_t>::iterator lru;  // position in lru_
+    bool used = false;
+  };
+  std::size_t capacity_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_;     // slots emptied by erase()
+  std::list<std::uint32_t> lru_;        // most recently used first
+  std::unordered_map<std::string, std::uint32_t> by_name_;
+};
+
+}  // namespace hvd::runtime
