@@ -255,6 +255,11 @@ CycleReply CycleEngine::decide(std::vector<std::string> contributions, Clock::ti
     controller_->add(r, std::move(list), now);
   }
   for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
+  if (auto next = controller_->next_stall_check();
+      next && (!stall_armed_ || *next < *stall_armed_)) {
+    stall_armed_ = next;
+    wakeup_.notify();  // the background thread sleeps without this deadline
+  }
   reply.list = controller_->take();
   if (options_.timeline != nullptr) {
     for (const Response& r : reply.list.responses) options_.timeline->negotiated(r);
@@ -407,10 +412,11 @@ bool CycleEngine::run_once() {
   const bool drive = driving_.load() && waiters_.load() == 0;
   if (drive) wake_at = Clock::now() + nap_;
   if (controller_) {
-    std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
-    if (lock.owns_lock() && !ended_) {
-      if (auto t = controller_->next_stall_check(); t && (!wake_at || *t < *wake_at)) wake_at = t;
-    }
+    // The stall inspector's next turn. A cycle that adds the first pending tensor (or an
+    // earlier deadline) wakes this thread to look again (decide()).
+    std::lock_guard<std::mutex> lock(drive_mutex_);
+    stall_armed_ = ended_ ? std::nullopt : controller_->next_stall_check();
+    if (stall_armed_ && (!wake_at || *stall_armed_ < *wake_at)) wake_at = stall_armed_;
   }
   timespec timeout{};
   if (wake_at) {

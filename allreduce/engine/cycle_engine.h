@@ -108,6 +108,7 @@ class CycleEngine : public OpEngine {
   std::unique_ptr<CycleTransport> transport_;
   ResponseCache cache_;
   std::optional<Controller> controller_;  // rank 0
+  std::optional<Clock::time_point> stall_armed_;  // rank 0: when the background thread looks
   std::uint64_t cycle_ = 0;               // cycles completed
   bool posted_ = false;                   // cycle_ + 1 is started
   Clock::time_point posted_at_{};

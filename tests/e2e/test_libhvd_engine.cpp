@@ -13,11 +13,17 @@ using nlohmann::json;
 namespace {
 
 hvd::test::RunResult run_local(int np, const std::vector<std::string>& args,
-                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                               const std::vector<std::pair<std::string, std::string>>& env = {},
+                               bool mpi = false) {
   std::vector<std::string> argv{"-np", std::to_string(np), LIBHVD_CHECK};
+  if (mpi) argv.insert(argv.begin(), "--mpi");
   argv.insert(argv.end(), args.begin(), args.end());
   return hvd::test::run_hvdrun(argv, env);
 }
+
+// The engine's two negotiations: the TCP control plane (native, Gloo) and cycles on MPI
+// collectives (--mpi, cycle_engine.h); the behaviour the tests check is the same.
+const char* engine_name(bool mpi) { return mpi ? "--mpi (cycles)" : "native (control plane)"; }
 
 std::string tag(int rank) { return "[1," + std::to_string(rank) + "]<stdout>:"; }
 
@@ -64,8 +70,9 @@ TEST_CASE("engine: four threads per rank submit and wait at once, native and --m
 }
 
 TEST_CASE("engine: rank 0 submits A then B 2 s later, rank 1 B then A: both complete", "[engine]") {
-  const auto r = run_local(2, {"delayed"});
-  INFO(show(r));
+  const bool mpi = GENERATE(false, true);
+  const auto r = run_local(2, {"delayed"}, {}, mpi);
+  INFO(engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains(tag(0) + "rank 0: delayed A and B both completed correctly"));
   CHECK_THAT(r.out, Contains(tag(1) + "rank 1: delayed A and B both completed correctly"));
@@ -95,8 +102,9 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
       std::pair<std::string, std::string>{"kind",
                                           "operation mismatch: rank 0 submitted allreduce, rank 1 "
                                           "submitted broadcast"});
-  const auto r = run_local(3, {"mismatch", field});
-  INFO(field << "\n" << show(r));
+  const bool mpi = GENERATE(false, true);
+  const auto r = run_local(3, {"mismatch", field}, {}, mpi);
+  INFO(field << " " << engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
     const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
@@ -107,8 +115,9 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
 }
 
 TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[engine]") {
-  const auto r = run_local(2, {"stall", "3"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}});
-  INFO(show(r));
+  const bool mpi = GENERATE(false, true);
+  const auto r = run_local(2, {"stall", "3"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}}, mpi);
+  INFO(engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 0);  // a warning only: the late tensor completes
   CHECK_THAT(r.err, Contains("[1,0]<stderr>:[hvd rank 0] warning: stall: rank 1 has not "
                              "submitted tensor 'late'"));
@@ -116,10 +125,12 @@ TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[eng
 }
 
 TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors", "[engine]") {
+  const bool mpi = GENERATE(false, true);
   const auto r = run_local(
       2, {"stall", "20"},
-      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2"}});
-  INFO(show(r));
+      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2"}},
+      mpi);
+  INFO(engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 4);  // rank 0's error ends the job well before rank 1 wakes up
   CHECK_THAT(r.out, Contains(tag(0) + "rank 0: stall error (HVD_ERR_BACKEND): allreduce 'late' "
                                       "failed: stalled for more than "
@@ -128,10 +139,12 @@ TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors
 }
 
 TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engine]") {
+  const bool mpi = GENERATE(false, true);
   const auto r =
       run_local(2, {"stall", "3"},
-                {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}});
-  INFO(show(r));
+                {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}},
+                mpi);
+  INFO(engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   CHECK(r.err.find("stall") == std::string::npos);
   CHECK_THAT(r.out, Contains(tag(1) + "rank 1: 'late' completed with 2"));
@@ -139,10 +152,11 @@ TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engi
 
 TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused responses",
           "[engine]") {
+  const bool mpi = GENERATE(false, true);
   hvd::test::TempDir dir;
   const std::string path = dir / "timeline.json";
-  const auto r = run_local(2, {"async"}, {{"HOROVOD_TIMELINE", path}});
-  INFO(show(r));
+  const auto r = run_local(2, {"async"}, {{"HOROVOD_TIMELINE", path}}, mpi);
+  INFO(engine_name(mpi) << "\n" << show(r));
   REQUIRE(r.exit_code == 0);
   const json events = json::parse(hvd::test::read_file(path));
   REQUIRE(events.is_array());
@@ -155,8 +169,11 @@ TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused 
       most_fused = std::max(most_fused, e["args"]["fused_with"].get<int>());
     if (e.value("ph", "") == "M") tensors.insert(e["args"]["name"].get<std::string>());
   }
-  for (const char* p : {"NEGOTIATE_allreduce", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "GLOO_ALLREDUCE",
-                        "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_broadcast", "GLOO_BROADCAST"}) {
+  const std::string engine = mpi ? "MPI" : "GLOO";
+  for (const std::string& p : std::vector<std::string>{"NEGOTIATE_allreduce", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
+                              engine + "_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER",
+                              "NEGOTIATE_broadcast", engine + "_BROADCAST"}) {
+    INFO(p);
     CHECK(phases.count(p) == 1);
   }
   CHECK(most_fused >= 2);  // at least one response carried 3 or more tensors
@@ -227,4 +244,55 @@ TEST_CASE("engine: a timeline path that is a symbolic link is refused, its targe
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.out + r.err, Contains("is a symbolic link: libhvd does not follow it"));
   CHECK(hvd::test::read_file(victim) == "precious\n");
+}
+
+TEST_CASE("engine: the response cache under --mpi: steady-state hits, the same bits without it, "
+          "a mismatch after hits, capacity 2 thrashing",
+          "[engine]") {
+  // libhvd_check cache: 100 tensors x 6 steps in a different order on every rank and step, then
+  // a cached name with another shape on rank 1, then 10 names cycling one at a time.
+  auto run = [](const std::string& capacity, bool mpi) {
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!capacity.empty()) env.emplace_back("HOROVOD_CACHE_CAPACITY", capacity);
+    return run_local(3, {"cache"}, env, mpi);
+  };
+  auto checksum = [](const hvd::test::RunResult& r) {
+    const auto at = r.out.find(tag(0) + "rank 0: checksum ");
+    REQUIRE(at != std::string::npos);
+    return r.out.substr(at, r.out.find('\n', at) - at).substr(tag(0).size() + 16);
+  };
+  const auto on = run("", true);
+  INFO("default capacity (1024)\n" << show(on));
+  REQUIRE(on.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
+    CHECK_THAT(on.out, Contains(me + "steady state per step: hits 100 negotiated 0"));
+    CHECK_THAT(on.out, Contains(me + "mismatch after hits: tensor 'c.0': shape mismatch: rank 0 "
+                                     "submitted [1000], rank 1 submitted [999]"));
+    CHECK_THAT(on.out, Contains(me + "after the mismatch: ok"));
+    CHECK_THAT(on.out, Contains(me + "cycling 10 names: hits 40 negotiated 10"));
+    CHECK_THAT(on.out, Contains(me + "all checks passed"));
+  }
+  const std::string bits = checksum(on);
+
+  const auto off = run("0", true);
+  INFO("capacity 0\n" << show(off));
+  REQUIRE(off.exit_code == 0);
+  CHECK_THAT(off.out, Contains(tag(2) + "rank 2: steady state per step: hits 0 negotiated 100"));
+  CHECK_THAT(off.out, Contains(tag(2) + "rank 2: cycling 10 names: hits 0 negotiated 50"));
+  CHECK(checksum(off) == bits);
+
+  const auto two = run("2", true);
+  INFO("capacity 2\n" << show(two));
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.out, Contains(tag(1) + "rank 1: cycling 10 names: hits 0 negotiated 50"));
+  CHECK_THAT(two.out, Contains(tag(1) + "rank 1: all checks passed"));
+  CHECK(checksum(two) == bits);
+
+  // Native (Gloo): the TCP engine negotiates every tensor in full, with the same results.
+  const auto gloo = run("", false);
+  INFO("native\n" << show(gloo));
+  REQUIRE(gloo.exit_code == 0);
+  CHECK_THAT(gloo.out, Contains(tag(0) + "rank 0: steady state per step: hits 0 negotiated 100"));
+  CHECK(checksum(gloo) == bits);
 }

@@ -14,6 +14,9 @@
 //   libhvd_check mismatch F    rank 1 submits a tensor that differs in field F (dtype, shape,
 //                              op, root, prescale, postscale, kind): every rank's handle fails
 //   libhvd_check stall S       rank 1 sleeps S seconds before submitting its tensor
+//   libhvd_check cache         the response cache through hvd::engine_stats(): steady-state
+//                              hits, a checksum of the results, a cached name with another
+//                              shape, 10 names cycling (libhvd_check_cache.cpp)
 //   libhvd_check noshutdown    one allreduce, then returns from main() without hvd::shutdown()
 //   libhvd_check gpu           on a host without a usable GPU: a CUDA tensor is a clear
 //                              HVD_ERR_UNSUPPORTED error (sync and async), gpu_device() is -1,
@@ -249,11 +252,13 @@ int main(int argc, char** argv) {
       rc = gpu_without_device();
     } else if (mode == "stall" && argc > 2) {
       rc = stall(std::atoi(argv[2]));
+    } else if (mode == "cache") {
+      rc = cache_mode();
     } else {
       std::fprintf(
           stderr,
           "usage: libhvd_check [collectives | die RANK | info | async | threads | delayed | "
-          "mismatch FIELD | stall SECONDS]\n");
+          "mismatch FIELD | stall SECONDS | cache]\n");
     }
     hvd::shutdown();
     return rc;

@@ -200,6 +200,7 @@ int threaded_ops();
 int delayed();
 int mismatch(const std::string& field);
 int stall(int seconds);
+int cache_mode();  // libhvd_check_cache.cpp
 int gpu_without_device();
 int die(int victim);
 

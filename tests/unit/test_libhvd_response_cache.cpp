@@ -1,0 +1,143 @@
+// libhvd's response cache (allreduce/engine/response_cache.h) and the negotiation cycles'
+// messages (messages.h): slots, least recently used out, and the codecs' round trips and refusals.
+#include "allreduce/engine/response_cache.h"
+#include "tests/unit/libhvd_control_helpers.h"
+
+using hvd::runtime::CycleContribution;
+using hvd::runtime::CycleReply;
+using hvd::runtime::CycleSignal;
+using hvd::runtime::Request;
+using hvd::runtime::ResponseCache;
+
+namespace {
+
+Request named(const std::string& name, std::int64_t n = 8) {
+  Request r;
+  r.name = name;
+  r.shape = {n};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("response cache: a hit needs the same request, and a slot names one tensor", "[libhvd]") {
+  ResponseCache cache(4);
+  CHECK_FALSE(cache.hit(named("a")));
+  cache.put(named("a"));
+  cache.put(named("b"));
+  REQUIRE(cache.hit(named("a")));
+  REQUIRE(cache.hit(named("b")));
+  const auto a = *cache.hit(named("a"));
+  CHECK(a != *cache.hit(named("b")));
+  CHECK(cache.at(a)->name == "a");
+  CHECK_FALSE(cache.hit(named("a", 9)));  // another shape: a miss, negotiated in full
+  Request other_op = named("a");
+  other_op.op = hvd::ReduceOp::kMax;
+  CHECK_FALSE(cache.hit(other_op));
+  cache.put(named("a", 9));  // ran with the new shape: the slot keeps its number, new request
+  CHECK(cache.hit(named("a", 9)) == a);
+  CHECK_FALSE(cache.hit(named("a")));
+  CHECK(cache.at(99) == nullptr);
+}
+
+TEST_CASE("response cache: full, the least recently used goes and its slot is reused", "[libhvd]") {
+  ResponseCache cache(2);
+  cache.put(named("a"));
+  cache.put(named("b"));
+  const auto slot_a = *cache.hit(named("a"));
+  cache.put(named("a"));  // a ran again: b is now the least recently used
+  cache.put(named("c"));
+  CHECK(cache.size() == 2);
+  CHECK(cache.hit(named("a")));
+  CHECK_FALSE(cache.hit(named("b")));
+  REQUIRE(cache.hit(named("c")));
+  CHECK(*cache.hit(named("c")) != slot_a);
+
+  // 10 names in turn through 2 slots: never a hit (the classic LRU worst case).
+  int hits = 0;
+  for (int round = 0; round < 5; ++round) {
+    for (int t = 0; t < 10; ++t) {
+      const Request r = named("cycle." + std::to_string(t));
+      if (cache.hit(r)) ++hits;
+      cache.put(r);
+    }
+  }
+  CHECK(hits == 0);
+  CHECK(cache.size() == 2);
+}
+
+TEST_CASE("response cache: erase frees the slot for the next name, capacity 0 keeps nothing",
+          "[libhvd]") {
+  ResponseCache cache(3);
+  cache.put(named("a"));
+  cache.put(named("b"));
+  const auto slot_a = *cache.hit(named("a"));
+  cache.erase("a");  // a failed (a mismatch): negotiated in full next time
+  CHECK_FALSE(cache.hit(named("a")));
+  CHECK(cache.at(slot_a) == nullptr);
+  cache.put(named("d"));
+  CHECK(cache.hit(named("d")) == slot_a);
+  cache.erase("never cached");
+  CHECK(cache.size() == 2);
+
+  ResponseCache off(0);
+  off.put(named("a"));
+  CHECK(off.size() == 0);
+  CHECK_FALSE(off.hit(named("a")));
+}
+
+TEST_CASE("response cache: two ranks fed the same sequence agree on every slot", "[libhvd]") {
+  // What keeps slots meaningful across ranks: the same puts and erases in the same order give
+  // the same slots, whatever each rank's own requests hold (an allgather's first dimension).
+  ResponseCache rank0(3), rank1(3);
+  const std::vector<std::string> sequence{"a", "b", "c", "a", "d", "e", "b", "a", "f"};
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    rank0.put(named(sequence[i], 4));
+    rank1.put(named(sequence[i], 5));
+    if (i == 4) {
+      rank0.erase("c");
+      rank1.erase("c");
+    }
+  }
+  for (const std::string n : {"a", "b", "c", "d", "e", "f"}) {
+    INFO(n);
+    CHECK(rank0.hit(named(n, 4)) == rank1.hit(named(n, 5)));
+  }
+}
+
+TEST_CASE("codec: cycle contributions, replies and signals round-trip and refuse garbage",
+          "[libhvd]") {
+  CycleContribution c;
+  c.hits = {0, 7, 1023};
+  c.misses = full_request_list();
+  CHECK(hvd::runtime::decode_contribution(hvd::runtime::encode(c)) == c);
+  CHECK(hvd::runtime::decode_contribution(hvd::runtime::encode(CycleContribution{})) ==
+        CycleContribution{});
+  CycleReply reply;
+  reply.list = full_response_list();
+  reply.shut_down = {1, 3};
+  reply.idle = true;
+  CHECK(hvd::runtime::decode_reply(hvd::runtime::encode(reply)) == reply);
+  CycleSignal signal;
+  signal.doorbell = 12345678901ull;
+  CHECK(hvd::runtime::decode_signal(hvd::runtime::encode(signal)) == signal);
+  signal.fatal = "stalled";
+  signal.fatal_status = HVD_ERR_PEER_LOST;
+  CHECK(hvd::runtime::decode_signal(hvd::runtime::encode(signal)) == signal);
+
+  for (const std::string& bytes :
+       {hvd::runtime::encode(c), hvd::runtime::encode(reply), hvd::runtime::encode(signal)}) {
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+      INFO(n << " of " << bytes.size() << " bytes");
+      REQUIRE(status_thrown([&] {
+                hvd::runtime::decode_contribution(bytes.substr(0, n));
+                hvd::runtime::decode_reply(bytes.substr(0, n));
+                hvd::runtime::decode_signal(bytes.substr(0, n));
+              }) == HVD_ERR_INTERNAL);
+    }
+  }
+  // 2^32-1 hits announced, four bytes follow: refused before allocating.
+  CHECK(status_thrown([] { hvd::runtime::decode_contribution("\xFF\xFF\xFF\xFF\0\0\0\0"s); }) ==
+        HVD_ERR_INTERNAL);
+  CHECK(status_thrown([] { hvd::runtime::decode_reply("\x02\0\0\0\0"s); }) == HVD_ERR_INTERNAL);
+}
