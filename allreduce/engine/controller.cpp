@@ -173,34 +173,42 @@ std::string Controller::validate(const std::string& name, const Entry& entry) co
   return {};
 }
 
-void Controller::fuse_ready() {
+void fuse_responses(const std::vector<ReadyOp>& ready, std::size_t threshold,
+                    std::vector<Response>& out) {
   // In readiness order, each op joins the first open response it is fusable with and fits in,
   // else opens one (the same grouping as pairing every op with every later one, in one pass
   // over the few open responses).
   struct Open {
-    std::size_t response;  // index in out_
+    std::size_t response;  // index in out
     const Request* head;
     std::size_t bytes;
   };
   std::vector<Open> open;
-  for (auto& [request, error] : ready_) {
-    const std::size_t bytes = byte_size(request);
+  for (const auto& [request, error] : ready) {
+    const std::size_t bytes = byte_size(*request);
     const bool can_fuse =
-        error.empty() && options_.fusion_threshold > 0 && bytes <= options_.fusion_threshold &&
-        (request.kind == OpKind::kAllreduce || request.kind == OpKind::kBroadcast);
+        (error == nullptr || error->empty()) && threshold > 0 && bytes <= threshold &&
+        (request->kind == OpKind::kAllreduce || request->kind == OpKind::kBroadcast);
     if (can_fuse) {
       auto joined = std::find_if(open.begin(), open.end(), [&](const Open& o) {
-        return fusable(*o.head, request) && o.bytes + bytes <= options_.fusion_threshold;
+        return fusable(*o.head, *request) && o.bytes + bytes <= threshold;
       });
       if (joined != open.end()) {
-        out_[joined->response].names.push_back(request.name);
+        out[joined->response].names.push_back(request->name);
         joined->bytes += bytes;
         continue;
       }
     }
-    out_.push_back(Response{request.kind, {request.name}, error});
-    if (can_fuse) open.push_back({out_.size() - 1, &request, bytes});
+    out.push_back(Response{request->kind, {request->name}, error == nullptr ? "" : *error});
+    if (can_fuse) open.push_back({out.size() - 1, request, bytes});
   }
+}
+
+void Controller::fuse_ready() {
+  std::vector<ReadyOp> ready;
+  ready.reserve(ready_.size());
+  for (const auto& [request, error] : ready_) ready.push_back({&request, &error});
+  fuse_responses(ready, options_.fusion_threshold, out_);
   ready_.clear();
 }
 

@@ -42,6 +42,18 @@ struct ControllerOptions {
       std::chrono::seconds(contract::kStallShutdownTime.default_value.integer);
 };
 
+// One op ready to run, for fusion: its request (the lowest rank's) and its error (nullptr or
+// empty: none).
+struct ReadyOp {
+  const Request* request;
+  const std::string* error;
+};
+// Fusion as the Controller does it: `ready` in readiness order; the responses go to the end of
+// `out`. Ready allreduces with the same dtype, op, scale factors and CPU device (broadcasts with
+// the same root) share a response up to `threshold` bytes (0: none do).
+void fuse_responses(const std::vector<ReadyOp>& ready, std::size_t threshold,
+                    std::vector<Response>& out);
+
 class Controller {
  public:
   explicit Controller(ControllerOptions options);
@@ -62,6 +74,8 @@ class Controller {
   // Some tensor waits for ranks that have not submitted it (the coordinator keeps the waiting
   // ranks told that it is alive: Engine's keepalive).
   bool waiting() const { return !table_.empty() && fatal_.empty(); }
+  bool idle() const { return table_.empty() && out_.empty() && fatal_.empty(); }
+  const ControllerOptions& options() const { return options_; }
 
   const std::set<int>& shut_down() const { return shut_down_; }
   bool everyone_shut_down() const { return static_cast<int>(shut_down_.size()) == options_.size; }

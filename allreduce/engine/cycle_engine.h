@@ -72,6 +72,7 @@ class CycleEngine : public OpEngine {
   void post(Clock::time_point now);
   bool progress(Clock::time_point now);  // true: the cycle completed and its responses ran
   CycleReply decide(std::vector<std::string> contributions, Clock::time_point now);
+  std::optional<CycleReply> decide_hits(const std::vector<CycleContribution>& parts);
   void finish(const CycleReply& reply);
   void run_response(const Response& response);
   void ring(Clock::time_point now);
