@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,13 @@ class Backend {
 
   // In place: data = reduction over ranks. op is kSum, kMin, kMax or kProduct.
   virtual void allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) = 0;
+  // Out of place: out = reduction over ranks of in (in is left alone). The engines take both
+  // buffers; this default copies and reduces in place.
+  virtual void allreduce_into(const void* in, void* out, std::size_t count, DataType dtype,
+                              ReduceOp op) {
+    std::memcpy(out, in, count * element_size(dtype));
+    allreduce(out, count, dtype, op);
+  }
   // In place: root's `bytes` bytes to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   // Rank r contributes bytes_per_rank[r] bytes; out holds the concatenation in rank order.

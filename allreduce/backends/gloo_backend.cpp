@@ -118,11 +118,20 @@ void GlooBackend::fail_context(const char* op, const std::string& what, hvd_stat
 }
 
 void GlooBackend::allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) {
+  allreduce_into(nullptr, data, count, dtype, op);
+}
+
+void GlooBackend::allreduce_into(const void* in, void* out, std::size_t count, DataType dtype,
+                                 ReduceOp op) {
   const ReduceFn fn = reduce_fn(dtype, op);
   guarded("allreduce", [&] {
     gloo::AllreduceOptions opts(context_);
-    with_element_type(dtype,
-                      [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(data), count); });
+    with_element_type(dtype, [&](auto t) {
+      using T = decltype(t);
+      // Gloo reads the input (when there is one) and writes the output: no copy of ours.
+      if (in != nullptr) opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+      opts.setOutput(static_cast<T*>(out), count);
+    });
     opts.setReduceFunction(fn);
     opts.setTag(next_tag_++);
     gloo::allreduce(opts);

@@ -167,13 +167,21 @@ MPI_Op MpiBackend::op_for(DataType dtype, ReduceOp op) const {
 }
 
 void MpiBackend::allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) {
+  allreduce_into(MPI_IN_PLACE, data, count, dtype, op);
+}
+
+void MpiBackend::allreduce_into(const void* in, void* out, std::size_t count, DataType dtype,
+                                ReduceOp op) {
   // MPI counts are ints: reduce in chunks of at most 1 Gi elements.
   constexpr std::size_t kChunk = std::size_t{1} << 30;
-  auto* p = static_cast<std::byte*>(data);
+  const std::size_t width = element_size(dtype);
+  auto* o = static_cast<std::byte*>(out);
   for (std::size_t done = 0; done < count; done += kChunk) {
     const std::size_t n = std::min(kChunk, count - done);
-    check(MPI_Allreduce(MPI_IN_PLACE, p + done * element_size(dtype), static_cast<int>(n),
-                        mpi_type(dtype), op_for(dtype, op), comm_),
+    const void* send =
+        in == MPI_IN_PLACE ? MPI_IN_PLACE : static_cast<const std::byte*>(in) + done * width;
+    check(MPI_Allreduce(send, o + done * width, static_cast<int>(n), mpi_type(dtype),
+                        op_for(dtype, op), comm_),
           "allreduce (MPI_Allreduce)");
   }
 }

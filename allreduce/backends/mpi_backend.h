@@ -27,6 +27,8 @@ class MpiBackend : public Backend {
 
   std::string_view name() const override { return "mpi"; }
   void allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) override;
+  void allreduce_into(const void* in, void* out, std::size_t count, DataType dtype,
+                      ReduceOp op) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void allgatherv(const void* in, void* out,
                   const std::vector<std::size_t>& bytes_per_rank) override;

@@ -70,19 +70,19 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
                                     op->request.name, failed_));
     }
     if (stopping_) throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
-    if (!in_flight_.insert(op->request.name).second) {
+    if (!gone_.empty()) {  // what the coordinator answers once a rank said goodbye
+      op->finish(failure(HVD_ERR_INVALID_ARGUMENT,
+                         fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
+      return;
+    }
+    auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op, false});
+    if (!inserted) {
       throw StatusError(
           HVD_ERR_INVALID_ARGUMENT,
           fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
           "wait for the earlier op of that name, or give this one another name");
     }
-    if (!gone_.empty()) {  // what the coordinator answers once a rank said goodbye
-      in_flight_.erase(op->request.name);
-      op->finish(failure(HVD_ERR_INVALID_ARGUMENT,
-                         fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
-      return;
-    }
-    queue_.push_back(op);
+    queue_.push_back(&it->second);
     if (!now) {
       if (options_.cycle_time.count() == 0) {
         due_ = true;
@@ -165,20 +165,21 @@ bool CycleEngine::want_cycle(bool waiter) {
   if (!queue_.empty() && (waiter || due_)) return true;
   // A waiter parks in the next cycle while its op is pending, unless nobody brought anything to
   // the last one (then waiting in another would only spin).
-  return waiter && !pending_.empty() && !last_idle_;
+  return waiter && ops_.size() > queue_.size() && !last_idle_;
 }
 
 void CycleEngine::post(Clock::time_point now) {
   CycleContribution mine;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
-    for (auto& op : queue_) {
-      if (auto slot = cache_.hit(op->request)) {
+    for (InFlight* entry : queue_) {
+      const Request& request = entry->op->request;
+      if (auto slot = cache_.hit(request)) {
         mine.hits.push_back(*slot);
       } else {
-        mine.misses.requests.push_back(op->request);
+        mine.misses.requests.push_back(request);
       }
-      pending_[op->request.name] = std::move(op);
+      entry->announced = true;
     }
     queue_.clear();
     due_ = false;
@@ -335,16 +336,15 @@ void CycleEngine::finish(const CycleReply& reply) {
     // No cycle can run without every rank: what is pending here, and everything submitted from
     // now on, fails as the coordinator fails a tensor submitted after a rank's goodbye.
     ended_ = true;
-    std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
+    std::unordered_map<std::string, InFlight> ops;
     {
       std::lock_guard<std::mutex> lock(ops_mutex_);
       gone_ = fmt::format("rank(s) {} already shut down", fmt::join(reply.shut_down, ", "));
-      for (auto& op : queue_) pending_[op->request.name] = op;
       queue_.clear();
-      in_flight_.clear();
-      ops.swap(pending_);
+      ops.swap(ops_);
     }
-    for (auto& [name, op] : ops) {
+    for (auto& [name, entry] : ops) {
+      const auto& op = entry.op;
       op->finish(failure(stopping_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_INVALID_ARGUMENT,
                          stopping_ ? fmt::format("{} '{}' failed: hvd::shutdown() was called "
                                                  "while it was pending",
@@ -359,11 +359,10 @@ void CycleEngine::run_response(const Response& response) {
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     for (const std::string& name : response.names) {
-      auto it = pending_.find(name);
-      if (it == pending_.end()) continue;
-      ops.push_back(std::move(it->second));
-      pending_.erase(it);
-      in_flight_.erase(name);
+      auto it = ops_.find(name);
+      if (it == ops_.end() || !it->second.announced) continue;
+      ops.push_back(std::move(it->second.op));
+      ops_.erase(it);
     }
   }
   // Every rank updates its cache here, in the same order: a tensor that ran is cached as this
@@ -410,7 +409,7 @@ void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {
 }
 
 void CycleEngine::fail_everything(const std::string& why, hvd_status status) {
-  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
+  std::unordered_map<std::string, InFlight> ops;
   bool stopped;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
@@ -418,13 +417,12 @@ void CycleEngine::fail_everything(const std::string& why, hvd_status status) {
       failed_ = why;
       failed_status_ = status;
     }
-    for (auto& op : queue_) pending_[op->request.name] = op;
     queue_.clear();
-    in_flight_.clear();
-    ops.swap(pending_);
+    ops.swap(ops_);
     stopped = stopping_;
   }
-  for (auto& [name, op] : ops) {
+  for (auto& [name, entry] : ops) {
+    const auto& op = entry.op;
     op->finish(
         failure(stopped ? HVD_ERR_NOT_INITIALIZED : status,
                 fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));

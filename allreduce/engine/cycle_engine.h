@@ -29,14 +29,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include "allreduce/engine/control_plane.h"
 #include "allreduce/engine/controller.h"
@@ -94,9 +93,12 @@ class CycleEngine : public OpEngine {
 
   // ops_mutex_: shared with submitting and waiting threads.
   std::mutex ops_mutex_;
-  std::deque<std::shared_ptr<detail::OpState>> queue_;  // submitted, not yet in a cycle
-  std::unordered_set<std::string> in_flight_;
-  std::unordered_map<std::string, std::shared_ptr<detail::OpState>> pending_;  // in a cycle
+  struct InFlight {
+    std::shared_ptr<detail::OpState> op;
+    bool announced;  // in a cycle (else still in queue_)
+  };
+  std::unordered_map<std::string, InFlight> ops_;  // every op submitted and not finished
+  std::vector<InFlight*> queue_;                    // in ops_, not yet in a cycle, in order
   std::string failed_;  // once set, submissions fail with it
   hvd_status failed_status_ = HVD_ERR_BACKEND;
   std::string gone_;  // "rank(s) 1 already shut down": later submissions fail with it

@@ -317,10 +317,14 @@ void Runtime::finish_average(void* data, std::size_t count, DataType dtype) {
 void Runtime::allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
   const auto count = to_size(in.num_elements());
   if (count == 0) return;
-  if (in.data != out.data) std::memcpy(out.data, in.data, in.byte_size());
-  if (options.prescale != 1.0) scale(out.data, count, in.dtype, options.prescale);
   const ReduceOp op = options.op == ReduceOp::kAverage ? ReduceOp::kSum : options.op;
-  backend_->allreduce(out.data, count, in.dtype, op);
+  if (in.data != out.data && options.prescale == 1.0) {
+    backend_->allreduce_into(in.data, out.data, count, in.dtype, op);  // the engine's own form
+  } else {
+    if (in.data != out.data) std::memcpy(out.data, in.data, in.byte_size());
+    if (options.prescale != 1.0) scale(out.data, count, in.dtype, options.prescale);
+    backend_->allreduce(out.data, count, in.dtype, op);
+  }
   if (options.op == ReduceOp::kAverage) finish_average(out.data, count, in.dtype);
   if (options.postscale != 1.0) scale(out.data, count, in.dtype, options.postscale);
 }
