@@ -42,13 +42,13 @@ CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
       control_(std::move(control)),
       options_(options),
       transport_(std::move(transport)),
-      cache_(cache_capacity) {
+      cache_(cache_capacity),
+      controller_(options_.controller) {
   if (!wakeup_.ok()) {
     throw StatusError(
         HVD_ERR_INTERNAL,
         fmt::format("cannot create the engine's eventfd/timerfd: {}", std::strerror(errno)));
   }
-  if (options_.rank == 0) controller_.emplace(options_.controller);
   thread_ = std::thread([this] { run_thread(); });
 }
 
@@ -203,36 +203,25 @@ void CycleEngine::post(Clock::time_point now) {
 }
 
 bool CycleEngine::progress(Clock::time_point now) {
-  CycleReply reply;
-  if (controller_) {
-    if (!transport_->gathered()) return false;
-    reply = decide(transport_->contributions(), now);
-    transport_->reply(encode(reply));
-  } else {
-    std::optional<std::string> bytes = transport_->replied();
-    if (!bytes) return false;
-    try {
-      reply = decode_reply(*bytes);
-    } catch (const std::exception& e) {
-      posted_ = false;
-      driving_ = false;
-      end_cycles(fmt::format("rank 0 sent a negotiation reply this rank cannot read ({}); do all "
-                             "ranks run the same libhvd version?",
-                             e.what()),
-                 HVD_ERR_BACKEND);
-      return true;
-    }
+  std::optional<std::vector<std::string>> contributions = transport_->gathered();
+  if (!contributions) return false;
+  const Decision decision = decide(*contributions, now);
+  if (root() && !decision.list.fatal.empty()) {
+    // A stall shutdown is rank 0's decision alone (it depends on its clock): tell the others.
+    const std::string bytes = encode(CycleSignal{
+        .doorbell = 0, .fatal = decision.list.fatal, .fatal_status = decision.list.fatal_status});
+    for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
   }
-  finish(reply);
+  finish(decision);
   return true;
 }
 
-std::optional<CycleReply> CycleEngine::decide_hits(const std::vector<CycleContribution>& parts) {
+std::optional<CycleEngine::Decision> CycleEngine::decide_hits(const std::vector<CycleContribution>& parts) {
   // The steady state of a training loop: every rank brought the same cached tensors and nothing
   // else, and nothing waits from earlier cycles. The Controller would find each ready when the
   // last rank's request arrives, in that rank's order, valid (they ran with these very requests),
   // and fuse them: that is decided here without its table.
-  if (!controller_->idle()) return std::nullopt;
+  if (!controller_.idle()) return std::nullopt;
   const std::vector<std::uint32_t>& last = parts.back().hits;
   if (last.empty()) return std::nullopt;
   std::vector<std::uint32_t> sorted(last);
@@ -259,26 +248,27 @@ std::optional<CycleReply> CycleEngine::decide_hits(const std::vector<CycleContri
       for (const ReadyOp& op : ready) options_.timeline->negotiating(*op.request, r);
     }
   }
-  CycleReply reply;
-  fuse_responses(ready, controller_->options().fusion_threshold, reply.list.responses);
-  return reply;
+  Decision decision;
+  fuse_responses(ready, controller_.options().fusion_threshold, decision.list.responses);
+  return decision;
 }
 
-CycleReply CycleEngine::decide(std::vector<std::string> contributions, Clock::time_point now) {
-  CycleReply reply;
+CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contributions,
+                                          Clock::time_point now) {
+  Decision decision;
   std::vector<CycleContribution> parts(contributions.size());
   for (std::size_t r = 0; r < contributions.size(); ++r) {
     try {
       parts[r] = decode_contribution(contributions[r]);
     } catch (const std::exception& e) {
-      reply.list.fatal = fmt::format(
-          "rank {} sent a negotiation message rank 0 cannot read ({}); do all ranks run the same "
-          "libhvd version?",
+      decision.list.fatal = fmt::format(
+          "rank {} sent a negotiation message the others cannot read ({}); do all ranks run the "
+          "same libhvd version?",
           r, e.what());
-      return reply;
+      return decision;
     }
   }
-  if (std::optional<CycleReply> fast = decide_hits(parts)) {
+  if (std::optional<Decision> fast = decide_hits(parts)) {
     if (options_.timeline != nullptr) {
       for (const Response& r : fast->list.responses) options_.timeline->negotiated(r);
     }
@@ -289,13 +279,15 @@ CycleReply CycleEngine::decide(std::vector<std::string> contributions, Clock::ti
     CycleContribution& c = parts[static_cast<std::size_t>(r)];
     RequestList list = std::move(c.misses);
     for (std::uint32_t slot : c.hits) {
+      // This rank's own cached request stands for rank r's: they agree on everything the
+      // Controller validates (they ran together).
       const Request* cached = cache_.at(slot);
       if (cached == nullptr) {
-        reply.list.fatal = fmt::format(
-            "rank {} named response cache slot {}, which is empty on rank 0: the ranks' caches "
+        decision.list.fatal = fmt::format(
+            "rank {} named response cache slot {}, which is empty on rank {}: the ranks' caches "
             "differ (do all ranks run the same libhvd version?)",
-            r, slot);
-        return reply;
+            r, slot, options_.rank);
+        return decision;
       }
       list.requests.push_back(*cached);
     }
@@ -303,25 +295,27 @@ CycleReply CycleEngine::decide(std::vector<std::string> contributions, Clock::ti
     if (options_.timeline != nullptr) {
       for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
     }
-    controller_->add(r, std::move(list), now);
+    controller_.add(r, std::move(list), now);
   }
-  for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
-  if (auto next = controller_->next_stall_check();
-      next && (!stall_armed_ || *next < *stall_armed_)) {
-    stall_armed_ = next;
-    wakeup_.notify();  // the background thread sleeps without this deadline
+  if (root()) {
+    for (const std::string& warning : controller_.check_stalls(now)) logger().warn("{}", warning);
+    if (auto next = controller_.next_stall_check();
+        next && (!stall_armed_ || *next < *stall_armed_)) {
+      stall_armed_ = next;
+      wakeup_.notify();  // the background thread sleeps without this deadline
+    }
   }
-  reply.list = controller_->take();
+  decision.list = controller_.take();
   if (options_.timeline != nullptr) {
-    for (const Response& r : reply.list.responses) options_.timeline->negotiated(r);
+    for (const Response& r : decision.list.responses) options_.timeline->negotiated(r);
   }
-  const std::set<int>& gone = controller_->shut_down();
-  reply.shut_down.assign(gone.begin(), gone.end());
-  reply.idle = !brought && reply.list.responses.empty() && reply.list.fatal.empty();
-  return reply;
+  const std::set<int>& gone = controller_.shut_down();
+  decision.shut_down.assign(gone.begin(), gone.end());
+  decision.idle = !brought && decision.list.responses.empty() && decision.list.fatal.empty();
+  return decision;
 }
 
-void CycleEngine::finish(const CycleReply& reply) {
+void CycleEngine::finish(const Decision& reply) {
   posted_ = false;
   driving_ = false;
   ++cycle_;
@@ -395,7 +389,7 @@ void CycleEngine::ring(Clock::time_point /*now*/) {
   rang_ = true;
   ++doorbells_;
   const std::string bytes = encode(doorbell_signal(cycle_ + 1));
-  if (controller_) {
+  if (root()) {
     relayed_ = std::max(relayed_, cycle_ + 1);
     for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
   } else {
@@ -459,11 +453,11 @@ bool CycleEngine::run_once() {
   std::optional<Clock::time_point> wake_at;
   const bool drive = driving_.load() && waiters_.load() == 0;
   if (drive) wake_at = Clock::now() + nap_;
-  if (controller_) {
+  if (root()) {
     // The stall inspector's next turn. A cycle that adds the first pending tensor (or an
     // earlier deadline) wakes this thread to look again (decide()).
     std::lock_guard<std::mutex> lock(drive_mutex_);
-    stall_armed_ = ended_ ? std::nullopt : controller_->next_stall_check();
+    stall_armed_ = ended_ ? std::nullopt : controller_.next_stall_check();
     if (stall_armed_ && (!wake_at || *stall_armed_ < *wake_at)) wake_at = stall_armed_;
   }
   timespec timeout{};
@@ -506,7 +500,7 @@ bool CycleEngine::run_once() {
     }
     nap_ = s == Step::kWaiting && drive ? std::min(nap_ * 2, kMaxNap) : kFirstNap;
   }
-  if (controller_) check_stalls(now);
+  if (root()) check_stalls(now);
   return true;
 }
 
@@ -516,7 +510,7 @@ void CycleEngine::read_signals(int from) {
   if (!messages) {
     control_.close(from);
     if (ended_) return;  // after the cycles ended, ranks leave as they please
-    if (controller_) {
+    if (root()) {
       const std::string why = fmt::format(
           "rank {} left the job without calling hvd::shutdown() (its control connection "
           "closed): it probably crashed or was killed",
@@ -555,7 +549,7 @@ void CycleEngine::read_signals(int from) {
 void CycleEngine::on_doorbell(int from, std::uint64_t cycle) {
   if (cycle <= cycle_) return;  // that cycle completed here already
   doorbell_ = std::max(doorbell_, cycle);
-  if (controller_ && relayed_ < cycle) {  // rank 0 passes it on to every other rank
+  if (root() && relayed_ < cycle) {  // rank 0 passes it on to every other rank
     relayed_ = cycle;
     const std::string bytes = encode(doorbell_signal(cycle));
     for (int r = 1; r < options_.size; ++r) {
@@ -567,10 +561,10 @@ void CycleEngine::on_doorbell(int from, std::uint64_t cycle) {
 void CycleEngine::check_stalls(Clock::time_point now) {
   std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
   if (!lock.owns_lock() || ended_) return;
-  const auto due = controller_->next_stall_check();
+  const auto due = controller_.next_stall_check();
   if (!due || now < *due) return;
-  for (const std::string& warning : controller_->check_stalls(now)) logger().warn("{}", warning);
-  ResponseList list = controller_->take();
+  for (const std::string& warning : controller_.check_stalls(now)) logger().warn("{}", warning);
+  ResponseList list = controller_.take();
   if (list.fatal.empty()) return;  // responses come only from cycles
   const std::string bytes = encode(
       CycleSignal{.doorbell = 0, .fatal = list.fatal, .fatal_status = list.fatal_status});

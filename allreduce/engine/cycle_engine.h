@@ -1,14 +1,16 @@
 // The engine under MPI: negotiation in cycles on the backend's own collectives, run by the
 // thread that waits for the result whenever one does.
 //
-// A cycle is one small gather to rank 0 and one small broadcast back (cycle_transport.h), on a
-// communicator of its own. Each rank brings what was submitted on it since its last cycle: a
-// tensor that ran before with the same name, dtype, shape, op and device as a slot of the
-// response cache (response_cache.h), anything else as a full request. Rank 0 feeds everything to
-// the same Controller as the TCP engine (readiness, validation, fusion, stall warnings, its
-// messages unchanged) and broadcasts the responses; every rank runs them in that order, updates
-// its cache the same way, and so every rank's cache stays the same. Cycles follow each other in
-// the same order on every rank, so whichever thread holds the driver lock may move one on.
+// A cycle is one small allgather (cycle_transport.h) on a communicator of its own. Each rank
+// brings what was submitted on it since its last cycle: a tensor that ran before with the same
+// name, dtype, shape, op and device as a slot of the response cache (response_cache.h), anything
+// else as a full request. Every rank then feeds all contributions, in rank order, to its own copy
+// of the TCP engine's Controller (readiness, validation, fusion: the same messages), so every rank
+// decides the same responses, runs them in that order and updates its cache the same way: the
+// caches stay the same. What depends on time (stall warnings, the stall shutdown) is rank 0's
+// alone; a fatal error it decides reaches the others over the TCP control plane. Cycles follow
+// each other in the same order on every rank, so whichever thread holds the driver lock may move
+// one on.
 //
 // Who starts a cycle: a thread that waits on an op (at once: a synchronous allreduce costs the
 // two small collectives and the allreduce, no thread hand-off and no TCP round trip), the
@@ -65,14 +67,21 @@ class CycleEngine : public OpEngine {
 
  private:
   enum class Step { kIdle, kWaiting, kDone };  // nothing to move on; cycle not complete; done
+  // What a cycle decided, the same on every rank.
+  struct Decision {
+    ResponseList list;            // what to run, in this order (or the fatal error)
+    std::vector<int> shut_down;   // ranks that said goodbye, in this cycle or before
+    bool idle = false;            // no rank brought anything new and nothing ran
+  };
+  bool root() const { return options_.rank == 0; }
   // One turn under drive_mutex_: starts a cycle if there is a reason, moves a started one on.
   Step step(Clock::time_point now, bool waiter);
   bool want_cycle(bool waiter);
   void post(Clock::time_point now);
   bool progress(Clock::time_point now);  // true: the cycle completed and its responses ran
-  CycleReply decide(std::vector<std::string> contributions, Clock::time_point now);
-  std::optional<CycleReply> decide_hits(const std::vector<CycleContribution>& parts);
-  void finish(const CycleReply& reply);
+  Decision decide(const std::vector<std::string>& contributions, Clock::time_point now);
+  std::optional<Decision> decide_hits(const std::vector<CycleContribution>& parts);
+  void finish(const Decision& decision);
   void run_response(const Response& response);
   void ring(Clock::time_point now);
   void end_cycles(const std::string& fatal, hvd_status status);
@@ -110,7 +119,7 @@ class CycleEngine : public OpEngine {
   std::mutex drive_mutex_;
   std::unique_ptr<CycleTransport> transport_;
   ResponseCache cache_;
-  std::optional<Controller> controller_;  // rank 0
+  Controller controller_;  // every rank decides every cycle from the same contributions
   std::optional<Clock::time_point> stall_armed_;  // rank 0: when the background thread looks
   std::uint64_t cycle_ = 0;               // cycles completed
   bool posted_ = false;                   // cycle_ + 1 is started

@@ -180,7 +180,7 @@ ResponseList decode_responses(std::string_view bytes) {
   return list;
 }
 
-// A cycle's messages carry a RequestList or ResponseList as their tail.
+// A contribution carries a RequestList as its tail.
 std::string encode(const CycleContribution& c) {
   Writer w;
   w.put(static_cast<std::uint32_t>(c.hits.size()));
@@ -196,24 +196,6 @@ CycleContribution decode_contribution(std::string_view bytes) {
   for (std::uint32_t i = 0; i < n; ++i) c.hits.push_back(r.get<std::uint32_t>());
   c.misses = decode_requests(r.rest());
   return c;
-}
-
-std::string encode(const CycleReply& reply) {
-  Writer w;
-  w.put<std::uint8_t>(reply.idle ? 1 : 0);
-  w.put(static_cast<std::uint32_t>(reply.shut_down.size()));
-  for (std::int32_t rank : reply.shut_down) w.put(rank);
-  return w.take() + encode(reply.list);
-}
-
-CycleReply decode_reply(std::string_view bytes) {
-  Reader r(bytes);
-  CycleReply reply;
-  reply.idle = checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1;
-  const auto n = r.get_count(4);
-  for (std::uint32_t i = 0; i < n; ++i) reply.shut_down.push_back(r.get<std::int32_t>());
-  reply.list = decode_responses(r.rest());
-  return reply;
 }
 
 std::string encode(const CycleSignal& s) {

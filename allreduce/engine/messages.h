@@ -74,14 +74,6 @@ struct CycleContribution {
   bool operator==(const CycleContribution&) const = default;
 };
 
-// Rank 0's answer to a cycle: what every rank runs, in this order.
-struct CycleReply {
-  ResponseList list;
-  std::vector<std::int32_t> shut_down;  // ranks that said goodbye, in this cycle or before
-  bool idle = false;  // no rank brought anything new and nothing ran
-  bool operator==(const CycleReply&) const = default;
-};
-
 // A message on the TCP control plane between cycles: "join cycle N" (a rank waits in it), or
 // the job is over (stall shutdown, a rank lost) with `fatal` saying why.
 struct CycleSignal {
@@ -92,10 +84,8 @@ struct CycleSignal {
 };
 
 std::string encode(const CycleContribution& c);
-std::string encode(const CycleReply& r);
 std::string encode(const CycleSignal& s);
 CycleContribution decode_contribution(std::string_view bytes);
-CycleReply decode_reply(std::string_view bytes);
 CycleSignal decode_signal(std::string_view bytes);
 
 }  // namespace hvd::runtime
