@@ -51,6 +51,9 @@ class Backend {
   // their own; nullptr when the backend has none (Gloo: the engine negotiates over its control
   // plane instead).
   virtual std::unique_ptr<CycleTransport> cycle_transport() { return nullptr; }
+  // The job broke (a peer is lost): tear down without anything that waits for the other ranks
+  // (MPI: no MPI_Finalize, which is collective).
+  virtual void abandon() {}
 };
 
 }  // namespace hvd::runtime

@@ -119,6 +119,10 @@ MpiBackend::~MpiBackend() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // the program finalised MPI itself: nothing left to free
+  if (abandoned_) {
+    logger().debug("the job broke: leaving MPI without MPI_Finalize (mpirun ends the job)");
+    return;
+  }
   for (auto& ops : half_ops_) {
     for (MPI_Op& op : ops) {
       if (op != MPI_OP_NULL) MPI_Op_free(&op);

@@ -38,12 +38,14 @@ class MpiBackend : public Backend {
                      DataType dtype, ReduceOp op) override;
   void barrier() override;
   std::unique_ptr<CycleTransport> cycle_transport() override;  // mpi_cycle_transport.cpp
+  void abandon() override { abandoned_ = true; }
 
  private:
   MPI_Op op_for(DataType dtype, ReduceOp op) const;
   void compute_topology();
 
   bool finalize_ = false;  // we called MPI_Init_thread, so we finalise
+  bool abandoned_ = false;  // the job broke: nothing collective at teardown
   MPI_Comm comm_ = MPI_COMM_NULL;
   contract::RankTopology topology_;
   // User ops for the 16-bit floats: [bfloat16?][sum, min, max, product].

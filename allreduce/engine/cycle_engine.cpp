@@ -58,6 +58,15 @@ EngineStats CycleEngine::stats() const {
   return {cycles_.load(), hits_.load(), negotiated_.load(), doorbells_.load()};
 }
 
+bool CycleEngine::broken() {
+  // A peer lost, a stall shutdown, a cycle that never completed: a collective may still be
+  // pending on this rank, which MPI_Finalize would wait on forever.
+  // Asked before shutdown(), so failed_ is not the goodbye's.
+  std::lock_guard<std::mutex> lock(drive_mutex_);
+  std::lock_guard<std::mutex> ops(ops_mutex_);
+  return posted_ || !failed_.empty();
+}
+
 // ---- Submitting and waiting threads ----
 
 void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
@@ -150,6 +159,7 @@ CycleEngine::Step CycleEngine::step(Clock::time_point now, bool waiter) {
   if (!posted_) {
     if (!want_cycle(waiter)) return Step::kIdle;
     post(now);
+    parked_ = waiter && !brought_new_;
   }
   if (!progress(now)) {
     if (!rang_ && brought_new_ && now - posted_at_ >= kDoorbellAfter) ring(now);
@@ -172,6 +182,7 @@ void CycleEngine::post(Clock::time_point now) {
   CycleContribution mine;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
+    posted_first_ = queue_.empty() ? std::string() : queue_.front()->op->request.name;
     for (InFlight* entry : queue_) {
       const Request& request = entry->op->request;
       if (auto slot = cache_.hit(request)) {
@@ -322,6 +333,7 @@ void CycleEngine::finish(const Decision& reply) {
   ++cycles_;
   last_idle_ = reply.idle;
   for (const Response& response : reply.list.responses) run_response(response);
+  last_heard_ = Clock::now();  // rank 0 took part (counted after the work, which may be long)
   if (!reply.list.fatal.empty()) {
     end_cycles(reply.list.fatal, reply.list.fatal_status);
     return;
@@ -451,14 +463,25 @@ bool CycleEngine::run_once() {
     }
   }
   std::optional<Clock::time_point> wake_at;
+  std::optional<Clock::time_point> liveness;  // when the liveness check is due
   const bool drive = driving_.load() && waiters_.load() == 0;
   if (drive) wake_at = Clock::now() + nap_;
-  if (root()) {
-    // The stall inspector's next turn. A cycle that adds the first pending tensor (or an
-    // earlier deadline) wakes this thread to look again (decide()).
+  {
     std::lock_guard<std::mutex> lock(drive_mutex_);
-    stall_armed_ = ended_ ? std::nullopt : controller_.next_stall_check();
-    if (stall_armed_ && (!wake_at || *stall_armed_ < *wake_at)) wake_at = stall_armed_;
+    if (root()) {
+      // The stall inspector's next turn. A cycle that adds the first pending tensor (or an
+      // earlier deadline) wakes this thread to look again (decide()).
+      stall_armed_ = ended_ ? std::nullopt : controller_.next_stall_check();
+      if (stall_armed_ && (!wake_at || *stall_armed_ < *wake_at)) wake_at = stall_armed_;
+      // A cycle some rank never joins (check_stalls): looked at every half warning period.
+      const auto warning = options_.controller.stall_warning;
+      if (!ended_ && warning.count() > 0) {
+        const auto look = Clock::now() + warning / 2;
+        if (!wake_at || look < *wake_at) wake_at = look;
+      }
+    }
+    liveness = liveness_due(Clock::now());
+    if (liveness && (!wake_at || *liveness < *wake_at)) wake_at = liveness;
   }
   timespec timeout{};
   if (wake_at) {
@@ -501,7 +524,53 @@ bool CycleEngine::run_once() {
     nap_ = s == Step::kWaiting && drive ? std::min(nap_ * 2, kMaxNap) : kFirstNap;
   }
   if (root()) check_stalls(now);
+  if (liveness && now >= *liveness) {
+    std::lock_guard<std::mutex> lock(drive_mutex_);
+    if (!ended_) check_liveness(now);
+  }
   return true;
+}
+
+// As the TCP engine: rank 0 tells the ranks it is alive while tensors wait for some rank, and a
+// rank waiting on announced ops without a word from rank 0 (a signal or a completed cycle) for
+// EngineOptions::coordinator_timeout fails them with HVD_ERR_PEER_LOST. Under drive_mutex_, so a
+// collective that runs long holds the check back until it ended.
+std::optional<Clock::time_point> CycleEngine::liveness_due(Clock::time_point now) {
+  if (ended_) return std::nullopt;
+  if (root()) {
+    if (!controller_.waiting()) return std::nullopt;
+    return std::max(now, last_sent_ + kCoordinatorKeepalive);
+  }
+  if (options_.coordinator_timeout.count() == 0) return std::nullopt;
+  const Clock::time_point next_look = now + kCoordinatorKeepalive;
+  return waiting_ ? std::min(next_look, last_heard_ + options_.coordinator_timeout) : next_look;
+}
+
+void CycleEngine::check_liveness(Clock::time_point now) {
+  if (root()) {
+    const std::string keepalive = encode(doorbell_signal(0));
+    for (int r = 1; r < options_.size; ++r) control_.send(r, keepalive);
+    last_sent_ = now;
+    return;
+  }
+  std::string waiting_on;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex_);
+    for (const auto& [name, entry] : ops_) {
+      if (entry.announced) {
+        waiting_on = name;
+        break;
+      }
+    }
+  }
+  if (waiting_on.empty()) {
+    waiting_ = false;
+  } else if (!waiting_) {  // the wait starts now
+    waiting_ = true;
+    last_heard_ = now;
+  } else if (now - last_heard_ >= options_.coordinator_timeout) {
+    end_cycles(coordinator_silence(now - last_heard_, waiting_on), HVD_ERR_PEER_LOST);
+  }
 }
 
 void CycleEngine::read_signals(int from) {
@@ -527,6 +596,7 @@ void CycleEngine::read_signals(int from) {
     }
     return;
   }
+  if (from == 0) last_heard_ = Clock::now();  // a keepalive, a doorbell or an error: alive
   for (const std::string& m : *messages) {
     CycleSignal signal;
     try {
@@ -559,17 +629,43 @@ void CycleEngine::on_doorbell(int from, std::uint64_t cycle) {
 }
 
 void CycleEngine::check_stalls(Clock::time_point now) {
-  std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || ended_) return;
-  const auto due = controller_.next_stall_check();
-  if (!due || now < *due) return;
-  for (const std::string& warning : controller_.check_stalls(now)) logger().warn("{}", warning);
-  ResponseList list = controller_.take();
-  if (list.fatal.empty()) return;  // responses come only from cycles
-  const std::string bytes = encode(
-      CycleSignal{.doorbell = 0, .fatal = list.fatal, .fatal_status = list.fatal_status});
+  std::lock_guard<std::mutex> lock(drive_mutex_);
+  if (ended_) return;
+  std::string fatal;
+  hvd_status status = HVD_ERR_BACKEND;
+  if (const auto due = controller_.next_stall_check(); due && now >= *due) {
+    for (const std::string& warning : controller_.check_stalls(now)) logger().warn("{}", warning);
+    ResponseList list = controller_.take();  // responses come only from cycles: a fatal or none
+    fatal = list.fatal;
+    status = list.fatal_status;
+  }
+  // A cycle rank 0 brought new tensors to (or joined when rung) that some rank never joins: the
+  // Controller cannot know of it (it hears of a cycle once it completed), and a live rank joins
+  // within a doorbell. A frozen process (stopped, in a debugger) or a stalled host is left.
+  const auto warning = options_.controller.stall_warning;
+  const auto shutdown = options_.controller.stall_shutdown;
+  if (fatal.empty() && posted_ && !parked_ && warning.count() > 0) {
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - posted_at_);
+    const std::string brought =
+        posted_first_.empty() ? std::string() : fmt::format(" (it brought '{}')", posted_first_);
+    if (shutdown.count() > 0 && now - posted_at_ >= shutdown) {
+      fatal = fmt::format(
+          "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): negotiation cycle {} "
+          "was never joined by every rank{}: a rank is frozen or its host stalls",
+          shutdown.count() / 1000, cycle_ + 1, brought);
+    } else if (now - posted_at_ >= warning && now - cycle_warned_ >= warning) {
+      cycle_warned_ = now;
+      logger().warn(
+          "stall: rank 0 has waited {} s in negotiation cycle {}{}, which some rank has not "
+          "joined although rung: is a rank frozen (stopped, in a debugger) or its host stalled?",
+          waited.count(), cycle_ + 1, brought);
+    }
+  }
+  if (fatal.empty()) return;
+  const std::string bytes =
+      encode(CycleSignal{.doorbell = 0, .fatal = fatal, .fatal_status = status});
   for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
-  end_cycles(list.fatal, list.fatal_status);
+  end_cycles(fatal, status);
 }
 
 void CycleEngine::say_goodbye() {

@@ -22,7 +22,9 @@
 // others over the TCP control plane (through rank 0); their background threads join with
 // whatever they have, so rank 0 hears of every pending tensor (stall warnings) and a rank that
 // nobody waits on still runs its ops. The control plane also carries the fatal errors that end
-// the job between cycles (a stall shutdown, a rank lost).
+// the job between cycles (a stall shutdown, a rank lost) and, as in the TCP engine, rank 0's
+// keepalive while tensors wait, without which a waiting rank fails after
+// EngineOptions::coordinator_timeout (a frozen rank 0).
 //
 // Locks: drive_mutex_ (the transport, the cache, the Controller, the cycle's state; held while
 // the agreed collectives run) before ops_mutex_ (the queue and pending ops, taken briefly by
@@ -64,6 +66,7 @@ class CycleEngine : public OpEngine {
   // Says goodbye in a last cycle, fails what is still pending, joins the thread.
   void shutdown() override;
   EngineStats stats() const override;
+  bool broken() override;
 
  private:
   enum class Step { kIdle, kWaiting, kDone };  // nothing to move on; cycle not complete; done
@@ -91,6 +94,8 @@ class CycleEngine : public OpEngine {
   void read_signals(int from);
   void on_doorbell(int from, std::uint64_t cycle);
   void check_stalls(Clock::time_point now);
+  std::optional<Clock::time_point> liveness_due(Clock::time_point now);
+  void check_liveness(Clock::time_point now);
   void say_goodbye();
   void fail_everything(const std::string& why, hvd_status status);
   bool done(detail::OpState& op);
@@ -125,12 +130,18 @@ class CycleEngine : public OpEngine {
   bool posted_ = false;                   // cycle_ + 1 is started
   Clock::time_point posted_at_{};
   bool brought_new_ = false;  // this rank's part of the started cycle has something new
+  bool parked_ = false;       // a waiter started it with nothing new, to wait for the others
+  std::string posted_first_;  // the first tensor this rank brought to it (messages)
+  Clock::time_point cycle_warned_{};  // rank 0: the last warning about a cycle not joined
   bool rang_ = false;
   bool last_idle_ = false;     // the last cycle brought nothing new from anyone
   bool ended_ = false;         // no more cycles: a rank shut down, or the job failed
   bool said_goodbye_ = false;  // this rank's goodbye is in a started or finished cycle
   std::uint64_t doorbell_ = 0;  // a rank waits in cycle number doorbell_ (cycle_ + 1 when started)
   std::uint64_t relayed_ = 0;   // rank 0: the last doorbell passed on
+  Clock::time_point last_sent_{};   // rank 0: the last keepalive
+  Clock::time_point last_heard_{};  // others: the last word from rank 0, or when the wait began
+  bool waiting_ = false;            // others: announced ops were pending at the last look
   std::atomic<bool> driving_{false};   // mirrors posted_ for the background thread's poll timeout
   std::atomic<int> waiters_{0};  // threads in wait() polling a cycle (not asleep on their op)
   std::chrono::microseconds nap_{20};  // the background thread's, between polls of a cycle

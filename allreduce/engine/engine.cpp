@@ -311,16 +311,18 @@ bool Engine::check_coordinator(Clock::time_point now) {
     return true;
   }
   if (now - last_heard_ < options_.coordinator_timeout) return true;
-  fail_everything(
-      fmt::format("rank 0 (the coordinator) has not been heard from for {} s while this rank "
-                  "waits on '{}': it is frozen (stopped, in a debugger), its host stalls, or the "
-                  "link to it was cut without a reset (a live coordinator says so every {} s); "
-                  "HOROVOD_GLOO_TIMEOUT_SECONDS sets how long to wait",
-                  std::chrono::duration_cast<std::chrono::seconds>(now - last_heard_).count(),
-                  waiting_on,
-                  std::chrono::duration_cast<std::chrono::seconds>(kCoordinatorKeepalive).count()),
-      HVD_ERR_PEER_LOST);
+  fail_everything(coordinator_silence(now - last_heard_, waiting_on), HVD_ERR_PEER_LOST);
   return false;
+}
+
+std::string coordinator_silence(Clock::duration silent, const std::string& waiting_on) {
+  return fmt::format(
+      "rank 0 (the coordinator) has not been heard from for {} s while this rank waits on '{}': "
+      "it is frozen (stopped, in a debugger), its host stalls, or the link to it was cut without "
+      "a reset (a live coordinator says so every {} s); HOROVOD_GLOO_TIMEOUT_SECONDS sets how "
+      "long to wait",
+      std::chrono::duration_cast<std::chrono::seconds>(silent).count(), waiting_on,
+      std::chrono::duration_cast<std::chrono::seconds>(kCoordinatorKeepalive).count());
 }
 
 std::vector<std::shared_ptr<detail::OpState>> Engine::take_pending(

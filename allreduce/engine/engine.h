@@ -109,6 +109,9 @@ struct EngineOptions {
 
 // How often the coordinator tells waiting ranks it is alive (an empty ResponseList).
 inline constexpr std::chrono::milliseconds kCoordinatorKeepalive{1000};
+// What a rank's pending ops fail with when rank 0 has been silent for `silent`
+// (EngineOptions::coordinator_timeout).
+std::string coordinator_silence(Clock::duration silent, const std::string& waiting_on);
 
 // What the Runtime submits to: Engine (below: requests to rank 0 over the control plane, its
 // background thread runs the collectives) or CycleEngine (cycle_engine.h: negotiation cycles on
@@ -122,6 +125,8 @@ class OpEngine {
   virtual void wait(detail::OpState& op, Clock::time_point deadline) = 0;
   virtual void shutdown() = 0;
   virtual EngineStats stats() const = 0;
+  // The job broke under this rank (a peer lost, a stall shutdown, ...): not a normal goodbye.
+  virtual bool broken() = 0;
 };
 
 class Engine : public OpEngine {
@@ -145,6 +150,10 @@ class Engine : public OpEngine {
   // Tells the coordinator this rank is done, fails what is still pending, joins the thread.
   void shutdown() override;
   EngineStats stats() const override;
+  bool broken() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !failed_.empty();  // asked before shutdown(): not the goodbye's
+  }
 
  private:
   bool run_once();

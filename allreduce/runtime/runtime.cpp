@@ -149,7 +149,12 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
 }
 
 Runtime::~Runtime() {
+  // A job that broke under this rank (a lost peer, a stall shutdown) may leave a collective
+  // pending that the others never join: MPI_Finalize would wait for them forever. The backend
+  // then leaves MPI as it is, and mpirun ends the job when this rank exits.
+  const bool broken = engine_->broken();
   engine_.reset();  // joins the background thread before the backend goes
+  if (broken) backend_->abandon();
   if (nccl_ && abandoned_) nccl_->abort();
 }
 

@@ -116,7 +116,7 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
 
 TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[engine]") {
   const bool mpi = GENERATE(false, true);
-  const auto r = run_local(2, {"stall", "3"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}}, mpi);
+  const auto r = run_local(2, {"stall", "5"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}}, mpi);
   INFO(engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 0);  // a warning only: the late tensor completes
   CHECK_THAT(r.err, Contains("[1,0]<stderr>:[hvd rank 0] warning: stall: rank 1 has not "
@@ -297,4 +297,35 @@ TEST_CASE("engine: the response cache under --mpi: steady-state hits, the same b
   REQUIRE(gloo.exit_code == 0);
   CHECK_THAT(gloo.out, Contains(tag(0) + "rank 0: steady state per step: hits 0 negotiated 100"));
   CHECK(checksum(gloo) == bits);
+}
+
+TEST_CASE("engine under --mpi: a frozen rank 0 fails the others with PEER_LOST, a frozen rank 1 "
+          "is a stall rank 0 names and ends",
+          "[engine]") {
+  // libhvd_check freeze R: rank R stops itself (SIGSTOP) in the 4th allreduce. A frozen process
+  // never joins a negotiation cycle: rank 1 hears nothing from rank 0 for the Gloo timeout,
+  // rank 0 sees its cycle never complete. Then the failed rank exits at once (no MPI_Finalize,
+  // which would wait for the frozen one), and mpirun ends the job.
+  const auto frozen0 =
+      run_local(2, {"freeze", "0"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "3"}}, true);
+  INFO("freeze 0\n" << show(frozen0));
+  CHECK(frozen0.exit_code == 3);
+  CHECK_THAT(frozen0.out,
+             Contains(tag(1) + "rank 1: error after") && Contains("(status HVD_ERR_PEER_LOST)") &&
+                 Contains("rank 0 (the coordinator) has not been heard from for 3 s while this "
+                          "rank waits on 'hvd.allreduce.3'"));
+
+  const auto frozen1 = run_local(
+      2, {"freeze", "1"},
+      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "3"}},
+      true);
+  INFO("freeze 1\n" << show(frozen1));
+  CHECK(frozen1.exit_code == 3);
+  CHECK_THAT(frozen1.err, Contains("[hvd rank 0] warning: stall: rank 0 has waited 1 s in "
+                                   "negotiation cycle"));
+  CHECK_THAT(frozen1.out, Contains(tag(0) + "rank 0: error after") &&
+                              Contains("stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS "
+                                       "(3 s): negotiation cycle") &&
+                              Contains("was never joined by every rank (it brought "
+                                       "'hvd.allreduce.3')"));
 }

@@ -5,6 +5,7 @@
 //   libhvd_check collectives   every op x dtype x count; prints "rank R: N checks passed"
 //   libhvd_check die RANK      allreduces in a loop; rank RANK SIGKILLs itself after 3 rounds;
 //                              the others print how long their error took, and the error
+//   libhvd_check freeze RANK   the same with SIGSTOP: rank RANK freezes
 //   libhvd_check info          prints the topology and backend
 //   libhvd_check async         50 named allreduces of mixed dtypes and sizes, submitted in a
 //                              different random order on every rank, then broadcasts, checked
@@ -230,7 +231,9 @@ int main(int argc, char** argv) {
     if (mode == "collectives") {
       rc = collectives();
     } else if (mode == "die" && argc > 2) {
-      rc = die(std::atoi(argv[2]));
+      rc = die(std::atoi(argv[2]), SIGKILL);
+    } else if (mode == "freeze" && argc > 2) {
+      rc = die(std::atoi(argv[2]), SIGSTOP);
     } else if (mode == "info") {
       rc = 0;
     } else if (mode == "async") {
@@ -257,7 +260,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: libhvd_check [collectives | die RANK | info | async | threads | delayed | "
+          "usage: libhvd_check [collectives | die RANK | freeze RANK | info | async | threads | delayed | "
           "mismatch FIELD | stall SECONDS | cache]\n");
     }
     hvd::shutdown();

@@ -248,14 +248,15 @@ int gpu_without_device() {
   return g_failures == 0 ? 0 : 1;
 }
 
-int die(int victim) {
+int die(int victim, int signal) {
   std::vector<float> data(1 << 18, 1.0f);
   const auto start = std::chrono::steady_clock::now();
   for (int round = 0;; ++round) {
     if (round == 3 && g_rank == victim) {
-      std::printf("rank %d: killing myself with SIGKILL\n", g_rank);
+      std::printf("rank %d: %s\n", g_rank,
+                  signal == SIGKILL ? "killing myself with SIGKILL" : "freezing with SIGSTOP");
       std::fflush(stdout);
-      ::raise(SIGKILL);
+      ::raise(signal);
     }
     try {
       hvd::allreduce(std::span<float>(data), ReduceOp::kSum);
