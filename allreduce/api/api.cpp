@@ -182,7 +182,7 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
   OpState& s = HandleAccess::state(*this);
   const auto now = runtime::Clock::now();
   wait_in_engine(s, timeout >= std::chrono::hours(24 * 365) ? runtime::Clock::time_point::max()
-                                                          : now + timeout);
+                                                            : now + timeout);
   std::unique_lock<std::mutex> lock(s.mutex);
   if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
   if (s.error) std::rethrow_exception(s.error);

@@ -44,7 +44,7 @@ class MpiBackend : public Backend {
   MPI_Op op_for(DataType dtype, ReduceOp op) const;
   void compute_topology();
 
-  bool finalize_ = false;  // we called MPI_Init_thread, so we finalise
+  bool finalize_ = false;   // we called MPI_Init_thread, so we finalise
   bool abandoned_ = false;  // the job broke: nothing collective at teardown
   MPI_Comm comm_ = MPI_COMM_NULL;
   contract::RankTopology topology_;

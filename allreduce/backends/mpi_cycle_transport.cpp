@@ -23,9 +23,8 @@ void check(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int n = 0;
   MPI_Error_string(rc, text, &n);
-  throw StatusError(HVD_ERR_BACKEND,
-                    fmt::format("{} (the engine's negotiation) failed: {}", what,
-                                std::string(text, static_cast<std::size_t>(n))));
+  throw StatusError(HVD_ERR_BACKEND, fmt::format("{} (the engine's negotiation) failed: {}", what,
+                                                 std::string(text, static_cast<std::size_t>(n))));
 }
 
 class MpiCycleTransport : public CycleTransport {
@@ -77,8 +76,10 @@ class MpiCycleTransport : public CycleTransport {
     std::vector<std::string> out(lengths.size());
     for (std::size_t r = 0; r < lengths.size(); ++r) {
       out[r].assign(&slots_[kSlot * r + 4], std::min(lengths[r], kSlotData));
-      if (counts[r] > 0) out[r].append(rests, static_cast<std::size_t>(displs[r]),
-                                       static_cast<std::size_t>(counts[r]));
+      if (counts[r] > 0) {
+        out[r].append(rests, static_cast<std::size_t>(displs[r]),
+                      static_cast<std::size_t>(counts[r]));
+      }
     }
     return out;
   }

@@ -1,6 +1,5 @@
 #include "allreduce/engine/cycle_engine.h"
 
-#include <poll.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -12,28 +11,21 @@
 #include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/timeline.h"
-#include "common/signal_fd.h"
 
 namespace hvd::runtime {
 namespace {
-
-// A waiter in a started cycle polls it without sleeping this long, then naps, each nap twice the
-// last up to kMaxNap: a peer a little behind costs no wake-up, one far behind little CPU.
-constexpr std::chrono::microseconds kSpin{2000};
-constexpr std::chrono::microseconds kFirstNap{20};
-constexpr std::chrono::microseconds kMaxNap{500};
-
-CycleSignal doorbell_signal(std::uint64_t cycle) {
-  CycleSignal s;
-  s.doorbell = cycle;
-  return s;
-}
 
 std::exception_ptr failure(hvd_status status, const std::string& message) {
   return std::make_exception_ptr(RuntimeError(status, message));
 }
 
 }  // namespace
+
+CycleSignal CycleEngine::doorbell_signal(std::uint64_t cycle) {
+  CycleSignal s;
+  s.doorbell = cycle;  // 0: a keepalive
+  return s;
+}
 
 CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
                          std::unique_ptr<CycleTransport> transport, EngineOptions options,
@@ -61,10 +53,12 @@ EngineStats CycleEngine::stats() const {
 bool CycleEngine::broken() {
   // A peer lost, a stall shutdown, a cycle that never completed: a collective may still be
   // pending on this rank, which MPI_Finalize would wait on forever.
-  // Asked before shutdown(), so failed_ is not the goodbye's.
   std::lock_guard<std::mutex> lock(drive_mutex_);
-  std::lock_guard<std::mutex> ops(ops_mutex_);
-  return posted_ || !failed_.empty();
+  if (posted_ || broken_) {
+    logger().debug("the job broke under this rank: {}",
+                   broken_ ? failed_ : fmt::format("negotiation cycle {} left unfinished", cycle_ + 1));
+  }
+  return posted_ || broken_;
 }
 
 // ---- Submitting and waiting threads ----
@@ -227,7 +221,8 @@ bool CycleEngine::progress(Clock::time_point now) {
   return true;
 }
 
-std::optional<CycleEngine::Decision> CycleEngine::decide_hits(const std::vector<CycleContribution>& parts) {
+std::optional<CycleEngine::Decision> CycleEngine::decide_hits(
+    const std::vector<CycleContribution>& parts) {
   // The steady state of a training loop: every rank brought the same cached tensors and nothing
   // else, and nothing waits from earlier cycles. The Controller would find each ready when the
   // last rank's request arrives, in that rank's order, valid (they ran with these very requests),
@@ -411,6 +406,7 @@ void CycleEngine::ring(Clock::time_point /*now*/) {
 
 void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {
   ended_ = true;
+  broken_ = true;
   fail_everything(fatal, status);
 }
 
@@ -433,275 +429,6 @@ void CycleEngine::fail_everything(const std::string& why, hvd_status status) {
         failure(stopped ? HVD_ERR_NOT_INITIALIZED : status,
                 fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
-}
-
-// ---- The background thread ----
-
-void CycleEngine::run_thread() {
-  block_sigpipe_for_this_thread();
-  try {
-    while (run_once()) {
-    }
-  } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> lock(drive_mutex_);
-    end_cycles(fmt::format("the engine's thread failed: {}", e.what()), HVD_ERR_BACKEND);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(drive_mutex_);
-    end_cycles("the engine's thread failed", HVD_ERR_BACKEND);
-  }
-}
-
-bool CycleEngine::run_once() {
-  // Sleep until a submission is due, a signal from another rank, the time to poll a cycle
-  // nobody else moves on, or a stall check.
-  std::vector<pollfd> fds{{wakeup_.fd(), POLLIN, 0}, {wakeup_.timer_fd(), POLLIN, 0}};
-  std::vector<int> ranks{-1, -1};
-  for (int r = 0; r < options_.size; ++r) {
-    if (r != options_.rank && control_.peer(r) >= 0) {
-      fds.push_back({control_.peer(r), POLLIN, 0});
-      ranks.push_back(r);
-    }
-  }
-  std::optional<Clock::time_point> wake_at;
-  std::optional<Clock::time_point> liveness;  // when the liveness check is due
-  const bool drive = driving_.load() && waiters_.load() == 0;
-  if (drive) wake_at = Clock::now() + nap_;
-  {
-    std::lock_guard<std::mutex> lock(drive_mutex_);
-    if (root()) {
-      // The stall inspector's next turn. A cycle that adds the first pending tensor (or an
-      // earlier deadline) wakes this thread to look again (decide()).
-      stall_armed_ = ended_ ? std::nullopt : controller_.next_stall_check();
-      if (stall_armed_ && (!wake_at || *stall_armed_ < *wake_at)) wake_at = stall_armed_;
-      // A cycle some rank never joins (check_stalls): looked at every half warning period.
-      const auto warning = options_.controller.stall_warning;
-      if (!ended_ && warning.count() > 0) {
-        const auto look = Clock::now() + warning / 2;
-        if (!wake_at || look < *wake_at) wake_at = look;
-      }
-    }
-    liveness = liveness_due(Clock::now());
-    if (liveness && (!wake_at || *liveness < *wake_at)) wake_at = liveness;
-  }
-  timespec timeout{};
-  if (wake_at) {
-    const auto left = std::max<std::int64_t>(
-        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
-    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
-    timeout.tv_nsec = static_cast<long>(left % 1000000000);
-  }
-  if (::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) < 0 &&
-      errno != EINTR) {
-    std::lock_guard<std::mutex> lock(drive_mutex_);
-    end_cycles(fmt::format("the engine's poll() failed: {}", std::strerror(errno)),
-               HVD_ERR_BACKEND);
-    return false;
-  }
-  if (fds[0].revents != 0) wakeup_.drain();
-  if (fds[1].revents != 0) {
-    wakeup_.drain_timer();
-    std::lock_guard<std::mutex> lock(ops_mutex_);
-    due_ = true;
-  }
-  for (std::size_t i = 2; i < fds.size(); ++i) {
-    if (fds[i].revents != 0) read_signals(ranks[i]);
-  }
-  bool stopping;
-  {
-    std::lock_guard<std::mutex> lock(ops_mutex_);
-    stopping = stopping_;
-  }
-  if (stopping) {
-    say_goodbye();
-    return false;
-  }
-  const auto now = Clock::now();
-  if (waiters_.load() == 0) {
-    std::lock_guard<std::mutex> lock(drive_mutex_);
-    Step s;
-    while ((s = step(now, false)) == Step::kDone) {
-    }
-    nap_ = s == Step::kWaiting && drive ? std::min(nap_ * 2, kMaxNap) : kFirstNap;
-  }
-  if (root()) check_stalls(now);
-  if (liveness && now >= *liveness) {
-    std::lock_guard<std::mutex> lock(drive_mutex_);
-    if (!ended_) check_liveness(now);
-  }
-  return true;
-}
-
-// As the TCP engine: rank 0 tells the ranks it is alive while tensors wait for some rank, and a
-// rank waiting on announced ops without a word from rank 0 (a signal or a completed cycle) for
-// EngineOptions::coordinator_timeout fails them with HVD_ERR_PEER_LOST. Under drive_mutex_, so a
-// collective that runs long holds the check back until it ended.
-std::optional<Clock::time_point> CycleEngine::liveness_due(Clock::time_point now) {
-  if (ended_) return std::nullopt;
-  if (root()) {
-    if (!controller_.waiting()) return std::nullopt;
-    return std::max(now, last_sent_ + kCoordinatorKeepalive);
-  }
-  if (options_.coordinator_timeout.count() == 0) return std::nullopt;
-  const Clock::time_point next_look = now + kCoordinatorKeepalive;
-  return waiting_ ? std::min(next_look, last_heard_ + options_.coordinator_timeout) : next_look;
-}
-
-void CycleEngine::check_liveness(Clock::time_point now) {
-  if (root()) {
-    const std::string keepalive = encode(doorbell_signal(0));
-    for (int r = 1; r < options_.size; ++r) control_.send(r, keepalive);
-    last_sent_ = now;
-    return;
-  }
-  std::string waiting_on;
-  {
-    std::lock_guard<std::mutex> lock(ops_mutex_);
-    for (const auto& [name, entry] : ops_) {
-      if (entry.announced) {
-        waiting_on = name;
-        break;
-      }
-    }
-  }
-  if (waiting_on.empty()) {
-    waiting_ = false;
-  } else if (!waiting_) {  // the wait starts now
-    waiting_ = true;
-    last_heard_ = now;
-  } else if (now - last_heard_ >= options_.coordinator_timeout) {
-    end_cycles(coordinator_silence(now - last_heard_, waiting_on), HVD_ERR_PEER_LOST);
-  }
-}
-
-void CycleEngine::read_signals(int from) {
-  auto messages = control_.receive(from);
-  std::lock_guard<std::mutex> lock(drive_mutex_);
-  if (!messages) {
-    control_.close(from);
-    if (ended_) return;  // after the cycles ended, ranks leave as they please
-    if (root()) {
-      const std::string why = fmt::format(
-          "rank {} left the job without calling hvd::shutdown() (its control connection "
-          "closed): it probably crashed or was killed",
-          from);
-      const std::string bytes =
-          encode(CycleSignal{.doorbell = 0, .fatal = why, .fatal_status = HVD_ERR_PEER_LOST});
-      for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
-      end_cycles(why, HVD_ERR_PEER_LOST);
-    } else {
-      end_cycles(
-          "rank 0 (the coordinator) is gone: its control connection closed (it exited, crashed, "
-          "was killed or called hvd::shutdown())",
-          HVD_ERR_PEER_LOST);
-    }
-    return;
-  }
-  if (from == 0) last_heard_ = Clock::now();  // a keepalive, a doorbell or an error: alive
-  for (const std::string& m : *messages) {
-    CycleSignal signal;
-    try {
-      signal = decode_signal(m);
-    } catch (const std::exception& e) {
-      end_cycles(fmt::format("rank {} sent a message this rank cannot read on the engine's "
-                             "control plane ({}); do all ranks run the same libhvd version?",
-                             from, e.what()),
-                 HVD_ERR_BACKEND);
-      return;
-    }
-    if (!signal.fatal.empty()) {
-      end_cycles(signal.fatal, signal.fatal_status);
-      return;
-    }
-    on_doorbell(from, signal.doorbell);
-  }
-}
-
-void CycleEngine::on_doorbell(int from, std::uint64_t cycle) {
-  if (cycle <= cycle_) return;  // that cycle completed here already
-  doorbell_ = std::max(doorbell_, cycle);
-  if (root() && relayed_ < cycle) {  // rank 0 passes it on to every other rank
-    relayed_ = cycle;
-    const std::string bytes = encode(doorbell_signal(cycle));
-    for (int r = 1; r < options_.size; ++r) {
-      if (r != from) control_.send(r, bytes);
-    }
-  }
-}
-
-void CycleEngine::check_stalls(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(drive_mutex_);
-  if (ended_) return;
-  std::string fatal;
-  hvd_status status = HVD_ERR_BACKEND;
-  if (const auto due = controller_.next_stall_check(); due && now >= *due) {
-    for (const std::string& warning : controller_.check_stalls(now)) logger().warn("{}", warning);
-    ResponseList list = controller_.take();  // responses come only from cycles: a fatal or none
-    fatal = list.fatal;
-    status = list.fatal_status;
-  }
-  // A cycle rank 0 brought new tensors to (or joined when rung) that some rank never joins: the
-  // Controller cannot know of it (it hears of a cycle once it completed), and a live rank joins
-  // within a doorbell. A frozen process (stopped, in a debugger) or a stalled host is left.
-  const auto warning = options_.controller.stall_warning;
-  const auto shutdown = options_.controller.stall_shutdown;
-  if (fatal.empty() && posted_ && !parked_ && warning.count() > 0) {
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - posted_at_);
-    const std::string brought =
-        posted_first_.empty() ? std::string() : fmt::format(" (it brought '{}')", posted_first_);
-    if (shutdown.count() > 0 && now - posted_at_ >= shutdown) {
-      fatal = fmt::format(
-          "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): negotiation cycle {} "
-          "was never joined by every rank{}: a rank is frozen or its host stalls",
-          shutdown.count() / 1000, cycle_ + 1, brought);
-    } else if (now - posted_at_ >= warning && now - cycle_warned_ >= warning) {
-      cycle_warned_ = now;
-      logger().warn(
-          "stall: rank 0 has waited {} s in negotiation cycle {}{}, which some rank has not "
-          "joined although rung: is a rank frozen (stopped, in a debugger) or its host stalled?",
-          waited.count(), cycle_ + 1, brought);
-    }
-  }
-  if (fatal.empty()) return;
-  const std::string bytes =
-      encode(CycleSignal{.doorbell = 0, .fatal = fatal, .fatal_status = status});
-  for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
-  end_cycles(fatal, status);
-}
-
-void CycleEngine::say_goodbye() {
-  // The goodbye goes out in a cycle of its own (after the one started, if any), which the other
-  // ranks join when rung; then whatever is still pending fails.
-  auto nap = kFirstNap;
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(drive_mutex_);
-      if (ended_ || (said_goodbye_ && !posted_)) break;
-      const Step s = step(Clock::now(), false);
-      if (s == Step::kDone) {
-        nap = kFirstNap;
-        continue;
-      }
-      if (s == Step::kIdle) break;
-    }
-    // Signals still matter: a fatal error or a lost rank ends the wait.
-    std::vector<pollfd> fds;
-    std::vector<int> ranks;
-    for (int r = 0; r < options_.size; ++r) {
-      if (r != options_.rank && control_.peer(r) >= 0) {
-        fds.push_back({control_.peer(r), POLLIN, 0});
-        ranks.push_back(r);
-      }
-    }
-    ::poll(fds.data(), fds.size(), 0);
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) read_signals(ranks[i]);
-    }
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, kMaxNap);
-  }
-  std::lock_guard<std::mutex> lock(drive_mutex_);
-  ended_ = true;
-  fail_everything("hvd::shutdown() was called while it was pending", HVD_ERR_NOT_INITIALIZED);
 }
 
 void CycleEngine::shutdown() {

@@ -384,6 +384,7 @@ void Engine::fail_everything(const std::string& why, hvd_status status) {
       failed_ = why;
       failed_status_ = status;
     }
+    if (!stopped_) broken_ = true;  // not hvd::shutdown()'s own
     for (auto& op : queue_) pending_[op->request.name] = op;
     queue_.clear();
     in_flight_.clear();

@@ -125,7 +125,8 @@ class OpEngine {
   virtual void wait(detail::OpState& op, Clock::time_point deadline) = 0;
   virtual void shutdown() = 0;
   virtual EngineStats stats() const = 0;
-  // The job broke under this rank (a peer lost, a stall shutdown, ...): not a normal goodbye.
+  // The job broke under this rank (a peer lost, a stall shutdown, a negotiation left
+  // unfinished): not a normal goodbye. Asked after shutdown().
   virtual bool broken() = 0;
 };
 
@@ -152,7 +153,7 @@ class Engine : public OpEngine {
   EngineStats stats() const override;
   bool broken() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return !failed_.empty();  // asked before shutdown(): not the goodbye's
+    return broken_;
   }
 
  private:
@@ -187,6 +188,7 @@ class Engine : public OpEngine {
   std::unordered_map<std::string, std::shared_ptr<detail::OpState>> pending_;  // sent, not done
   std::string failed_;  // once set, submissions fail with it (and failed_status_)
   hvd_status failed_status_ = HVD_ERR_BACKEND;
+  bool broken_ = false;  // failed otherwise than by hvd::shutdown()
   bool stopping_ = false;
   bool batch_armed_ = false;  // the batching delay of the queued submissions is running
   std::atomic<std::uint64_t> negotiated_{0};

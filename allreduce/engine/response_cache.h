@@ -47,8 +47,8 @@ class ResponseCache {
   };
   std::size_t capacity_;
   std::vector<Slot> slots_;
-  std::vector<std::uint32_t> free_;     // slots emptied by erase()
-  std::list<std::uint32_t> lru_;        // most recently used first
+  std::vector<std::uint32_t> free_;  // slots emptied by erase()
+  std::list<std::uint32_t> lru_;     // most recently used first
   std::unordered_map<std::string, std::uint32_t> by_name_;
 };
 

@@ -135,8 +135,8 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   std::unique_ptr<CycleTransport> transport =
       config_.mpi_cycles ? backend_->cycle_transport() : nullptr;
   if (transport) {
-    engine_ = std::make_unique<CycleEngine>(*this, std::move(control), std::move(transport),
-                                            engine, config_.cache_capacity);
+    engine_ = std::make_unique<CycleEngine>(*this, std::move(control), std::move(transport), engine,
+                                            config_.cache_capacity);
   } else {
     engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
   }
@@ -152,8 +152,9 @@ Runtime::~Runtime() {
   // A job that broke under this rank (a lost peer, a stall shutdown) may leave a collective
   // pending that the others never join: MPI_Finalize would wait for them forever. The backend
   // then leaves MPI as it is, and mpirun ends the job when this rank exits.
+  engine_->shutdown();  // joins the background thread before the backend goes
   const bool broken = engine_->broken();
-  engine_.reset();  // joins the background thread before the backend goes
+  engine_.reset();
   if (broken) backend_->abandon();
   if (nccl_ && abandoned_) nccl_->abort();
 }

@@ -78,7 +78,7 @@ class Runtime final : public OpRunner {
   std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
   bool abandoned_ = false;
   std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
-  std::unique_ptr<OpEngine> engine_;      // last: stopped before everything above
+  std::unique_ptr<OpEngine> engine_;    // last: stopped before everything above
 };
 
 }  // namespace hvd::runtime
