@@ -142,10 +142,9 @@ TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors
 
 TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engine]") {
   const bool mpi = GENERATE(false, true);
-  const auto r =
-      run_local(2, {"stall", "3"},
-                {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}},
-                mpi);
+  const auto r = run_local(
+      2, {"stall", "3"},
+      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}}, mpi);
   INFO(engine_name(mpi) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   CHECK(r.err.find("stall") == std::string::npos);
@@ -172,9 +171,9 @@ TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused 
     if (e.value("ph", "") == "M") tensors.insert(e["args"]["name"].get<std::string>());
   }
   const std::string engine = mpi ? "MPI" : "GLOO";
-  for (const std::string& p : std::vector<std::string>{"NEGOTIATE_allreduce", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
-                              engine + "_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER",
-                              "NEGOTIATE_broadcast", engine + "_BROADCAST"}) {
+  for (const std::string& p : std::vector<std::string>{
+           "NEGOTIATE_allreduce", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", engine + "_ALLREDUCE",
+           "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_broadcast", engine + "_BROADCAST"}) {
     INFO(p);
     CHECK(phases.count(p) == 1);
   }
@@ -248,9 +247,10 @@ TEST_CASE("engine: a timeline path that is a symbolic link is refused, its targe
   CHECK(hvd::test::read_file(victim) == "precious\n");
 }
 
-TEST_CASE("engine: the response cache under --mpi: steady-state hits, the same bits without it, "
-          "a mismatch after hits, capacity 2 thrashing",
-          "[engine]") {
+TEST_CASE(
+    "engine: the response cache under --mpi: steady-state hits, the same bits without it, "
+    "a mismatch after hits, capacity 2 thrashing",
+    "[engine]") {
   // libhvd_check cache: 100 tensors x 6 steps in a different order on every rank and step, then
   // a cached name with another shape on rank 1, then 10 names cycling one at a time.
   auto run = [](const std::string& capacity, bool mpi) {
@@ -299,15 +299,15 @@ TEST_CASE("engine: the response cache under --mpi: steady-state hits, the same b
   CHECK(checksum(gloo) == bits);
 }
 
-TEST_CASE("engine under --mpi: a frozen rank 0 fails the others with PEER_LOST, a frozen rank 1 "
-          "is a stall rank 0 names and ends",
-          "[engine]") {
+TEST_CASE(
+    "engine under --mpi: a frozen rank 0 fails the others with PEER_LOST, a frozen rank 1 "
+    "is a stall rank 0 names and ends",
+    "[engine]") {
   // libhvd_check freeze R: rank R stops itself (SIGSTOP) in the 4th allreduce. A frozen process
   // never joins a negotiation cycle: rank 1 hears nothing from rank 0 for the Gloo timeout,
   // rank 0 sees its cycle never complete. Then the failed rank exits at once (no MPI_Finalize,
   // which would wait for the frozen one), and mpirun ends the job.
-  const auto frozen0 =
-      run_local(2, {"freeze", "0"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "3"}}, true);
+  const auto frozen0 = run_local(2, {"freeze", "0"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "3"}}, true);
   INFO("freeze 0\n" << show(frozen0));
   CHECK(frozen0.exit_code == 3);
   CHECK_THAT(frozen0.out,

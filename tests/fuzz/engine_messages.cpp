@@ -2,9 +2,10 @@
 // from every rank and the response lists every rank reads from rank 0, and under MPI the
 // negotiation cycles' contributions and the control plane's signals between cycles. The first
 // byte picks the decoder (below 0x80: its low bit, requests or responses; from 0x80: its low bit,
-// a contribution or a signal). StatusError(HVD_ERR_INTERNAL) is the documented refusal. Property: the decoders are
-// strict (no trailing bytes, enums in range), so encode(decode(x)) is x up to the one byte that
-// is a flag (any non-zero reads as true), and decoding that again gives the same bytes.
+// a contribution or a signal). StatusError(HVD_ERR_INTERNAL) is the documented refusal. Property:
+// the decoders are strict (no trailing bytes, enums in range), so encode(decode(x)) is x up to the
+// one byte that is a flag (any non-zero reads as true), and decoding that again gives the same
+// bytes.
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/messages.h"
 #include "tests/fuzz/fuzz_support.h"

@@ -258,10 +258,10 @@ int main(int argc, char** argv) {
     } else if (mode == "cache") {
       rc = cache_mode();
     } else {
-      std::fprintf(
-          stderr,
-          "usage: libhvd_check [collectives | die RANK | freeze RANK | info | async | threads | delayed | "
-          "mismatch FIELD | stall SECONDS | cache]\n");
+      std::fprintf(stderr,
+                   "usage: libhvd_check [collectives | die RANK | freeze RANK | info | async | "
+                   "threads | delayed | "
+                   "mismatch FIELD | stall SECONDS | cache]\n");
     }
     hvd::shutdown();
     return rc;

@@ -17,7 +17,8 @@ constexpr std::size_t kCount = 1000;
 
 // Element i of tensor t on rank r in step s: small integers, exact in float32 sums.
 float value(int r, int s, std::size_t t, std::size_t i) {
-  return static_cast<float>((r + 1) * 3 + s * 5 + static_cast<int>(t % 13) + static_cast<int>(i % 7));
+  return static_cast<float>((r + 1) * 3 + s * 5 + static_cast<int>(t % 13) +
+                            static_cast<int>(i % 7));
 }
 
 float sum_over_ranks(int s, std::size_t t, std::size_t i) {
@@ -61,7 +62,7 @@ int cache_mode() {
   std::vector<std::vector<float>> tensors(kTensors, std::vector<float>(kCount));
   std::uint64_t hash = 1469598103934665603ull;
   step(0, kTensors, tensors, &hash);  // first sight: negotiated in full, then cached
-  hvd::barrier();  // every rank's first step done: the next steps start together
+  hvd::barrier();                     // every rank's first step done: the next steps start together
   const hvd::EngineStats before = hvd::engine_stats();
   for (int s = 1; s <= kSteps; ++s) step(s, kTensors, tensors, &hash);
   const hvd::EngineStats after = hvd::engine_stats();

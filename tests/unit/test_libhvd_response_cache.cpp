@@ -104,8 +104,7 @@ TEST_CASE("response cache: two ranks fed the same sequence agree on every slot",
   }
 }
 
-TEST_CASE("codec: cycle contributions and signals round-trip and refuse garbage",
-          "[libhvd]") {
+TEST_CASE("codec: cycle contributions and signals round-trip and refuse garbage", "[libhvd]") {
   CycleContribution c;
   c.hits = {0, 7, 1023};
   c.misses = full_request_list();

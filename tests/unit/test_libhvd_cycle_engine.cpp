@@ -1,0 +1,239 @@
+// The MPI engine's negotiation cycles (allreduce/engine/cycle_engine.h) with ranks as threads of
+// this process: each rank a real CycleEngine with its own background thread, the control plane
+// over socketpairs, and the cycle's allgather played by an in-process transport (the test double
+// for MPI_Iallgather: start() posts, gathered() completes once every rank posted). What runs is
+// recorded, not reduced: every rank must run the same tensors in the same order. These tests
+// also let ThreadSanitizer see the engine's locking (under MPI it cannot: tests/sanitizers).
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allreduce/engine/cycle_engine.h"
+#include "allreduce/engine/op_state.h"
+#include "hvd/hvd.hpp"
+
+using Catch::Matchers::Contains;
+using namespace hvd::runtime;
+
+namespace {
+
+// Every rank's contribution to cycle k, once all posted.
+struct Allgather {
+  std::mutex mutex;
+  int size;
+  std::map<std::uint64_t, std::vector<std::optional<std::string>>> cycles;
+  std::map<std::uint64_t, int> taken;
+  explicit Allgather(int n) : size(n) {}
+};
+
+class ThreadTransport final : public CycleTransport {
+ public:
+  ThreadTransport(std::shared_ptr<Allgather> shared, int rank)
+      : shared_(std::move(shared)), rank_(rank) {}
+  void start(std::string contribution) override {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    auto& slots = shared_->cycles[cycle_];
+    slots.resize(static_cast<std::size_t>(shared_->size));
+    slots[static_cast<std::size_t>(rank_)] = std::move(contribution);
+  }
+  std::optional<std::vector<std::string>> gathered() override {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    auto& slots = shared_->cycles[cycle_];
+    slots.resize(static_cast<std::size_t>(shared_->size));
+    std::vector<std::string> out;
+    for (const auto& s : slots) {
+      if (!s) return std::nullopt;
+      out.push_back(*s);
+    }
+    if (++shared_->taken[cycle_] == shared_->size) {
+      shared_->cycles.erase(cycle_);
+      shared_->taken.erase(cycle_);
+    }
+    ++cycle_;
+    return out;
+  }
+
+ private:
+  std::shared_ptr<Allgather> shared_;
+  int rank_;
+  std::uint64_t cycle_ = 0;
+};
+
+// Records what each response ran, in order.
+class RecordingRunner final : public OpRunner {
+ public:
+  void run(const std::vector<std::shared_ptr<hvd::detail::OpState>>& ops, Timeline*) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& op : ops) ran.push_back(op->request.name);
+  }
+  std::mutex mutex;
+  std::vector<std::string> ran;
+};
+
+std::shared_ptr<hvd::detail::OpState> allreduce_op(const std::string& name) {
+  auto op = std::make_shared<hvd::detail::OpState>();
+  op->request.name = name;
+  op->request.kind = OpKind::kAllreduce;
+  op->request.dtype = hvd::DataType::kFloat32;
+  op->request.shape = {4};
+  return op;
+}
+
+std::string outcome(hvd::detail::OpState& op,
+                    std::chrono::seconds limit = std::chrono::seconds(10)) {
+  std::unique_lock<std::mutex> lock(op.mutex);
+  if (!op.cv.wait_for(lock, limit, [&] { return op.done; })) return "timeout";
+  if (!op.error) return "";
+  try {
+    std::rethrow_exception(op.error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// `n` ranks' engines in this process.
+struct Job {
+  std::vector<RecordingRunner> runners;
+  std::vector<std::unique_ptr<CycleEngine>> engines;
+  Job(int n, std::size_t cache_capacity, EngineOptions options = {}) : runners(n) {
+    auto shared = std::make_shared<Allgather>(n);
+    std::vector<std::vector<hvd::UniqueFd>> peers(static_cast<std::size_t>(n));
+    for (auto& p : peers) p.resize(static_cast<std::size_t>(n));
+    for (int r = 1; r < n; ++r) {  // rank 0 is connected to every rank, the others to rank 0
+      int fds[2];
+      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+      peers[0][static_cast<std::size_t>(r)] = hvd::UniqueFd(fds[0]);
+      peers[static_cast<std::size_t>(r)][0] = hvd::UniqueFd(fds[1]);
+    }
+    options.size = n;
+    options.controller.size = n;
+    for (int r = 0; r < n; ++r) {
+      options.rank = r;
+      engines.push_back(std::make_unique<CycleEngine>(
+          runners[static_cast<std::size_t>(r)],
+          ControlPlane::adopt(r, n, std::move(peers[static_cast<std::size_t>(r)])),
+          std::make_unique<ThreadTransport>(shared, r), options, cache_capacity));
+    }
+  }
+  ~Job() {
+    for (auto& e : engines) e->shutdown();  // every rank's goodbye, then teardown
+  }
+};
+
+// Rank `r` of `job` submits `names` in the given order, then waits on each.
+std::vector<std::string> step(CycleEngine& engine, const std::vector<std::string>& names) {
+  std::vector<std::shared_ptr<hvd::detail::OpState>> ops;
+  for (const auto& name : names) {
+    ops.push_back(allreduce_op(name));
+    engine.submit(ops.back(), false);
+  }
+  std::vector<std::string> errors;
+  for (auto& op : ops) {
+    engine.wait(*op, Clock::time_point::max());
+    errors.push_back(outcome(*op));
+  }
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cycle engine: 3 ranks in threads submit 40 tensors in their own orders: the same "
+    "order everywhere, and a warm cache agrees by slots",
+    "[libhvd][engine]") {
+  Job job(3, 1024);
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) names.push_back("g." + std::to_string(i));
+  std::vector<std::thread> ranks;
+  std::vector<std::vector<std::string>> failures(3);
+  std::vector<hvd::EngineStats> warm(3), after(3);
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<unsigned>(17 + r));
+      for (int s = 0; s < 5; ++s) {
+        if (s == 1)
+          warm[static_cast<std::size_t>(r)] = job.engines[static_cast<std::size_t>(r)]->stats();
+        std::vector<std::string> order = names;
+        std::shuffle(order.begin(), order.end(), rng);
+        for (const std::string& e : step(*job.engines[static_cast<std::size_t>(r)], order)) {
+          if (!e.empty()) failures[static_cast<std::size_t>(r)].push_back(e);
+        }
+      }
+      after[static_cast<std::size_t>(r)] = job.engines[static_cast<std::size_t>(r)]->stats();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(failures[static_cast<std::size_t>(r)].empty());
+    CHECK(job.runners[static_cast<std::size_t>(r)].ran.size() == 200);
+    CHECK(job.runners[static_cast<std::size_t>(r)].ran == job.runners[0].ran);
+    // Steps 2 to 5: every tensor a cache hit, none negotiated in full.
+    CHECK(after[static_cast<std::size_t>(r)].cache_hits -
+              warm[static_cast<std::size_t>(r)].cache_hits ==
+          160);
+    CHECK(after[static_cast<std::size_t>(r)].negotiated ==
+          warm[static_cast<std::size_t>(r)].negotiated);
+  }
+}
+
+TEST_CASE("cycle engine: a tensor nobody waits on runs, the others ring its rank into a cycle",
+          "[libhvd][engine]") {
+  EngineOptions options;
+  options.cycle_time = std::chrono::microseconds(200);
+  Job job(2, 16, options);
+  // Rank 1 submits "late" and never waits: its background thread must take it to a cycle, and
+  // join the one rank 0 waits in.
+  auto on1 = allreduce_op("late");
+  job.engines[1]->submit(on1, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto on0 = allreduce_op("late");
+  job.engines[0]->submit(on0, true);
+  job.engines[0]->wait(*on0, Clock::now() + std::chrono::seconds(10));
+  CHECK(outcome(*on0) == "");
+  CHECK(outcome(*on1) == "");  // run by rank 1's background thread
+  CHECK(job.runners[1].ran == std::vector<std::string>{"late"});
+
+  // Rank 0 waits on "quiet", which rank 1 submits 300 ms later without waiting: rank 0 rings,
+  // rank 1's background thread joins each cycle, and the tensor runs once rank 1 brings it.
+  auto q0 = allreduce_op("quiet");
+  std::thread waiter([&] {
+    job.engines[0]->submit(q0, true);
+    job.engines[0]->wait(*q0, Clock::now() + std::chrono::seconds(10));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto q1 = allreduce_op("quiet");
+  job.engines[1]->submit(q1, false);
+  waiter.join();
+  CHECK(outcome(*q0) == "");
+  CHECK(outcome(*q1) == "");
+  CHECK(job.engines[0]->stats().doorbells >= 1);
+}
+
+TEST_CASE(
+    "cycle engine: after a rank's goodbye, what waits on it fails and new tensors fail at "
+    "once",
+    "[libhvd][engine]") {
+  Job job(2, 16);
+  auto pending = allreduce_op("never");
+  job.engines[0]->submit(pending, false);
+  std::thread bye([&] { job.engines[1]->shutdown(); });  // rank 1 says goodbye
+  job.engines[0]->wait(*pending, Clock::now() + std::chrono::seconds(10));
+  bye.join();
+  CHECK_THAT(outcome(*pending), Contains("rank(s) 1 already shut down") ||
+                                    Contains("rank 1 called hvd::shutdown() before submitting it"));
+  auto later = allreduce_op("later");
+  job.engines[0]->submit(later, true);
+  CHECK_THAT(outcome(*later), Contains("tensor 'later' cannot run: rank(s) 1 already shut down"));
+  CHECK_FALSE(job.engines[1]->broken());  // a goodbye, not a failure
+  CHECK_FALSE(job.engines[0]->broken());
+}
