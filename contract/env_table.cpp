@@ -45,8 +45,8 @@ constexpr std::array<const EnvVar*, 31> kTable{
 };
 
 constexpr std::array<const EnvVar*, 11> kKnobs{
-    &kCpuOperations,  &kGlooTimeout,       &kLogLevel,        &kFusionThreshold,
-    &kCycleTime,      &kCacheCapacity,     &kMpiCycles,       &kStallCheckDisable,
+    &kCpuOperations,  &kGlooTimeout,       &kLogLevel,  &kFusionThreshold,
+    &kCycleTime,      &kCacheCapacity,     &kMpiCycles, &kStallCheckDisable,
     &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{

@@ -196,7 +196,8 @@ inline constexpr EnvVar kCacheCapacity{
     integer_default(1024)};
 inline constexpr EnvVar kMpiCycles{
     "HOROVOD_MPI_CYCLES", EnvKind::kKnob, EnvType::kInt,
-    "libhvd's own (not Horovod's): under MPI, 1 negotiates in cycles on MPI collectives from the waiting thread; 0 over the "
+    "libhvd's own (not Horovod's): under MPI, 1 negotiates in cycles on MPI collectives from the "
+    "waiting thread; 0 over the "
     "TCP control plane through rank 0's engine thread, as under Gloo",
     integer_default(1)};
 inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,

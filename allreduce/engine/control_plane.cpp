@@ -372,6 +372,15 @@ int ControlPlane::peer(int r) const {
   return r >= 0 && r < size_ ? peers_[static_cast<std::size_t>(r)].fd.get() : -1;
 }
 
+void ControlPlane::watch(std::vector<pollfd>& fds, std::vector<int>& ranks) const {
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && peer(r) >= 0) {
+      fds.push_back({peer(r), POLLIN, 0});
+      ranks.push_back(r);
+    }
+  }
+}
+
 bool ControlPlane::send(int r, const std::string& payload) {
   const int fd = peer(r);
   return fd >= 0 && send_all(fd, frame(payload));

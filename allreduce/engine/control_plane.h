@@ -8,6 +8,8 @@
 // accepts one authenticated connection per rank; the others try the addresses in order.
 #pragma once
 
+#include <poll.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -39,6 +41,8 @@ class ControlPlane {
 
   // Rank 0: peer(r) is the connection to rank r (peer(0) is -1). Others: peer(0) only.
   int peer(int rank) const;
+  // Appends a POLLIN entry per open connection to `fds` and its rank to `ranks` (for poll()).
+  void watch(std::vector<pollfd>& fds, std::vector<int>& ranks) const;
   int size() const { return size_; }
   int rank() const { return rank_; }
 

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "allreduce/api/boundary.h"
 #include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/timeline.h"
@@ -55,8 +54,9 @@ bool CycleEngine::broken() {
   // pending on this rank, which MPI_Finalize would wait on forever.
   std::lock_guard<std::mutex> lock(drive_mutex_);
   if (posted_ || broken_) {
-    logger().debug("the job broke under this rank: {}",
-                   broken_ ? failed_ : fmt::format("negotiation cycle {} left unfinished", cycle_ + 1));
+    logger().debug(
+        "the job broke under this rank: {}",
+        broken_ ? failed_ : fmt::format("negotiation cycle {} left unfinished", cycle_ + 1));
   }
   return posted_ || broken_;
 }
@@ -382,14 +382,7 @@ void CycleEngine::run_response(const Response& response) {
     return;
   }
   for (const auto& op : ops) cache_.put(op->request);
-  std::exception_ptr error;
-  try {
-    at_boundary([&] { runner_.run(ops, options_.timeline); });
-  } catch (...) {
-    error = std::current_exception();
-  }
-  for (auto& op : ops) op->mark_done(error);
-  for (auto& op : ops) op->cv.notify_all();
+  run_ops(runner_, ops, options_.timeline);
 }
 
 void CycleEngine::ring(Clock::time_point /*now*/) {

@@ -30,12 +30,7 @@ bool CycleEngine::run_once() {
   // nobody else moves on, or a stall check.
   std::vector<pollfd> fds{{wakeup_.fd(), POLLIN, 0}, {wakeup_.timer_fd(), POLLIN, 0}};
   std::vector<int> ranks{-1, -1};
-  for (int r = 0; r < options_.size; ++r) {
-    if (r != options_.rank && control_.peer(r) >= 0) {
-      fds.push_back({control_.peer(r), POLLIN, 0});
-      ranks.push_back(r);
-    }
-  }
+  control_.watch(fds, ranks);
   std::optional<Clock::time_point> wake_at;
   std::optional<Clock::time_point> liveness;  // when the liveness check is due
   const bool drive = driving_.load() && waiters_.load() == 0;
@@ -57,15 +52,7 @@ bool CycleEngine::run_once() {
     liveness = liveness_due(Clock::now());
     if (liveness && (!wake_at || *liveness < *wake_at)) wake_at = liveness;
   }
-  timespec timeout{};
-  if (wake_at) {
-    const auto left = std::max<std::int64_t>(
-        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
-    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
-    timeout.tv_nsec = static_cast<long>(left % 1000000000);
-  }
-  if (::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) < 0 &&
-      errno != EINTR) {
+  if (!poll_until(fds, wake_at)) {
     std::lock_guard<std::mutex> lock(drive_mutex_);
     end_cycles(fmt::format("the engine's poll() failed: {}", std::strerror(errno)),
                HVD_ERR_BACKEND);
@@ -267,12 +254,7 @@ void CycleEngine::say_goodbye() {
     // Signals still matter: a fatal error or a lost rank ends the wait.
     std::vector<pollfd> fds;
     std::vector<int> ranks;
-    for (int r = 0; r < options_.size; ++r) {
-      if (r != options_.rank && control_.peer(r) >= 0) {
-        fds.push_back({control_.peer(r), POLLIN, 0});
-        ranks.push_back(r);
-      }
-    }
+    control_.watch(fds, ranks);
     ::poll(fds.data(), fds.size(), 0);
     for (std::size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents != 0) read_signals(ranks[i]);

@@ -103,25 +103,12 @@ bool Engine::run_once() {
   // Sleep until a flush, the end of the batching delay, a message or a stall check.
   std::vector<pollfd> fds{{wakeup_.fd(), POLLIN, 0}, {wakeup_.timer_fd(), POLLIN, 0}};
   std::vector<int> ranks{-1, -1};
-  for (int r = 0; r < options_.size; ++r) {
-    if (r != options_.rank && control_.peer(r) >= 0) {
-      fds.push_back({control_.peer(r), POLLIN, 0});
-      ranks.push_back(r);
-    }
-  }
+  control_.watch(fds, ranks);
   std::optional<Clock::time_point> wake_at;
   if (controller_) wake_at = controller_->next_stall_check();
   const std::optional<Clock::time_point> liveness = liveness_due(Clock::now());
   if (liveness && (!wake_at || *liveness < *wake_at)) wake_at = liveness;
-  timespec timeout{};
-  if (wake_at) {
-    const auto left = std::max<std::int64_t>(
-        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
-    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
-    timeout.tv_nsec = static_cast<long>(left % 1000000000);
-  }
-  if (::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) < 0 &&
-      errno != EINTR) {
+  if (!poll_until(fds, wake_at)) {
     fail_everything(fmt::format("the engine's poll() failed: {}", std::strerror(errno)));
     return false;
   }
@@ -364,9 +351,26 @@ void Engine::run_response(const Response& response) {
     for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
     return;
   }
+  run_ops(runner_, ops, options_.timeline);
+}
+
+bool poll_until(std::vector<pollfd>& fds, std::optional<Clock::time_point> wake_at) {
+  timespec timeout{};
+  if (wake_at) {
+    const auto left = std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(*wake_at - Clock::now()).count());
+    timeout.tv_sec = static_cast<time_t>(left / 1000000000);
+    timeout.tv_nsec = static_cast<long>(left % 1000000000);
+  }
+  return ::ppoll(fds.data(), fds.size(), wake_at ? &timeout : nullptr, nullptr) >= 0 ||
+         errno == EINTR;
+}
+
+void run_ops(OpRunner& runner, const std::vector<std::shared_ptr<detail::OpState>>& ops,
+             Timeline* timeline) {
   std::exception_ptr error;
   try {
-    at_boundary([&] { runner_.run(ops, options_.timeline); });
+    at_boundary([&] { runner.run(ops, timeline); });
   } catch (...) {
     error = std::current_exception();
   }

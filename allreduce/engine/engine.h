@@ -11,6 +11,7 @@
 // VM), so each step has as few as the design allows: see bench/README.md.
 #pragma once
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -46,7 +47,14 @@ class OpRunner {
   virtual void run(const std::vector<std::shared_ptr<detail::OpState>>& ops,
                    Timeline* timeline) = 0;
 };
-class Timeline;
+// ppoll() on `fds` until one is ready or `wake_at` (nullopt: no limit); false when poll failed
+// (errno says why; EINTR is not a failure).
+bool poll_until(std::vector<pollfd>& fds, std::optional<Clock::time_point> wake_at);
+
+// Runs one response's ops with `runner` (on the calling thread), then marks them done with its
+// outcome and wakes their waiters.
+void run_ops(OpRunner& runner, const std::vector<std::shared_ptr<detail::OpState>>& ops,
+             Timeline* timeline);
 
 // Wakes the background thread. Two descriptors it polls: an eventfd for "look now" (a waiter
 // wants the batch sent, shutdown) and a timerfd for the end of the batching delay, armed by the

@@ -20,9 +20,12 @@
 #include "allreduce/engine/cycle_engine.h"
 #include "allreduce/engine/op_state.h"
 #include "hvd/hvd.hpp"
+#include "tests/unit/libhvd_engine_helpers.h"
 
 using Catch::Matchers::Contains;
 using namespace hvd::runtime;
+using hvd::test::allreduce_op;
+using hvd::test::outcome;
 
 namespace {
 
@@ -78,27 +81,6 @@ class RecordingRunner final : public OpRunner {
   std::mutex mutex;
   std::vector<std::string> ran;
 };
-
-std::shared_ptr<hvd::detail::OpState> allreduce_op(const std::string& name) {
-  auto op = std::make_shared<hvd::detail::OpState>();
-  op->request.name = name;
-  op->request.kind = OpKind::kAllreduce;
-  op->request.dtype = hvd::DataType::kFloat32;
-  op->request.shape = {4};
-  return op;
-}
-
-std::string outcome(hvd::detail::OpState& op,
-                    std::chrono::seconds limit = std::chrono::seconds(10)) {
-  std::unique_lock<std::mutex> lock(op.mutex);
-  if (!op.cv.wait_for(lock, limit, [&] { return op.done; })) return "timeout";
-  if (!op.error) return "";
-  try {
-    std::rethrow_exception(op.error);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
 
 // `n` ranks' engines in this process.
 struct Job {

@@ -17,9 +17,12 @@
 #include "allreduce/engine/messages.h"
 #include "allreduce/engine/op_state.h"
 #include "hvd/hvd.hpp"
+#include "tests/unit/libhvd_engine_helpers.h"
 
 using Catch::Matchers::Contains;
 using namespace hvd::runtime;
+using hvd::test::allreduce_op;
+using hvd::test::outcome;
 
 namespace {
 
@@ -28,15 +31,6 @@ class NoRunner final : public OpRunner {
  public:
   void run(const std::vector<std::shared_ptr<hvd::detail::OpState>>&, Timeline*) override {}
 };
-
-std::shared_ptr<hvd::detail::OpState> allreduce_op(const std::string& name) {
-  auto op = std::make_shared<hvd::detail::OpState>();
-  op->request.name = name;
-  op->request.kind = OpKind::kAllreduce;
-  op->request.dtype = hvd::DataType::kFloat32;
-  op->request.shape = {4};
-  return op;
-}
 
 // Two ranks' worth of engine: this rank's real one (`rank`), the other played by the test over a
 // socketpair (`peer`, its end). `options.rank` and `.size` are set here.
@@ -56,18 +50,6 @@ struct EnginePair {
         std::make_unique<Engine>(runner, ControlPlane::adopt(rank, 2, std::move(peers)), options);
   }
 };
-
-// Waits for the op's outcome (at most 10 s) and returns its error text, or "" when it succeeded.
-std::string outcome(hvd::detail::OpState& op) {
-  std::unique_lock<std::mutex> lock(op.mutex);
-  if (!op.cv.wait_for(lock, std::chrono::seconds(10), [&] { return op.done; })) return "timeout";
-  if (!op.error) return "";
-  try {
-    std::rethrow_exception(op.error);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
 
 }  // namespace
 
