@@ -13,7 +13,7 @@
 // one on.
 //
 // Who starts a cycle: a thread that waits on an op (at once: a synchronous allreduce costs the
-// two small collectives and the allreduce, no thread hand-off and no TCP round trip), the
+// one small allgather and the allreduce, no thread hand-off and no TCP round trip), the
 // background thread when the batching delay (HOROVOD_CYCLE_TIME) of submissions nobody waits on
 // ends, and a rank saying goodbye in hvd::shutdown(). A waiter whose op is still pending after a
 // cycle starts the next at once and waits in it ("parked") for the other ranks to bring theirs,
