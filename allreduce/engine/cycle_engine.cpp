@@ -34,7 +34,8 @@ CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
       options_(options),
       transport_(std::move(transport)),
       cache_(cache_capacity),
-      controller_(options_.controller) {
+      controller_(options_.controller),
+      last_seen_(static_cast<std::size_t>(options_.size)) {
   if (!wakeup_.ok()) {
     throw StatusError(
         HVD_ERR_INTERNAL,
@@ -391,6 +392,8 @@ void CycleEngine::ring(Clock::time_point /*now*/) {
   const std::string bytes = encode(doorbell_signal(cycle_ + 1));
   if (root()) {
     relayed_ = std::max(relayed_, cycle_ + 1);
+    rung_for_ = cycle_ + 1;
+    rung_at_ = Clock::now();
     for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
   } else {
     control_.send(0, bytes);

@@ -142,6 +142,11 @@ class CycleEngine : public OpEngine {
   bool parked_ = false;       // a waiter started it with nothing new, to wait for the others
   std::string posted_first_;  // the first tensor this rank brought to it (messages)
   Clock::time_point cycle_warned_{};  // rank 0: the last warning about a cycle not joined
+  // Rank 0: when each rank's engine last said something (a doorbell, or its answer to one), and
+  // when rank 0 last rang (rung_for_: for which cycle).
+  std::vector<Clock::time_point> last_seen_;
+  Clock::time_point rung_at_{};
+  std::uint64_t rung_for_ = 0;
   bool rang_ = false;
   bool last_idle_ = false;      // the last cycle brought nothing new from anyone
   bool ended_ = false;          // no more cycles: a rank shut down, or the job failed

@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "allreduce/api/log.h"
 #include "allreduce/engine/cycle_engine.h"
@@ -165,6 +166,7 @@ void CycleEngine::read_signals(int from) {
     return;
   }
   if (from == 0) last_heard_ = Clock::now();  // a keepalive, a doorbell or an error: alive
+  if (root()) last_seen_[static_cast<std::size_t>(from)] = Clock::now();
   for (const std::string& m : *messages) {
     CycleSignal signal;
     try {
@@ -181,6 +183,8 @@ void CycleEngine::read_signals(int from) {
       return;
     }
     on_doorbell(from, signal.doorbell);
+    // Rank 0 rang: say this rank's engine is alive (rank 0 names the ranks that do not answer).
+    if (!root() && signal.doorbell != 0) control_.send(0, encode(doorbell_signal(0)));
   }
 }
 
@@ -189,6 +193,9 @@ void CycleEngine::on_doorbell(int from, std::uint64_t cycle) {
   doorbell_ = std::max(doorbell_, cycle);
   if (root() && relayed_ < cycle) {  // rank 0 passes it on to every other rank
     relayed_ = cycle;
+    rung_for_ = cycle;
+    rung_at_ = Clock::now();
+    last_seen_[static_cast<std::size_t>(from)] = rung_at_;  // the ringer is alive
     const std::string bytes = encode(doorbell_signal(cycle));
     for (int r = 1; r < options_.size; ++r) {
       if (r != from) control_.send(r, bytes);
@@ -216,17 +223,29 @@ void CycleEngine::check_stalls(Clock::time_point now) {
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - posted_at_);
     const std::string brought =
         posted_first_.empty() ? std::string() : fmt::format(" (it brought '{}')", posted_first_);
+    // Who did not answer this cycle's doorbell: their engines are not running (a live rank's
+    // background thread answers at once, whatever its program does).
+    std::vector<int> silent;
+    if (rung_for_ == cycle_ + 1) {
+      for (int r = 1; r < options_.size; ++r) {
+        if (last_seen_[static_cast<std::size_t>(r)] < rung_at_) silent.push_back(r);
+      }
+    }
+    const std::string who =
+        silent.empty() ? std::string("some rank has not joined it although rung")
+                       : fmt::format("rank(s) {} did not answer its doorbell",
+                                     fmt::join(silent, ", "));
     if (shutdown.count() > 0 && now - posted_at_ >= shutdown) {
       fatal = fmt::format(
           "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): negotiation cycle {} "
-          "was never joined by every rank{}: a rank is frozen or its host stalls",
-          shutdown.count() / 1000, cycle_ + 1, brought);
+          "was never joined by every rank{}: {} (frozen, or the host stalls)",
+          shutdown.count() / 1000, cycle_ + 1, brought, who);
     } else if (now - posted_at_ >= warning && now - cycle_warned_ >= warning) {
       cycle_warned_ = now;
       logger().warn(
-          "stall: rank 0 has waited {} s in negotiation cycle {}{}, which some rank has not "
-          "joined although rung: is a rank frozen (stopped, in a debugger) or its host stalled?",
-          waited.count(), cycle_ + 1, brought);
+          "stall: rank 0 has waited {} s in negotiation cycle {}{}: {}; is it frozen (stopped, in "
+          "a debugger) or its host stalled?",
+          waited.count(), cycle_ + 1, brought, who);
     }
   }
   if (fatal.empty()) return;

@@ -322,10 +322,12 @@ TEST_CASE(
   INFO("freeze 1\n" << show(frozen1));
   CHECK(frozen1.exit_code == 3);
   CHECK_THAT(frozen1.err, Contains("[hvd rank 0] warning: stall: rank 0 has waited 1 s in "
-                                   "negotiation cycle"));
+                                   "negotiation cycle") &&
+                              Contains("rank(s) 1 did not answer its doorbell"));
   CHECK_THAT(frozen1.out, Contains(tag(0) + "rank 0: error after") &&
                               Contains("stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS "
                                        "(3 s): negotiation cycle") &&
                               Contains("was never joined by every rank (it brought "
-                                       "'hvd.allreduce.3')"));
+                                       "'hvd.allreduce.3'): rank(s) 1 did not answer its "
+                                       "doorbell"));
 }
