@@ -291,6 +291,12 @@ TEST_CASE(
   CHECK_THAT(two.out, Contains(tag(1) + "rank 1: all checks passed"));
   CHECK(checksum(two) == bits);
 
+  // The collectives' exact checks (every op, dtype and size) with the cache off as on.
+  const auto exact = run_local(2, {"collectives"}, {{"HOROVOD_CACHE_CAPACITY", "0"}}, true);
+  INFO("collectives, capacity 0\n" << show(exact));
+  CHECK(exact.exit_code == 0);
+  CHECK_THAT(exact.out, Contains(tag(1) + "rank 1: all checks passed"));
+
   // Native (Gloo): the TCP engine negotiates every tensor in full, with the same results.
   const auto gloo = run("", false);
   INFO("native\n" << show(gloo));
