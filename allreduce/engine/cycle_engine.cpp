@@ -386,14 +386,14 @@ void CycleEngine::run_response(const Response& response) {
   run_ops(runner_, ops, options_.timeline);
 }
 
-void CycleEngine::ring(Clock::time_point /*now*/) {
+void CycleEngine::ring(Clock::time_point now) {
   rang_ = true;
   ++doorbells_;
   const std::string bytes = encode(doorbell_signal(cycle_ + 1));
   if (root()) {
     relayed_ = std::max(relayed_, cycle_ + 1);
     rung_for_ = cycle_ + 1;
-    rung_at_ = Clock::now();
+    rung_at_ = now;
     for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
   } else {
     control_.send(0, bytes);

@@ -232,9 +232,9 @@ void CycleEngine::check_stalls(Clock::time_point now) {
       }
     }
     const std::string who =
-        silent.empty() ? std::string("some rank has not joined it although rung")
-                       : fmt::format("rank(s) {} did not answer its doorbell",
-                                     fmt::join(silent, ", "));
+        silent.empty()
+            ? std::string("some rank has not joined it although rung")
+            : fmt::format("rank(s) {} did not answer its doorbell", fmt::join(silent, ", "));
     if (shutdown.count() > 0 && now - posted_at_ >= shutdown) {
       fatal = fmt::format(
           "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): negotiation cycle {} "
