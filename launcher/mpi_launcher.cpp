@@ -273,11 +273,14 @@ void take_mpirun_outcome(const MpirunJob& job, LaunchResult& result) {
     result.exit_code = to_int(exit_code_of(ErrorKind::kJobTimeout));  // hvdrun stopped mpirun
     return;
   }
-  result.exit_code = job.status().code();
-  if (result.interrupted_by != 0 && result.exit_code == 0) {
+  if (result.interrupted_by != 0) {
+    // hvdrun was stopped by a signal and stopped the job: its code is the signal's, as in a native
+    // launch (docs/exit-codes.md), whatever mpirun exits with (the stopped ranks' codes).
     result.exit_code = 128 + result.interrupted_by;
+    return;
   }
-  if (result.exit_code == 0 || result.interrupted_by != 0) return;
+  result.exit_code = job.status().code();
+  if (result.exit_code == 0) return;
   if (auto rank = failed_rank_from_mpirun(job.own_text());
       rank && *rank < static_cast<int>(result.ranks.size())) {
     RankOutcome& o = result.ranks[static_cast<size_t>(*rank)];
@@ -326,6 +329,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   input.shim_env = shim_environment(plan, master_addr, master_port);
   const std::vector<std::string> argv = mpirun_argv(plan, input);
   spdlog::debug("mpirun command: {}", fmt::join(argv, " "));
+  spdlog::debug("phase: starting ranks");  // the phase lines: tests/chaos counts faults by them
 
   Supervisor supervisor(plan, options_, std::string(name()));
   // mpirun has no agent's dead-man switch: if hvdrun dies, even by SIGKILL, mpirun gets SIGTERM

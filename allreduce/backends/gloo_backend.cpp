@@ -74,7 +74,10 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
                                   "{}",
                                   options.rank, options.size, store_name, e.what()),
                       "a peer probably failed to start or cannot be reached; see the other "
-                      "ranks' output");
+                      "ranks' output. If every rank started, something else may have connected "
+                      "to a Gloo port while the ranks connected (Gloo's pairs take any "
+                      "connection as the peer: docs/security.md); --max-restarts restarts such "
+                      "a job");
   }
   context_ = std::move(context);
   // connectFullMesh returns when this rank's own pairs are connected, while a peer may still be

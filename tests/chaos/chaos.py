@@ -59,6 +59,13 @@ FAULTS = {
     "kill_hvdrun": PHASES,
     "hostile_connections": ["agents", "netcheck", "rendezvous", "running"],
 }
+# Under --mpi, mpirun starts the ranks (its daemons log in with the system's ssh): hvdrun's agents
+# live only through the network check, so the agent and SSH-session faults are native only. So
+# are the hostile connections: --port-range is native only, and the ports an MPI job listens on
+# are Open MPI's (unauthenticated by design, docs/security.md) and libhvd's control plane on an
+# ephemeral port among them.
+FAULTS_MPI = {f: FAULTS[f] for f in ("none", "kill_rank", "stop_rank", "kill_hvdrun")}
+MODES = {"native": FAULTS, "mpi": FAULTS_MPI}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,10 +174,11 @@ def check_verdict(expected, code, stderr_text):
 
 
 def check_orphans(mark, agents, sessions, wait):
-    """Nothing of the job left: no marked process, no agent or SSH session of it."""
+    """Nothing of the job left: no marked process, no agent, SSH session or MPI daemon of it."""
     end = time.time() + wait
     while True:
-        left = marked(mark) + [p for p in list(agents) + list(sessions) if state_of(p) not in ("Z", "")]
+        left = marked(mark) + [p for p in list(agents) + list(sessions) if state_of(p) not in ("Z", "")
+                               and p not in marked(mark)]
         if not left or time.time() >= end:
             break
         time.sleep(0.2)
@@ -250,8 +258,9 @@ def self_test():
 
 
 class Round:
-    def __init__(self, args, number, fault, phase, rng):
+    def __init__(self, args, number, fault, phase, mode, rng):
         self.args, self.number, self.fault, self.target, self.rng = args, number, fault, phase, rng
+        self.mode = mode
         self.mark = "chaos-%d-%d-%d" % (args.seed, number, os.getpid())
         self.dir = os.path.join(args.work, "round-%03d" % number)
         os.makedirs(os.path.join(self.dir, "ledger"))
@@ -271,15 +280,17 @@ class Round:
     def command(self):
         a = self.args
         hosts = ",".join("%s:%d" % (h, SLOTS) for h in a.hosts)
-        return [a.hvdrun, "-np", str(RANKS), "-H", hosts, "-p", a.port, "--ssh-config", a.ssh_config,
+        cmd = [a.hvdrun] + (["--mpi"] if self.mode == "mpi" else [])
+        cmd += ["-np", str(RANKS), "-H", hosts, "-p", a.port, "--ssh-config", a.ssh_config,
                 "--ssh-known-hosts", a.known_hosts, "--log-level", "debug", "--ssh-timeout",
                 str(SSH_TIMEOUT), "--start-timeout", str(START_TIMEOUT), "--keepalive",
                 str(KEEPALIVE), "--grace", str(GRACE), "--stall-check-shutdown-time-seconds",
                 str(STALL_SHUTDOWN), "--stall-check-warning-time-seconds", "2",
-                "--gloo-timeout-seconds", str(GLOO_TIMEOUT), "--port-range",
-                "%d-%d" % (a.port_low, a.port_low + 40), "--output-filename",
-                os.path.join(self.dir, "out"), "-x", "CHAOS_MARK",
-                a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")]
+                "--gloo-timeout-seconds", str(GLOO_TIMEOUT)]
+        if self.mode == "native":  # --port-range is native only
+            cmd += ["--port-range", "%d-%d" % (a.port_low, a.port_low + 40)]
+        return cmd + ["--output-filename", os.path.join(self.dir, "out"), "-x", "CHAOS_MARK",
+                      a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")]
 
     def set_phase(self, phase):
         with self.lock:
@@ -294,7 +305,10 @@ class Round:
             with self.lock:
                 self.lines.append(line)
             for prefix, phase in PHASE_LINES.items():
-                if line.startswith(prefix):
+                # Under --mpi the network check's agents stop before mpirun starts: not the job's
+                # stopping phase.
+                if line.startswith(prefix) and not (
+                        self.mode == "mpi" and phase == "stopping" and self.phase == "netcheck"):
                     self.set_phase(phase)
             if "<stdout>:chaos: rank " in line and line.endswith(" ready"):
                 with self.lock:
@@ -323,6 +337,11 @@ class Round:
                 session = parent_of(pid)
                 if b"@" in b" ".join(cmdline_of(session)):  # "sshd: root@notty", not the listener
                     self.sessions.add(session)
+            if self.mode == "mpi":  # the ranks' Open MPI daemons: started over ssh, unmarked
+                for pid in marked(self.mark):
+                    daemon = parent_of(pid)
+                    if any(b"orted" in c for c in cmdline_of(daemon)[:1]):
+                        self.sessions.add(daemon)
             time.sleep(0.1)
 
     def inject(self):
@@ -334,9 +353,18 @@ class Round:
             return True
         if f in ("kill_rank", "stop_rank"):
             rank = self.rng.randrange(RANKS)
+            # The ranks may not be there yet at the phase's start (under --mpi, mpirun's daemons
+            # log in first): wait for this one, and count the fault where it lands.
+            end = time.time() + 10
             pid = rank_pid(self.mark, rank)
+            while pid is None and time.time() < end and self.proc.poll() is None:
+                time.sleep(0.02)
+                pid = rank_pid(self.mark, rank)
             if pid is None:
                 return False
+            with self.lock:
+                self.landed = self.phase
+            self.fault_time = time.time()
             self.victim_rank, self.victim_host = rank, a.hosts[rank // SLOTS]
             os.kill(pid, signal.SIGKILL if f == "kill_rank" else signal.SIGSTOP)
             return True
@@ -424,6 +452,10 @@ class Round:
             return ([0], [])
         if f == "kill_rank":
             return ([137], ["rank %d" % self.victim_rank, h])
+        if f == "stop_rank" and self.mode == "mpi" and p == "rendezvous":
+            # Frozen before the others' hvd::init() returned: they give up at libhvd's init
+            # watchdog (exit 75; MPI cannot say who is missing), or, frozen later, as below.
+            return ([3, 75], [])
         if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
             return ([3], ["rank %d" % self.victim_rank])
         if f == "stop_agent":  # before the job is sent: --start-timeout; after: --keepalive
@@ -433,6 +465,8 @@ class Round:
     def evaluate(self, injected, exit_time, deadline):
         violations = []
         code = self.proc.returncode
+        if not injected and code != 0:  # the job failed before the fault's phase: nothing tested
+            violations.append("not injected: hvdrun exited %s before the %s phase" % (code, self.target))
         if injected:
             if self.fault != "kill_hvdrun":
                 violations += check_hang(exit_time, deadline)
@@ -488,9 +522,13 @@ def hostile(addresses, low, count, flavour):
 # ---------------------------------------------------------------------------------------------
 
 
-def schedule(rounds, rng):
-    """Every (fault, phase) cell in turn, shuffled per pass: each is covered evenly."""
-    cells = [(f, p) for f, phases in FAULTS.items() for p in phases]
+def cells_of(modes):
+    return [(m, f, p) for m in modes for f, phases in MODES[m].items() for p in phases]
+
+
+def schedule(rounds, rng, modes):
+    """Every (mode, fault, phase) cell in turn, shuffled per pass: each is covered evenly."""
+    cells = cells_of(modes)
     out = []
     while len(out) < rounds:
         batch = cells[:]
@@ -515,38 +553,47 @@ def main():
     # connection to them as the peer (docs/security.md), so a range in the ephemeral range lets
     # the hostile connections hit a Gloo pair by chance (1 round in a few hundred, CI, seed 1).
     ap.add_argument("--port-low", type=int, default=10100)
-    ap.add_argument("--only", help="FAULT:PHASE: every round that cell (to chase one failure)")
+    ap.add_argument("--modes", default="native,mpi",
+                    help="launch modes to mix, a comma list of native and mpi (hvdrun --mpi)")
+    ap.add_argument("--only", help="[MODE:]FAULT:PHASE: every round that cell (to chase one "
+                    "failure); MODE is native unless given")
     args = ap.parse_args()
     args.hosts = args.hosts.split(",")
     if args.rounds < 1:
         ap.error("--rounds %d: give 1 or more" % args.rounds)
+    modes = args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            ap.error("--modes %s: %r is not a mode; the modes: %s" % (args.modes, m, ", ".join(MODES)))
+    only = None
     if args.only:
-        fault, _, phase = args.only.partition(":")
-        if phase not in FAULTS.get(fault, []):
-            ap.error("--only %s: not a FAULT:PHASE cell; the cells: %s" % (
-                args.only, ", ".join("%s:%s" % (f, p) for f, ps in FAULTS.items() for p in ps)))
+        parts = args.only.split(":")
+        only = tuple(parts) if len(parts) == 3 else ("native",) + tuple(parts)
+        if only not in cells_of(MODES):
+            ap.error("--only %s: not a [MODE:]FAULT:PHASE cell; the cells: %s" % (
+                args.only, ", ".join(":".join(c) for c in cells_of(MODES))))
     if not self_test():
         print("chaos: an invariant check missed its planted violation; no round is worth running")
         return 2
     rng = random.Random(args.seed)
     table = collections.OrderedDict()
     failures = 0
-    plan = schedule(args.rounds, rng)
-    if args.only:
-        plan = [tuple(args.only.split(":", 1))] * args.rounds
-    for number, (fault, phase) in enumerate(plan, 1):
-        r = Round(args, number, fault, phase, random.Random(rng.random()))
+    plan = schedule(args.rounds, rng, modes)
+    if only:
+        plan = [only] * args.rounds
+    for number, (mode, fault, phase) in enumerate(plan, 1):
+        r = Round(args, number, fault, phase, mode, random.Random(rng.random()))
         code, violations = r.run()
         landed = r.landed if r.fault_time else "not injected"
-        row = table.setdefault((fault, landed), collections.Counter())
+        row = table.setdefault((mode, fault, landed), collections.Counter())
         row["rounds"] += 1
         for v in violations:
             row[v.split(":", 1)[0]] += 1
         status = "ok" if not violations else "VIOLATION"
         victim = ("rank %d" % r.victim_rank if r.victim_rank is not None else
                   r.victim_host if r.victim_host else "")
-        print("round %3d: %-19s aimed at %-10s landed in %-12s exit %-4s %-9s %s" % (
-            number, fault, phase, landed, code, status, victim), flush=True)
+        print("round %3d: %-6s %-19s aimed at %-10s landed in %-12s exit %-4s %-9s %s" % (
+            number, mode, fault, phase, landed, code, status, victim), flush=True)
         for v in violations:
             print("           " + v)
         if violations and r.said:
@@ -556,15 +603,19 @@ def main():
                 print("             | " + line[:200])
         if violations:
             failures += 1
-            print("           replay: tests/chaos/run.sh --rounds %d --seed %d (work dir %s)" % (
-                number, args.seed, r.dir))
+            print("           replay: tests/chaos/run.sh --rounds %d --seed %d --modes %s (work dir "
+                  "%s), or this cell alone: --only %s:%s:%s" % (number, args.seed, args.modes, r.dir,
+                                                               mode, fault, phase))
     print()
-    print("%-19s %-12s %6s %5s %7s %5s %7s %6s" % ("fault", "phase", "rounds", "hangs", "orphans",
-                                                  "lost", "verdict", "memory"))
-    for (fault, phase), row in table.items():
-        print("%-19s %-12s %6d %5d %7d %5d %7d %6d" % (
-            fault, phase, row["rounds"], row["hang"], row["orphan"], row["lost line"],
-            row["wrong verdict"], row["memory"]))
+    print("%-6s %-19s %-12s %6s %5s %7s %5s %7s %6s %12s" % (
+        "mode", "fault", "phase", "rounds", "hangs", "orphans", "lost", "verdict", "memory",
+        "not injected"))
+    phase_order = {p: i for i, p in enumerate(PHASES)}
+    for (mode, fault, phase), row in sorted(table.items(), key=lambda kv: (
+            kv[0][0], list(FAULTS).index(kv[0][1]), phase_order.get(kv[0][2], len(PHASES)))):
+        print("%-6s %-19s %-12s %6d %5d %7d %5d %7d %6d %12d" % (
+            mode, fault, phase, row["rounds"], row["hang"], row["orphan"], row["lost line"],
+            row["wrong verdict"], row["memory"], row["not injected"]))
     print()
     print("chaos: %d rounds, %d with a violation (seed %d)" % (args.rounds, failures, args.seed))
     return 1 if failures else 0

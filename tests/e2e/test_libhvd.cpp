@@ -79,6 +79,30 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
   }
 }
 
+TEST_CASE("libhvd under hvdrun --mpi: a rank that never reaches hvd::init() ends the job in time",
+          "[libhvd]") {
+  // MPI_Init_thread waits for every rank with no timeout: without libhvd's watchdog rank 0 would
+  // wait for ever (the chaos suite found it with a rank frozen at start-up).
+  Hosts h;
+  hvd::test::JobMarker marker;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = hvd::test::run_hvdrun(
+      h.args({"--mpi", "-np", "2", "-H", layout(h, 2).hosts, "--gloo-timeout-seconds", "2", "-x",
+              marker.forward(), "sh", "-c",
+              "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then sleep 60; fi; exec \"$0\" info",
+              LIBHVD_CHECK}),
+      {marker.env()}, std::chrono::seconds(60));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(show(r));
+  CHECK(r.exit_code == 75);
+  CHECK_THAT(r.out + r.err, Contains("hvd::init() did not finish within 2 s"));
+  CHECK_THAT(r.out + r.err, Contains("waiting in MPI_Init_thread"));
+  CHECK_THAT(r.err, Contains("rank 0"));  // hvdrun names the rank that gave up
+  CHECK(took < 20);  // 2 s + 1 s, and mpirun's start and stop; was: never
+  CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
+}
+
 // Under mpirun libhvd knows no advertised address; its control plane used to listen on every
 // interface. It now listens on this host's address in the network hvdrun chose for Open MPI
 // (OMPI_MCA_btl_tcp_if_include: 127.0.0.0/8 for the loopback test hosts).

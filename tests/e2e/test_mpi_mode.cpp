@@ -297,6 +297,42 @@ TEST_CASE("mpi mode: SIGUSR1 and SIGUSR2 to hvdrun reach every rank through mpir
   CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
 }
 
+TEST_CASE("mpi mode: SIGTERM to hvdrun exits 143 whatever code the stopped ranks exit with",
+          "[mpi]") {
+  // mpirun's own exit code after a stop is the ranks' (1 here): hvdrun's is the interrupt's, as in
+  // a native launch (docs/exit-codes.md). The chaos suite found it: a rank killed while the job
+  // was stopping made hvdrun exit 1 instead of 143.
+  const auto hosts = hvd::test::TestHosts::load();
+  hvd::test::JobMarker marker;
+  hvd::test::TempDir dir;
+  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_term_known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  hvd::test::Hvdrun run({.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
+                                  std::to_string(hosts.port), "--ssh-config", hosts.ssh_config,
+                                  "--ssh-known-hosts", known_hosts.string(), "-x", marker.forward(),
+                                  "-x", "TESTDIR=" + dir.path(), "sh", "-c",
+                                  "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r stops; exit 1' TERM; "
+                                  "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"},
+                         .env = {marker.env()},
+                         .out_path = dir / "out",
+                         .err_path = dir / "err"});
+  const bool up =
+      hvd::test::wait_until([&] { return fs::exists(dir / "up.0") && fs::exists(dir / "up.1"); },
+                            std::chrono::seconds(20));
+  run.signal(SIGTERM);
+  const int code = run.wait(std::chrono::seconds(20));
+  const std::string err = hvd::test::read_file(dir / "err");
+  INFO(err);
+  REQUIRE(up);
+  CHECK(code == 143);
+  CHECK_THAT(err, Contains("interrupted by SIGTERM"));
+  const auto doc = nlohmann::json::parse(hvd::test::read_file(dir / "out"), nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["exit_code"] == 143);
+  CHECK(doc["interrupted_by"] == "SIGTERM");
+  CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
+}
+
 TEST_CASE("mpi mode: --json timings: total is mpirun's run, start is null (not known)", "[mpi]") {
   const auto r = hvd::test::run_hvdrun({"--mpi", "--json", "-np", "2", "sleep", "0.5"});
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
