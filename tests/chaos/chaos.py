@@ -58,6 +58,7 @@ FAULTS = {
     "kill_sshd_session": ["agents", "netcheck", "rendezvous", "running", "stopping"],
     "kill_hvdrun": PHASES,
     "hostile_connections": ["agents", "netcheck", "rendezvous", "running"],
+    "restart_sshd": PHASES,
 }
 # Under --mpi, mpirun starts the ranks (its daemons log in with the system's ssh): hvdrun's agents
 # live only through the network check, so the agent and SSH-session faults are native only. So
@@ -381,6 +382,9 @@ class Round:
                     return False
             os.kill(pid, signal.SIGSTOP if f == "stop_agent" else signal.SIGKILL)
             return True
+        if f == "restart_sshd":
+            restart_sshd(a.sshd_dir, self.rng.uniform(0, 0.5))
+            return True
         if f == "hostile_connections":
             threading.Thread(target=hostile, args=(["127.0.0.1"] + a.hosts, a.port_low, 41,
                                                    self.rng.random()), daemon=True).start()
@@ -405,7 +409,8 @@ class Round:
                 os.kill(self.proc.pid, signal.SIGTERM)
         injected = False
         if self.wait_phase(target, 30):
-            delay = {"ssh": 0.15, "running": 2.0, "stopping": 0.3}.get(target, 0.03)
+            # agents: the phase lasts tens of milliseconds; inject at once to land in it at all
+            delay = {"ssh": 0.15, "agents": 0.0, "running": 2.0, "stopping": 0.3}.get(target, 0.03)
             time.sleep(self.rng.uniform(0, delay))
             with self.lock:
                 self.landed = self.phase
@@ -448,7 +453,9 @@ class Round:
             return None
         if stopping:
             return ([143], ["interrupted by SIGTERM"])
-        if f in ("hostile_connections", "none"):
+        if f == "restart_sshd" and p == "ssh":  # a login while it was down is refused
+            return ([0, 69], [])
+        if f in ("hostile_connections", "none", "restart_sshd"):  # sessions outlive the listener
             return ([0], [])
         if f == "kill_rank":
             return ([137], ["rank %d" % self.victim_rank, h])
@@ -496,6 +503,20 @@ class Round:
         if not violations:
             subprocess.run(["rm", "-rf", self.dir])
         return code, violations
+
+
+def restart_sshd(sshd_dir, down):
+    """The test hosts' sshd listener stopped (SIGTERM: its sessions, the agents' links, live on),
+    then, `down` seconds after it is gone, started again with the same configuration."""
+    with open(os.path.join(sshd_dir, "sshd.1.pid")) as f:
+        pid = int(f.read())
+    os.kill(pid, signal.SIGTERM)
+    end = time.time() + 5
+    while state_of(pid) not in ("", "Z") and time.time() < end:
+        time.sleep(0.01)
+    time.sleep(down)
+    subprocess.run(["/usr/sbin/sshd", "-f", os.path.join(sshd_dir, "sshd_config.1"), "-E",
+                    os.path.join(sshd_dir, "sshd.1.log")], check=True, stdin=subprocess.DEVNULL)
 
 
 def hostile(addresses, low, count, flavour):
@@ -548,6 +569,7 @@ def main():
     ap.add_argument("--ssh-config", required=True)
     ap.add_argument("--known-hosts", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--sshd-dir", required=True, help="the test hosts' sshd_hosts.sh DIR")
     # Below the kernel's ephemeral range (32768-60999 by default) and below the sshd test hosts'
     # ports (20000-40000): Gloo's pair listeners take ephemeral ports, and Gloo accepts any
     # connection to them as the peer (docs/security.md), so a range in the ephemeral range lets

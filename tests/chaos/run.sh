@@ -31,7 +31,7 @@ start=$(date +%s)
 rc=0
 python3 "$here/chaos.py" --hvdrun "$build/cli/hvdrun" --rank-program "$build/tests/chaos_rank" \
   --hosts "$HVDTEST_SSH_ADDRS" --port "$HVDTEST_SSH_PORT" --ssh-config "$HVDTEST_SSH_CONFIG" \
-  --known-hosts "$work/known_hosts" --work "$work/rounds" "$@" || rc=$?
+  --known-hosts "$work/known_hosts" --work "$work/rounds" --sshd-dir "$work/sshd" "$@" || rc=$?
 echo "chaos wall time: $(( $(date +%s) - start )) s"
 if [ $rc -ne 0 ] && [ -n "$(ls -A "$work/rounds" 2>/dev/null)" ]; then
   kept=/tmp/hvd-chaos-failed.$$
