@@ -150,8 +150,8 @@ void define_library_flags(CLI::App& app, Options& o) {
                     std::to_string(parse_whole("--gloo-timeout-seconds", v, 1, 86400,
                                                contract::kGlooTimeout.name)));
          },
-         "libhvd: seconds a Gloo rendezvous or collective may wait for a peer, and under --mpi "
-         "hvd::init() for the other ranks (default 30)")
+         "libhvd: seconds a Gloo rendezvous or collective may wait for a peer, and the whole "
+         "of hvd::init() for the other ranks, with a margin (default 30)")
       ->type_name("SECONDS");
   app.add_flag_callback(
       "--disable-cache", [] {},

@@ -206,7 +206,8 @@ void define_options(CLI::App& app, Options& o) {
          "--keepalive",
          [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
          "Seconds a host's agent may stay silent while the job runs before the host counts as "
-         "lost (exit 74); hvdrun pings it three times per period (default 30; 0: never)")
+         "lost (exit 74); hvdrun pings it three times per period, and an agent that hears "
+         "nothing for two periods stops its ranks (default 30; 0: never)")
       ->type_name("SECONDS");
   app.add_option("--output-filename", o.output_filename,
                  "Also write each rank's output, untagged, to DIR/rank.N/stdout and stderr")

@@ -174,7 +174,8 @@ inline constexpr EnvVar kCpuOperations{"HOROVOD_CPU_OPERATIONS", EnvKind::kKnob,
 inline constexpr EnvVar kGlooTimeout{
     "HOROVOD_GLOO_TIMEOUT_SECONDS", EnvKind::kKnob, EnvType::kInt,
     "seconds a Gloo rendezvous or collective may wait for a peer, a rank with ops pending for a "
-    "word from rank 0, and (under MPI) hvd::init() for the other ranks, before failing",
+    "word from rank 0, and the whole of hvd::init() for the other ranks (and a margin), before "
+    "failing",
     integer_default(30)};
 inline constexpr EnvVar kLogLevel{"HOROVOD_LOG_LEVEL", EnvKind::kKnob, EnvType::kString,
                                   "libhvd's log level: trace, debug, info, warning, error",

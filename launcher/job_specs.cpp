@@ -1,6 +1,7 @@
 #include "launcher/job_specs.h"
 
 #include <fmt/format.h>
+#include <chrono>
 
 #include "contract/env_table.h"
 #include "contract/rendezvous.h"
@@ -49,6 +50,7 @@ worker::JobSpec job_spec_for_host(const Plan& plan, int host_index, const Launch
   spec.cwd = options.cwd;
   spec.grace_seconds = options.grace_seconds;
   spec.elastic = plan.elastic;
+  spec.launcher_silence_seconds = 2 * std::chrono::duration<double>(options.keepalive).count();
   for (const RankPlan& rank : plan.ranks) {
     if (rank.host_index != host_index) continue;
     worker::RankSpec r;

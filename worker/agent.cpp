@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -190,6 +191,9 @@ class Agent {
   bool stopping_ = false;  // SIGTERM sent
   bool killing_ = false;   // SIGKILL sent
   bool launcher_gone_ = false;
+  // When a byte last came from the launcher (JobSpec::launcher_silence_seconds).
+  std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
+  int silence_left_ms();  // until the launcher counts as gone; -1: never
   // Elastic jobs: a joining host's network check while the job runs (kProbeListen, kProbe,
   // kProbeClose). The probes run on a thread of their own, so that output keeps flowing; its
   // outcomes come back through `probed_` and a byte on the pipe.
@@ -542,8 +546,25 @@ void Agent::handle_input() {
     stop(SIGTERM);
     return;
   }
+  last_heard_ = std::chrono::steady_clock::now();
   reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
   handle_frames();
+}
+
+int Agent::silence_left_ms() {
+  if (spec_.launcher_silence_seconds <= 0 || launcher_gone_ || !input_open_) return -1;
+  const auto limit =
+      last_heard_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(spec_.launcher_silence_seconds));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      limit - std::chrono::steady_clock::now());
+  if (left.count() > 0) return static_cast<int>(std::min<long>(left.count() + 1, 1 << 30));
+  // The launcher pings three times per --keepalive: it is frozen, dead without a close, or cut
+  // off by a link that dropped without a reset. Nobody is left to tell: stop as the dead-man
+  // switch does when the input closes.
+  launcher_gone_ = true;
+  stop(SIGTERM);
+  return -1;
 }
 
 void Agent::handle_frames() {
@@ -605,6 +626,7 @@ int Agent::run() {
 
   if (!send(FrameType::kHello, hello_payload())) return 2;
   if (!read_spec()) return 2;
+  last_heard_ = std::chrono::steady_clock::now();  // the spec was the launcher's latest word
   if (!start_ranks()) {
     while (!stray_children(ranks_).empty()) {  // whatever was started dies before we exit
       stop(SIGKILL);
@@ -651,8 +673,11 @@ int Agent::run() {
         owners.emplace_back(&r, Stream::kStderr);
       }
     }
-    // Sleep until something happens; while stopping, wake up to sweep for escaped descendants.
-    const int timeout = (stopping_ || killing_ || ranks_done) ? kSweepMs : -1;
+    // Sleep until something happens; while stopping, wake up to sweep for escaped descendants;
+    // while the launcher is silent, wake up when it has been silent too long.
+    int timeout = (stopping_ || killing_ || ranks_done) ? kSweepMs : -1;
+    const int silence = silence_left_ms();
+    if (silence >= 0) timeout = timeout < 0 ? silence : std::min(timeout, silence);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
     if (fds[0].revents != 0) handle_signals();
     if (fds[1].revents != 0) {

@@ -69,15 +69,19 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
   } catch (const StatusError&) {
     throw;  // the store's own error (timeout naming the missing rank, bad token) says it best
   } catch (const std::exception& e) {
-    throw StatusError(is_timeout(e.what()) ? HVD_ERR_TIMEOUT : HVD_ERR_BACKEND,
-                      fmt::format("Gloo could not connect rank {} of {} to its peers through {}: "
-                                  "{}",
-                                  options.rank, options.size, store_name, e.what()),
-                      "a peer probably failed to start or cannot be reached; see the other "
-                      "ranks' output. If every rank started, something else may have connected "
-                      "to a Gloo port while the ranks connected (Gloo's pairs take any "
-                      "connection as the peer: docs/security.md); --max-restarts restarts such "
-                      "a job");
+    const bool timeout = is_timeout(e.what());
+    throw StatusError(
+        timeout ? HVD_ERR_TIMEOUT : HVD_ERR_BACKEND,
+        fmt::format("Gloo could not connect rank {} of {} to its peers through {}: {}",
+                    options.rank, options.size, store_name, e.what()),
+        timeout ? "a peer probably failed to start, or a firewall drops TCP between the hosts on "
+                  "Gloo's ephemeral ports (docs/network.md, \"Firewalls: what must be open\"; "
+                  "hvdrun's network "
+                  "check probes only hvdrun's own ports); see the other ranks' output"
+                : "a peer probably failed to start or cannot be reached; see the other ranks' "
+                  "output. If every rank started, something else may have connected to a Gloo "
+                  "port while the ranks connected (Gloo's pairs take any connection as the "
+                  "peer: docs/security.md); --max-restarts restarts such a job");
   }
   context_ = std::move(context);
   // connectFullMesh returns when this rank's own pairs are connected, while a peer may still be

@@ -1,5 +1,6 @@
 #include "allreduce/runtime/init_watchdog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -24,19 +25,25 @@ void InitWatchdog::stage(const char* what) {
   stage_ = what;
 }
 
+std::chrono::milliseconds InitWatchdog::margin(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(2000), timeout / 4);
+}
+
 void InitWatchdog::watch() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (cv_.wait_for(lock, timeout_ + kMargin, [this] { return done_; })) return;
+  const auto margin_ = margin(timeout_);
+  if (cv_.wait_for(lock, timeout_ + margin_, [this] { return done_; })) return;
   logger().error(
       "hvd::init() did not finish within {} s (HOROVOD_GLOO_TIMEOUT_SECONDS, and {} s more): "
-      "this rank was waiting in {} for the other ranks, and MPI cannot say which one is "
-      "missing; exiting with code {} so that mpirun stops the job",
-      timeout_.count() / 1000.0, kMargin.count(), stage_, kExitCode);
+      "this rank was waiting in {} for the other ranks; exiting with code {} so that the job "
+      "stops",
+      timeout_.count() / 1000.0, margin_.count() / 1000.0, stage_, kExitCode);
   logger().error(
-      "hint: a rank froze (stopped, in a debugger, its host stalled), died in a way mpirun has "
-      "not noticed, or is busy for longer than that before its own hvd::init(); see the other "
-      "ranks' output, and raise HOROVOD_GLOO_TIMEOUT_SECONDS (hvdrun --gloo-timeout-seconds) "
-      "for a slow start");
+      "hint: a rank froze (stopped, in a debugger, its host stalled), died in a way the launcher "
+      "has not noticed, or is busy for longer than that before its own hvd::init(), or a "
+      "firewall drops the ranks' connections (Gloo's and MPI's use ephemeral ports: "
+      "docs/network.md); see the other ranks' output, and raise HOROVOD_GLOO_TIMEOUT_SECONDS "
+      "(hvdrun --gloo-timeout-seconds) for a slow start");
   logger().flush();
   std::fflush(nullptr);
   std::_Exit(kExitCode);

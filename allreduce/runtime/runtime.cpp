@@ -91,14 +91,17 @@ void warn_about_horovod_variables(int rank) {
 
 Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(config.topology) {
   configure_logger(topology_.rank, config.log_level);
-  // Under MPI nothing else bounds init()'s waits on the other ranks (init_watchdog.h).
+  // Nothing else bounds the whole of init()'s waits on the other ranks (init_watchdog.h).
   std::optional<InitWatchdog> watchdog;
-  if (config_.backend == BackendKind::kMpi) {
+  if (topology_.size != 1 || config_.backend == BackendKind::kMpi) {
     watchdog.emplace(std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
-    watchdog->stage("MPI_Init_thread or MPI_Comm_dup");
+    watchdog->stage(config_.backend == BackendKind::kMpi
+                        ? "MPI_Init_thread or MPI_Comm_dup"
+                        : "Gloo's rendezvous and connection of the ranks (one TCP connection per "
+                          "pair of ranks, each with the timeout on its own)");
   }
   backend_ = connect(config_, topology_);
-  if (watchdog) watchdog->stage("the engine's control-plane connect (an MPI broadcast first)");
+  if (watchdog) watchdog->stage("the engine's control-plane connect");
   configure_logger(topology_.rank, config.log_level);
   warn_about_horovod_variables(topology_.rank);
   // hvdrun's advertised address, else (under mpirun) one in the networks Open MPI uses; never
@@ -141,7 +144,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                            config_.gloo_timeout)};
   // Under MPI the engine negotiates in cycles on MPI collectives (cycle_engine.h), unless
   // HOROVOD_MPI_CYCLES=0; Gloo's small collectives are slower than the control plane's messages.
-  if (watchdog) watchdog->stage("the engine's start (MPI_Comm_dup of the cycles' communicator)");
+  if (watchdog) watchdog->stage("the engine's start");
   std::unique_ptr<CycleTransport> transport =
       config_.mpi_cycles ? backend_->cycle_transport() : nullptr;
   if (transport) {

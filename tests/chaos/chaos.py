@@ -66,7 +66,21 @@ FAULTS = {
 # are Open MPI's (unauthenticated by design, docs/security.md) and libhvd's control plane on an
 # ephemeral port among them.
 FAULTS_MPI = {f: FAULTS[f] for f in ("none", "kill_rank", "stop_rank", "kill_hvdrun")}
-MODES = {"native": FAULTS, "mpi": FAULTS_MPI}
+# Over network-namespace hosts (tests/netns/: real links, a firewall per host), native launches:
+# the link faults, which loopback hosts cannot have. h1 is the victim host.
+FAULTS_NETNS = {
+    "none": ["running"],
+    # Not in agents and netcheck: an agent cut off before its job spec has no silence limit yet
+    # and waits for its spec until TCP gives up (README, "Found, not fixed yet").
+    "drop_link_launcher": ["rendezvous", "running"],
+    "drop_link_hosts": ["netcheck", "rendezvous", "running"],
+    "slow_link": ["agents", "netcheck", "rendezvous", "running"],
+}
+MODES = {"native": FAULTS, "mpi": FAULTS_MPI, "netns": FAULTS_NETNS}
+ALL_FAULTS = list(FAULTS) + [f for f in FAULTS_NETNS if f not in FAULTS]
+# slow_link: h1's every packet out leaves through a token bucket of this rate (the kernel here
+# has no netem for delays; a slow link is a narrow one).
+SLOW_RATE = "1mbit"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,10 +272,47 @@ def self_test():
 # A round
 
 
+class Site:
+    """Where a round's job runs: its hosts, how to log in, and what runs hvdrun."""
+
+    def __init__(self, hosts, port, ssh_config, known_hosts, wrap=(), netns=None):
+        self.hosts, self.port, self.ssh_config, self.known_hosts = hosts, port, ssh_config, known_hosts
+        self.wrap = list(wrap)  # a prefix for hvdrun's command line (ip netns exec ...)
+        self.netns = netns  # netns hosts.env as a dict, or None
+
+
+def read_env_file(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, value = line.split("=", 1)
+                out[key] = value.strip("'")
+    return out
+
+
+def in_netns(env, host_index, *cmd):
+    """Runs cmd inside test host h<host_index+1>'s namespace."""
+    subprocess.run(["ip", "netns", "exec", env["NETNS_HOST_NS_%d" % (host_index + 1)]] + list(cmd),
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def heal_netns(env, count):
+    """Every link as it was: no firewall rule, no token bucket."""
+    for k in range(count):
+        subprocess.run(["ip", "netns", "exec", env["NETNS_HOST_NS_%d" % (k + 1)], "iptables", "-F"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["ip", "netns", "exec", env["NETNS_HOST_NS_%d" % (k + 1)], "tc", "qdisc",
+                        "del", "dev", "eth0", "root"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
 class Round:
     def __init__(self, args, number, fault, phase, mode, rng):
         self.args, self.number, self.fault, self.target, self.rng = args, number, fault, phase, rng
         self.mode = mode
+        self.site = args.sites["netns" if mode == "netns" else "loopback"]
         self.mark = "chaos-%d-%d-%d" % (args.seed, number, os.getpid())
         self.dir = os.path.join(args.work, "round-%03d" % number)
         os.makedirs(os.path.join(self.dir, "ledger"))
@@ -273,22 +324,22 @@ class Round:
         self.landed = None
         self.victim_host = None
         self.victim_rank = None
-        self.agents, self.sessions = {}, set()
+        self.agents, self.sessions, self.session_host = {}, set(), {}
         self.peak = 0
         self.lock = threading.RLock()
         self.phase_event = threading.Event()
 
     def command(self):
-        a = self.args
-        hosts = ",".join("%s:%d" % (h, SLOTS) for h in a.hosts)
-        cmd = [a.hvdrun] + (["--mpi"] if self.mode == "mpi" else [])
-        cmd += ["-np", str(RANKS), "-H", hosts, "-p", a.port, "--ssh-config", a.ssh_config,
-                "--ssh-known-hosts", a.known_hosts, "--log-level", "debug", "--ssh-timeout",
+        a, site = self.args, self.site
+        hosts = ",".join("%s:%d" % (h, SLOTS) for h in site.hosts)
+        cmd = site.wrap + [a.hvdrun] + (["--mpi"] if self.mode == "mpi" else [])
+        cmd += ["-np", str(RANKS), "-H", hosts, "-p", site.port, "--ssh-config", site.ssh_config,
+                "--ssh-known-hosts", site.known_hosts, "--log-level", "debug", "--ssh-timeout",
                 str(SSH_TIMEOUT), "--start-timeout", str(START_TIMEOUT), "--keepalive",
                 str(KEEPALIVE), "--grace", str(GRACE), "--stall-check-shutdown-time-seconds",
                 str(STALL_SHUTDOWN), "--stall-check-warning-time-seconds", "2",
                 "--gloo-timeout-seconds", str(GLOO_TIMEOUT)]
-        if self.mode == "native":  # --port-range is native only
+        if self.mode != "mpi":  # --port-range is native only
             cmd += ["--port-range", "%d-%d" % (a.port_low, a.port_low + 40)]
         return cmd + ["--output-filename", os.path.join(self.dir, "out"), "-x", "CHAOS_MARK",
                       a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")]
@@ -333,11 +384,12 @@ class Round:
         """Peak RSS of hvdrun, and the job's agents and SSH sessions, while it runs."""
         while self.proc.poll() is None:
             self.peak = max(self.peak, peak_rss_kib(self.proc.pid))
-            for pid, host in agent_pids(self.args.hosts).items():
+            for pid, host in agent_pids(self.site.hosts).items():
                 self.agents[pid] = host
                 session = parent_of(pid)
                 if b"@" in b" ".join(cmdline_of(session)):  # "sshd: root@notty", not the listener
                     self.sessions.add(session)
+                    self.session_host[session] = host
             if self.mode == "mpi":  # the ranks' Open MPI daemons: started over ssh, unmarked
                 for pid in marked(self.mark):
                     daemon = parent_of(pid)
@@ -366,11 +418,11 @@ class Round:
             with self.lock:
                 self.landed = self.phase
             self.fault_time = time.time()
-            self.victim_rank, self.victim_host = rank, a.hosts[rank // SLOTS]
+            self.victim_rank, self.victim_host = rank, self.site.hosts[rank // SLOTS]
             os.kill(pid, signal.SIGKILL if f == "kill_rank" else signal.SIGSTOP)
             return True
         if f in ("kill_agent", "stop_agent", "kill_sshd_session"):
-            host = a.hosts[self.rng.randrange(len(a.hosts))]
+            host = self.site.hosts[self.rng.randrange(len(self.site.hosts))]
             found = [p for p, h in agent_pids([host]).items()]
             if not found:
                 return False
@@ -382,11 +434,25 @@ class Round:
                     return False
             os.kill(pid, signal.SIGSTOP if f == "stop_agent" else signal.SIGKILL)
             return True
+        if f in ("drop_link_launcher", "drop_link_hosts", "slow_link"):
+            env = self.site.netns
+            self.victim_host = self.site.hosts[0]
+            if f == "drop_link_launcher":  # h1 <-> the launcher, both ways, silently
+                launcher = env["NETNS_LAUNCHER_ADDR"]
+                in_netns(env, 0, "iptables", "-A", "INPUT", "-s", launcher, "-j", "DROP")
+                in_netns(env, 0, "iptables", "-A", "OUTPUT", "-d", launcher, "-j", "DROP")
+            elif f == "drop_link_hosts":  # h1 <-> h2, both ways, silently
+                in_netns(env, 0, "iptables", "-A", "INPUT", "-s", self.site.hosts[1], "-j", "DROP")
+                in_netns(env, 1, "iptables", "-A", "INPUT", "-s", self.site.hosts[0], "-j", "DROP")
+            else:
+                in_netns(env, 0, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+                         SLOW_RATE, "burst", "4kb", "latency", "500ms")
+            return True
         if f == "restart_sshd":
             restart_sshd(a.sshd_dir, self.rng.uniform(0, 0.5))
             return True
         if f == "hostile_connections":
-            threading.Thread(target=hostile, args=(["127.0.0.1"] + a.hosts, a.port_low, 41,
+            threading.Thread(target=hostile, args=(["127.0.0.1"] + self.site.hosts, a.port_low, 41,
                                                    self.rng.random()), daemon=True).start()
             return True
         raise ValueError(f)
@@ -421,7 +487,10 @@ class Round:
                 injected = False
         if not injected:
             self.fault_time = None
-        deadline = (self.fault_time or start) + PHASE_TIMEOUT.get(self.landed or target, 30) + GRACE + 5
+        timeout = PHASE_TIMEOUT.get(self.landed or target, 30)
+        if self.fault == "slow_link":  # not a failure: the whole job, slower (3 x its length)
+            timeout = 3 * (JOB_SECONDS + START_TIMEOUT)
+        deadline = (self.fault_time or start) + timeout + GRACE + 5
         if self.fault_time is None:
             deadline = start + 60
         exit_time = None
@@ -443,7 +512,15 @@ class Round:
                     os.kill(pid, signal.SIGCONT)
                 except OSError:
                     pass
-        return self.evaluate(injected, exit_time, deadline)
+        result = self.evaluate(injected, exit_time, deadline)  # the link still cut: no help
+        if self.site.netns:  # every link healed, and whatever the round left killed, for the next
+            heal_netns(self.site.netns, len(self.site.hosts))
+            for pid in marked(self.mark) + list(self.agents) + list(self.sessions - {0}):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        return result
 
     def expected(self):
         """The verdict table: (exit codes, words the report must hold); None: no verdict."""
@@ -453,6 +530,15 @@ class Round:
             return None
         if stopping:
             return ([143], ["interrupted by SIGTERM"])
+        if f == "slow_link":
+            return ([0], [])
+        if f == "drop_link_launcher":  # h1 falls silent: before its job, --start-timeout
+            return ([75] if p in ("agents", "netcheck") else [74], [h])
+        if f == "drop_link_hosts":  # the network check names the pair; later, the engine fails
+            if p == "netcheck":
+                return ([68], [self.site.hosts[0], self.site.hosts[1]])
+            # in hvd::init(): Gloo's connect errors (3), or libhvd's init watchdog first (75)
+            return ([3, 75], []) if p == "rendezvous" else ([3], [])
         if f == "restart_sshd" and p == "ssh":  # a login while it was down is refused
             return ([0, 69], [])
         if f in ("hostile_connections", "none", "restart_sshd"):  # sessions outlive the listener
@@ -478,14 +564,21 @@ class Round:
             if self.fault != "kill_hvdrun":
                 violations += check_hang(exit_time, deadline)
                 violations += check_verdict(self.expected(), code, "\n".join(self.lines))
-        violations += check_orphans(self.mark, self.agents, self.sessions - {0}, ORPHAN_WAIT)
+        sessions = self.sessions - {0}
+        if injected and self.fault == "drop_link_launcher":
+            # The cut-off host's sshd session: its TCP connection to the launcher ends only by the
+            # kernel's retransmission timeout (or sshd's ClientAliveInterval); it runs nothing of
+            # the job once the agent is gone (docs/security.md), and the agent is checked.
+            sessions = {p for p in sessions if self.session_host.get(p) != self.victim_host}
+        violations += check_orphans(self.mark, self.agents, sessions, ORPHAN_WAIT)
         # Lines in flight when hvdrun died or a host was cut off are exempt; older ones are not.
         cut = self.fault_time or time.time()
         for rank in range(RANKS):
             before = cut
-            host = self.args.hosts[rank // SLOTS]
+            host = self.site.hosts[rank // SLOTS]
             if injected and (self.fault == "kill_hvdrun" or (
-                    self.fault in ("kill_agent", "stop_agent", "kill_sshd_session") and host == self.victim_host)):
+                    self.fault in ("kill_agent", "stop_agent", "kill_sshd_session",
+                                   "drop_link_launcher") and host == self.victim_host)):
                 before = cut - IN_FLIGHT
             ledger = read_ledger(os.path.join(self.dir, "ledger", "rank.%d" % rank))
             out_file = os.path.join(self.dir, "out", "rank.%d" % rank, "stdout")
@@ -570,13 +663,17 @@ def main():
     ap.add_argument("--known-hosts", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--sshd-dir", required=True, help="the test hosts' sshd_hosts.sh DIR")
+    ap.add_argument("--netns-dir", default="", help="tests/netns/netns_hosts.sh DIR (2 hosts), "
+                    "for the netns mode")
+    ap.add_argument("--netns-skip", default="", help="why there are no netns hosts")
     # Below the kernel's ephemeral range (32768-60999 by default) and below the sshd test hosts'
     # ports (20000-40000): Gloo's pair listeners take ephemeral ports, and Gloo accepts any
     # connection to them as the peer (docs/security.md), so a range in the ephemeral range lets
     # the hostile connections hit a Gloo pair by chance (1 round in a few hundred, CI, seed 1).
     ap.add_argument("--port-low", type=int, default=10100)
-    ap.add_argument("--modes", default="native,mpi",
-                    help="launch modes to mix, a comma list of native and mpi (hvdrun --mpi)")
+    ap.add_argument("--modes", default="native,mpi,netns",
+                    help="launch modes to mix, a comma list of native, mpi (hvdrun --mpi) and "
+                    "netns (native, over network-namespace hosts)")
     ap.add_argument("--only", help="[MODE:]FAULT:PHASE: every round that cell (to chase one "
                     "failure); MODE is native unless given")
     args = ap.parse_args()
@@ -587,10 +684,23 @@ def main():
     for m in modes:
         if m not in MODES:
             ap.error("--modes %s: %r is not a mode; the modes: %s" % (args.modes, m, ", ".join(MODES)))
+    args.sites = {"loopback": Site(args.hosts, args.port, args.ssh_config, args.known_hosts)}
+    if args.netns_dir:
+        env = read_env_file(os.path.join(args.netns_dir, "hosts.env"))
+        args.sites["netns"] = Site(env["NETNS_HOSTS_ADDRS"].split(","), "22",
+                                   env["NETNS_SSH_CONFIG"], env["NETNS_SSH_KNOWN_HOSTS"],
+                                   wrap=["ip", "netns", "exec", env["NETNS_LAUNCHER_NS"]], netns=env)
+    elif "netns" in modes:
+        print("chaos: the netns mode is skipped: %s" % (args.netns_skip or "no --netns-dir"))
+        modes.remove("netns")
+        if not modes:
+            return 77
     only = None
     if args.only:
         parts = args.only.split(":")
         only = tuple(parts) if len(parts) == 3 else ("native",) + tuple(parts)
+        if only[0] == "netns" and not args.netns_dir:
+            ap.error("--only %s: no netns hosts here (%s)" % (args.only, args.netns_skip))
         if only not in cells_of(MODES):
             ap.error("--only %s: not a [MODE:]FAULT:PHASE cell; the cells: %s" % (
                 args.only, ", ".join(":".join(c) for c in cells_of(MODES))))
@@ -634,7 +744,7 @@ def main():
         "not injected"))
     phase_order = {p: i for i, p in enumerate(PHASES)}
     for (mode, fault, phase), row in sorted(table.items(), key=lambda kv: (
-            kv[0][0], list(FAULTS).index(kv[0][1]), phase_order.get(kv[0][2], len(PHASES)))):
+            kv[0][0], ALL_FAULTS.index(kv[0][1]), phase_order.get(kv[0][2], len(PHASES)))):
         print("%-6s %-19s %-12s %6d %5d %7d %5d %7d %6d %12d" % (
             mode, fault, phase, row["rounds"], row["hang"], row["orphan"], row["lost line"],
             row["wrong verdict"], row["memory"], row["not injected"]))

@@ -16,6 +16,7 @@ done
 work=$(mktemp -d /tmp/hvd-chaos.XXXXXX)
 cleanup() {
   bash "$root/tests/sshd/sshd_hosts.sh" stop "$work/sshd" >/dev/null 2>&1 || true
+  bash "$root/tests/netns/netns_hosts.sh" stop "$work/nnh" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -26,12 +27,17 @@ set -a
 . "$work/sshd/hosts.env"
 set +a
 cp "$HVDTEST_SSH_KNOWN_HOSTS" "$work/known_hosts"
+# Two network-namespace hosts for the link faults (tests/netns/), where this machine can have them.
+netns_args=(--netns-dir "$work/nnh")
+if ! bash "$root/tests/netns/netns_hosts.sh" start "$work/nnh" 2 >"$work/netns.log" 2>&1; then
+  netns_args=(--netns-skip "$(tail -n1 "$work/netns.log")")
+fi
 mkdir -p "$work/rounds"
 start=$(date +%s)
 rc=0
 python3 "$here/chaos.py" --hvdrun "$build/cli/hvdrun" --rank-program "$build/tests/chaos_rank" \
   --hosts "$HVDTEST_SSH_ADDRS" --port "$HVDTEST_SSH_PORT" --ssh-config "$HVDTEST_SSH_CONFIG" \
-  --known-hosts "$work/known_hosts" --work "$work/rounds" --sshd-dir "$work/sshd" "$@" || rc=$?
+  --known-hosts "$work/known_hosts" --work "$work/rounds" --sshd-dir "$work/sshd" "${netns_args[@]}" "$@" || rc=$?
 echo "chaos wall time: $(( $(date +%s) - start )) s"
 if [ $rc -ne 0 ] && [ -n "$(ls -A "$work/rounds" 2>/dev/null)" ]; then
   kept=/tmp/hvd-chaos-failed.$$

@@ -92,6 +92,38 @@ TEST_CASE("SIGKILL to hvdrun: its agent stops every rank and what they left behi
   CHECK(elapsed >= 900ms);  // rank 2 ignores SIGTERM: the agent waited the grace period
 }
 
+TEST_CASE("a frozen hvdrun: its agent stops every rank after twice --keepalive of silence",
+          "[launch]") {
+  // A launcher that is frozen, or cut off by a link that dropped without a reset, keeps the
+  // agent's input open: no dead-man switch fires. The chaos suite found the agent running its
+  // ranks on for good; it now gives up on a launcher silent for 2 x --keepalive (the launcher
+  // pings three times per period).
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-np", "2", "--keepalive", "1", "--grace", "1", "-x", marker.forward(),
+                          "sh", "-c", "sleep 60"},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until([&] { return sleeping(marker) == 2; }, 10s);
+  // Running for longer than the silence limit first: the pings keep the agent going.
+  std::this_thread::sleep_for(2500ms);
+  const bool still_up = sleeping(marker) == 2;
+  const auto start = Clock::now();
+  hvdrun.signal(SIGSTOP);
+  const bool ranks_gone = wait_until([&] { return marker.ranks().empty(); }, 8s);
+  const auto elapsed = Clock::now() - start;
+  hvdrun.signal(SIGKILL);
+  hvdrun.signal(SIGCONT);
+  hvdrun.wait(5s);
+  INFO(read_file(dir / "err"));
+  REQUIRE(up);
+  CHECK(still_up);
+  CHECK(ranks_gone);
+  CHECK(elapsed >= 1500ms);  // 2 s of silence, less the time since the last ping
+  CHECK(elapsed < 6s);
+}
+
 TEST_CASE("SIGINT to hvdrun sends SIGTERM to the ranks and exits 130", "[launch]") {
   JobMarker marker;
   TempDir dir;

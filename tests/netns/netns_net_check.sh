@@ -8,7 +8,9 @@
 #      the same way (--network-interface picks it);
 #   3. two hosts whose data interfaces have different names (data0, ens5), --network-cidr: each
 #      host's own address and interface are exported, a 2-rank libhvd allreduce (Gloo) runs, and
-#      an `hvdrun --mpi` job runs.
+#      an `hvdrun --mpi` job runs;
+#   4. the ranks' own connections between two hosts dropped (hvdrun's ports open): the start
+#      fails within the Gloo timeout and a margin, not one timeout per pair.
 # Usage: netns_net_check.sh BUILD_DIR [WORK_DIR]
 # Exit: 0 all passed, 1 a check failed, 77 cannot run here (no root or no network namespaces).
 set -uo pipefail
@@ -129,6 +131,25 @@ expect "--network-cidr: a 2-rank libhvd job (Gloo) passes every collective" \
 run cidr_mpi h1 --mpi --network-cidr 10.232.0.0/24 -H "$H1,$H2" "$check" collectives
 expect "--network-cidr: an hvdrun --mpi job passes every collective" \
   test "$rc" -eq 0 -a "$(grep -c 'all checks passed' "$work/cidr_mpi.out")" -eq 2
+
+# ---- 4. the ranks' own connections dropped (hvdrun's ports open) ---------------------------
+# The network check passes (it probes hvdrun's ports), then Gloo's full-mesh connect meets a
+# silent link between h1 and h2: each pair waited the Gloo timeout in turn (40 s at 8 s), now
+# libhvd's init watchdog ends it at the timeout + 2 s. Found by the chaos suite.
+for h in h1 h2; do in_ns "$h" iptables -F; done
+in_ns h2 iptables -A INPUT -s "$H1" -p tcp --syn -m multiport ! --dports 31000:31009,22 -j DROP
+in_ns h1 iptables -A INPUT -s "$H2" -p tcp --syn -m multiport ! --dports 31000:31009,22 -j DROP
+start=$(date +%s)
+run gloo_cut launcher --port-range "$range" --gloo-timeout-seconds 4 -np 4 -H "$H1:2,$H2:2" \
+  "$check" info
+took=$(( $(date +%s) - start ))
+expect "ranks cut off from each other fail the start (exit 75 or 3), not hang" \
+  test "$rc" -eq 75 -o "$rc" -eq 3
+expect "... within the Gloo timeout + 2 s + the launch, not a timeout per pair (took ${took} s)" \
+  test "$took" -le 12
+expect "... saying why" bash -c "grep -qE 'hvd::init\(\) did not finish within 4 s|Connect timeout' \
+  '$work/gloo_cut.out' '$work/gloo_cut.err'"
+for h in h1 h2; do in_ns "$h" iptables -F; done
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed; outputs in $work"
