@@ -1,7 +1,6 @@
 #include "launcher/job_specs.h"
 
 #include <fmt/format.h>
-#include <chrono>
 
 #include "contract/env_table.h"
 #include "contract/rendezvous.h"
@@ -50,7 +49,6 @@ worker::JobSpec job_spec_for_host(const Plan& plan, int host_index, const Launch
   spec.cwd = options.cwd;
   spec.grace_seconds = options.grace_seconds;
   spec.elastic = plan.elastic;
-  spec.launcher_silence_seconds = 2 * std::chrono::duration<double>(options.keepalive).count();
   for (const RankPlan& rank : plan.ranks) {
     if (rank.host_index != host_index) continue;
     worker::RankSpec r;

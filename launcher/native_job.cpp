@@ -60,11 +60,13 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kProbeClosed:
       if (!agent.asked_close || agent.probe_closed) return "a probe close nobody asked for";
       return std::nullopt;
+    case FrameType::kPong:  // agents are pinged from their hello on
+      if (!agent.hello) return "a pong before its hello";
+      return std::nullopt;
     case FrameType::kStarted:
     case FrameType::kOutput:
     case FrameType::kExited:
     case FrameType::kDone:
-    case FrameType::kPong:
       if (!agent.spec_sent) return "rank events before it was given a job";
       return std::nullopt;
     case FrameType::kRankEvent:
@@ -212,9 +214,13 @@ bool NativeJob::all_started() const {
       [](const RankOutcome& r) { return r.started; });
 }
 
-bool NativeJob::keepalive_on(const AgentConn& a) const {
-  return options_.keepalive.count() > 0 && a.spec_sent && !a.eof && !a.abandoned &&
-         !sup_.stopping();
+bool NativeJob::keepalive_on(const AgentConn& a) const { return pinging(a) && a.spec_sent; }
+
+// From its start on (the first ping waits in its input until it has said hello): the agent
+// learns its side of --keepalive from the pings (worker/agent.cpp) and gives up on a launcher it
+// has not heard from for two periods, before its job too.
+bool NativeJob::pinging(const AgentConn& a) const {
+  return options_.keepalive.count() > 0 && !a.eof && !a.abandoned && !sup_.stopping();
 }
 
 std::optional<Clock::time_point> NativeJob::deadline() const {
@@ -239,9 +245,8 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
       consider(now + std::chrono::seconds(1));
   }
   for (const AgentConn& a : agents_) {
-    if (!keepalive_on(a)) continue;
-    consider(a.next_ping);
-    consider(a.last_heard + options_.keepalive);
+    if (pinging(a)) consider(a.next_ping);
+    if (keepalive_on(a)) consider(a.last_heard + options_.keepalive);
   }
   return next;
 }
@@ -277,12 +282,15 @@ void NativeJob::on_deadline() {
 // (its answer, rank output, an exit) shows it is there. One that stays silent for the whole
 // period is frozen or cut off without a word (a silent partition sends no reset): it is lost.
 void NativeJob::keepalive(Clock::time_point now) {
+  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(2 * options_.keepalive);
   for (AgentConn& a : agents_) {
-    if (!keepalive_on(a)) continue;
-    if (now >= a.last_heard + options_.keepalive) {
+    if (!pinging(a)) continue;
+    if (keepalive_on(a) && now >= a.last_heard + options_.keepalive) {
       agent_silent(a);
     } else if (now >= a.next_ping) {
-      send(a, FrameType::kPing);
+      send(a, FrameType::kPing,
+           worker::encode_ping(
+               static_cast<uint32_t>(std::min<long long>(limit.count(), UINT32_MAX))));
       a.next_ping = now + options_.keepalive / 3;
     }
   }

@@ -80,6 +80,7 @@ class NativeJob final : public Job {
   void agent_lost(AgentConn& agent);
   // The keepalive: pings agents that run a job, gives up on one silent past --keepalive.
   bool keepalive_on(const AgentConn& agent) const;
+  bool pinging(const AgentConn& agent) const;
   void keepalive(Clock::time_point now);
   void agent_silent(AgentConn& agent);
   bool all_started() const;

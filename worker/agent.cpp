@@ -191,9 +191,16 @@ class Agent {
   bool stopping_ = false;  // SIGTERM sent
   bool killing_ = false;   // SIGKILL sent
   bool launcher_gone_ = false;
-  // When a byte last came from the launcher (JobSpec::launcher_silence_seconds).
+  // The agent's side of --keepalive. From its hello on, the launcher pings it three times per
+  // --keepalive period, each ping carrying the limit (2 x --keepalive): this long without a byte
+  // from the launcher means the launcher or the link is gone although the connection looks open
+  // (the launcher frozen, a link cut without a reset). Before the spec the agent then exits;
+  // after it, it stops its ranks as when its input closes.
   std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
-  int silence_left_ms();  // until the launcher counts as gone; -1: never
+  std::chrono::milliseconds silence_limit_{0};  // 0: none (no ping yet, or --keepalive 0)
+  // Until the launcher counts as gone, in ms; -1: never; 0: it is gone.
+  int silence_left_ms() const;
+  void on_ping(const std::string& payload);
   // Elastic jobs: a joining host's network check while the job runs (kProbeListen, kProbe,
   // kProbeClose). The probes run on a thread of their own, so that output keeps flowing; its
   // outcomes come back through `probed_` and a byte on the pipe.
@@ -246,6 +253,9 @@ bool Agent::read_spec() {
             listener_.reset();
             send(FrameType::kProbeClosed);
             break;
+          case FrameType::kPing:
+            on_ping(frame->payload);
+            break;
           case FrameType::kSpec:
             spec_ = decode_spec(frame->payload);
             return true;
@@ -258,9 +268,13 @@ bool Agent::read_spec() {
       error(e.what(), e.hint());  // the launcher names the host
       return false;
     }
+    // A launcher silent past the pings' limit (a link cut without a reset) sends no job: the
+    // agent has nothing to stop and leaves.
+    const int silence = silence_left_ms();
+    if (silence == 0) return false;
     std::vector<pollfd> fds{{in_fd_, POLLIN, 0}};
     if (listener_) listener_->add_pollfds(fds);
-    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return false;
+    if (::poll(fds.data(), fds.size(), silence) < 0 && errno != EINTR) return false;
     if (listener_ &&
         std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& f) { return f.revents != 0; })) {
       listener_->serve();
@@ -268,6 +282,7 @@ bool Agent::read_spec() {
     if (fds[0].revents == 0) continue;
     const long n = read_some(in_fd_, buf.data(), buf.size());
     if (n <= 0) return false;  // the launcher went away before sending a job
+    last_heard_ = std::chrono::steady_clock::now();
     reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
   }
 }
@@ -551,20 +566,16 @@ void Agent::handle_input() {
   handle_frames();
 }
 
-int Agent::silence_left_ms() {
-  if (spec_.launcher_silence_seconds <= 0 || launcher_gone_ || !input_open_) return -1;
-  const auto limit =
-      last_heard_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(spec_.launcher_silence_seconds));
+int Agent::silence_left_ms() const {
+  if (silence_limit_.count() <= 0 || launcher_gone_ || !input_open_) return -1;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      limit - std::chrono::steady_clock::now());
-  if (left.count() > 0) return static_cast<int>(std::min<long>(left.count() + 1, 1 << 30));
-  // The launcher pings three times per --keepalive: it is frozen, dead without a close, or cut
-  // off by a link that dropped without a reset. Nobody is left to tell: stop as the dead-man
-  // switch does when the input closes.
-  launcher_gone_ = true;
-  stop(SIGTERM);
-  return -1;
+      last_heard_ + silence_limit_ - std::chrono::steady_clock::now());
+  return left.count() > 0 ? static_cast<int>(std::min<long>(left.count() + 1, 1 << 30)) : 0;
+}
+
+void Agent::on_ping(const std::string& payload) {
+  silence_limit_ = std::chrono::milliseconds(decode_ping(payload));
+  send(FrameType::kPong);
 }
 
 void Agent::handle_frames() {
@@ -572,7 +583,7 @@ void Agent::handle_frames() {
     while (auto frame = reader_.next()) {
       if (frame->type == FrameType::kTerminate) stop(SIGTERM);
       if (frame->type == FrameType::kKill) stop(SIGKILL);
-      if (frame->type == FrameType::kPing) send(FrameType::kPong);
+      if (frame->type == FrameType::kPing) on_ping(frame->payload);
       if (frame->type == FrameType::kGeneration) announce(decode_generation(frame->payload));
       if (spec_.elastic && frame->type == FrameType::kProbeListen) {
         const ProbeListenRequest request = decode_probe_listen(frame->payload);
@@ -626,7 +637,6 @@ int Agent::run() {
 
   if (!send(FrameType::kHello, hello_payload())) return 2;
   if (!read_spec()) return 2;
-  last_heard_ = std::chrono::steady_clock::now();  // the spec was the launcher's latest word
   if (!start_ranks()) {
     while (!stray_children(ranks_).empty()) {  // whatever was started dies before we exit
       stop(SIGKILL);
@@ -677,7 +687,15 @@ int Agent::run() {
     // while the launcher is silent, wake up when it has been silent too long.
     int timeout = (stopping_ || killing_ || ranks_done) ? kSweepMs : -1;
     const int silence = silence_left_ms();
-    if (silence >= 0) timeout = timeout < 0 ? silence : std::min(timeout, silence);
+    if (silence == 0) {
+      // The launcher pings three times per --keepalive: it is frozen, dead without a close, or
+      // cut off by a link that dropped without a reset. Nobody is left to tell: stop as the
+      // dead-man switch does when the input closes.
+      launcher_gone_ = true;
+      stop(SIGTERM);
+      continue;
+    }
+    if (silence > 0) timeout = timeout < 0 ? silence : std::min(timeout, silence);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
     if (fds[0].revents != 0) handle_signals();
     if (fds[1].revents != 0) {

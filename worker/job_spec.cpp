@@ -50,10 +50,6 @@ void validate(const JobSpec& spec) {
   if (!(spec.grace_seconds >= 0 && spec.grace_seconds <= 3600)) {
     throw Error(fmt::format("job spec: grace period {} s out of range", spec.grace_seconds));
   }
-  if (!(spec.launcher_silence_seconds >= 0 && spec.launcher_silence_seconds <= 7 * 86400)) {
-    throw Error(
-        fmt::format("job spec: launcher silence {} s out of range", spec.launcher_silence_seconds));
-  }
   for (const RankSpec& rank : spec.ranks) {
     if (rank.rank < 0) throw Error(fmt::format("job spec: negative rank {}", rank.rank));
     for (const auto& [name, value] : rank.env) {
@@ -80,9 +76,6 @@ std::string encode_spec(const JobSpec& spec) {
               {"argv", std::move(argv)},   {"cwd", encode_bytes(spec.cwd)},
               {"ranks", std::move(ranks)}, {"grace_seconds", spec.grace_seconds}};
   if (spec.elastic) doc["elastic"] = true;
-  if (spec.launcher_silence_seconds > 0) {
-    doc["launcher_silence_seconds"] = spec.launcher_silence_seconds;
-  }
   return doc.dump();  // every byte string was made UTF-8 (or base64) above
 }
 
@@ -117,12 +110,6 @@ JobSpec decode_spec(std::string_view json_text) {
   if (doc.contains("elastic")) {
     if (!doc["elastic"].is_boolean()) throw Error("job spec: 'elastic' is not true or false");
     spec.elastic = doc["elastic"].get<bool>();
-  }
-  if (doc.contains("launcher_silence_seconds")) {
-    if (!doc["launcher_silence_seconds"].is_number()) {
-      throw Error("job spec: 'launcher_silence_seconds' is not a number");
-    }
-    spec.launcher_silence_seconds = doc["launcher_silence_seconds"].get<double>();
   }
   validate(spec);
   return spec;

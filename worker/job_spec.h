@@ -28,11 +28,6 @@ struct JobSpec {
   // An elastic job (docs/design/elastic.md): each rank gets a channel to the agent on
   // contract::kElasticChannelFd, whose lines come back as kRankEvent frames.
   bool elastic = false;
-  // The agent's side of --keepalive: while its ranks run, the launcher pings it three times per
-  // --keepalive period, so this long without a byte from the launcher (2 x --keepalive) means
-  // the launcher or the link is gone although the connection looks open (a link cut without a
-  // reset): the agent stops its ranks as when its input closes. 0: never.
-  double launcher_silence_seconds = 0;
   bool operator==(const JobSpec&) const = default;
 };
 

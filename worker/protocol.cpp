@@ -102,6 +102,20 @@ std::string encode_exited(const RankExited& exited) {
 
 std::string encode_signal(int signal) { return std::string(1, static_cast<char>(signal)); }
 
+std::string encode_ping(uint32_t silence_limit_ms) {
+  std::string out;
+  put_u32(out, silence_limit_ms);
+  return out;
+}
+
+uint32_t decode_ping(std::string_view payload) {
+  require_size(payload, 4, "ping");
+  if (payload.size() != 4) {
+    throw Error(fmt::format("protocol error: a ping of {} bytes, not 4", payload.size()));
+  }
+  return get_u32(payload, 0);
+}
+
 OutputChunk decode_output(std::string_view payload) {
   require_size(payload, 5, "output");
   const auto stream = static_cast<uint8_t>(payload[4]);

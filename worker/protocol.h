@@ -19,7 +19,7 @@ namespace hvd::worker {
 // stop" flag, the signal frame; 5: elastic jobs (the spec's "elastic", the rank-event and
 // generation frames); 6: elastic refills (kStartRanks, kStartFailed; an elastic agent stays up
 // when its ranks have ended, until the launcher ends the job)
-inline constexpr int kProtocolVersion = 6;
+inline constexpr int kProtocolVersion = 7;  // 7: pings before the spec, with a limit
 // The longest line a rank may write on its elastic channel ("joined 3"); longer ones are dropped.
 inline constexpr size_t kMaxRankEventLine = 256;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
@@ -46,7 +46,8 @@ enum class FrameType : uint8_t {
   kProbeListen = 19,  // JSON: open the probe listener (port range, greeting token)
   kProbe = 20,        // JSON: connect to these targets, report each (before the spec)
   kProbeClose = 21,   // empty: close the probe listener now (rank 0's host: MASTER_PORT)
-  kPing = 22,         // empty: the job's keepalive (answer kPong at once)
+  kPing = 22,         // u32: the keepalive, from the agent's hello on (answer kPong at once):
+                      // the agent gives up on a launcher silent this many ms (0: never)
   kSignal = 23,       // signal u8: send it to every running rank (SIGUSR1 or SIGUSR2 only)
   kGeneration = 24,   // generation u32, count u32, worker u32 x count: write "gen G" to their
                       // elastic channels (the workers of that generation this agent runs)
@@ -98,6 +99,7 @@ std::string encode_output(const OutputChunk& chunk);
 std::string encode_started(const RankStarted& started);
 std::string encode_exited(const RankExited& exited);
 std::string encode_signal(int signal);
+std::string encode_ping(uint32_t silence_limit_ms);
 
 // Elastic jobs (docs/design/elastic.md, section 5): a line from a rank's channel, and a new
 // generation announced to the workers that are in it.
@@ -117,6 +119,8 @@ RankStarted decode_started(std::string_view payload);
 RankExited decode_exited(std::string_view payload);
 // The signals a launcher forwards to the ranks (SIGUSR1, SIGUSR2); anything else throws.
 int decode_signal(std::string_view payload);
+// The silence limit a ping carries, in ms (0: none).
+uint32_t decode_ping(std::string_view payload);
 // Throw hvd::Error for a line longer than kMaxRankEventLine or one holding a newline, and for a
 // notice whose count does not match its size.
 RankEvent decode_rank_event(std::string_view payload);

@@ -70,9 +70,7 @@ FAULTS_MPI = {f: FAULTS[f] for f in ("none", "kill_rank", "stop_rank", "kill_hvd
 # the link faults, which loopback hosts cannot have. h1 is the victim host.
 FAULTS_NETNS = {
     "none": ["running"],
-    # Not in agents and netcheck: an agent cut off before its job spec has no silence limit yet
-    # and waits for its spec until TCP gives up (README, "Found, not fixed yet").
-    "drop_link_launcher": ["rendezvous", "running"],
+    "drop_link_launcher": ["agents", "netcheck", "rendezvous", "running"],
     "drop_link_hosts": ["netcheck", "rendezvous", "running"],
     "slow_link": ["agents", "netcheck", "rendezvous", "running"],
 }
@@ -137,13 +135,14 @@ def rank_pid(mark, rank):
     return None
 
 
-def agent_pids(addresses):
-    """Agents started over SSH on these test hosts: `hvdrun --agent` whose SSH_CONNECTION ends at
-    one of the addresses (its server side)."""
+def agent_pids(addresses, hvdrun):
+    """Agents started over SSH on these test hosts by this build's hvdrun: `HVDRUN --agent` whose
+    SSH_CONNECTION ends at one of the addresses (its server side). Another checkout's suite on
+    the same machine (its own test hosts, the same addresses) is not ours."""
     out = {}
     for p in pids():
         cmd = cmdline_of(p)
-        if b"--agent" not in cmd or state_of(p) in ("Z", ""):
+        if b"--agent" not in cmd or cmd[0] != hvdrun.encode() or state_of(p) in ("Z", ""):
             continue
         for var in environ_of(p):
             if var.startswith(b"SSH_CONNECTION="):
@@ -384,7 +383,7 @@ class Round:
         """Peak RSS of hvdrun, and the job's agents and SSH sessions, while it runs."""
         while self.proc.poll() is None:
             self.peak = max(self.peak, peak_rss_kib(self.proc.pid))
-            for pid, host in agent_pids(self.site.hosts).items():
+            for pid, host in agent_pids(self.site.hosts, self.args.hvdrun).items():
                 self.agents[pid] = host
                 session = parent_of(pid)
                 if b"@" in b" ".join(cmdline_of(session)):  # "sshd: root@notty", not the listener
@@ -423,7 +422,7 @@ class Round:
             return True
         if f in ("kill_agent", "stop_agent", "kill_sshd_session"):
             host = self.site.hosts[self.rng.randrange(len(self.site.hosts))]
-            found = [p for p, h in agent_pids([host]).items()]
+            found = [p for p, h in agent_pids([host], a.hvdrun).items()]
             if not found:
                 return False
             self.victim_host = host
@@ -677,6 +676,7 @@ def main():
     ap.add_argument("--only", help="[MODE:]FAULT:PHASE: every round that cell (to chase one "
                     "failure); MODE is native unless given")
     args = ap.parse_args()
+    args.hvdrun = os.path.realpath(args.hvdrun)  # as hvdrun names itself for its agents
     args.hosts = args.hosts.split(",")
     if args.rounds < 1:
         ap.error("--rounds %d: give 1 or more" % args.rounds)

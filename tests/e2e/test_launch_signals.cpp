@@ -408,6 +408,35 @@ TEST_CASE("the agent obeys a terminate frame that arrives together with its job"
   CHECK(code == 0);
 }
 
+TEST_CASE("an agent pinged before its job leaves a launcher silent past the ping's limit",
+          "[launch]") {
+  // A link cut without a reset before the job spec arrives: the agent's input stays open. It
+  // used to wait for its spec until TCP gave up; the launcher's pings now carry the limit.
+  ::signal(SIGPIPE, SIG_IGN);
+  TempDir dir;
+  Hvdrun agent({.args = {"--agent"},
+                .env = {},
+                .out_path = "",
+                .err_path = dir / "err",
+                .stdin_pipe = true});
+  std::string buffer;
+  const auto hello = read_frames(agent.stdout_fd(), buffer, 1, 5s);
+  const std::string ping = encode(22, std::string("\0\0\x01\xf4", 4));  // 500 ms
+  const bool written =
+      ::write(agent.stdin_fd(), ping.data(), ping.size()) == static_cast<ssize_t>(ping.size());
+  const auto pong = read_frames(agent.stdout_fd(), buffer, 1, 5s);
+  const auto start = Clock::now();
+  const int code = agent.wait(5s);  // no close of its input: silence only
+  const auto waited = Clock::now() - start;
+  INFO(read_file(dir / "err"));
+  REQUIRE(hello.size() == 1);
+  REQUIRE(written);
+  REQUIRE(pong.size() == 1);
+  CHECK(pong[0].type == 10);  // kPong
+  CHECK(code == 2);           // no job: it had nothing to stop
+  CHECK(waited < 3s);
+}
+
 TEST_CASE("SIGUSR1 and SIGUSR2 to hvdrun are forwarded to every rank", "[launch]") {
   JobMarker marker;
   TempDir dir;

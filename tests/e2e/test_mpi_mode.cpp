@@ -307,15 +307,16 @@ TEST_CASE("mpi mode: SIGTERM to hvdrun exits 143 whatever code the stopped ranks
   hvd::test::TempDir dir;
   const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_term_known_hosts";
   fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
-  hvd::test::Hvdrun run({.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
-                                  std::to_string(hosts.port), "--ssh-config", hosts.ssh_config,
-                                  "--ssh-known-hosts", known_hosts.string(), "-x", marker.forward(),
-                                  "-x", "TESTDIR=" + dir.path(), "sh", "-c",
-                                  "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r stops; exit 1' TERM; "
-                                  "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"},
-                         .env = {marker.env()},
-                         .out_path = dir / "out",
-                         .err_path = dir / "err"});
+  hvd::test::Hvdrun run(
+      {.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
+                std::to_string(hosts.port), "--ssh-config", hosts.ssh_config, "--ssh-known-hosts",
+                known_hosts.string(), "-x", marker.forward(), "-x", "TESTDIR=" + dir.path(), "sh",
+                "-c",
+                "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r stops; exit 1' TERM; "
+                "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"},
+       .env = {marker.env()},
+       .out_path = dir / "out",
+       .err_path = dir / "err"});
   const bool up =
       hvd::test::wait_until([&] { return fs::exists(dir / "up.0") && fs::exists(dir / "up.1"); },
                             std::chrono::seconds(20));

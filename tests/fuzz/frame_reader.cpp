@@ -64,6 +64,12 @@ void decode_payload(const w::Frame& frame) {
         HVD_FUZZ_CHECK(w::encode_signal(*sig) == frame.payload);
       }
       break;
+    case w::FrameType::kPing:
+      if (const auto ms =
+              hvd::fuzz::accepted<hvd::Error>([&] { return w::decode_ping(frame.payload); })) {
+        HVD_FUZZ_CHECK(w::encode_ping(*ms) == frame.payload);
+      }
+      break;
     default:
       break;  // JSON payloads have their own harnesses (job_spec, hello, probe)
   }

@@ -363,25 +363,13 @@ TEST_CASE("job spec carries the elastic flag, absent when false", "[protocol]") 
       {"'elastic' is not true or false"});
 }
 
-TEST_CASE("job spec carries the launcher silence limit, absent when never", "[protocol]") {
-  hvd::worker::JobSpec spec = sample_spec();
-  CHECK_FALSE(
-      nlohmann::json::parse(hvd::worker::encode_spec(spec)).contains("launcher_silence_seconds"));
-  CHECK(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)).launcher_silence_seconds == 0);
-  spec.launcher_silence_seconds = 60.5;
-  CHECK(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)) == spec);
-  require_error(
-      [] {
-        hvd::worker::decode_spec(
-            spec_with([](nlohmann::json& d) { d["launcher_silence_seconds"] = "60"; }));
-      },
-      {"'launcher_silence_seconds' is not a number"});
-  require_error(
-      [] {
-        hvd::worker::decode_spec(
-            spec_with([](nlohmann::json& d) { d["launcher_silence_seconds"] = -1; }));
-      },
-      {"launcher silence -1 s out of range"});
+TEST_CASE("a ping carries the agent's silence limit in ms, any other size is refused",
+          "[protocol]") {
+  CHECK(hvd::worker::decode_ping(hvd::worker::encode_ping(60000)) == 60000);
+  CHECK(hvd::worker::decode_ping(hvd::worker::encode_ping(0)) == 0);
+  CHECK(hvd::worker::encode_ping(0x01020304) == std::string("\x01\x02\x03\x04", 4));
+  require_error([] { hvd::worker::decode_ping(""); }, {"ping"});
+  require_error([] { hvd::worker::decode_ping(std::string(5, '\0')); }, {"a ping of 5 bytes"});
 }
 
 TEST_CASE("job spec round-trips random binary values", "[protocol]") {
