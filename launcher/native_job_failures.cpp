@@ -52,6 +52,21 @@ void NativeJob::agent_lost(AgentConn& agent) {
          fmt::format("{}; `hvdrun --check-ssh` shows the same", ssh::kRemoteCommandFailedHint)});
     return;
   }
+  // No exit status at all: the SSH session itself ended (killed, or its connection dropped)
+  // before the agent answered. A missing agent is the shell's 127 (or 126), below. The chaos
+  // suite's kill -9 of the sshd session at start-up got "no hvdrun agent answered" and advice to
+  // install hvdrun.
+  if (!agent.hello && !status && agent.transport->remote()) {
+    if (!sup_.stopping()) sup_.result().lost_hosts.push_back(host);
+    sup_.fail({ErrorKind::kHostLost,
+               fmt::format("lost the agent on {} before it answered: its SSH session ended "
+                           "without an exit status{}{}",
+                           host, agent.transport->lost_detail(),
+                           said.empty() ? "" : fmt::format("; its stderr ends: {}", said)),
+               "the session was killed on that host, or the connection dropped; run the job "
+               "again, and `hvdrun --check-ssh` if it keeps happening"});
+    return;
+  }
   if (!agent.hello) {
     sup_.fail(
         {ErrorKind::kRemote,

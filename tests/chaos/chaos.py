@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The chaos suite's driver (tests/chaos/README.md; run it through tests/chaos/run.sh).
 
-Each round starts a real job (hvdrun over two sshd test hosts, 2 ranks each, chaos_rank printing
-numbered lines and running allreduces), injects one fault at a random moment of a chosen phase,
-and checks the invariants: no hang, the right verdict, no orphan, no lost line, bounded memory.
-Before any round, every invariant check is shown catching a planted violation.
+Each round starts a real job (hvdrun over two test hosts, natively or with --mpi, 2 ranks each,
+chaos_rank printing numbered lines and running allreduces), injects one fault at a random moment
+of a chosen phase, and checks the invariants: no hang, the right verdict, no orphan, no lost
+line, bounded memory. Before any round, every invariant check is shown catching a planted
+violation. checks.py holds the checks and the /proc helpers, faults.py the test hosts' sites and
+the faults that need more than a signal.
 """
 
 import argparse
@@ -13,11 +15,15 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+from checks import (agent_pids, check_hang, check_lost, check_memory, check_orphans,
+                    check_verdict, cmdline_of, marked, parent_of, peak_rss_kib, rank_pid,
+                    read_ledger, self_test)
+from faults import Site, heal_netns, hostile, in_netns, read_env_file, restart_sshd
 
 PHASES = ["ssh", "agents", "netcheck", "rendezvous", "running", "stopping"]
 # hvdrun's debug lines that start a phase (launcher/native_launcher.cpp, native_job*.cpp,
@@ -42,7 +48,6 @@ PHASE_TIMEOUT = {
     "running": JOB_SECONDS + STALL_SHUTDOWN,
     "stopping": GRACE,
 }
-MEMORY_LIMIT_KIB = 64 * 1024
 ORPHAN_WAIT = 15.0
 # Lines a rank printed this long before a fault that kills hvdrun or cuts off a host may still be
 # in flight (a pipe, the agent's buffer, the SSH channel): those are exempt; older ones are not.
@@ -82,229 +87,7 @@ SLOW_RATE = "1mbit"
 
 
 # ---------------------------------------------------------------------------------------------
-# /proc
-
-
-def environ_of(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def cmdline_of(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def parent_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def state_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def pids():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def marked(mark):
-    """Processes whose environment carries CHAOS_MARK=mark (the job's ranks and their children)."""
-    needle = b"CHAOS_MARK=" + mark.encode()
-    return [p for p in pids() if needle in environ_of(p) and state_of(p) not in ("Z", "")]
-
-
-def rank_pid(mark, rank):
-    for p in marked(mark):
-        env = environ_of(p)
-        if b"HOROVOD_RANK=%d" % rank in env and any(b"chaos_rank" in c for c in cmdline_of(p)[:1]):
-            return p
-    return None
-
-
-def agent_pids(addresses, hvdrun):
-    """Agents started over SSH on these test hosts by this build's hvdrun: `HVDRUN --agent` whose
-    SSH_CONNECTION ends at one of the addresses (its server side). Another checkout's suite on
-    the same machine (its own test hosts, the same addresses) is not ours."""
-    out = {}
-    for p in pids():
-        cmd = cmdline_of(p)
-        if b"--agent" not in cmd or cmd[0] != hvdrun.encode() or state_of(p) in ("Z", ""):
-            continue
-        for var in environ_of(p):
-            if var.startswith(b"SSH_CONNECTION="):
-                fields = var.split(b"=", 1)[1].split()
-                if len(fields) == 4 and fields[2].decode() in addresses:
-                    out[p] = fields[2].decode()
-    return out
-
-
-def peak_rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------
-# The invariant checks (each returns a list of violations; the self-test plants one for each)
-
-
-def check_hang(exit_time, deadline):
-    if exit_time is None or exit_time > deadline:
-        return ["hang: hvdrun had not exited %.1f s after the deadline" % (
-            (exit_time or time.time()) - deadline)]
-    return []
-
-
-def check_verdict(expected, code, stderr_text):
-    if expected is None:
-        return []
-    codes, words = expected
-    out = []
-    if code not in codes:
-        out.append("wrong verdict: exit %s, expected %s" % (code, " or ".join(map(str, codes))))
-    for w in words:
-        if w not in stderr_text:
-            out.append("wrong verdict: the report does not say %r" % w)
-    return out
-
-
-def check_orphans(mark, agents, sessions, wait):
-    """Nothing of the job left: no marked process, no agent, SSH session or MPI daemon of it."""
-    end = time.time() + wait
-    while True:
-        left = marked(mark) + [p for p in list(agents) + list(sessions) if state_of(p) not in ("Z", "")
-                               and p not in marked(mark)]
-        if not left or time.time() >= end:
-            break
-        time.sleep(0.2)
-    return ["orphan: pid %d (%s) still there %.0f s after hvdrun exited" % (
-        p, b" ".join(cmdline_of(p)).decode(errors="replace")[:80], wait) for p in left]
-
-
-def read_ledger(path):
-    entries = []
-    try:
-        with open(path, errors="replace") as f:
-            for line in f:
-                stamp, _, text = line.rstrip("\n").partition("\t")
-                entries.append((float(stamp), text))
-    except (OSError, ValueError):
-        pass
-    return entries
-
-
-def check_lost(ledger, output_lines, before, rank):
-    """Every line the rank printed before `before` is in its --output-filename file."""
-    have = collections.Counter(output_lines)
-    lost = [text for stamp, text in ledger if stamp < before and have[text] == 0]
-    return ["lost line: rank %d printed %r; its output file lacks it" % (rank, t) for t in lost[:3]] + (
-        ["lost line: ... %d more for rank %d" % (len(lost) - 3, rank)] if len(lost) > 3 else [])
-
-
-def check_memory(peak_kib):
-    if peak_kib > MEMORY_LIMIT_KIB:
-        return ["memory: hvdrun's peak RSS %d KiB is over %d KiB" % (peak_kib, MEMORY_LIMIT_KIB)]
-    return []
-
-
-def self_test():
-    """Each check catches a planted violation, or the suite proves nothing."""
-    results = []
-    # A double-forked process of the job that escaped (setsid, its parent gone).
-    mark = "selftest-%d" % os.getpid()
-    env = dict(os.environ, CHAOS_MARK=mark)
-    subprocess.run(["sh", "-c", "setsid sleep 60 >/dev/null 2>&1 &"], env=env, check=True)
-    found = check_orphans(mark, [], [], 1.0)
-    for p in marked(mark):
-        os.kill(p, signal.SIGKILL)
-    results.append(("no orphan", "a double-forked sleep carrying the job's mark", found))
-    # A line deleted from an output file.
-    ledger = [(1.0, "chaos: rank 0 line 1"), (2.0, "chaos: rank 0 line 2"), (3.0, "chaos: rank 0 line 3")]
-    results.append(("no lost line", "line 2 deleted from rank 0's file",
-                    check_lost(ledger, ["chaos: rank 0 line 1", "chaos: rank 0 line 3"], 10.0, 0)))
-    # A wrong verdict.
-    results.append(("right verdict", "exit 0 where 137 and 'rank 1' were expected",
-                    check_verdict(([137], ["rank 1"]), 0, "all fine")))
-    # An overrun deadline: a 'job' that outlives it.
-    start = time.time()
-    job = subprocess.Popen(["sleep", "3"])
-    deadline = start + 1.0
-    try:
-        job.wait(timeout=max(0.0, deadline + 0.5 - time.time()))
-        exit_time = time.time()
-    except subprocess.TimeoutExpired:
-        exit_time = None
-        job.kill()
-        job.wait()
-    results.append(("no hang", "a job still running past its deadline", check_hang(exit_time, deadline)))
-    results.append(("bounded memory", "a peak RSS of 100 MiB", check_memory(100 * 1024)))
-    ok = True
-    for check, planted, found in results:
-        if found:
-            print("self-test: %-15s caught %s: %s" % (check, planted, found[0]))
-        else:
-            print("self-test: %-15s MISSED %s" % (check, planted))
-            ok = False
-    return ok
-
-
-# ---------------------------------------------------------------------------------------------
 # A round
-
-
-class Site:
-    """Where a round's job runs: its hosts, how to log in, and what runs hvdrun."""
-
-    def __init__(self, hosts, port, ssh_config, known_hosts, wrap=(), netns=None):
-        self.hosts, self.port, self.ssh_config, self.known_hosts = hosts, port, ssh_config, known_hosts
-        self.wrap = list(wrap)  # a prefix for hvdrun's command line (ip netns exec ...)
-        self.netns = netns  # netns hosts.env as a dict, or None
-
-
-def read_env_file(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#") and "=" in line:
-                key, value = line.split("=", 1)
-                out[key] = value.strip("'")
-    return out
-
-
-def in_netns(env, host_index, *cmd):
-    """Runs cmd inside test host h<host_index+1>'s namespace."""
-    subprocess.run(["ip", "netns", "exec", env["NETNS_HOST_NS_%d" % (host_index + 1)]] + list(cmd),
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def heal_netns(env, count):
-    """Every link as it was: no firewall rule, no token bucket."""
-    for k in range(count):
-        subprocess.run(["ip", "netns", "exec", env["NETNS_HOST_NS_%d" % (k + 1)], "iptables", "-F"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        subprocess.run(["ip", "netns", "exec", env["NETNS_HOST_NS_%d" % (k + 1)], "tc", "qdisc",
-                        "del", "dev", "eth0", "root"], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
 
 
 class Round:
@@ -422,9 +205,17 @@ class Round:
             return True
         if f in ("kill_agent", "stop_agent", "kill_sshd_session"):
             host = self.site.hosts[self.rng.randrange(len(self.site.hosts))]
+            # At the agents phase's start the agent may not run yet: wait for it, as for a rank.
+            end = time.time() + 5
             found = [p for p, h in agent_pids([host], a.hvdrun).items()]
+            while not found and time.time() < end and self.proc.poll() is None:
+                time.sleep(0.01)
+                found = [p for p, h in agent_pids([host], a.hvdrun).items()]
             if not found:
                 return False
+            with self.lock:
+                self.landed = self.phase
+            self.fault_time = time.time()
             self.victim_host = host
             pid = found[0]
             if f == "kill_sshd_session":
@@ -474,8 +265,9 @@ class Round:
                 os.kill(self.proc.pid, signal.SIGTERM)
         injected = False
         if self.wait_phase(target, 30):
-            # agents: the phase lasts tens of milliseconds; inject at once to land in it at all
-            delay = {"ssh": 0.15, "agents": 0.0, "running": 2.0, "stopping": 0.3}.get(target, 0.03)
+            # agents, netcheck: they last tens of milliseconds; inject at once to land in them
+            delay = {"ssh": 0.15, "agents": 0.0, "netcheck": 0.0, "running": 2.0,
+                     "stopping": 0.3}.get(target, 0.03)
             time.sleep(self.rng.uniform(0, delay))
             with self.lock:
                 self.landed = self.phase
@@ -531,11 +323,13 @@ class Round:
             return ([143], ["interrupted by SIGTERM"])
         if f == "slow_link":
             return ([0], [])
+        # The phase line reaches the suite a moment after hvdrun enters the phase, and the network
+        # check lasts tens of milliseconds here: a cut counted in it may come after it passed.
         if f == "drop_link_launcher":  # h1 falls silent: before its job, --start-timeout
-            return ([75] if p in ("agents", "netcheck") else [74], [h])
+            return ([75, 74] if p == "netcheck" else [75] if p == "agents" else [74], [h])
         if f == "drop_link_hosts":  # the network check names the pair; later, the engine fails
-            if p == "netcheck":
-                return ([68], [self.site.hosts[0], self.site.hosts[1]])
+            if p == "netcheck":  # the probes see it (68), or they had passed (as rendezvous)
+                return ([68, 3, 75], [])
             # in hvd::init(): Gloo's connect errors (3), or libhvd's init watchdog first (75)
             return ([3, 75], []) if p == "rendezvous" else ([3], [])
         if f == "restart_sshd" and p == "ssh":  # a login while it was down is refused
@@ -544,9 +338,10 @@ class Round:
             return ([0], [])
         if f == "kill_rank":
             return ([137], ["rank %d" % self.victim_rank, h])
-        if f == "stop_rank" and self.mode == "mpi" and p == "rendezvous":
-            # Frozen before the others' hvd::init() returned: they give up at libhvd's init
-            # watchdog (exit 75; MPI cannot say who is missing), or, frozen later, as below.
+        if f == "stop_rank" and p == "rendezvous":
+            # Frozen before the others' hvd::init() returned: a wait with its own timeout names
+            # it (3), or libhvd's init watchdog ends them first (75: under MPI always, as MPI
+            # cannot say who is missing; under Gloo when the rank froze inside the connect).
             return ([3, 75], [])
         if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
             return ([3], ["rank %d" % self.victim_rank])
@@ -595,41 +390,6 @@ class Round:
         if not violations:
             subprocess.run(["rm", "-rf", self.dir])
         return code, violations
-
-
-def restart_sshd(sshd_dir, down):
-    """The test hosts' sshd listener stopped (SIGTERM: its sessions, the agents' links, live on),
-    then, `down` seconds after it is gone, started again with the same configuration."""
-    with open(os.path.join(sshd_dir, "sshd.1.pid")) as f:
-        pid = int(f.read())
-    os.kill(pid, signal.SIGTERM)
-    end = time.time() + 5
-    while state_of(pid) not in ("", "Z") and time.time() < end:
-        time.sleep(0.01)
-    time.sleep(down)
-    subprocess.run(["/usr/sbin/sshd", "-f", os.path.join(sshd_dir, "sshd_config.1"), "-E",
-                    os.path.join(sshd_dir, "sshd.1.log")], check=True, stdin=subprocess.DEVNULL)
-
-
-def hostile(addresses, low, count, flavour):
-    """Garbage, half-open and slow connections to every port of the job's range on each address."""
-    end = time.time() + 1.5
-    while time.time() < end:
-        for addr in addresses:
-            for port in range(low, low + count):
-                try:
-                    s = socket.create_connection((addr, port), timeout=0.05)
-                except OSError:
-                    continue
-                try:
-                    if flavour < 0.33:
-                        s.sendall(os.urandom(64))
-                    elif flavour < 0.66:
-                        s.sendall(b"GET /")  # half a request, then nothing
-                        time.sleep(0.01)
-                    s.close()
-                except OSError:
-                    pass
 
 
 # ---------------------------------------------------------------------------------------------

@@ -412,6 +412,27 @@ TEST_CASE("a forced command in authorized_keys: the launch says what --check-ssh
 }
 
 TEST_CASE(
+    "an SSH session killed before its agent answers: the host is lost (74), not a missing "
+    "agent",
+    "[launch-ssh]") {
+  // Found by the chaos suite (kill -9 of the sshd session in the agents phase): hvdrun said "no
+  // hvdrun agent answered" with advice to install hvdrun, exit 127. Here the "agent" kills the
+  // sshd session process that runs it (its parent, as the login shell exec'd it).
+  Hosts hosts;
+  const std::string a = hosts.addr(26);
+  const std::filesystem::path agent = hosts.dir() / "agent-session-killed.sh";
+  write_file(agent, "#!/bin/sh\nkill -9 $PPID\nsleep 5\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const RunResult launch =
+      run_hvdrun(hosts.args({"-H", a, "--agent-path", agent.string(), "--json", "true"}));
+  INFO(show(launch));
+  CHECK(launch.exit_code == 74);
+  CHECK_THAT(launch.err, Contains("lost the agent on " + a + " before it answered"));
+  CHECK_THAT(launch.err, !Contains("no hvdrun agent answered"));
+  CHECK_THAT(launch.err, !Contains("install the same hvdrun"));
+}
+
+TEST_CASE(
     "an agent killed by a signal before it answers: the host is lost (74), not a login problem",
     "[launch-ssh]") {
   // Found by the chaos suite (kill -9 of an agent at start-up): hvdrun said

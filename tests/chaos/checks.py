@@ -1,0 +1,198 @@
+"""The chaos suite's view of processes (/proc) and its invariant checks (tests/chaos/README.md).
+
+Each check returns a list of violations; self_test() shows every one catching a planted violation
+before any round runs.
+"""
+
+import collections
+import os
+import signal
+import subprocess
+import time
+
+MEMORY_LIMIT_KIB = 64 * 1024
+
+# ---------------------------------------------------------------------------------------------
+# /proc
+
+
+def environ_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def cmdline_of(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def state_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def marked(mark):
+    """Processes whose environment carries CHAOS_MARK=mark (the job's ranks and their children)."""
+    needle = b"CHAOS_MARK=" + mark.encode()
+    return [p for p in pids() if needle in environ_of(p) and state_of(p) not in ("Z", "")]
+
+
+def rank_pid(mark, rank):
+    for p in marked(mark):
+        env = environ_of(p)
+        if b"HOROVOD_RANK=%d" % rank in env and any(b"chaos_rank" in c for c in cmdline_of(p)[:1]):
+            return p
+    return None
+
+
+def agent_pids(addresses, hvdrun):
+    """Agents started over SSH on these test hosts by this build's hvdrun: `HVDRUN --agent` whose
+    SSH_CONNECTION ends at one of the addresses (its server side). Another checkout's suite on
+    the same machine (its own test hosts, the same addresses) is not ours."""
+    out = {}
+    for p in pids():
+        cmd = cmdline_of(p)
+        if b"--agent" not in cmd or cmd[0] != hvdrun.encode() or state_of(p) in ("Z", ""):
+            continue
+        for var in environ_of(p):
+            if var.startswith(b"SSH_CONNECTION="):
+                fields = var.split(b"=", 1)[1].split()
+                if len(fields) == 4 and fields[2].decode() in addresses:
+                    out[p] = fields[2].decode()
+    return out
+
+
+def peak_rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The invariant checks (each returns a list of violations; the self-test plants one for each)
+
+
+def check_hang(exit_time, deadline):
+    if exit_time is None or exit_time > deadline:
+        return ["hang: hvdrun had not exited %.1f s after the deadline" % (
+            (exit_time or time.time()) - deadline)]
+    return []
+
+
+def check_verdict(expected, code, stderr_text):
+    if expected is None:
+        return []
+    codes, words = expected
+    out = []
+    if code not in codes:
+        out.append("wrong verdict: exit %s, expected %s" % (code, " or ".join(map(str, codes))))
+    for w in words:
+        if w not in stderr_text:
+            out.append("wrong verdict: the report does not say %r" % w)
+    return out
+
+
+def check_orphans(mark, agents, sessions, wait):
+    """Nothing of the job left: no marked process, no agent, SSH session or MPI daemon of it."""
+    end = time.time() + wait
+    while True:
+        left = marked(mark) + [p for p in list(agents) + list(sessions) if state_of(p) not in ("Z", "")
+                               and p not in marked(mark)]
+        if not left or time.time() >= end:
+            break
+        time.sleep(0.2)
+    return ["orphan: pid %d (%s) still there %.0f s after hvdrun exited" % (
+        p, b" ".join(cmdline_of(p)).decode(errors="replace")[:80], wait) for p in left]
+
+
+def read_ledger(path):
+    entries = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                stamp, _, text = line.rstrip("\n").partition("\t")
+                entries.append((float(stamp), text))
+    except (OSError, ValueError):
+        pass
+    return entries
+
+
+def check_lost(ledger, output_lines, before, rank):
+    """Every line the rank printed before `before` is in its --output-filename file."""
+    have = collections.Counter(output_lines)
+    lost = [text for stamp, text in ledger if stamp < before and have[text] == 0]
+    return ["lost line: rank %d printed %r; its output file lacks it" % (rank, t) for t in lost[:3]] + (
+        ["lost line: ... %d more for rank %d" % (len(lost) - 3, rank)] if len(lost) > 3 else [])
+
+
+def check_memory(peak_kib):
+    if peak_kib > MEMORY_LIMIT_KIB:
+        return ["memory: hvdrun's peak RSS %d KiB is over %d KiB" % (peak_kib, MEMORY_LIMIT_KIB)]
+    return []
+
+
+def self_test():
+    """Each check catches a planted violation, or the suite proves nothing."""
+    results = []
+    # A double-forked process of the job that escaped (setsid, its parent gone).
+    mark = "selftest-%d" % os.getpid()
+    env = dict(os.environ, CHAOS_MARK=mark)
+    subprocess.run(["sh", "-c", "setsid sleep 60 >/dev/null 2>&1 &"], env=env, check=True)
+    found = check_orphans(mark, [], [], 1.0)
+    for p in marked(mark):
+        os.kill(p, signal.SIGKILL)
+    results.append(("no orphan", "a double-forked sleep carrying the job's mark", found))
+    # A line deleted from an output file.
+    ledger = [(1.0, "chaos: rank 0 line 1"), (2.0, "chaos: rank 0 line 2"), (3.0, "chaos: rank 0 line 3")]
+    results.append(("no lost line", "line 2 deleted from rank 0's file",
+                    check_lost(ledger, ["chaos: rank 0 line 1", "chaos: rank 0 line 3"], 10.0, 0)))
+    # A wrong verdict.
+    results.append(("right verdict", "exit 0 where 137 and 'rank 1' were expected",
+                    check_verdict(([137], ["rank 1"]), 0, "all fine")))
+    # An overrun deadline: a 'job' that outlives it.
+    start = time.time()
+    job = subprocess.Popen(["sleep", "3"])
+    deadline = start + 1.0
+    try:
+        job.wait(timeout=max(0.0, deadline + 0.5 - time.time()))
+        exit_time = time.time()
+    except subprocess.TimeoutExpired:
+        exit_time = None
+        job.kill()
+        job.wait()
+    results.append(("no hang", "a job still running past its deadline", check_hang(exit_time, deadline)))
+    results.append(("bounded memory", "a peak RSS of 100 MiB", check_memory(100 * 1024)))
+    ok = True
+    for check, planted, found in results:
+        if found:
+            print("self-test: %-15s caught %s: %s" % (check, planted, found[0]))
+        else:
+            print("self-test: %-15s MISSED %s" % (check, planted))
+            ok = False
+    return ok
