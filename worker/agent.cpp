@@ -271,10 +271,10 @@ bool Agent::read_spec() {
     // A launcher silent past the pings' limit (a link cut without a reset) sends no job: the
     // agent has nothing to stop and leaves.
     const int silence = silence_left_ms();
-    if (silence == 0) return false;
     std::vector<pollfd> fds{{in_fd_, POLLIN, 0}};
     if (listener_) listener_->add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), silence) < 0 && errno != EINTR) return false;
+    if (silence == 0 && fds[0].revents == 0) return false;  // nothing waiting to be read either
     if (listener_ &&
         std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& f) { return f.revents != 0; })) {
       listener_->serve();
@@ -688,6 +688,13 @@ int Agent::run() {
     int timeout = (stopping_ || killing_ || ranks_done) ? kSweepMs : -1;
     const int silence = silence_left_ms();
     if (silence == 0) {
+      // Pings that came while this agent was blocked writing output (a slow link) are read
+      // first: the limit is on the launcher's silence, not on ours.
+      pollfd input{in_fd_, POLLIN, 0};
+      if (::poll(&input, 1, 0) > 0) {
+        handle_input();
+        continue;
+      }
       // The launcher pings three times per --keepalive: it is frozen, dead without a close, or
       // cut off by a link that dropped without a reset. Nobody is left to tell: stop as the
       // dead-man switch does when the input closes.
