@@ -3,10 +3,12 @@
 # present are not fetched again, and `apt-get update` runs only when something is missing.
 # Must run as root (or through sudo). CUDA/NCCL are not Debian packages; they come with the
 # machine's CUDA toolkit when present and are optional (HVD_WITH_NCCL=AUTO).
-# Usage: bash scripts/install-deps.sh [--torch]
+# Usage: bash scripts/install-deps.sh [--torch] [--fuzz]
 #   --torch also installs the test-only packages: Debian's python3-torch for the PyTorch tests
 #   (tests/e2e/test_pytorch.cpp; about 190 MB to download, 830 MB installed, about a minute:
 #   not for the main job or the container image). Without it those tests say they are skipped.
+#   --fuzz also installs clang-14 and its libFuzzer and sanitizer runtimes, for tests/fuzz/run.sh
+#   (the fuzzers, and CI's replay of every corpus under ASan+UBSan).
 set -euo pipefail
 
 packages=(
@@ -25,11 +27,13 @@ packages=(
   tmux zsh groff-base   # the shell completion test (bash and zsh in tmux), the man page test
   dpkg-dev   # dpkg-shlibdeps: the packages' Depends (scripts/package.sh)
 )
-case "${1:-}" in
-  --torch) packages+=(python3-torch) ;;
-  "") ;;
-  *) echo "usage: bash scripts/install-deps.sh [--torch]" >&2; exit 64 ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --torch) packages+=(python3-torch) ;;
+    --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
+    *) echo "usage: bash scripts/install-deps.sh [--torch] [--fuzz]" >&2; exit 64 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -352,6 +352,16 @@ std::vector<AgentFrame> read_frames(int fd, std::string& buffer, int last,
   }
 }
 
+// `hvdrun --agent` on pipes, talking to the test as to its launcher; its stderr in dir/err.
+Hvdrun::Setup lone_agent(const TempDir& dir) {
+  return {
+      .args = {"--agent"}, .env = {}, .out_path = "", .err_path = dir / "err", .stdin_pipe = true};
+}
+
+bool write_bytes(int fd, const std::string& bytes) {
+  return ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+}
+
 uint32_t u32_at(const std::string& s, size_t at) {
   uint32_t v = 0;
   for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(s[at + i]);
@@ -365,11 +375,7 @@ TEST_CASE("the agent obeys a terminate frame that arrives together with its job"
   ::signal(SIGPIPE, SIG_IGN);  // the agent may be gone when we write
   JobMarker marker;
   TempDir dir;
-  Hvdrun agent({.args = {"--agent"},
-                .env = {},
-                .out_path = "",
-                .err_path = dir / "err",
-                .stdin_pipe = true});
+  Hvdrun agent(lone_agent(dir));
   std::string buffer;
   const auto hello = read_frames(agent.stdout_fd(), buffer, 1, 5s);
   json spec = {{"protocol", 1},
@@ -383,8 +389,7 @@ TEST_CASE("the agent obeys a terminate frame that arrives together with its job"
                                                                          marker.value()})})}}})}};
   if (!hello.empty()) spec["protocol"] = json::parse(hello.back().payload).value("protocol", 1);
   const std::string bytes = encode(16, spec.dump()) + encode(17, "");
-  const bool written =
-      ::write(agent.stdin_fd(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  const bool written = write_bytes(agent.stdin_fd(), bytes);
   const auto frames = read_frames(agent.stdout_fd(), buffer, 6, 5s);
   const size_t ranks_left = marker.ranks().size();
   agent.close_stdin();  // if it is still running: the dead-man switch ends it
@@ -414,16 +419,11 @@ TEST_CASE("an agent pinged before its job leaves a launcher silent past the ping
   // used to wait for its spec until TCP gave up; the launcher's pings now carry the limit.
   ::signal(SIGPIPE, SIG_IGN);
   TempDir dir;
-  Hvdrun agent({.args = {"--agent"},
-                .env = {},
-                .out_path = "",
-                .err_path = dir / "err",
-                .stdin_pipe = true});
+  Hvdrun agent(lone_agent(dir));
   std::string buffer;
   const auto hello = read_frames(agent.stdout_fd(), buffer, 1, 5s);
   const std::string ping = encode(22, std::string("\0\0\x01\xf4", 4));  // 500 ms
-  const bool written =
-      ::write(agent.stdin_fd(), ping.data(), ping.size()) == static_cast<ssize_t>(ping.size());
+  const bool written = write_bytes(agent.stdin_fd(), ping);
   const auto pong = read_frames(agent.stdout_fd(), buffer, 1, 5s);
   const auto start = Clock::now();
   const int code = agent.wait(5s);  // no close of its input: silence only

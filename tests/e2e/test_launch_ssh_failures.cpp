@@ -2,6 +2,21 @@
 #include "tests/e2e/launch_ssh_helpers.h"
 
 using namespace hvd::test::launch_ssh;  // NOLINT: test helpers
+
+namespace {
+
+// hvdrun -H `addr` --json with `script` (sh) as its agent program: a stand-in for an agent or
+// SSH session that dies before the agent's hello.
+RunResult launch_with_agent_script(const Hosts& hosts, const std::string& addr,
+                                   const std::string& name, const std::string& script) {
+  const std::filesystem::path agent = hosts.dir() / name;
+  write_file(agent, "#!/bin/sh\n" + script);
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  return run_hvdrun(hosts.args({"-H", addr, "--agent-path", agent.string(), "--json", "true"}));
+}
+
+}  // namespace
+
 TEST_CASE("a failing remote rank stops the others and is named with its host", "[launch-ssh]") {
   Hosts hosts;
   JobMarker marker;
@@ -420,11 +435,8 @@ TEST_CASE(
   // sshd session process that runs it (its parent, as the login shell exec'd it).
   Hosts hosts;
   const std::string a = hosts.addr(26);
-  const std::filesystem::path agent = hosts.dir() / "agent-session-killed.sh";
-  write_file(agent, "#!/bin/sh\nkill -9 $PPID\nsleep 5\n");
-  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
   const RunResult launch =
-      run_hvdrun(hosts.args({"-H", a, "--agent-path", agent.string(), "--json", "true"}));
+      launch_with_agent_script(hosts, a, "agent-session-killed.sh", "kill -9 $PPID\nsleep 5\n");
   INFO(show(launch));
   CHECK(launch.exit_code == 74);
   CHECK_THAT(launch.err, Contains("lost the agent on " + a + " before it answered"));
@@ -440,11 +452,7 @@ TEST_CASE(
   // as soon as the login shell starts it.
   Hosts hosts;
   const std::string a = hosts.addr(25);
-  const std::filesystem::path agent = hosts.dir() / "agent-killed.sh";
-  write_file(agent, "#!/bin/sh\nkill -9 $$\n");
-  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
-  const RunResult launch =
-      run_hvdrun(hosts.args({"-H", a, "--agent-path", agent.string(), "--json", "true"}));
+  const RunResult launch = launch_with_agent_script(hosts, a, "agent-killed.sh", "kill -9 $$\n");
   INFO(show(launch));
   CHECK(launch.exit_code == 74);
   CHECK_THAT(launch.err, Contains("lost the agent on " + a + " before it answered"));

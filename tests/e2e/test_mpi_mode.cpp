@@ -39,6 +39,22 @@ hvd::test::RunResult run_mpi(const std::string& host_list, const std::string& np
   return hvd::test::run_hvdrun(args);
 }
 
+// hvdrun --mpi --json running `script` (sh -c; $TESTDIR is `dir`) as 2 ranks on two sshd test
+// hosts: the JSON in dir/out, everything else (the ranks' output too) in dir/err.
+hvd::test::Hvdrun::Setup mpi_script_job(const hvd::test::TestHosts& hosts,
+                                        const hvd::test::JobMarker& marker,
+                                        const hvd::test::TempDir& dir, const std::string& script) {
+  const std::string known_hosts = dir / "known_hosts";  // a copy: a job may add to it
+  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
+  return {.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
+                   std::to_string(hosts.port), "--ssh-config", hosts.ssh_config,
+                   "--ssh-known-hosts", known_hosts, "-x", marker.forward(), "-x",
+                   "TESTDIR=" + dir.path(), "sh", "-c", script},
+          .env = {marker.env()},
+          .out_path = dir / "out",
+          .err_path = dir / "err"};
+}
+
 }  // namespace
 
 TEST_CASE("mpi mode: 2 ranks on 2 hosts allreduce and land on their hosts", "[mpi]") {
@@ -257,18 +273,11 @@ TEST_CASE("mpi mode: SIGUSR1 and SIGUSR2 to hvdrun reach every rank through mpir
   const auto hosts = hvd::test::TestHosts::load();
   hvd::test::JobMarker marker;
   hvd::test::TempDir dir;
-  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_usr1_known_hosts";
-  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
-  hvd::test::Hvdrun run({.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
-                                  std::to_string(hosts.port), "--ssh-config", hosts.ssh_config,
-                                  "--ssh-known-hosts", known_hosts.string(), "-x", marker.forward(),
-                                  "-x", "TESTDIR=" + dir.path(), "sh", "-c",
-                                  "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r got USR1' USR1; "
-                                  "trap 'echo rank $r got USR2; exit 0' USR2; "
-                                  "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"},
-                         .env = {marker.env()},
-                         .out_path = dir / "out",
-                         .err_path = dir / "err"});
+  hvd::test::Hvdrun run(
+      mpi_script_job(hosts, marker, dir,
+                     "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r got USR1' USR1; "
+                     "trap 'echo rank $r got USR2; exit 0' USR2; "
+                     "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"));
   const bool up =
       hvd::test::wait_until([&] { return fs::exists(dir / "up.0") && fs::exists(dir / "up.1"); },
                             std::chrono::seconds(20));
@@ -305,18 +314,9 @@ TEST_CASE("mpi mode: SIGTERM to hvdrun exits 143 whatever code the stopped ranks
   const auto hosts = hvd::test::TestHosts::load();
   hvd::test::JobMarker marker;
   hvd::test::TempDir dir;
-  const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_term_known_hosts";
-  fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);
-  hvd::test::Hvdrun run(
-      {.args = {"--mpi", "--json", "-np", "2", "-H", hosts.host_list(2), "-p",
-                std::to_string(hosts.port), "--ssh-config", hosts.ssh_config, "--ssh-known-hosts",
-                known_hosts.string(), "-x", marker.forward(), "-x", "TESTDIR=" + dir.path(), "sh",
-                "-c",
-                "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r stops; exit 1' TERM; "
-                "touch $TESTDIR/up.$r; while :; do sleep 0.05; done"},
-       .env = {marker.env()},
-       .out_path = dir / "out",
-       .err_path = dir / "err"});
+  hvd::test::Hvdrun run(mpi_script_job(hosts, marker, dir,
+                                       "r=$OMPI_COMM_WORLD_RANK; trap 'echo rank $r stops; exit 1' "
+                                       "TERM; touch $TESTDIR/up.$r; while :; do sleep 0.05; done"));
   const bool up =
       hvd::test::wait_until([&] { return fs::exists(dir / "up.0") && fs::exists(dir / "up.1"); },
                             std::chrono::seconds(20));

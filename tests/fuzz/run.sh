@@ -5,6 +5,8 @@
 #   tests/fuzz/run.sh all SECONDS [libFuzzer flags...]    each harness in turn, SECONDS each
 #   tests/fuzz/run.sh minimize NAME|all                   merge corpus/NAME down to the inputs
 #                                                         that keep its coverage (before a commit)
+#   tests/fuzz/run.sh replay                              every harness over its whole corpus and
+#                                                         regressions, under ASan+UBSan (CI)
 #   tests/fuzz/run.sh list                                the harness names
 #
 # Configures and builds a clang build dir (build-fuzz/, or $HVD_FUZZ_BUILD) when needed: clang-14
@@ -23,7 +25,7 @@ harnesses=(host_list scheduler_hosts hello rendezvous frame_reader job_spec prob
   config_file output_ranks)
 
 usage() {
-  sed -n '4,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -89,8 +91,33 @@ minimize_one() {
   echo "== $name: corpus $before -> $after inputs"
 }
 
+# Each committed input once through the instrumented harness (-runs=0: read the corpus, fuzz
+# nothing): a finding fails the harness with the sanitizer's report.
+replay_one() {
+  local name="$1" log="$build/fuzz-logs/$1.replay.log"
+  local seeds=("$here/corpus/$name")
+  [ -d "$here/regressions/$name" ] && seeds+=("$here/regressions/$name")
+  mkdir -p "$(dirname "$log")"
+  local rc=0
+  "$build/tests/fuzz/hvd_fuzz_$name" -runs=0 -timeout=10 -rss_limit_mb=2048 "${seeds[@]}" \
+    >"$log" 2>&1 || rc=$?
+  echo "== $name: $(find "${seeds[@]}" -type f | wc -l) inputs, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    grep -E 'ERROR|runtime error|fuzz check failed|uncaught' "$log" | head -5 >&2 || true
+    echo "== $name: the whole report is in $log" >&2
+  fi
+  return "$rc"
+}
+
 [ $# -ge 1 ] || usage
 case "$1" in
+  replay)
+    [ $# -eq 1 ] || usage
+    build_targets hvd_fuzzers
+    status=0
+    for n in "${harnesses[@]}"; do replay_one "$n" || status=$?; done
+    exit "$status"
+    ;;
   list)
     printf '%s\n' "${harnesses[@]}"
     ;;
