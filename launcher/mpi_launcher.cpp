@@ -1,5 +1,6 @@
 #include "launcher/mpi_launcher.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -60,10 +61,11 @@ std::vector<std::string> mpirun_environment(const Plan& plan, const MpiCommandIn
 // itself, which stops its daemons and ranks).
 class MpirunJob final : public Job {
  public:
-  MpirunJob(Supervisor& supervisor, Process mpirun, int ranks)
+  MpirunJob(Supervisor& supervisor, Process mpirun, int ranks, std::chrono::milliseconds grace)
       : sup_(supervisor),
         mpirun_(std::move(mpirun)),
         ranks_(ranks),
+        grace_(grace),
         out_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
              [this](std::string_view line) { own_line(line); }),
         err_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
@@ -111,8 +113,44 @@ class MpirunJob final : public Job {
     return {"mpirun (this machine)"};
   }
 
+  // Once mpirun has said it aborts the job (a rank failed), it has the grace period and the stop
+  // margin to end, as a stop hvdrun asks for would. Open MPI 4's daemons can hang in their own
+  // teardown (PMIx_server_finalize, seen after a rank died during MPI_Init: tests/chaos), and
+  // mpirun waits for them for good: then it is killed, and hvdrun says so.
+  std::optional<Clock::time_point> deadline() const override {
+    if (!aborted_at_ || hung_ || done()) return std::nullopt;
+    return *aborted_at_ + grace_ + kStopMargin;
+  }
+  void on_deadline() override {
+    if (!aborted_at_ || hung_ || done() || Clock::now() < *aborted_at_ + grace_ + kStopMargin) {
+      return;
+    }
+    hung_ = true;
+    spdlog::warn(
+        "mpirun aborted the job {:.0f} s ago and has not ended: Open MPI's daemons hang in their "
+        "teardown; killing mpirun",
+        std::chrono::duration<double>(Clock::now() - *aborted_at_).count());
+    mpirun_.signal_group(SIGKILL);
+    mpirun_.wait();
+    // What the killed group had written is still in the pipes: the console gets it.
+    for (int i : {0, 1}) {
+      UniqueFd& fd = i == 0 ? mpirun_.out() : mpirun_.err();
+      TagSplitter& splitter = i == 0 ? out_ : err_;
+      if (!fd.valid()) continue;
+      ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+      std::array<char, 64 * 1024> buf{};
+      for (long n = 0; (n = read_some(fd.get(), buf.data(), buf.size())) > 0;) {
+        splitter.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+      }
+      splitter.finish();
+      fd.reset();
+    }
+  }
+
   ExitStatus status() const { return mpirun_.status().value_or(ExitStatus{false, 127}); }
   const std::string& own_text() const { return mpirun_text_; }
+  // mpirun was killed by on_deadline(): its exit status is hvdrun's SIGKILL, not the job's.
+  bool hung() const { return hung_; }
 
  private:
   void rank_bytes(int rank, bool is_stderr, std::string_view bytes) {
@@ -126,12 +164,16 @@ class MpirunJob final : public Job {
     // Kept for the failure report (which rank failed first), bounded.
     if (mpirun_text_.size() < kMaxOwnText) mpirun_text_.append(line).append("\n");
     spdlog::warn("mpirun: {}", line);
+    if (!aborted_at_ && mpirun_aborts_job(line)) aborted_at_ = Clock::now();
   }
 
   static constexpr size_t kMaxOwnText = 1 << 20;
   Supervisor& sup_;
   Process mpirun_;
   int ranks_;
+  std::chrono::milliseconds grace_;
+  std::optional<Clock::time_point> aborted_at_;  // when mpirun said it aborts the job
+  bool hung_ = false;
   std::string mpirun_text_;  // mpirun's own (untagged) lines, for the failure report
   TagSplitter out_, err_;
 };
@@ -279,6 +321,17 @@ void take_mpirun_outcome(const MpirunJob& job, LaunchResult& result) {
     result.exit_code = 128 + result.interrupted_by;
     return;
   }
+  if (job.hung()) {
+    // What mpirun would have said at its end (which rank failed first) never came.
+    result.error = Failure{
+        ErrorKind::kLauncher,
+        "a rank failed and mpirun aborted the job, then did not end: Open MPI's daemons hung in "
+        "their teardown, and mpirun was killed; it had not said which rank failed",
+        "the ranks' output above says which failed; an Open MPI daemon (orted) may be left on a "
+        "host: ps -ef | grep orted there"};
+    result.exit_code = to_int(exit_code_of(ErrorKind::kLauncher));
+    return;
+  }
   result.exit_code = job.status().code();
   if (result.exit_code == 0) return;
   if (auto rank = failed_rank_from_mpirun(job.own_text());
@@ -343,7 +396,8 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   if (!mpirun.started()) {
     throw LauncherError("--mpi: " + mpirun.error(), "install Open MPI 4 (Debian: openmpi-bin)");
   }
-  MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()));
+  MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()),
+                std::chrono::milliseconds(static_cast<long>(options_.grace_seconds * 1000)));
   LaunchResult result = supervisor.run(job);
   // Open MPI removes its session directories, not the daemons' own directories the shim made
   // under the base: this machine's go (on another machine that is two of the hosts, they stay).

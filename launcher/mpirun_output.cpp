@@ -157,4 +157,9 @@ bool mpirun_reports_rank_failure(std::string_view text) {
   return std::regex_search(text.begin(), text.end(), kFailure);
 }
 
+bool mpirun_aborts_job(std::string_view line) {
+  return line.find("the job has been aborted") != std::string_view::npos ||
+         line.find("mpirun noticed that process rank") != std::string_view::npos;
+}
+
 }  // namespace hvd::launcher

@@ -55,5 +55,8 @@ std::optional<int> failed_rank_from_mpirun(std::string_view text);
 // returned a non-zero exit code"), also when it does not name the rank (under load it sometimes
 // ends before printing "Process name: ...").
 bool mpirun_reports_rank_failure(std::string_view text);
+// Whether this line of mpirun's own says it is aborting the job after a rank failed ("Per
+// user-direction, the job has been aborted.", "mpirun noticed that process rank 1 ...").
+bool mpirun_aborts_job(std::string_view line);
 
 }  // namespace hvd::launcher

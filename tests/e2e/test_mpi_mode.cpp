@@ -151,6 +151,40 @@ TEST_CASE("mpi mode: SIGKILL to hvdrun takes mpirun and its ranks down with it",
   CHECK(gone);
 }
 
+TEST_CASE("mpi mode: an mpirun that aborts the job and then hangs is killed after --grace",
+          "[mpi]") {
+  // Found by the chaos suite (a rank killed during MPI_Init, about 1 round in 20): an Open MPI
+  // daemon deadlocked in PMIx_server_finalize, and mpirun, having said it aborted the job, waited
+  // for it for good, and hvdrun with it. Here a stand-in mpirun (first on PATH) says what the real
+  // one said, then never ends.
+  hvd::test::TempDir dir;
+  const std::string fake = dir / "mpirun";
+  hvd::test::write_file(
+      fake,
+      "#!/bin/sh\n"
+      "if [ \"$1\" = --version ]; then echo 'mpirun (Open MPI) 4.1.4'; exit 0; fi\n"
+      "echo $$ > '" +
+          dir / "pid" +
+          "'\n"
+          "echo 'Primary job  terminated normally, but 1 process returned' >&2\n"
+          "echo 'a non-zero exit code. Per user-direction, the job has been aborted.' >&2\n"
+          "exec sleep 60\n");
+  fs::permissions(fake, fs::perms::owner_all);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r =
+      hvd::test::run_hvdrun({"--mpi", "-np", "2", "--grace", "1", "true"},
+                            {{"PATH", dir.path() + ":" + std::string(std::getenv("PATH"))}});
+  const auto took = std::chrono::steady_clock::now() - start;
+  INFO("stderr:\n" << r.err);
+  CHECK(r.exit_code == 71);
+  CHECK(took < std::chrono::seconds(15));  // --grace 1 + the stop margin (3 s) after the abort
+  CHECK_THAT(r.err, Contains("has not ended: Open MPI's daemons hang in their teardown"));
+  CHECK_THAT(r.err, Contains("mpirun was killed; it had not said which rank failed"));
+  const std::string pid = hvd::test::read_file(dir / "pid");
+  REQUIRE_FALSE(pid.empty());
+  CHECK_FALSE(fs::exists("/proc/" + std::to_string(std::stoi(pid))));
+}
+
 TEST_CASE("mpi mode: after a failing rank nothing of the job is left", "[mpi]") {
   const auto hosts = hvd::test::TestHosts::load();
   const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_fail_known_hosts";
