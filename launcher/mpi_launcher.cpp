@@ -57,6 +57,43 @@ std::vector<std::string> mpirun_environment(const Plan& plan, const MpiCommandIn
   return env;
 }
 
+// The children of `pid`, from /proc/PID/task/*/children (empty where the kernel has no such file).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream in(task.path() / "children");
+    for (long child = 0; in >> child;) out.push_back(static_cast<pid_t>(child));
+  }
+  return out;
+}
+
+// After a hung mpirun was killed: the job's Open MPI daemons still running on this machine (a
+// daemon deadlocked in its teardown stays for good). Found by the TMPDIR the daemon shim gave each
+// of them, under `base` (exec_orted_shim): this job's only. Daemons on other machines are out of
+// reach: the report says to look for them.
+void kill_daemons_here(const std::string& base) {
+  const std::string mark = "TMPDIR=" + base + "/";
+  std::error_code ec;
+  int killed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string var;
+    while (std::getline(in, var, '\0')) {
+      if (var.rfind(mark, 0) != 0) continue;
+      if (::kill(static_cast<pid_t>(std::stol(name)), SIGKILL) == 0) ++killed;
+      break;
+    }
+  }
+  if (killed > 0) {
+    spdlog::warn("killed {} Open MPI daemon process{} of this job left on this machine", killed,
+                 killed == 1 ? "" : "es");
+  }
+}
+
 // mpirun as the supervisor's job: its two pipes, its exit, and how to stop it (signals to mpirun
 // itself, which stops its daemons and ranks).
 class MpirunJob final : public Job {
@@ -130,7 +167,14 @@ class MpirunJob final : public Job {
         "mpirun aborted the job {:.0f} s ago and has not ended: Open MPI's daemons hang in their "
         "teardown; killing mpirun",
         std::chrono::duration<double>(Clock::now() - *aborted_at_).count());
+    // Its ssh clients to the daemons' hosts run in process groups of their own: they go too, so
+    // that each daemon's session ends and the daemon's shim ends the daemon (exec_orted_shim).
+    const std::vector<pid_t> children = children_of(mpirun_.pid());
     mpirun_.signal_group(SIGKILL);
+    for (const pid_t child : children) {
+      ::kill(-child, SIGKILL);
+      ::kill(child, SIGKILL);
+    }
     mpirun_.wait();
     // What the killed group had written is still in the pipes: the console gets it.
     for (int i : {0, 1}) {
@@ -399,6 +443,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()),
                 std::chrono::milliseconds(static_cast<long>(options_.grace_seconds * 1000)));
   LaunchResult result = supervisor.run(job);
+  if (job.hung() && !input.session_dir_base.empty()) kill_daemons_here(input.session_dir_base);
   // Open MPI removes its session directories, not the daemons' own directories the shim made
   // under the base: this machine's go (on another machine that is two of the hosts, they stay).
   if (!input.session_dir_base.empty()) {

@@ -155,34 +155,56 @@ TEST_CASE("mpi mode: an mpirun that aborts the job and then hangs is killed afte
           "[mpi]") {
   // Found by the chaos suite (a rank killed during MPI_Init, about 1 round in 20): an Open MPI
   // daemon deadlocked in PMIx_server_finalize, and mpirun, having said it aborted the job, waited
-  // for it for good, and hvdrun with it. Here a stand-in mpirun (first on PATH) says what the real
-  // one said, then never ends.
+  // for it for good, and hvdrun with it; the daemon (daemonized) stayed after. Here a stand-in
+  // mpirun (first on PATH) says what the real one said and never ends, and a stand-in daemon of
+  // the job (double-forked into its own session, with the TMPDIR the daemon shim gives: under
+  // the job's base, which mpirun's command line names) stays, as the deadlocked one did.
+  const auto hosts = hvd::test::TestHosts::load();
   hvd::test::TempDir dir;
+  const std::string known_hosts = dir / "known_hosts";
+  fs::copy_file(hosts.known_hosts, known_hosts);
   const std::string fake = dir / "mpirun";
   hvd::test::write_file(
       fake,
       "#!/bin/sh\n"
       "if [ \"$1\" = --version ]; then echo 'mpirun (Open MPI) 4.1.4'; exit 0; fi\n"
-      "echo $$ > '" +
+      "echo $$ > " +
           dir / "pid" +
-          "'\n"
+          "\n"
+          "prev=\n"
+          "for a in \"$@\"; do\n"
+          "  if [ \"$prev\" = orte_launch_agent ]; then set -- $a; base=$3; break; fi\n"
+          "  prev=$a\n"
+          "done\n"
+          "mkdir -p \"$base\"\n"
+          "(TMPDIR=\"$base/orted.test\" setsid sleep 60 </dev/null >/dev/null 2>&1 &\n"
+          " echo $! > " +
+          dir / "daemon" +
+          ")\n"
           "echo 'Primary job  terminated normally, but 1 process returned' >&2\n"
           "echo 'a non-zero exit code. Per user-direction, the job has been aborted.' >&2\n"
           "exec sleep 60\n");
   fs::permissions(fake, fs::perms::owner_all);
   const auto start = std::chrono::steady_clock::now();
-  const auto r =
-      hvd::test::run_hvdrun({"--mpi", "-np", "2", "--grace", "1", "true"},
-                            {{"PATH", dir.path() + ":" + std::string(std::getenv("PATH"))}});
+  const auto r = hvd::test::run_hvdrun(
+      {"--mpi", "-np", "2", "-H", hosts.host_list(2), "-p", std::to_string(hosts.port),
+       "--ssh-config", hosts.ssh_config, "--ssh-known-hosts", known_hosts, "--grace", "1", "true"},
+      {{"PATH", dir.path() + ":" + std::string(std::getenv("PATH"))}});
   const auto took = std::chrono::steady_clock::now() - start;
   INFO("stderr:\n" << r.err);
   CHECK(r.exit_code == 71);
-  CHECK(took < std::chrono::seconds(15));  // --grace 1 + the stop margin (3 s) after the abort
+  CHECK(took < std::chrono::seconds(20));  // --grace 1 + the stop margin (3 s) after the abort
   CHECK_THAT(r.err, Contains("has not ended: Open MPI's daemons hang in their teardown"));
   CHECK_THAT(r.err, Contains("mpirun was killed; it had not said which rank failed"));
-  const std::string pid = hvd::test::read_file(dir / "pid");
-  REQUIRE_FALSE(pid.empty());
-  CHECK_FALSE(fs::exists("/proc/" + std::to_string(std::stoi(pid))));
+  CHECK_THAT(r.err, Contains("killed 1 Open MPI daemon process of this job left on this machine"));
+  const std::string mpirun = hvd::test::read_file(dir / "pid");
+  const std::string daemon = hvd::test::read_file(dir / "daemon");
+  REQUIRE_FALSE(mpirun.empty());
+  REQUIRE_FALSE(daemon.empty());
+  CHECK_FALSE(fs::exists("/proc/" + std::to_string(std::stoi(mpirun))));
+  CHECK(hvd::test::wait_until(
+      [&] { return !fs::exists("/proc/" + std::to_string(std::stoi(daemon))); },
+      std::chrono::seconds(5)));
 }
 
 TEST_CASE("mpi mode: after a failing rank nothing of the job is left", "[mpi]") {
