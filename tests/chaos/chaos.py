@@ -21,8 +21,8 @@ import threading
 import time
 
 from checks import (agent_pids, check_hang, check_lost, check_memory, check_orphans,
-                    check_verdict, cmdline_of, marked, parent_of, peak_rss_kib, rank_pid,
-                    read_ledger, self_test)
+                    check_verdict, cmdline_of, expected_verdict, marked, parent_of, peak_rss_kib,
+                    rank_pid, read_ledger, self_test)
 from faults import Site, heal_netns, hostile, in_netns, read_env_file, restart_sshd
 
 PHASES = ["ssh", "agents", "netcheck", "rendezvous", "running", "stopping"]
@@ -313,49 +313,6 @@ class Round:
                     pass
         return result
 
-    def expected(self):
-        """The verdict table: (exit codes, words the report must hold); None: no verdict."""
-        f, p, h = self.fault, self.landed, self.victim_host
-        stopping = self.target == "stopping"
-        if f == "kill_hvdrun":
-            return None
-        if stopping:
-            return ([143], ["interrupted by SIGTERM"])
-        if f == "slow_link":
-            return ([0], [])
-        # The phase line reaches the suite a moment after hvdrun enters the phase, and the network
-        # check lasts tens of milliseconds here: a cut counted in it may come after it passed.
-        if f == "drop_link_launcher":  # h1 falls silent: before its job, --start-timeout
-            return ([75, 74] if p == "netcheck" else [75] if p == "agents" else [74], [h])
-        if f == "drop_link_hosts":  # the network check names the pair; later, the engine fails
-            if p == "netcheck":  # the probes see it (68), or they had passed (as rendezvous)
-                return ([68, 3, 75], [])
-            # in hvd::init(): Gloo's connect errors (3), or libhvd's init watchdog first (75)
-            return ([3, 75], []) if p == "rendezvous" else ([3], [])
-        if f == "restart_sshd" and p == "ssh":  # a login while it was down is refused
-            return ([0, 69], [])
-        if f in ("hostile_connections", "none", "restart_sshd"):  # sessions outlive the listener
-            return ([0], [])
-        if f == "kill_rank" and self.mode == "mpi" and p == "rendezvous":
-            # Killed inside MPI_Init, mpirun sometimes ends without its summary naming the rank
-            # (about 1 round in 40: hvdrun then says so); or Open MPI's teardown hang (README:
-            # found, not ours): an orted deadlocks, mpirun never ends, and hvdrun kills it (71).
-            return [([137], ["rank %d" % self.victim_rank, h]),
-                    ([137], ["a rank exited with code 137; mpirun did not say which"]),
-                    ([71], ["Open MPI's daemons hang in their teardown"])]
-        if f == "kill_rank":
-            return ([137], ["rank %d" % self.victim_rank, h])
-        if f == "stop_rank" and p == "rendezvous":
-            # Frozen before the others' hvd::init() returned: a wait with its own timeout names
-            # it (3), or libhvd's init watchdog ends them first (75: under MPI always, as MPI
-            # cannot say who is missing; under Gloo when the rank froze inside the connect).
-            return ([3, 75], [])
-        if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
-            return ([3], ["rank %d" % self.victim_rank])
-        if f == "stop_agent":  # before the job is sent: --start-timeout; after: --keepalive
-            return ([75] if p in ("agents", "netcheck") else [74], [h])
-        return ([74], [h])  # kill_agent, kill_sshd_session: the host is lost
-
     def evaluate(self, injected, exit_time, deadline):
         violations = []
         code = self.proc.returncode
@@ -364,7 +321,9 @@ class Round:
         if injected:
             if self.fault != "kill_hvdrun":
                 violations += check_hang(exit_time, deadline)
-                violations += check_verdict(self.expected(), code, "\n".join(self.lines))
+                violations += check_verdict(
+                    expected_verdict(self.fault, self.landed, self.victim_host, self.mode,
+                                     self.target, self.victim_rank), code, "\n".join(self.lines))
         sessions = self.sessions - {0}
         if injected and self.fault == "drop_link_launcher":
             # The cut-off host's sshd session: its TCP connection to the launcher ends only by the
