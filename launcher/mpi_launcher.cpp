@@ -167,8 +167,8 @@ class MpirunJob final : public Job {
         "mpirun aborted the job {:.0f} s ago and has not ended: Open MPI's daemons hang in their "
         "teardown; killing mpirun",
         std::chrono::duration<double>(Clock::now() - *aborted_at_).count());
-    // Its ssh clients to the daemons' hosts run in process groups of their own: they go too, so
-    // that each daemon's session ends and the daemon's shim ends the daemon (exec_orted_shim).
+    // Its ssh clients to the daemons' hosts run in process groups of their own: they go too
+    // (the hung daemon itself is detached from them: kill_daemons_here after the run).
     const std::vector<pid_t> children = children_of(mpirun_.pid());
     mpirun_.signal_group(SIGKILL);
     for (const pid_t child : children) {
