@@ -159,9 +159,7 @@ class MpirunJob final : public Job {
     return *aborted_at_ + grace_ + kStopMargin;
   }
   void on_deadline() override {
-    if (!aborted_at_ || hung_ || done() || Clock::now() < *aborted_at_ + grace_ + kStopMargin) {
-      return;
-    }
+    if (const auto due = deadline(); !due || Clock::now() < *due) return;
     hung_ = true;
     spdlog::warn(
         "mpirun aborted the job {:.0f} s ago and has not ended: Open MPI's daemons hang in their "

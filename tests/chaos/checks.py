@@ -16,20 +16,21 @@ MEMORY_LIMIT_KIB = 64 * 1024
 # /proc
 
 
-def environ_of(pid):
+def nul_list_of(pid, name):
+    """/proc/PID/NAME (environ, cmdline) split at its NULs; [] once the process is gone."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
             return f.read().split(b"\0")
     except OSError:
         return []
+
+
+def environ_of(pid):
+    return nul_list_of(pid, "environ")
 
 
 def cmdline_of(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
+    return nul_list_of(pid, "cmdline")
 
 
 def parent_of(pid):
