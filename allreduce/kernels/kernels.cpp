@@ -107,6 +107,20 @@ void divide_as(void* data, std::size_t n, int divisor) {
   }
 }
 
+// p[i] *= f in 64-byte blocks: a plain loop of unknown length is not vectorized at -O2 (GCC's
+// "very cheap" cost model refuses loops that need a scalar epilogue), and averaging runs this
+// over every fused buffer: 1.6 MB of float32 took ~130 us scalar on the development VM.
+template <class T>
+void scale_native(void* data, std::size_t n, T f) {
+  auto* p = static_cast<T*>(data);
+  constexpr std::size_t kBlock = 64 / sizeof(T);
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (std::size_t k = 0; k < kBlock; ++k) p[i + k] *= f;
+  }
+  for (; i < n; ++i) p[i] *= f;
+}
+
 }  // namespace
 
 ReduceFn reduce_fn(DataType dtype, ReduceOp op) {
@@ -127,17 +141,10 @@ ReduceFn reduce_fn(DataType dtype, ReduceOp op) {
 
 void scale(void* data, std::size_t n, DataType dtype, double factor) {
   switch (dtype) {
-    case DataType::kFloat32: {
-      auto* p = static_cast<float*>(data);
-      const auto f = static_cast<float>(factor);
-      for (std::size_t i = 0; i < n; ++i) p[i] *= f;
-      return;
-    }
-    case DataType::kFloat64: {
-      auto* p = static_cast<double*>(data);
-      for (std::size_t i = 0; i < n; ++i) p[i] *= factor;
-      return;
-    }
+    case DataType::kFloat32:
+      return scale_native<float>(data, n, static_cast<float>(factor));
+    case DataType::kFloat64:
+      return scale_native<double>(data, n, factor);
     case DataType::kFloat16: {
       auto* p = static_cast<float16*>(data);
       const auto f = static_cast<float>(factor);

@@ -2,6 +2,7 @@
 // scaling and integer division used for prescale/postscale and average.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -262,6 +263,30 @@ TEST_CASE("scale: floating-point types, rounded back for 16-bit", "[libhvd]") {
   hvd::runtime::scale(h.data(), h.size(), DataType::kFloat16, 0.1);
   CHECK(h[0].bits == 0x2E66);             // 0.1 rounded to half
   CHECK(hvd::to_float(h[1]) == 204.75f);  // 204.7 to the nearest 1/8 (half spacing at 128..256)
+}
+
+TEST_CASE("scale: 64-byte blocks and the tail agree with one element at a time", "[libhvd]") {
+  // 37 elements: two float32 blocks of 16 and a tail of 5; four float64 blocks of 8 and 5.
+  std::vector<float> f32(37);
+  std::vector<double> f64(37);
+  for (std::size_t i = 0; i < f32.size(); ++i) {
+    f32[i] = static_cast<float>(i) * 1.5f - 20.0f;
+    f64[i] = static_cast<double>(i) * 1.5 - 20.0;
+  }
+  std::vector<float> want32 = f32;
+  std::vector<double> want64 = f64;
+  for (auto& v : want32) v *= 0.3f;
+  for (auto& v : want64) v *= 0.3;
+  hvd::runtime::scale(f32.data(), f32.size(), DataType::kFloat32, 0.3);
+  hvd::runtime::scale(f64.data(), f64.size(), DataType::kFloat64, 0.3);
+  CHECK(f32 == want32);
+  CHECK(f64 == want64);
+  // An unaligned start: the blocks need no alignment.
+  std::vector<float> odd(40, 2.0f);
+  hvd::runtime::scale(odd.data() + 1, 38, DataType::kFloat32, 0.5);
+  CHECK(odd.front() == 2.0f);
+  CHECK(odd.back() == 2.0f);
+  CHECK(std::all_of(odd.begin() + 1, odd.end() - 1, [](float v) { return v == 1.0f; }));
 }
 
 TEST_CASE("scale: bfloat16 and integer no-op", "[libhvd]") {
