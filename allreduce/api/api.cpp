@@ -125,15 +125,15 @@ Allocator into(Buffer& buffer, DataType dtype) {
   };
 }
 
-// An op of `kind` on `in`; with no `allocate`, an output of unknown size goes to the op's own
-// Buffer (host memory).
+// An op of `kind` on `in`, writing to `out` (nullptr: in place); with no `allocate`, an output
+// of unknown size goes to the op's own Buffer (host memory).
 std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Tensor& in,
-                                 Allocator allocate = {}) {
+                                 Allocator allocate = {}, const Tensor* out = nullptr) {
   auto op = std::make_shared<OpState>();
   op->request.kind = kind;
   op->request.name = name;
   op->in = in;
-  op->out = in;
+  op->out = out != nullptr ? *out : in;
   const bool sized_later =
       kind == OpKind::kAllgather || kind == OpKind::kReducescatter || kind == OpKind::kAlltoall;
   if (sized_later && !allocate) {
@@ -206,8 +206,7 @@ const std::vector<std::int64_t>& Handle::received_splits() const {
 namespace {
 std::shared_ptr<OpState> allreduce_op(const std::string& name, const Tensor& in, const Tensor& out,
                                       const AllreduceOptions& options) {
-  auto op = make_op(OpKind::kAllreduce, name, in);
-  op->out = out;
+  auto op = make_op(OpKind::kAllreduce, name, in, {}, &out);
   op->options = options;
   return op;
 }

@@ -79,7 +79,7 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
                          fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
       return;
     }
-    auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op, false});
+    auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op});
     if (!inserted) {
       throw StatusError(
           HVD_ERR_INVALID_ARGUMENT,
@@ -182,6 +182,7 @@ void CycleEngine::post(Clock::time_point now) {
       const Request& request = entry->op->request;
       if (auto slot = cache_.hit(request)) {
         mine.hits.push_back(*slot);
+        entry->cache_slot = *slot;
       } else {
         mine.misses.requests.push_back(request);
       }
@@ -338,7 +339,7 @@ void CycleEngine::finish(const Decision& reply) {
     // No cycle can run without every rank: what is pending here, and everything submitted from
     // now on, fails as the coordinator fails a tensor submitted after a rank's goodbye.
     ended_ = true;
-    std::unordered_map<std::string, InFlight> ops;
+    OpsByName ops;
     {
       std::lock_guard<std::mutex> lock(ops_mutex_);
       gone_ = fmt::format("rank(s) {} already shut down", fmt::join(reply.shut_down, ", "));
@@ -358,12 +359,16 @@ void CycleEngine::finish(const Decision& reply) {
 
 void CycleEngine::run_response(const Response& response) {
   std::vector<std::shared_ptr<detail::OpState>> ops;
+  std::vector<std::uint32_t> slots;  // each op's cache slot when announced
+  ops.reserve(response.names.size());
+  slots.reserve(response.names.size());
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     for (const std::string& name : response.names) {
       auto it = ops_.find(name);
       if (it == ops_.end() || !it->second.announced) continue;
       ops.push_back(std::move(it->second.op));
+      slots.push_back(it->second.cache_slot);
       ops_.erase(it);
     }
   }
@@ -382,7 +387,7 @@ void CycleEngine::run_response(const Response& response) {
     }
     return;
   }
-  for (const auto& op : ops) cache_.put(op->request);
+  for (std::size_t i = 0; i < ops.size(); ++i) cache_.put(ops[i]->request, slots[i]);
   run_ops(runner_, ops, options_.timeline);
 }
 
@@ -407,7 +412,7 @@ void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {
 }
 
 void CycleEngine::fail_everything(const std::string& why, hvd_status status) {
-  std::unordered_map<std::string, InFlight> ops;
+  OpsByName ops;
   bool stopped;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -118,11 +119,17 @@ class CycleEngine : public OpEngine {
   std::mutex ops_mutex_;
   struct InFlight {
     std::shared_ptr<detail::OpState> op;
-    bool announced;  // in a cycle (else still in queue_)
+    bool announced = false;  // in a cycle (else still in queue_)
+    // The response cache slot it hit when announced (ResponseCache::kNoSlot: a miss): where the
+    // cache looks first when it runs.
+    std::uint32_t cache_slot = ResponseCache::kNoSlot;
   };
-  std::unordered_map<std::string, InFlight> ops_;  // every op submitted and not finished
-  std::vector<InFlight*> queue_;                   // in ops_, not yet in a cycle, in order
-  std::string failed_;                             // once set, submissions fail with it
+  // Keyed by a view of the op's own name (op->request.name, fixed once submitted): no copy of
+  // the name per submission.
+  using OpsByName = std::unordered_map<std::string_view, InFlight>;
+  OpsByName ops_;                 // every op submitted and not finished
+  std::vector<InFlight*> queue_;  // in ops_, not yet in a cycle, in order
+  std::string failed_;            // once set, submissions fail with it
   hvd_status failed_status_ = HVD_ERR_BACKEND;
   std::string gone_;  // "rank(s) 1 already shut down": later submissions fail with it
   bool stopping_ = false;

@@ -13,13 +13,19 @@ const Request* ResponseCache::at(std::uint32_t slot) const {
   return &slots_[slot].request;
 }
 
-void ResponseCache::put(const Request& request) {
+void ResponseCache::put(const Request& request, std::uint32_t hint) {
   if (capacity_ == 0) return;
+  auto refresh = [&](Slot& slot) {
+    if (!(slot.request == request)) slot.request = request;
+    lru_.splice(lru_.begin(), lru_, slot.lru);
+  };
+  if (hint < slots_.size() && slots_[hint].used && slots_[hint].request.name == request.name) {
+    refresh(slots_[hint]);  // the steady state: no hashing
+    return;
+  }
   auto it = by_name_.find(request.name);
   if (it != by_name_.end()) {
-    Slot& slot = slots_[it->second];
-    slot.request = request;
-    lru_.splice(lru_.begin(), lru_, slot.lru);
+    refresh(slots_[it->second]);
     return;
   }
   std::uint32_t id;

@@ -33,9 +33,13 @@ class ResponseCache {
   // The request in `slot`; nullptr for a slot that holds nothing (a malformed message).
   const Request* at(std::uint32_t slot) const;
 
+  static constexpr std::uint32_t kNoSlot = 0xFFFFFFFF;
+
   // A response for request.name ran: cache (or refresh) it as the most recently used, evicting
-  // the least recently used when full. Nothing with capacity 0.
-  void put(const Request& request);
+  // the least recently used when full. Nothing with capacity 0. `hint`: the slot hit() gave for
+  // it when it was announced (kNoSlot: none), looked at before the name is hashed; the slot may
+  // since have gone to another name (then the hint is ignored).
+  void put(const Request& request, std::uint32_t hint = kNoSlot);
   // A response failed (a mismatch, a departed rank): the name is negotiated in full next time.
   void erase(const std::string& name);
 

@@ -65,6 +65,31 @@ TEST_CASE("response cache: full, the least recently used goes and its slot is re
   CHECK(cache.size() == 2);
 }
 
+TEST_CASE("response cache: put's slot hint refreshes its own name only", "[libhvd]") {
+  ResponseCache cache(2);
+  cache.put(named("a"));
+  cache.put(named("b"));
+  const auto slot_a = *cache.hit(named("a"));
+  const auto slot_b = *cache.hit(named("b"));
+  cache.put(named("a"), slot_a);  // a ran again, found by its hint: b is the least recently used
+  cache.put(named("c"), ResponseCache::kNoSlot);
+  CHECK(cache.hit(named("a")) == slot_a);
+  CHECK_FALSE(cache.hit(named("b")));
+  CHECK(cache.hit(named("c")) == slot_b);  // c took b's slot
+
+  // A stale hint (b's old slot, now c's) is ignored: b is cached as a new name, c stays
+  // where it was until the least recently used (a) makes room.
+  cache.put(named("b"), slot_b);
+  CHECK(cache.hit(named("b")) == slot_a);
+  CHECK(cache.hit(named("c")) == slot_b);
+  CHECK_FALSE(cache.hit(named("a")));
+  // A hint with the right name but another request: the slot takes the new request.
+  cache.put(named("c", 9), slot_b);
+  CHECK(cache.hit(named("c", 9)) == slot_b);
+  CHECK_FALSE(cache.hit(named("c")));
+  CHECK(cache.size() == 2);
+}
+
 TEST_CASE("response cache: erase frees the slot for the next name, capacity 0 keeps nothing",
           "[libhvd]") {
   ResponseCache cache(3);
