@@ -31,7 +31,11 @@
 //
 // Usage: hvdrun [--mpi] [--fusion-threshold-mb 0] -np 2 engine_bench [--parts LIST]
 //            [--seconds S] [--blocks B] [--idle-seconds S] [--tensors N] [--tensor-bytes N]
+//            [--average]
 //   --seconds: wall time aimed at per part and engine (default 0.5).
+//   --average: the fusion part averages (hvd::ReduceOp::kAverage, Horovod's default op) instead
+//          of summing; the raw contenders then scale by 1/size after their allreduce, as a
+//          caller averaging by hand would, with the same float multiply libhvd uses.
 #include <hvd/hvd.hpp>
 
 #include <sys/resource.h>
@@ -146,24 +150,42 @@ float expected_sum(int n, std::size_t t, std::size_t j) {
                             n * (static_cast<int>(t % 1000) * 128 + static_cast<int>(j % 127)));
 }
 
+// x *= f over a buffer in 64-byte blocks (vectorized at -O2, as libhvd's own scale kernel):
+// the by-hand contenders' average.
+void scale_by(float* x, std::size_t count, float f) {
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    for (std::size_t k = 0; k < 16; ++k) x[i + k] *= f;
+  }
+  for (; i < count; ++i) x[i] *= f;
+}
+
 int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, std::size_t tensors,
-                std::size_t tensor_bytes) {
+                std::size_t tensor_bytes, bool average) {
   const std::size_t count = tensor_bytes / sizeof(float);
   std::vector<std::vector<float>> bufs(tensors, std::vector<float>(count, 0.0f));
   std::vector<float> whole(tensors * count, 0.0f);  // the by-hand fusion buffer
   std::vector<std::string> names;
   for (std::size_t i = 0; i < tensors; ++i) names.push_back("g." + std::to_string(i));
   std::vector<hvd::Handle> handles(tensors);
-  const hvd::AllreduceOptions sum{hvd::ReduceOp::kSum};
+  const hvd::AllreduceOptions op{average ? hvd::ReduceOp::kAverage : hvd::ReduceOp::kSum};
+  const float inv_n = static_cast<float>(1.0 / n);  // libhvd's average: times float(1/size)
+  const auto expected = [&](std::size_t t, std::size_t j) {
+    const float s = expected_sum(n, t, j);
+    return average ? s * inv_n : s;
+  };
 
   const auto hvd_step = [&] {
     for (std::size_t i = 0; i < tensors; ++i) {
-      handles[i] = hvd::allreduce_async(names[i], hvd::tensor(bufs[i].data(), count), sum);
+      handles[i] = hvd::allreduce_async(names[i], hvd::tensor(bufs[i].data(), count), op);
     }
     for (auto& h : handles) h.wait();
   };
   const auto raw_step = [&] {
-    for (auto& b : bufs) raw.allreduce(b.data(), count);
+    for (auto& b : bufs) {
+      raw.allreduce(b.data(), count);
+      if (average) scale_by(b.data(), count, inv_n);
+    }
   };
   // What libhvd's fusion does, minus the engine: copy in, one raw allreduce, copy out.
   const auto raw_fused_step = [&] {
@@ -171,6 +193,7 @@ int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, st
       std::memcpy(whole.data() + t * count, bufs[t].data(), count * sizeof(float));
     }
     raw.allreduce(whole.data(), whole.size());
+    if (average) scale_by(whole.data(), whole.size(), inv_n);
     for (std::size_t t = 0; t < tensors; ++t) {
       std::memcpy(bufs[t].data(), whole.data() + t * count, count * sizeof(float));
     }
@@ -184,7 +207,7 @@ int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, st
     step();
     std::int64_t wrong = 0;
     for (std::size_t t = 0; t < tensors; ++t) {
-      for (std::size_t j = 0; j < count; ++j) wrong += bufs[t][j] != expected_sum(n, t, j);
+      for (std::size_t j = 0; j < count; ++j) wrong += bufs[t][j] != expected(t, j);
       std::fill(bufs[t].begin(), bufs[t].end(), 0.0f);
     }
     return wrong;
@@ -205,7 +228,7 @@ int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, st
   for (int s = 0; s < diag_steps; ++s) {
     const auto t0 = Clock::now();
     for (std::size_t i = 0; i < tensors; ++i) {
-      handles[i] = hvd::allreduce_async(names[i], hvd::tensor(bufs[i].data(), count), sum);
+      handles[i] = hvd::allreduce_async(names[i], hvd::tensor(bufs[i].data(), count), op);
     }
     const auto t1 = Clock::now();
     for (auto& h : handles) h.wait();
@@ -225,9 +248,9 @@ int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, st
   const char* what = fused ? "fused" : "unfused";
   if (rank == 0) {
     std::printf(
-        "\n[fusion] %zu tensors x %zu KiB float32 sum per step, async; libhvd fusion %s "
+        "\n[fusion] %zu tensors x %zu KiB float32 %s per step, async; libhvd fusion %s "
         "(HOROVOD_FUSION_THRESHOLD=%s)\n",
-        tensors, tensor_bytes >> 10, fused ? "ON" : "OFF",
+        tensors, tensor_bytes >> 10, average ? "average" : "sum", fused ? "ON" : "OFF",
         threshold.empty() ? "unset: 64 MiB" : threshold.c_str());
     std::printf("  %d timed steps per engine in %d blocks; median of block means, slowest rank\n",
                 r.steps, blocks);
@@ -369,8 +392,14 @@ int run(int argc, char** argv) {
   int blocks = 8;  // even: each engine goes first in half of them
   std::size_t tensors = 100, tensor_bytes = 16 << 10;
   std::string parts = "idle,fusion,small";
+  bool average = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--average") {
+      average = true;
+      --i;  // a flag: no value
+      continue;
+    }
     if (a != "--seconds" && a != "--blocks" && a != "--idle-seconds" && a != "--parts" &&
         a != "--tensors" && a != "--tensor-bytes") {
       throw std::runtime_error("unknown option " + a);
@@ -419,7 +448,7 @@ int run(int argc, char** argv) {
   if (want("fusion") || want("small")) {
     std::unique_ptr<RawEngine> raw = make_raw_engine("engine_bench");
     if (want("fusion")) {
-      failures += part_fusion(*raw, rank, n, target_s, blocks, tensors, tensor_bytes);
+      failures += part_fusion(*raw, rank, n, target_s, blocks, tensors, tensor_bytes, average);
     }
     if (want("small")) failures += part_small(*raw, rank, n, target_s, blocks);
     raw.reset();  // before libhvd shuts its engine down (MPI_Finalize)

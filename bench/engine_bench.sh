@@ -56,6 +56,7 @@ args=("$@")
 for ((i = 0; i < ${#args[@]}; i += 2)); do
   case ${args[i]} in
     --parts | --idle-seconds) ;;
+    --average) fusion_args+=(--average) && i=$((i - 1)) ;;  # a flag, no value
     *) fusion_args+=("${args[i]}" "${args[i + 1]:-}") ;;
   esac
 done
