@@ -6,61 +6,15 @@
 #include <bit>
 #include <cstring>
 
+#include "allreduce/kernels/half.h"
+
 namespace hvd {
 
-// IEEE binary16 <-> binary32, exact for every half value, round-to-nearest-even the other way.
-float to_float(float16 value) {
-  const std::uint32_t h = value.bits;
-  const std::uint32_t sign = (h & 0x8000u) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1Fu;
-  std::uint32_t mant = h & 0x3FFu;
-  std::uint32_t bits;
-  if (exp == 0x1F) {  // inf or NaN
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {  // normal
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {  // zero
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-float16 float16_from(float value) {
-  const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
-  const std::uint32_t sign = (f >> 16) & 0x8000u;
-  const std::uint32_t abs = f & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return {static_cast<std::uint16_t>(sign | 0x7E00u)};   // NaN
-  if (abs >= 0x47800000u) return {static_cast<std::uint16_t>(sign | 0x7C00u)};  // overflow: inf
-  if (abs < 0x38800000u) {  // half subnormal or zero: value * 2^24 rounded
-    const float scaled = std::bit_cast<float>(abs) * 16777216.0f;  // exact power-of-two scaling
-    const float rounded = scaled + 12582912.0f - 12582912.0f;      // round to nearest even
-    return {static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(rounded))};
-  }
-  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
-  const std::uint32_t rebased = abs - (112u << 23);
-  const std::uint32_t round = 0xFFFu + ((rebased >> 13) & 1u);
-  return {static_cast<std::uint16_t>(sign | ((rebased + round) >> 13))};
-}
-
-float to_float(bfloat16 value) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
-}
-
-bfloat16 bfloat16_from(float value) {
-  const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
-  if ((f & 0x7FFFFFFFu) > 0x7F800000u) {
-    return {static_cast<std::uint16_t>((f >> 16) | 0x40u)};  // quiet NaN
-  }
-  const std::uint32_t round = 0x7FFFu + ((f >> 16) & 1u);
-  return {static_cast<std::uint16_t>((f + round) >> 16)};
-}
+// The conversions themselves are inline in half.h, where the kernels' loops use them too.
+float to_float(float16 value) { return runtime::half_to_float(value); }
+float16 float16_from(float value) { return runtime::half_from_float(value); }
+float to_float(bfloat16 value) { return runtime::bf16_to_float(value); }
+bfloat16 bfloat16_from(float value) { return runtime::bf16_from_float(value); }
 
 std::size_t element_size(DataType dtype) {
   switch (dtype) {

@@ -223,6 +223,61 @@ TEST_CASE("reduce_fn: 16-bit results are rounded to nearest even", "[libhvd]") {
   CHECK(hvd::to_float(outb[1]) == 260.0f);  // 259 is a tie -> 260 (even)
 }
 
+namespace {
+
+// Bit equality, except that any NaN equals any NaN (the F16C path keeps a NaN's payload).
+bool same_half(std::uint16_t got, std::uint16_t want) {
+  const auto nan = [](std::uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; };
+  return nan(want) ? nan(got) : got == want;
+}
+
+// Every half bit pattern against a few others, through the kernel in one call (the vector path
+// where the CPU has one, and a scalar tail of 5), against the conversions element by element.
+template <class H>
+void check_every_16bit(DataType dtype, float (*to)(H), H (*from)(float)) {
+  const std::uint16_t others[] = {0x0000, 0x8001, 0x3C00, 0xC500, 0x7BFF, 0x03FF, 0x7C00};
+  const std::size_t n = 0x10000 + 5;
+  std::vector<H> a(n), b(n), out(n);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    const auto fn = hvd::runtime::reduce_fn(dtype, op);
+    REQUIRE(fn != nullptr);
+    for (std::uint16_t other : others) {
+      for (std::size_t i = 0; i < n; ++i) {
+        a[i].bits = static_cast<std::uint16_t>(i);
+        b[i].bits = other;
+      }
+      fn(out.data(), a.data(), b.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float x = to(a[i]), y = to(b[i]);
+        float r = x + y;
+        if (op == ReduceOp::kMin) r = std::min(x, y);
+        if (op == ReduceOp::kMax) r = std::max(x, y);
+        if (op == ReduceOp::kProduct) r = x * y;
+        INFO("op " << static_cast<int>(op) << ", " << a[i].bits << " with " << other);
+        REQUIRE(same_half(out[i].bits, from(r).bits));
+      }
+    }
+  }
+  for (double factor : {0.5, 0.1, 1.0 / 3, 1e-3}) {
+    for (std::size_t i = 0; i < n; ++i) a[i].bits = static_cast<std::uint16_t>(i);
+    hvd::runtime::scale(a.data(), n, dtype, factor);
+    for (std::size_t i = 0; i < n; ++i) {
+      H x;
+      x.bits = static_cast<std::uint16_t>(i);
+      INFO("scale " << factor << " of " << i);
+      REQUIRE(same_half(a[i].bits, from(to(x) * static_cast<float>(factor)).bits));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reduce_fn and scale: every 16-bit value, in blocks and the tail, as element by element",
+          "[libhvd]") {
+  check_every_16bit<float16>(DataType::kFloat16, hvd::to_float, hvd::float16_from);
+  check_every_16bit<bfloat16>(DataType::kBFloat16, hvd::to_float, hvd::bfloat16_from);
+}
+
 TEST_CASE("reduce_fn: every valid pair has a kernel, average and invalid pairs have none",
           "[libhvd]") {
   for (DataType t : kAllDtypes) {
