@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -109,7 +110,14 @@ void scale_half(void* data, std::size_t n, float f) {
 // payload's top bits (quieted) where half_from_float returns 0x7E00; it stays a NaN either way.
 // The generic block code above, vectorized with SSE2 only, is ~10x slower (bench/README.md).
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if ((ecx & bit_OSXSAVE) == 0 || (ecx & bit_AVX) == 0 || (ecx & bit_F16C) == 0) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));  // does the OS save the AVX registers?
+    return (lo & 0x6u) == 0x6u;
+  }();
   return yes;
 }
 
