@@ -5,6 +5,8 @@
 // random marker in /proc/*/environ (launch_helpers.h).
 #include <poll.h>
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -255,8 +257,16 @@ TEST_CASE("an interrupt during start-up is an interrupt and not an error", "[lau
   // Every 0.5 ms up to 20 ms, then every 2 ms up to 100 ms: on a slow machine hvdrun handles
   // signals only some 25 ms after exec (loading its libraries alone initialises OpenSSL, a
   // constructor in cpp-httplib's library), and a test that stopped at 20 ms then found no
-  // attempt hvdrun handled.
-  for (int delay_us = 0; delay_us <= 100000; delay_us += delay_us < 20000 ? 500 : 2000) {
+  // attempt hvdrun handled. If none was handled by then (a sanitizer build starts slower still:
+  // none was by 100 ms under ASan), every 10 ms on until one is, up to 1 s.
+  const auto handled_any = [&] {
+    return std::any_of(attempts.begin(), attempts.end(),
+                       [](const Attempt& a) { return !a.out.empty(); });
+  };
+  for (int delay_us = 0; delay_us <= 100000 || (!handled_any() && delay_us <= 1000000);
+       delay_us += delay_us < 20000    ? 500
+                   : delay_us < 100000 ? 2000
+                                       : 10000) {
     JobMarker marker;
     TempDir dir;
     Hvdrun hvdrun({.args = {"-np", "2", "--json", "-x", marker.forward(), "sleep", "30"},
