@@ -216,6 +216,11 @@ def self_test():
     mark = "selftest-%d" % os.getpid()
     env = dict(os.environ, CHAOS_MARK=mark)
     subprocess.run(["sh", "-c", "setsid sleep 60 >/dev/null 2>&1 &"], env=env, check=True)
+    # sh returns once it forked; the child may still be inside execve, where /proc/PID/environ
+    # reads empty (a CI run's self-test missed it so). Wait until the planted sleep shows.
+    end = time.time() + 5.0
+    while not any(b"sleep" in c for p in marked(mark) for c in cmdline_of(p)[:1]) and time.time() < end:
+        time.sleep(0.05)
     found = check_orphans(mark, [], [], 1.0)
     for p in marked(mark):
         os.kill(p, signal.SIGKILL)
