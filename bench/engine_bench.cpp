@@ -150,16 +150,6 @@ float expected_sum(int n, std::size_t t, std::size_t j) {
                             n * (static_cast<int>(t % 1000) * 128 + static_cast<int>(j % 127)));
 }
 
-// x *= f over a buffer in 64-byte blocks (vectorized at -O2, as libhvd's own scale kernel):
-// the by-hand contenders' average.
-void scale_by(float* x, std::size_t count, float f) {
-  std::size_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    for (std::size_t k = 0; k < 16; ++k) x[i + k] *= f;
-  }
-  for (; i < count; ++i) x[i] *= f;
-}
-
 int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, std::size_t tensors,
                 std::size_t tensor_bytes, bool average) {
   const std::size_t count = tensor_bytes / sizeof(float);
@@ -184,7 +174,7 @@ int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, st
   const auto raw_step = [&] {
     for (auto& b : bufs) {
       raw.allreduce(b.data(), count);
-      if (average) scale_by(b.data(), count, inv_n);
+      if (average) scale_floats(b.data(), count, inv_n);
     }
   };
   // What libhvd's fusion does, minus the engine: copy in, one raw allreduce, copy out.
@@ -193,7 +183,7 @@ int part_fusion(RawEngine& raw, int rank, int n, double target_s, int blocks, st
       std::memcpy(whole.data() + t * count, bufs[t].data(), count * sizeof(float));
     }
     raw.allreduce(whole.data(), whole.size());
-    if (average) scale_by(whole.data(), whole.size(), inv_n);
+    if (average) scale_floats(whole.data(), whole.size(), inv_n);
     for (std::size_t t = 0; t < tensors; ++t) {
       std::memcpy(bufs[t].data(), whole.data() + t * count, count * sizeof(float));
     }

@@ -40,6 +40,17 @@ inline std::string env(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
+// libhvd's float32 scale kernel (allreduce/kernels/kernels.cpp: x *= f in 64-byte blocks,
+// vectorized at -O2): what a caller averaging by hand after a raw allreduce runs.
+inline void scale_floats(float* x, std::size_t count, float f) {
+  constexpr std::size_t kBlock = 16;
+  std::size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock) {
+    for (std::size_t k = 0; k < kBlock; ++k) x[i + k] *= f;
+  }
+  for (; i < count; ++i) x[i] *= f;
+}
+
 // The raw engine: an in-place float32 sum over all ranks.
 struct RawEngine {
   virtual ~RawEngine() = default;

@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <bit>
-#include <cstring>
-
 #include "allreduce/kernels/half.h"
 
 namespace hvd {
