@@ -133,7 +133,11 @@ std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Ten
   op->request.kind = kind;
   op->request.name = name;
   op->in = in;
-  op->out = out != nullptr ? *out : in;
+  // In place (the usual allreduce): no second copy of the tensor and its shape.
+  op->out_is_in = out == nullptr || out == &in ||
+                  (out->data == in.data && out->dtype == in.dtype && out->device == in.device &&
+                   out->stream == in.stream && out->shape == in.shape);
+  if (!op->out_is_in) op->out = *out;
   const bool sized_later =
       kind == OpKind::kAllgather || kind == OpKind::kReducescatter || kind == OpKind::kAlltoall;
   if (sized_later && !allocate) {
@@ -159,41 +163,42 @@ Handle start(const char* call, const std::shared_ptr<OpState>& op, bool now) {
 
 const std::string& Handle::name() const { return HandleAccess::state(*this).request.name; }
 
-bool Handle::poll() const {
-  OpState& s = HandleAccess::state(*this);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return s.done;
-}
+bool Handle::poll() const { return HandleAccess::state(*this).finished(); }
 
 namespace {
 // Someone waits: no point batching any longer, and the engine may move the op on in this thread
 // (OpEngine::wait). Outside the op's lock: the runtime reference may be the last, whose
 // destruction fails (locks) the ops still pending.
 void wait_in_engine(OpState& s, runtime::Clock::time_point deadline) {
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.done) return;
-  }
+  if (s.finished()) return;
   if (auto rt = s.runtime.lock()) rt->wait(s, deadline);
 }
 }  // namespace
 
 bool Handle::wait(std::chrono::milliseconds timeout) const {
   OpState& s = HandleAccess::state(*this);
+  if (s.finished()) {
+    if (s.error) std::rethrow_exception(s.error);
+    return true;
+  }
   const auto now = runtime::Clock::now();
   wait_in_engine(s, timeout >= std::chrono::hours(24 * 365) ? runtime::Clock::time_point::max()
                                                             : now + timeout);
   std::unique_lock<std::mutex> lock(s.mutex);
-  if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) return false;
+  if (!s.cv.wait_for(lock, timeout, [&] { return s.done.load(std::memory_order_relaxed); })) {
+    return false;
+  }
   if (s.error) std::rethrow_exception(s.error);
   return true;
 }
 
 void Handle::wait() const {
   OpState& s = HandleAccess::state(*this);
-  wait_in_engine(s, runtime::Clock::time_point::max());
-  std::unique_lock<std::mutex> lock(s.mutex);
-  s.cv.wait(lock, [&] { return s.done; });
+  if (!s.finished()) {
+    wait_in_engine(s, runtime::Clock::time_point::max());
+    std::unique_lock<std::mutex> lock(s.mutex);
+    s.cv.wait(lock, [&] { return s.done.load(std::memory_order_relaxed); });
+  }
   if (s.error) std::rethrow_exception(s.error);
 }
 

@@ -47,7 +47,7 @@ void check_gpu_submission(const detail::OpState& op, bool output_in_buffer) {
                                 describe(t)),
                     "scale the tensor yourself, or use ReduceOp::kAverage");
       }
-      if (op.out.device != t.device) {
+      if (op.output().device != t.device) {
         throw StatusError(HVD_ERR_INVALID_ARGUMENT,
                           "allreduce: the input and the output are on different devices");
       }
@@ -104,8 +104,8 @@ void NcclOps::run(detail::OpState& op) {
   int rc = 0;
   switch (op.request.kind) {
     case OpKind::kAllreduce:
-      rc = api().allreduce(comm, t.data, op.out.data, count, dtype, static_cast<int>(op.options.op),
-                           t.stream, err, sizeof err);
+      rc = api().allreduce(comm, t.data, op.output().data, count, dtype,
+                           static_cast<int>(op.options.op), t.stream, err, sizeof err);
       break;
     case OpKind::kBroadcast:
       rc = api().broadcast(comm, t.data, count, dtype, op.request.root, t.stream, err, sizeof err);

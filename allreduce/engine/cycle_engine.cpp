@@ -100,10 +100,7 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   if (wake) wakeup_.notify();
 }
 
-bool CycleEngine::done(detail::OpState& op) {
-  std::lock_guard<std::mutex> lock(op.mutex);
-  return op.done;
-}
+bool CycleEngine::done(detail::OpState& op) { return op.finished(); }
 
 void CycleEngine::wait(detail::OpState& op, Clock::time_point deadline) {
   ++waiters_;
@@ -130,7 +127,7 @@ void CycleEngine::wait(detail::OpState& op, Clock::time_point deadline) {
       {
         std::unique_lock<std::mutex> lock(op.mutex);
         op.cv.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)),
-                         [&] { return op.done; });
+                         [&] { return op.done.load(std::memory_order_relaxed); });
       }
       ++waiters_;
       continue;

@@ -5,6 +5,7 @@
 // memory alive until the op finished (hvd.hpp says so).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -22,7 +23,8 @@ namespace hvd::detail {
 struct OpState {
   runtime::Request request;
   Tensor in;
-  Tensor out;
+  Tensor out;             // only when not in place (out_is_in false): read it by output()
+  bool out_is_in = true;  // the op writes its input (broadcast, in-place allreduce, ...)
   AllreduceOptions options;
   Allocator allocate;                // allgather/reducescatter/alltoall output
   std::vector<std::int64_t> splits;  // alltoall
@@ -34,15 +36,20 @@ struct OpState {
 
   std::mutex mutex;
   std::condition_variable cv;
-  bool done = false;
+  // Set once, under `mutex` (so that a waiter on `cv` cannot miss it), after `error`: a thread
+  // that reads it true without the lock (finished()) may then read `error`, which never changes
+  // again. Most waits find their op already done (the rest of a fused batch): no lock for them.
+  std::atomic<bool> done{false};
   std::exception_ptr error;
 
+  const Tensor& output() const { return out_is_in ? in : out; }
+  bool finished() const { return done.load(std::memory_order_acquire); }
   // Records the outcome (once); the caller notifies `cv`.
   void mark_done(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (done) return;
+    if (done.load(std::memory_order_relaxed)) return;
     error = std::move(e);
-    done = true;
+    done.store(true, std::memory_order_release);
   }
   void finish(std::exception_ptr e) {
     mark_done(std::move(e));

@@ -248,7 +248,7 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
 void Runtime::run_one(detail::OpState& op) {
   switch (op.request.kind) {
     case OpKind::kAllreduce:
-      return allreduce(op.in, op.out, op.options);
+      return allreduce(op.in, op.output(), op.options);
     case OpKind::kBroadcast:
       return broadcast(op.in, op.request.root);
     case OpKind::kAllgather:
@@ -289,8 +289,9 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
   at = 0;
   for (const auto& op : ops) {
-    std::memcpy(op->out.data, fusion_buffer_.data() + at, op->out.byte_size());
-    at += op->out.byte_size();
+    const Tensor& out = op->output();
+    std::memcpy(out.data, fusion_buffer_.data() + at, out.byte_size());
+    at += out.byte_size();
   }
   phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
 }

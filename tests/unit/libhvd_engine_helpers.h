@@ -27,7 +27,7 @@ inline std::shared_ptr<hvd::detail::OpState> allreduce_op(const std::string& nam
 inline std::string outcome(hvd::detail::OpState& op,
                            std::chrono::seconds limit = std::chrono::seconds(10)) {
   std::unique_lock<std::mutex> lock(op.mutex);
-  if (!op.cv.wait_for(lock, limit, [&] { return op.done; })) return "timeout";
+  if (!op.cv.wait_for(lock, limit, [&] { return op.finished(); })) return "timeout";
   if (!op.error) return "";
   try {
     std::rethrow_exception(op.error);

@@ -114,7 +114,7 @@ hvd_status status_of(hvd::detail::OpState& op) {
 
 bool done_within(hvd::detail::OpState& op, std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(op.mutex);
-  return op.cv.wait_for(lock, limit, [&] { return op.done; });
+  return op.cv.wait_for(lock, limit, [&] { return op.finished(); });
 }
 
 }  // namespace
