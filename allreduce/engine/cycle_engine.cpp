@@ -79,14 +79,29 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
                          fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
       return;
     }
-    auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op});
-    if (!inserted) {
+    OpsByName::insert_return_type added;
+    if (spare_.empty()) {
+      auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op});
+      added.position = it;
+      added.inserted = inserted;
+    } else {
+      OpsByName::node_type node = std::move(spare_.back());
+      spare_.pop_back();
+      node.key() = op->request.name;
+      node.mapped() = InFlight{op};
+      added = ops_.insert(std::move(node));
+      if (!added.inserted) {  // the name is in flight: keep the node, not this op
+        added.node.mapped() = InFlight{};
+        spare_.push_back(std::move(added.node));
+      }
+    }
+    if (!added.inserted) {
       throw StatusError(
           HVD_ERR_INVALID_ARGUMENT,
           fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
           "wait for the earlier op of that name, or give this one another name");
     }
-    queue_.push_back(&it->second);
+    queue_.push_back(&added.position->second);
     if (!now) {
       if (options_.cycle_time.count() == 0) {
         due_ = true;
@@ -364,9 +379,10 @@ void CycleEngine::run_response(const Response& response) {
     for (const std::string& name : response.names) {
       auto it = ops_.find(name);
       if (it == ops_.end() || !it->second.announced) continue;
-      ops.push_back(std::move(it->second.op));
-      slots.push_back(it->second.cache_slot);
-      ops_.erase(it);
+      OpsByName::node_type node = ops_.extract(it);
+      ops.push_back(std::move(node.mapped().op));
+      slots.push_back(node.mapped().cache_slot);
+      if (spare_.size() < kSpareNodes) spare_.push_back(std::move(node));
     }
   }
   // Every rank updates its cache here, in the same order: a tensor that ran is cached as this

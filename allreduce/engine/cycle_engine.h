@@ -128,6 +128,10 @@ class CycleEngine : public OpEngine {
   // the name per submission.
   using OpsByName = std::unordered_map<std::string_view, InFlight>;
   OpsByName ops_;                 // every op submitted and not finished
+  // Nodes of ops_ that finished, reused by submit() (at most kSpareNodes): no allocation and no
+  // free per op in a steady training loop.
+  static constexpr std::size_t kSpareNodes = 4096;
+  std::vector<OpsByName::node_type> spare_;
   std::vector<InFlight*> queue_;  // in ops_, not yet in a cycle, in order
   std::string failed_;            // once set, submissions fail with it
   hvd_status failed_status_ = HVD_ERR_BACKEND;

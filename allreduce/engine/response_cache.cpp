@@ -13,11 +13,21 @@ const Request* ResponseCache::at(std::uint32_t slot) const {
   return &slots_[slot].request;
 }
 
+std::uint32_t ResponseCache::least_recently_used() const {
+  std::uint32_t oldest = kNoSlot;
+  for (std::uint32_t id = 0; id < slots_.size(); ++id) {
+    if (slots_[id].used && (oldest == kNoSlot || slots_[id].used_at < slots_[oldest].used_at)) {
+      oldest = id;
+    }
+  }
+  return oldest;
+}
+
 void ResponseCache::put(const Request& request, std::uint32_t hint) {
   if (capacity_ == 0) return;
   auto refresh = [&](Slot& slot) {
     if (!(slot.request == request)) slot.request = request;
-    lru_.splice(lru_.begin(), lru_, slot.lru);
+    slot.used_at = ++uses_;
   };
   if (hint < slots_.size() && slots_[hint].used && slots_[hint].request.name == request.name) {
     refresh(slots_[hint]);  // the steady state: no hashing
@@ -30,9 +40,8 @@ void ResponseCache::put(const Request& request, std::uint32_t hint) {
   }
   std::uint32_t id;
   if (by_name_.size() >= capacity_) {  // full: the least recently used slot takes the new name
-    id = lru_.back();
+    id = least_recently_used();
     by_name_.erase(slots_[id].request.name);
-    lru_.pop_back();
   } else if (!free_.empty()) {
     id = free_.back();
     free_.pop_back();
@@ -43,8 +52,7 @@ void ResponseCache::put(const Request& request, std::uint32_t hint) {
   Slot& slot = slots_[id];
   slot.request = request;
   slot.used = true;
-  lru_.push_front(id);
-  slot.lru = lru_.begin();
+  slot.used_at = ++uses_;
   by_name_.emplace(request.name, id);
 }
 
@@ -52,7 +60,6 @@ void ResponseCache::erase(const std::string& name) {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return;
   Slot& slot = slots_[it->second];
-  lru_.erase(slot.lru);
   slot.used = false;
   slot.request = {};
   free_.push_back(it->second);

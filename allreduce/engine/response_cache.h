@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -46,13 +45,18 @@ class ResponseCache {
  private:
   struct Slot {
     Request request;
-    std::list<std::uint32_t>::iterator lru;  // position in lru_
+    std::uint64_t used_at = 0;  // the put() that last used it (uses_ then)
     bool used = false;
   };
+  std::uint32_t least_recently_used() const;  // a used slot; only called when full
+
   std::size_t capacity_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;  // slots emptied by erase()
-  std::list<std::uint32_t> lru_;     // most recently used first
+  // Counts put()s: the least recently used slot is the used one with the smallest used_at,
+  // found by a scan when a full cache takes a new name (a cache that thrashes negotiates in
+  // full anyway); a refresh, the steady state, only writes its own slot.
+  std::uint64_t uses_ = 0;
   std::unordered_map<std::string, std::uint32_t> by_name_;
 };
 
