@@ -127,7 +127,7 @@ class CycleEngine : public OpEngine {
   // Keyed by a view of the op's own name (op->request.name, fixed once submitted): no copy of
   // the name per submission.
   using OpsByName = std::unordered_map<std::string_view, InFlight>;
-  OpsByName ops_;                 // every op submitted and not finished
+  OpsByName ops_;  // every op submitted and not finished
   // Nodes of ops_ that finished, reused by submit() (at most kSpareNodes): no allocation and no
   // free per op in a steady training loop.
   static constexpr std::size_t kSpareNodes = 4096;
