@@ -244,24 +244,31 @@ std::optional<CycleEngine::Decision> CycleEngine::decide_hits(
   if (!controller_.idle()) return std::nullopt;
   const std::vector<std::uint32_t>& last = parts.back().hits;
   if (last.empty()) return std::nullopt;
-  std::vector<std::uint32_t> sorted(last);
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<std::uint32_t> other;
   for (const CycleContribution& c : parts) {
     if (!c.misses.requests.empty() || c.misses.shutdown || c.hits.size() != last.size()) {
       return std::nullopt;
     }
-    other.assign(c.hits.begin(), c.hits.end());
-    std::sort(other.begin(), other.end());
-    if (other != sorted) return std::nullopt;
   }
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return std::nullopt;
+  // Every rank brought the same slots, each once. The last rank's slots are marked with level 1
+  // of this cycle's marks, then each other rank's must all be at the level before its own and
+  // moves each to its own: one pass per rank, a repeat or a stranger fails it.
   std::vector<ReadyOp> ready;
   ready.reserve(last.size());
+  const std::uint64_t base = marks_base_;
+  marks_base_ += parts.size() + 1;
   for (std::uint32_t slot : last) {
     const Request* cached = cache_.at(slot);
     if (cached == nullptr) return std::nullopt;  // the full path reports it
+    if (slot >= marks_.size()) marks_.resize(slot + 1, 0);
+    if (marks_[slot] == base + 1) return std::nullopt;  // twice
+    marks_[slot] = base + 1;
     ready.push_back({cached, nullptr});
+  }
+  for (std::size_t r = 0; r + 1 < parts.size(); ++r) {
+    for (std::uint32_t slot : parts[r].hits) {
+      if (slot >= marks_.size() || marks_[slot] != base + 1 + r) return std::nullopt;
+      marks_[slot] = base + 2 + r;
+    }
   }
   if (options_.timeline != nullptr) {
     for (int r = 0; r < options_.size; ++r) {

@@ -147,6 +147,9 @@ class CycleEngine : public OpEngine {
   Controller controller_;  // every rank decides every cycle from the same contributions
   std::optional<Clock::time_point> stall_armed_;  // rank 0: when the background thread looks
   std::uint64_t cycle_ = 0;                       // cycles completed
+  // decide_hits(): per cache slot, the last mark it got; marks_base_ grows past every mark used.
+  std::vector<std::uint64_t> marks_;
+  std::uint64_t marks_base_ = 0;
   bool posted_ = false;                           // cycle_ + 1 is started
   Clock::time_point posted_at_{};
   bool brought_new_ = false;  // this rank's part of the started cycle has something new

@@ -236,7 +236,7 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
   }
   if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
   if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
-  const std::string phase = collective_phase(backend_->name(), kind);
+  const std::string phase = timeline != nullptr ? collective_phase(backend_->name(), kind) : "";
   if (timeline != nullptr) {
     timeline->end(ops.front()->request.name, "QUEUE");
     timeline->begin(ops.front()->request.name, phase);
@@ -272,7 +272,8 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   std::size_t total = 0;
   for (const auto& op : ops) total += op->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  const std::string collective = collective_phase(backend_->name(), OpKind::kAllreduce);
+  const std::string collective =
+      timeline != nullptr ? collective_phase(backend_->name(), OpKind::kAllreduce) : "";
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
@@ -303,7 +304,8 @@ void Runtime::broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>
   std::size_t total = 0;
   for (const auto& op : ops) total += op->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  const std::string collective = collective_phase(backend_->name(), OpKind::kBroadcast);
+  const std::string collective =
+      timeline != nullptr ? collective_phase(backend_->name(), OpKind::kBroadcast) : "";
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;

@@ -219,3 +219,45 @@ TEST_CASE(
   CHECK_FALSE(job.engines[1]->broken());  // a goodbye, not a failure
   CHECK_FALSE(job.engines[0]->broken());
 }
+
+TEST_CASE(
+    "cycle engine: warm ranks that bring as many cached tensors but not the same ones are "
+    "decided in full (the steady-state shortcut declines), and run the same order",
+    "[libhvd][engine]") {
+  EngineOptions options;
+  options.cycle_time = std::chrono::hours(1);  // only waiters start cycles: both post theirs
+  Job job(2, 16, options);
+  const std::vector<std::vector<std::string>> first = {{"a", "b"}, {"a", "c"}};
+  const std::vector<std::vector<std::string>> then = {{"c"}, {"b"}};
+  std::vector<std::vector<std::string>> errors(2);
+  std::vector<hvd::EngineStats> warm(2), after(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      CycleEngine& engine = *job.engines[i];
+      for (const std::string& e : step(engine, {"a", "b", "c"})) errors[i].push_back(e);
+      warm[i] = engine.stats();
+      // Two hits each, {a, b} against {a, c}: only `a` is ready on both.
+      std::vector<std::shared_ptr<hvd::detail::OpState>> ops;
+      for (const std::string& name : first[i]) {
+        ops.push_back(allreduce_op(name));
+        engine.submit(ops.back(), false);
+      }
+      engine.wait(*ops.front(), Clock::time_point::max());
+      errors[i].push_back(outcome(*ops.front()));
+      for (const std::string& e : step(engine, then[i])) errors[i].push_back(e);
+      engine.wait(*ops.back(), Clock::time_point::max());
+      errors[i].push_back(outcome(*ops.back()));
+      after[i] = engine.stats();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (std::size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == std::vector<std::string>(errors[r].size(), ""));
+    CHECK(job.runners[r].ran.size() == 6);
+    CHECK(job.runners[r].ran == job.runners[0].ran);
+    CHECK(after[r].cache_hits - warm[r].cache_hits == 3);  // every later tensor was cached
+  }
+}
