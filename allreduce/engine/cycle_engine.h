@@ -150,7 +150,7 @@ class CycleEngine : public OpEngine {
   // decide_hits(): per cache slot, the last mark it got; marks_base_ grows past every mark used.
   std::vector<std::uint64_t> marks_;
   std::uint64_t marks_base_ = 0;
-  bool posted_ = false;                           // cycle_ + 1 is started
+  bool posted_ = false;  // cycle_ + 1 is started
   Clock::time_point posted_at_{};
   bool brought_new_ = false;  // this rank's part of the started cycle has something new
   bool parked_ = false;       // a waiter started it with nothing new, to wait for the others
