@@ -110,6 +110,15 @@ TEST_CASE("a rank's Python exception is the root cause, with its last line", "[p
       run_hvdrun(args(hosts, mpi, hosts.addr(62), b, "raise"), {}, std::chrono::seconds(120));
   INFO(show(r));
   CHECK(r.exit_code == 1);
+  if (mpi &&
+      r.err.find("a rank exited with code 1; mpirun did not say which") != std::string::npos) {
+    // Under load mpirun sometimes aborts the job before printing which rank failed (Open MPI's
+    // race, seen in a suite run of 2026-12-03; 83aa16e): hvdrun says so, and the rank's own
+    // tagged lines still carry the root cause.
+    CHECK_THAT(r.err,
+               Contains("[1,1]<stderr>:ValueError: ddp_check: rank 1 cannot read its shard"));
+    return;
+  }
   CHECK_THAT(r.err, Contains("hvdrun: rank 1 (host " + b + ", local rank 0) exited with code 1."));
   CHECK_THAT(r.err, Contains("lines of rank 1's stderr:"));
   CHECK_THAT(r.err, Contains("    ValueError: ddp_check: rank 1 cannot read its shard"));
