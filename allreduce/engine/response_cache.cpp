@@ -13,34 +13,44 @@ const Request* ResponseCache::at(std::uint32_t slot) const {
   return &slots_[slot].request;
 }
 
-std::uint32_t ResponseCache::least_recently_used() const {
-  std::uint32_t oldest = kNoSlot;
-  for (std::uint32_t id = 0; id < slots_.size(); ++id) {
-    if (slots_[id].used && (oldest == kNoSlot || slots_[id].used_at < slots_[oldest].used_at)) {
-      oldest = id;
-    }
-  }
-  return oldest;
+void ResponseCache::unlink(std::uint32_t id) {
+  Slot& slot = slots_[id];
+  (slot.newer == kNoSlot ? newest_ : slots_[slot.newer].older) = slot.older;
+  (slot.older == kNoSlot ? oldest_ : slots_[slot.older].newer) = slot.newer;
+  slot.newer = slot.older = kNoSlot;
+}
+
+void ResponseCache::push_front(std::uint32_t id) {
+  Slot& slot = slots_[id];
+  slot.newer = kNoSlot;
+  slot.older = newest_;
+  (newest_ == kNoSlot ? oldest_ : slots_[newest_].newer) = id;
+  newest_ = id;
 }
 
 void ResponseCache::put(const Request& request, std::uint32_t hint) {
   if (capacity_ == 0) return;
-  auto refresh = [&](Slot& slot) {
+  auto refresh = [&](std::uint32_t id) {
+    Slot& slot = slots_[id];
     if (!(slot.request == request)) slot.request = request;
-    slot.used_at = ++uses_;
+    if (newest_ != id) {
+      unlink(id);
+      push_front(id);
+    }
   };
   if (hint < slots_.size() && slots_[hint].used && slots_[hint].request.name == request.name) {
-    refresh(slots_[hint]);  // the steady state: no hashing
+    refresh(hint);  // the steady state: no hashing
     return;
   }
   auto it = by_name_.find(request.name);
   if (it != by_name_.end()) {
-    refresh(slots_[it->second]);
+    refresh(it->second);
     return;
   }
   std::uint32_t id;
   if (by_name_.size() >= capacity_) {  // full: the least recently used slot takes the new name
-    id = least_recently_used();
+    id = oldest_;
+    unlink(id);
     by_name_.erase(slots_[id].request.name);
   } else if (!free_.empty()) {
     id = free_.back();
@@ -52,13 +62,14 @@ void ResponseCache::put(const Request& request, std::uint32_t hint) {
   Slot& slot = slots_[id];
   slot.request = request;
   slot.used = true;
-  slot.used_at = ++uses_;
+  push_front(id);
   by_name_.emplace(request.name, id);
 }
 
 void ResponseCache::erase(const std::string& name) {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return;
+  unlink(it->second);
   Slot& slot = slots_[it->second];
   slot.used = false;
   slot.request = {};

@@ -43,20 +43,22 @@ class ResponseCache {
   void erase(const std::string& name);
 
  private:
+  // The used slots form a list in order of use, linked by slot numbers inside the slots (no
+  // node per entry): a refresh moves its slot to the front, a full cache evicts the back.
   struct Slot {
     Request request;
-    std::uint64_t used_at = 0;  // the put() that last used it (uses_ then)
+    std::uint32_t newer = kNoSlot;  // towards the most recently used
+    std::uint32_t older = kNoSlot;  // towards the least recently used
     bool used = false;
   };
-  std::uint32_t least_recently_used() const;  // a used slot; only called when full
+  void unlink(std::uint32_t id);
+  void push_front(std::uint32_t id);
 
   std::size_t capacity_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;  // slots emptied by erase()
-  // Counts put()s: the least recently used slot is the used one with the smallest used_at,
-  // found by a scan when a full cache takes a new name (a cache that thrashes negotiates in
-  // full anyway); a refresh, the steady state, only writes its own slot.
-  std::uint64_t uses_ = 0;
+  std::uint32_t newest_ = kNoSlot;
+  std::uint32_t oldest_ = kNoSlot;
   std::unordered_map<std::string, std::uint32_t> by_name_;
 };
 

@@ -269,17 +269,19 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
                               Timeline* timeline) {
   const detail::OpState& head = *ops.front();
   const DataType dtype = head.in.dtype;
+  // Each op's bytes, once (the output's are the input's: check_allreduce).
+  std::vector<std::size_t> bytes(ops.size());
   std::size_t total = 0;
-  for (const auto& op : ops) total += op->in.byte_size();
+  for (std::size_t i = 0; i < ops.size(); ++i) total += bytes[i] = ops[i]->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   const std::string collective =
       timeline != nullptr ? collective_phase(backend_->name(), OpKind::kAllreduce) : "";
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
-  for (const auto& op : ops) {
-    std::memcpy(fusion_buffer_.data() + at, op->in.data, op->in.byte_size());
-    at += op->in.byte_size();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::memcpy(fusion_buffer_.data() + at, ops[i]->in.data, bytes[i]);
+    at += bytes[i];
   }
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", false);
   phase(timeline, ops, collective, true);
@@ -289,10 +291,9 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   phase(timeline, ops, collective, false);
   phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", true);
   at = 0;
-  for (const auto& op : ops) {
-    const Tensor& out = op->output();
-    std::memcpy(out.data, fusion_buffer_.data() + at, out.byte_size());
-    at += out.byte_size();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::memcpy(ops[i]->output().data, fusion_buffer_.data() + at, bytes[i]);
+    at += bytes[i];
   }
   phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
 }

@@ -1,6 +1,10 @@
 // libhvd's response cache (allreduce/engine/response_cache.h) and the negotiation cycles'
 // messages (messages.h): slots, least recently used out, and the codecs' round trips and refusals.
 #include "allreduce/engine/response_cache.h"
+
+#include <algorithm>
+#include <list>
+#include <random>
 #include "tests/unit/libhvd_control_helpers.h"
 
 using hvd::runtime::CycleContribution;
@@ -37,6 +41,38 @@ TEST_CASE("response cache: a hit needs the same request, and a slot names one te
   CHECK(cache.hit(named("a", 9)) == a);
   CHECK_FALSE(cache.hit(named("a")));
   CHECK(cache.at(99) == nullptr);
+}
+
+TEST_CASE("response cache: random puts, refreshes and erases keep the order of a plain LRU list",
+          "[libhvd]") {
+  // Reference model: names, most recently used first.
+  std::mt19937 rng(7);
+  for (const std::size_t capacity : {1u, 3u, 8u}) {
+    ResponseCache cache(capacity);
+    std::list<std::string> model;
+    for (int step = 0; step < 4000; ++step) {
+      const std::string name = "t" + std::to_string(rng() % 12);
+      const auto in_model = std::find(model.begin(), model.end(), name);
+      if (rng() % 5 == 0) {
+        cache.erase(name);
+        if (in_model != model.end()) model.erase(in_model);
+      } else {
+        // Sometimes with the slot it had as the hint, as the engine does.
+        const auto hint = cache.hit(named(name));
+        cache.put(named(name), hint && rng() % 2 == 0 ? *hint : ResponseCache::kNoSlot);
+        if (in_model != model.end()) model.erase(in_model);
+        model.push_front(name);
+        if (model.size() > capacity) model.pop_back();
+      }
+      INFO("capacity " << capacity << ", step " << step << ", " << name);
+      REQUIRE(cache.size() == model.size());
+      for (int t = 0; t < 12; ++t) {
+        const std::string n = "t" + std::to_string(t);
+        const bool cached = std::find(model.begin(), model.end(), n) != model.end();
+        REQUIRE(cache.hit(named(n)).has_value() == cached);
+      }
+    }
+  }
 }
 
 TEST_CASE("response cache: full, the least recently used goes and its slot is reused", "[libhvd]") {
