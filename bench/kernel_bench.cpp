@@ -4,7 +4,8 @@
 // effect without the noise of a collective.
 //
 // Usage: kernel_bench [ELEMENTS]   (default 1048576). Prints, per kernel, the median of 9
-// batches of microseconds per call and the GB/s of output written.
+// batches of microseconds per call and the GB/s of output written; the 16-bit types twice, with
+// the CPU-specific kernels (F16C, AVX2) and with the baseline code.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,10 +62,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kernel_bench: ELEMENTS must be a positive number\n");
     return 2;
   }
-  std::printf("kernel_bench: %zu elements per call, in place, one thread\n", n);
+  std::printf("kernel_bench: %zu elements per call, in place, one thread; CPU kernels: %s\n", n,
+              hvd::runtime::cpu_kernels_in_use().c_str());
   bench<float>("float32", DataType::kFloat32, n, as_float);
   bench<double>("float64", DataType::kFloat64, n, as_double);
   bench<hvd::float16>("float16", DataType::kFloat16, n, hvd::float16_from);
   bench<hvd::bfloat16>("bfloat16", DataType::kBFloat16, n, hvd::bfloat16_from);
+  // The same 16-bit kernels as a CPU without F16C or AVX2 runs them.
+  hvd::runtime::use_cpu_kernels(false);
+  bench<hvd::float16>("float16*", DataType::kFloat16, n, hvd::float16_from);
+  bench<hvd::bfloat16>("bfloat16*", DataType::kBFloat16, n, hvd::bfloat16_from);
+  std::printf("* the baseline code (use_cpu_kernels(false))\n");
   return 0;
 }

@@ -54,14 +54,12 @@ inline float bf16_to_float(bfloat16 value) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
 }
 
-// binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN.
+// binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN. No branches, as above.
 inline bfloat16 bf16_from_float(float value) {
   const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
-  if ((f & 0x7FFFFFFFu) > 0x7F800000u) {
-    return {static_cast<std::uint16_t>((f >> 16) | 0x40u)};  // quiet NaN
-  }
-  const std::uint32_t round = 0x7FFFu + ((f >> 16) & 1u);
-  return {static_cast<std::uint16_t>((f + round) >> 16)};
+  const std::uint32_t rounded = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (f >> 16) | 0x40u;
+  return {static_cast<std::uint16_t>(select((f & 0x7FFFFFFFu) > 0x7F800000u, quiet_nan, rounded))};
 }
 
 }  // namespace hvd::runtime

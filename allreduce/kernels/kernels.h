@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "hvd/hvd.hpp"
 
@@ -20,5 +21,12 @@ void scale(void* data, std::size_t n, DataType dtype, double factor);
 
 // data[i] /= divisor for an integer dtype, truncating toward zero.
 void divide_integers(void* data, std::size_t n, DataType dtype, int divisor);
+
+// Where the CPU has them, float16 uses F16C and bfloat16 AVX2 (same results; kernels.cpp).
+// use_cpu_kernels(false) makes later reduce_fn() and scale() calls use the baseline code
+// instead, so that tests and benchmarks can run both on one machine; cpu_kernels_in_use() says
+// which are in use ("float16: F16C, bfloat16: AVX2", or "baseline").
+void use_cpu_kernels(bool on);
+std::string cpu_kernels_in_use();
 
 }  // namespace hvd::runtime

@@ -274,8 +274,33 @@ void check_every_16bit(DataType dtype, float (*to)(H), H (*from)(float)) {
 
 TEST_CASE("reduce_fn and scale: every 16-bit value, in blocks and the tail, as element by element",
           "[libhvd]") {
-  check_every_16bit<float16>(DataType::kFloat16, hvd::to_float, hvd::float16_from);
-  check_every_16bit<bfloat16>(DataType::kBFloat16, hvd::to_float, hvd::bfloat16_from);
+  // Both the CPU-specific kernels (F16C, AVX2, where this CPU has them) and the baseline code.
+  struct Restore {
+    ~Restore() { hvd::runtime::use_cpu_kernels(true); }
+  } restore;
+  for (const bool cpu : {true, false}) {
+    hvd::runtime::use_cpu_kernels(cpu);
+    INFO("kernels: " << hvd::runtime::cpu_kernels_in_use());
+    check_every_16bit<float16>(DataType::kFloat16, hvd::to_float, hvd::float16_from);
+    check_every_16bit<bfloat16>(DataType::kBFloat16, hvd::to_float, hvd::bfloat16_from);
+  }
+}
+
+TEST_CASE("use_cpu_kernels(false) switches the 16-bit kernels to the baseline code", "[libhvd]") {
+  struct Restore {
+    ~Restore() { hvd::runtime::use_cpu_kernels(true); }
+  } restore;
+  const std::string in_use = hvd::runtime::cpu_kernels_in_use();
+  const auto f16 = hvd::runtime::reduce_fn(DataType::kFloat16, ReduceOp::kSum);
+  const auto bf16 = hvd::runtime::reduce_fn(DataType::kBFloat16, ReduceOp::kSum);
+  hvd::runtime::use_cpu_kernels(false);
+  CHECK(hvd::runtime::cpu_kernels_in_use() == "baseline");
+  // Where the CPU has the features, the kernels differ: the test above ran both.
+  CHECK((in_use.find("F16C") != std::string::npos) ==
+        (hvd::runtime::reduce_fn(DataType::kFloat16, ReduceOp::kSum) != f16));
+  CHECK((in_use.find("AVX2") != std::string::npos) ==
+        (hvd::runtime::reduce_fn(DataType::kBFloat16, ReduceOp::kSum) != bf16));
+  if (in_use == "baseline") WARN("this CPU has neither F16C nor AVX2: only the baseline ran");
 }
 
 TEST_CASE("reduce_fn: every valid pair has a kernel, average and invalid pairs have none",
