@@ -151,12 +151,12 @@ std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Ten
 
 // Submits `op` to the current runtime, named automatically when it has no name (the synchronous
 // calls). `now`: the caller waits at once, so the batch goes out without the cycle time.
-Handle start(const char* call, const std::shared_ptr<OpState>& op, bool now) {
+Handle start(const char* call, std::shared_ptr<OpState> op, bool now) {
   std::shared_ptr<Runtime> rt = current(call);
   if (op->request.name.empty()) op->request.name = rt->auto_name(op->request.kind);
   op->runtime = rt;
   runtime::at_boundary([&] { rt->submit(op, now); });
-  return HandleAccess::make(op);
+  return HandleAccess::make(std::move(op));  // the caller's reference: no count up and down
 }
 
 }  // namespace

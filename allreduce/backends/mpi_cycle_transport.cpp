@@ -1,6 +1,6 @@
-// The negotiation cycles' collective over MPI (cycle_transport.h), on a communicator of its own:
-// one MPI_Iallgather of a fixed 1 KiB slot per rank. A steady-state cycle (cache hits, a few
-// hundred bytes) costs that one small collective. Every rank then knows every contribution's
+// The negotiation cycles' collectives over MPI (cycle_transport.h), on a communicator of their
+// own. The AND round is one MPI_Iallreduce (MPI_BAND) of a few words. The allgather round is one
+// MPI_Iallgather of a fixed 1 KiB slot per rank; every rank then knows every contribution's
 // length, so when one did not fit in its slot (a job's first steps: full requests) every rank
 // makes the same second, blocking round for the rests (MPI_Allgatherv) while all are in the cycle.
 #include <mpi.h>
@@ -50,6 +50,21 @@ class MpiCycleTransport : public CycleTransport {
           "MPI_Iallgather");
   }
 
+  void start_and(std::vector<std::uint64_t> words) override {
+    words_ = std::move(words);
+    anded_.assign(words_.size(), 0);
+    check(MPI_Iallreduce(words_.data(), anded_.data(), static_cast<int>(words_.size()),
+                         MPI_UINT64_T, MPI_BAND, comm_, &request_),
+          "MPI_Iallreduce");
+  }
+
+  std::optional<std::vector<std::uint64_t>> anded() override {
+    int done = 0;
+    check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done == 0) return std::nullopt;
+    return anded_;
+  }
+
   std::optional<std::vector<std::string>> gathered() override {
     int done = 0;
     check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -90,6 +105,7 @@ class MpiCycleTransport : public CycleTransport {
   std::string mine_;
   char slot_[kSlot] = {};
   std::vector<char> slots_;  // every rank's slot
+  std::vector<std::uint64_t> words_, anded_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -218,13 +219,44 @@ void CycleEngine::post(Clock::time_point now) {
   posted_ = true;
   posted_at_ = now;
   driving_ = true;
-  transport_->start(encode(mine));
+  // The AND round first when the last cycle says so (try_and_) and the cache holds anything (the
+  // same on every rank, as the caches and the cycles' outcomes are):
+  // each rank's hit slots as bits, then the same bits inverted (their AND is the complement of
+  // every rank's OR), then a word of flags, inverted (misses, a goodbye). In the steady state of
+  // a training loop that decides the cycle (decide_from_and); otherwise the allgather round
+  // follows with the full contributions.
+  const std::size_t words = try_and_ ? (cache_.slot_count() + 63) / 64 : 0;
+  if (words == 0) {
+    and_round_ = false;
+    transport_->start(encode(mine));
+    return;
+  }
+  std::vector<std::uint64_t> bits(2 * words + 1, 0);
+  for (std::uint32_t slot : mine.hits) bits[slot / 64] |= std::uint64_t{1} << (slot % 64);
+  for (std::size_t i = 0; i < words; ++i) bits[words + i] = ~bits[i];
+  const bool more = !mine.misses.requests.empty() || mine.misses.shutdown;
+  bits[2 * words] = more ? ~std::uint64_t{1} : ~std::uint64_t{0};
+  contribution_ = encode(mine);
+  and_round_ = true;
+  transport_->start_and(std::move(bits));
 }
 
 bool CycleEngine::progress(Clock::time_point now) {
+  if (and_round_) {
+    std::optional<std::vector<std::uint64_t>> anded = transport_->anded();
+    if (!anded) return false;
+    and_round_ = false;
+    if (std::optional<Decision> fast = decide_from_and(*anded)) {
+      try_and_ = true;
+      finish(*fast);
+      return true;
+    }
+    transport_->start(std::move(contribution_));  // every rank decided the same: all go on
+  }
   std::optional<std::vector<std::string>> contributions = transport_->gathered();
   if (!contributions) return false;
   const Decision decision = decide(*contributions, now);
+  try_and_ = decision.hits_only;
   if (root() && !decision.list.fatal.empty()) {
     // A stall shutdown is rank 0's decision alone (it depends on its clock): tell the others.
     const std::string bytes = encode(CycleSignal{
@@ -235,39 +267,30 @@ bool CycleEngine::progress(Clock::time_point now) {
   return true;
 }
 
-std::optional<CycleEngine::Decision> CycleEngine::decide_hits(
-    const std::vector<CycleContribution>& parts) {
+std::optional<CycleEngine::Decision> CycleEngine::decide_from_and(
+    const std::vector<std::uint64_t>& anded) {
   // The steady state of a training loop: every rank brought the same cached tensors and nothing
-  // else, and nothing waits from earlier cycles. The Controller would find each ready when the
-  // last rank's request arrives, in that rank's order, valid (they ran with these very requests),
-  // and fuse them: that is decided here without its table.
+  // else (no rank's bit is missing on another: AND equals OR), and nothing waits from earlier
+  // cycles. The Controller would find each ready, valid (they ran with these very requests), and
+  // fuse them: that is decided here without its table, in slot order. Anything else goes to the
+  // allgather round, as every rank sees the same words and the same Controller.
+  const std::size_t words = anded.size() / 2;
+  if (anded.size() != 2 * words + 1 || anded[2 * words] != ~std::uint64_t{0}) return std::nullopt;
   if (!controller_.idle()) return std::nullopt;
-  const std::vector<std::uint32_t>& last = parts.back().hits;
-  if (last.empty()) return std::nullopt;
-  for (const CycleContribution& c : parts) {
-    if (!c.misses.requests.empty() || c.misses.shutdown || c.hits.size() != last.size()) {
-      return std::nullopt;
-    }
+  bool any = false;
+  for (std::size_t i = 0; i < words; ++i) {
+    if (anded[i] != ~anded[words + i]) return std::nullopt;  // some rank lacks a tensor
+    any |= anded[i] != 0;
   }
-  // Every rank brought the same slots, each once. The last rank's slots are marked with level 1
-  // of this cycle's marks, then each other rank's must all be at the level before its own and
-  // moves each to its own: one pass per rank, a repeat or a stranger fails it.
+  if (!any) return std::nullopt;  // nobody brought anything: the full path keeps its bookkeeping
   std::vector<ReadyOp> ready;
-  ready.reserve(last.size());
-  const std::uint64_t base = marks_base_;
-  marks_base_ += parts.size() + 1;
-  for (std::uint32_t slot : last) {
-    const Request* cached = cache_.at(slot);
-    if (cached == nullptr) return std::nullopt;  // the full path reports it
-    if (slot >= marks_.size()) marks_.resize(slot + 1, 0);
-    if (marks_[slot] == base + 1) return std::nullopt;  // twice
-    marks_[slot] = base + 1;
-    ready.push_back({cached, nullptr});
-  }
-  for (std::size_t r = 0; r + 1 < parts.size(); ++r) {
-    for (std::uint32_t slot : parts[r].hits) {
-      if (slot >= marks_.size() || marks_[slot] != base + 1 + r) return std::nullopt;
-      marks_[slot] = base + 2 + r;
+  for (std::size_t i = 0; i < words; ++i) {
+    for (std::uint64_t w = anded[i]; w != 0; w &= w - 1) {
+      const auto slot =
+          static_cast<std::uint32_t>(i * 64 + static_cast<std::size_t>(std::countr_zero(w)));
+      const Request* cached = cache_.at(slot);
+      if (cached == nullptr) return std::nullopt;  // the full path reports it
+      ready.push_back({cached, nullptr});
     }
   }
   if (options_.timeline != nullptr) {
@@ -277,6 +300,9 @@ std::optional<CycleEngine::Decision> CycleEngine::decide_hits(
   }
   Decision decision;
   fuse_responses(ready, controller_.options().fusion_threshold, decision.list.responses);
+  if (options_.timeline != nullptr) {
+    for (const Response& r : decision.list.responses) options_.timeline->negotiated(r);
+  }
   return decision;
 }
 
@@ -295,12 +321,11 @@ CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contri
       return decision;
     }
   }
-  if (std::optional<Decision> fast = decide_hits(parts)) {
-    if (options_.timeline != nullptr) {
-      for (const Response& r : fast->list.responses) options_.timeline->negotiated(r);
-    }
-    return std::move(*fast);
-  }
+  decision.hits_only = std::any_of(parts.begin(), parts.end(),
+                                   [](const CycleContribution& c) { return !c.hits.empty(); }) &&
+                       std::all_of(parts.begin(), parts.end(), [](const CycleContribution& c) {
+                         return c.misses.requests.empty() && !c.misses.shutdown;
+                       });
   bool brought = false;
   for (int r = 0; r < options_.size; ++r) {
     CycleContribution& c = parts[static_cast<std::size_t>(r)];

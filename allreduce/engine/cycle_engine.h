@@ -1,10 +1,14 @@
 // The engine under MPI: negotiation in cycles on the backend's own collectives, run by the
 // thread that waits for the result whenever one does.
 //
-// A cycle is one small allgather (cycle_transport.h) on a communicator of its own. Each rank
-// brings what was submitted on it since its last cycle: a tensor that ran before with the same
-// name, dtype, shape, op and device as a slot of the response cache (response_cache.h), anything
-// else as a full request. Every rank then feeds all contributions, in rank order, to its own copy
+// A cycle is one or two small collectives (cycle_transport.h) on a communicator of their own.
+// Each rank brings what was submitted on it since its last cycle: a tensor that ran before with
+// the same name, dtype, shape, op and device as a slot of the response cache (response_cache.h),
+// anything else as a full request. In the steady state of a training loop the first round, a
+// bitwise AND of the cache hits as bits, shows that every rank brought the same cached tensors
+// and nothing else, and decides the cycle (decide_from_and); otherwise (and for cycles of new
+// names, which skip the AND round) an allgather of the contributions follows, and every rank
+// feeds all contributions, in rank order, to its own copy
 // of the TCP engine's Controller (readiness, validation, fusion: the same messages), so every rank
 // decides the same responses, runs them in that order and updates its cache the same way: the
 // caches stay the same. What depends on time (stall warnings, the stall shutdown) is rank 0's
@@ -85,6 +89,7 @@ class CycleEngine : public OpEngine {
     ResponseList list;           // what to run, in this order (or the fatal error)
     std::vector<int> shut_down;  // ranks that said goodbye, in this cycle or before
     bool idle = false;           // no rank brought anything new and nothing ran
+    bool hits_only = false;      // every rank brought cache hits alone (and one rank some)
   };
   bool root() const { return options_.rank == 0; }
   // One turn under drive_mutex_: starts a cycle if there is a reason, moves a started one on.
@@ -93,7 +98,7 @@ class CycleEngine : public OpEngine {
   void post(Clock::time_point now);
   bool progress(Clock::time_point now);  // true: the cycle completed and its responses ran
   Decision decide(const std::vector<std::string>& contributions, Clock::time_point now);
-  std::optional<Decision> decide_hits(const std::vector<CycleContribution>& parts);
+  std::optional<Decision> decide_from_and(const std::vector<std::uint64_t>& anded);
   void finish(const Decision& decision);
   void run_response(const Response& response);
   void ring(Clock::time_point now);
@@ -147,9 +152,14 @@ class CycleEngine : public OpEngine {
   Controller controller_;  // every rank decides every cycle from the same contributions
   std::optional<Clock::time_point> stall_armed_;  // rank 0: when the background thread looks
   std::uint64_t cycle_ = 0;                       // cycles completed
-  // decide_hits(): per cache slot, the last mark it got; marks_base_ grows past every mark used.
-  std::vector<std::uint64_t> marks_;
-  std::uint64_t marks_base_ = 0;
+  // The started cycle is in its AND round (cache hits as bits); contribution_ is this rank's
+  // full contribution, for the allgather round if the AND round does not decide the cycle.
+  bool and_round_ = false;
+  std::string contribution_;
+  // The next cycle starts with the AND round: the last one was decided by its AND round, or
+  // brought cache hits alone. (Cycles of new names, such as the synchronous ops' automatic
+  // ones, go straight to the allgather: an AND round first would only add a collective.)
+  bool try_and_ = false;
   bool posted_ = false;  // cycle_ + 1 is started
   Clock::time_point posted_at_{};
   bool brought_new_ = false;  // this rank's part of the started cycle has something new

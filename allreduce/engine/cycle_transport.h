@@ -1,12 +1,14 @@
-// The collective of one negotiation cycle (cycle_engine.h): every rank's contribution to every
-// rank (an allgather), on a communicator of its own.
+// The collectives of the negotiation cycles (cycle_engine.h), on a communicator of their own:
+// a bitwise AND of a few words from every rank (the response cache's agreement: its size does not
+// grow with the number of ranks), and every rank's contribution to every rank (an allgather).
 //
-// start() does not block: a rank may start a cycle that the others have not reached yet, and
-// polls it with gathered() while it does other things. Once started, a cycle must be finished:
-// collectives cannot be withdrawn. Calls come from one thread at a time (the engine's driver
-// lock), in the same order on every rank.
+// start_and() and start() do not block: a rank may start a round that the others have not reached
+// yet, and polls it with anded() or gathered() while it does other things. Once started, a round
+// must be finished: collectives cannot be withdrawn. Calls come from one thread at a time (the
+// engine's driver lock), in the same order on every rank.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,10 +18,14 @@ namespace hvd::runtime {
 class CycleTransport {
  public:
   virtual ~CycleTransport() = default;
-  // Starts this rank's part of the next cycle with `contribution`.
+  // Starts this rank's part of an allgather round with `contribution`.
   virtual void start(std::string contribution) = 0;
   // Every rank's contribution, by rank, once they all arrived here; nullopt until then.
   virtual std::optional<std::vector<std::string>> gathered() = 0;
+  // Starts this rank's part of an AND round; every rank brings as many words.
+  virtual void start_and(std::vector<std::uint64_t> words) = 0;
+  // The bitwise AND of every rank's words, once they all arrived here; nullopt until then.
+  virtual std::optional<std::vector<std::uint64_t>> anded() = 0;
 };
 
 }  // namespace hvd::runtime

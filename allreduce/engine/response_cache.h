@@ -25,6 +25,8 @@ class ResponseCache {
 
   std::size_t capacity() const { return capacity_; }
   std::size_t size() const { return by_name_.size(); }
+  // Slot numbers in use are below this (it only grows, up to the capacity).
+  std::size_t slot_count() const { return slots_.size(); }
 
   // The slot of `request`'s name when it holds exactly this request; nullopt otherwise (not
   // cached, or cached with another shape, dtype, ...: a miss, negotiated in full).

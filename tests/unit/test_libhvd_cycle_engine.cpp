@@ -7,8 +7,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <barrier>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,12 +32,14 @@ using hvd::test::outcome;
 
 namespace {
 
-// Every rank's contribution to cycle k, once all posted.
+// Every rank's part of round k, once all posted (an allgather's contribution, or an AND round's
+// words as bytes), and how many rounds of each kind completed.
 struct Allgather {
   std::mutex mutex;
   int size;
-  std::map<std::uint64_t, std::vector<std::optional<std::string>>> cycles;
+  std::map<std::uint64_t, std::vector<std::optional<std::string>>> rounds;
   std::map<std::uint64_t, int> taken;
+  int gathers = 0, ands = 0;  // rounds completed (counted by rank 0)
   explicit Allgather(int n) : size(n) {}
 };
 
@@ -42,33 +47,56 @@ class ThreadTransport final : public CycleTransport {
  public:
   ThreadTransport(std::shared_ptr<Allgather> shared, int rank)
       : shared_(std::move(shared)), rank_(rank) {}
-  void start(std::string contribution) override {
-    std::lock_guard<std::mutex> lock(shared_->mutex);
-    auto& slots = shared_->cycles[cycle_];
-    slots.resize(static_cast<std::size_t>(shared_->size));
-    slots[static_cast<std::size_t>(rank_)] = std::move(contribution);
+  void start(std::string contribution) override { post(std::move(contribution)); }
+  std::optional<std::vector<std::string>> gathered() override { return take(false); }
+  void start_and(std::vector<std::uint64_t> words) override {
+    post(std::string(reinterpret_cast<const char*>(words.data()), words.size() * 8));
   }
-  std::optional<std::vector<std::string>> gathered() override {
+  std::optional<std::vector<std::uint64_t>> anded() override {
+    auto parts = take(true);
+    if (!parts) return std::nullopt;
+    std::vector<std::uint64_t> out(parts->front().size() / 8, ~std::uint64_t{0});
+    for (const std::string& p : *parts) {
+      // Every rank brings as many words (the engine's contract). Catch's REQUIRE is not for
+      // the engine's threads, where this runs: a broken contract aborts the test run.
+      if (p.size() != out.size() * 8) std::abort();
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        std::uint64_t w;
+        std::memcpy(&w, p.data() + 8 * i, 8);
+        out[i] &= w;
+      }
+    }
+    return out;
+  }
+
+ private:
+  void post(std::string part) {
     std::lock_guard<std::mutex> lock(shared_->mutex);
-    auto& slots = shared_->cycles[cycle_];
+    auto& slots = shared_->rounds[round_];
+    slots.resize(static_cast<std::size_t>(shared_->size));
+    slots[static_cast<std::size_t>(rank_)] = std::move(part);
+  }
+  std::optional<std::vector<std::string>> take(bool is_and) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    auto& slots = shared_->rounds[round_];
     slots.resize(static_cast<std::size_t>(shared_->size));
     std::vector<std::string> out;
     for (const auto& s : slots) {
       if (!s) return std::nullopt;
       out.push_back(*s);
     }
-    if (++shared_->taken[cycle_] == shared_->size) {
-      shared_->cycles.erase(cycle_);
-      shared_->taken.erase(cycle_);
+    if (++shared_->taken[round_] == shared_->size) {
+      shared_->rounds.erase(round_);
+      shared_->taken.erase(round_);
     }
-    ++cycle_;
+    if (rank_ == 0) ++(is_and ? shared_->ands : shared_->gathers);
+    ++round_;
     return out;
   }
 
- private:
   std::shared_ptr<Allgather> shared_;
   int rank_;
-  std::uint64_t cycle_ = 0;
+  std::uint64_t round_ = 0;
 };
 
 // Records what each response ran, in order.
@@ -86,8 +114,9 @@ class RecordingRunner final : public OpRunner {
 struct Job {
   std::vector<RecordingRunner> runners;
   std::vector<std::unique_ptr<CycleEngine>> engines;
-  Job(int n, std::size_t cache_capacity, EngineOptions options = {}) : runners(n) {
-    auto shared = std::make_shared<Allgather>(n);
+  std::shared_ptr<Allgather> shared;
+  Job(int n, std::size_t cache_capacity, EngineOptions options = {})
+      : runners(n), shared(std::make_shared<Allgather>(n)) {
     std::vector<std::vector<hvd::UniqueFd>> peers(static_cast<std::size_t>(n));
     for (auto& p : peers) p.resize(static_cast<std::size_t>(n));
     for (int r = 1; r < n; ++r) {  // rank 0 is connected to every rank, the others to rank 0
@@ -236,7 +265,10 @@ TEST_CASE(
     ranks.emplace_back([&, r] {
       const auto i = static_cast<std::size_t>(r);
       CycleEngine& engine = *job.engines[i];
-      for (const std::string& e : step(engine, {"a", "b", "c"})) errors[i].push_back(e);
+      // Twice: new names, then hits alone (after which a cycle starts with the AND round).
+      for (int round = 0; round < 2; ++round) {
+        for (const std::string& e : step(engine, {"a", "b", "c"})) errors[i].push_back(e);
+      }
       warm[i] = engine.stats();
       // Two hits each, {a, b} against {a, c}: only `a` is ready on both.
       std::vector<std::shared_ptr<hvd::detail::OpState>> ops;
@@ -256,8 +288,64 @@ TEST_CASE(
   for (std::size_t r = 0; r < 2; ++r) {
     INFO("rank " << r);
     CHECK(errors[r] == std::vector<std::string>(errors[r].size(), ""));
-    CHECK(job.runners[r].ran.size() == 6);
+    CHECK(job.runners[r].ran.size() == 9);
     CHECK(job.runners[r].ran == job.runners[0].ran);
     CHECK(after[r].cache_hits - warm[r].cache_hits == 3);  // every later tensor was cached
+  }
+}
+
+TEST_CASE(
+    "cycle engine: in the steady state a cycle is one AND round of cache bits (no allgather), "
+    "whatever order each rank submits in",
+    "[libhvd][engine]") {
+  EngineOptions options;
+  options.cycle_time = std::chrono::hours(1);  // only waiters start cycles, with all 20 queued
+  Job job(3, 64, options);
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back("w." + std::to_string(i));
+  auto rounds = [&] {
+    std::lock_guard<std::mutex> lock(job.shared->mutex);
+    return std::pair{job.shared->gathers, job.shared->ands};
+  };
+  // Every rank submits its 20 before any waits (a barrier): a cycle started by a waiter, or by a
+  // background thread it rings, then finds all 20 queued on every rank.
+  auto run_step = [&](int number) {
+    std::vector<std::thread> ranks;
+    std::vector<std::vector<std::string>> errors(3);
+    std::barrier submitted(3);
+    for (int r = 0; r < 3; ++r) {
+      ranks.emplace_back([&, r] {
+        CycleEngine& engine = *job.engines[static_cast<std::size_t>(r)];
+        std::vector<std::string> order = names;
+        std::mt19937 rng(static_cast<unsigned>(100 * number + r));
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<std::shared_ptr<hvd::detail::OpState>> ops;
+        for (const auto& name : order) {
+          ops.push_back(allreduce_op(name));
+          engine.submit(ops.back(), false);
+        }
+        submitted.arrive_and_wait();
+        for (auto& op : ops) {
+          engine.wait(*op, Clock::time_point::max());
+          errors[static_cast<std::size_t>(r)].push_back(outcome(*op));
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (const auto& e : errors) CHECK(e == std::vector<std::string>(20, ""));
+  };
+  run_step(0);  // the first sight of every name: negotiated in full (allgather)
+  run_step(1);  // all hits, still by allgather: its outcome lets the next cycle try the AND round
+  const auto [gathers_warm, ands_warm] = rounds();
+  CHECK(gathers_warm >= 2);
+  CHECK(ands_warm == 0);  // new names: no AND round tried
+  for (int step = 2; step <= 6; ++step) run_step(step);
+  const auto [gathers, ands] = rounds();
+  CHECK(gathers == gathers_warm);  // no allgather once every name is cached
+  CHECK(ands - ands_warm == 5);    // one AND round per step
+  for (std::size_t r = 0; r < 3; ++r) {
+    CHECK(job.runners[r].ran.size() == 140);
+    CHECK(job.runners[r].ran == job.runners[0].ran);
+    CHECK(job.engines[r]->stats().cache_hits == 120);
   }
 }
