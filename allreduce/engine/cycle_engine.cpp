@@ -48,7 +48,8 @@ CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
 CycleEngine::~CycleEngine() { shutdown(); }
 
 EngineStats CycleEngine::stats() const {
-  return {cycles_.load(), hits_.load(), negotiated_.load(), doorbells_.load()};
+  return {cycles_.load(), hits_.load(), negotiated_.load(), doorbells_.load(),
+          decided_by_bits_.load()};
 }
 
 bool CycleEngine::broken() {
@@ -248,6 +249,7 @@ bool CycleEngine::progress(Clock::time_point now) {
     and_round_ = false;
     if (std::optional<Decision> fast = decide_from_and(*anded)) {
       try_and_ = true;
+      ++decided_by_bits_;
       finish(*fast);
       return true;
     }

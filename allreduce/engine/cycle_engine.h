@@ -185,7 +185,8 @@ class CycleEngine : public OpEngine {
   std::atomic<int> waiters_{0};        // threads in wait() polling a cycle (not asleep on their op)
   std::chrono::microseconds nap_{20};  // the background thread's, between polls of a cycle
 
-  std::atomic<std::uint64_t> cycles_{0}, hits_{0}, negotiated_{0}, doorbells_{0};
+  std::atomic<std::uint64_t> cycles_{0}, hits_{0}, negotiated_{0}, doorbells_{0},
+      decided_by_bits_{0};
   std::thread thread_;
 };
 

@@ -258,6 +258,13 @@ TEST_CASE(
     if (!capacity.empty()) env.emplace_back("HOROVOD_CACHE_CAPACITY", capacity);
     return run_local(3, {"cache"}, env, mpi);
   };
+  // "rank R: steady-state cycles decided by cache bits: K" -> K (-1: no such line).
+  auto bits_decided = [](const hvd::test::RunResult& r, int rank) {
+    const std::string line = tag(rank) + "rank " + std::to_string(rank) +
+                             ": steady-state cycles decided by cache bits: ";
+    const auto at = r.out.find(line);
+    return at == std::string::npos ? -1L : std::stol(r.out.substr(at + line.size()));
+  };
   auto checksum = [](const hvd::test::RunResult& r) {
     const auto at = r.out.find(tag(0) + "rank 0: checksum ");
     REQUIRE(at != std::string::npos);
@@ -269,6 +276,9 @@ TEST_CASE(
   for (int rank = 0; rank < 3; ++rank) {
     const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
     CHECK_THAT(on.out, Contains(me + "steady state per step: hits 100 negotiated 0"));
+    // Real MPI_Iallreduce rounds decided cycles (from the third step on; a late rank's partial
+    // cycle may still go to the allgather).
+    CHECK(bits_decided(on, rank) >= 1);
     CHECK_THAT(on.out, Contains(me + "mismatch after hits: tensor 'c.0': shape mismatch: rank 0 "
                                      "submitted [1000], rank 1 submitted [999]"));
     CHECK_THAT(on.out, Contains(me + "after the mismatch: ok"));
@@ -280,6 +290,7 @@ TEST_CASE(
   const auto off = run("0", true);
   INFO("capacity 0\n" << show(off));
   REQUIRE(off.exit_code == 0);
+  CHECK(bits_decided(off, 2) == 0);  // no cache, no AND round
   CHECK_THAT(off.out, Contains(tag(2) + "rank 2: steady state per step: hits 0 negotiated 100"));
   CHECK_THAT(off.out, Contains(tag(2) + "rank 2: cycling 10 names: hits 0 negotiated 50"));
   CHECK(checksum(off) == bits);
@@ -302,6 +313,7 @@ TEST_CASE(
   INFO("native\n" << show(gloo));
   REQUIRE(gloo.exit_code == 0);
   CHECK_THAT(gloo.out, Contains(tag(0) + "rank 0: steady state per step: hits 0 negotiated 100"));
+  CHECK(bits_decided(gloo, 0) == 0);
   CHECK(checksum(gloo) == bits);
 }
 

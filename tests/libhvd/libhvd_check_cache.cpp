@@ -2,6 +2,8 @@
 // through hvd::engine_stats(). Prints, for the e2e test to compare across runs and settings:
 //   "rank R: steady state per step: hits H negotiated N"   100 tensors, 6 steps, each
 //        rank submitting them in its own order (different on every step), results checked
+//   "rank R: steady-state cycles decided by cache bits: K"   of those steps' cycles, how many
+//        the AND round alone decided
 //   "rank R: checksum X"             FNV-1a of every result byte of those steps: cache on and off
 //                                    must give the same bits
 //   "rank R: mismatch after hits: MESSAGE"   rank 1 submits a cached name with another shape
@@ -70,6 +72,8 @@ int cache_mode() {
   std::printf("rank %d: steady state per step: hits %g negotiated %g\n", g_rank,
               static_cast<double>(after.cache_hits - before.cache_hits) / kSteps,
               static_cast<double>(after.negotiated - before.negotiated) / kSteps);
+  std::printf("rank %d: steady-state cycles decided by cache bits: %llu\n", g_rank,
+              static_cast<unsigned long long>(after.decided_by_bits - before.decided_by_bits));
   std::printf("rank %d: checksum %016llx\n", g_rank, static_cast<unsigned long long>(hash));
 
   // A cached name submitted with another shape on rank 1: every rank's handle fails.

@@ -347,5 +347,6 @@ TEST_CASE(
     CHECK(job.runners[r].ran.size() == 140);
     CHECK(job.runners[r].ran == job.runners[0].ran);
     CHECK(job.engines[r]->stats().cache_hits == 120);
+    CHECK(job.engines[r]->stats().decided_by_bits == 5);
   }
 }

@@ -173,6 +173,9 @@ struct EngineStats {
   std::uint64_t cache_hits = 0;  // submissions agreed as a response-cache slot (under MPI)
   std::uint64_t negotiated = 0;  // submissions negotiated in full (name, dtype, shape, ...)
   std::uint64_t doorbells = 0;   // times this rank asked the others to join a cycle
+  // Cycles decided by their first round, a bitwise AND of the ranks' cache hits (under MPI; the
+  // steady state of a training loop), with no allgather of requests.
+  std::uint64_t decided_by_bits = 0;
 };
 HVD_API EngineStats engine_stats();
 
