@@ -166,27 +166,24 @@ const std::string& Handle::name() const { return HandleAccess::state(*this).requ
 bool Handle::poll() const { return HandleAccess::state(*this).finished(); }
 
 namespace {
-// Someone waits: no point batching any longer, and the engine may move the op on in this thread
-// (OpEngine::wait). Outside the op's lock: the runtime reference may be the last, whose
-// destruction fails (locks) the ops still pending.
+// Someone waits on an op not yet done: no point batching any longer, and the engine may move the
+// op on in this thread (OpEngine::wait). Outside the op's lock: the runtime reference may be the
+// last, whose destruction fails (locks) the ops still pending.
 void wait_in_engine(OpState& s, runtime::Clock::time_point deadline) {
-  if (s.finished()) return;
   if (auto rt = s.runtime.lock()) rt->wait(s, deadline);
 }
 }  // namespace
 
 bool Handle::wait(std::chrono::milliseconds timeout) const {
   OpState& s = HandleAccess::state(*this);
-  if (s.finished()) {
-    if (s.error) std::rethrow_exception(s.error);
-    return true;
-  }
-  const auto now = runtime::Clock::now();
-  wait_in_engine(s, timeout >= std::chrono::hours(24 * 365) ? runtime::Clock::time_point::max()
-                                                            : now + timeout);
-  std::unique_lock<std::mutex> lock(s.mutex);
-  if (!s.cv.wait_for(lock, timeout, [&] { return s.done.load(std::memory_order_relaxed); })) {
-    return false;
+  if (!s.finished()) {
+    const auto now = runtime::Clock::now();
+    wait_in_engine(s, timeout >= std::chrono::hours(24 * 365) ? runtime::Clock::time_point::max()
+                                                              : now + timeout);
+    std::unique_lock<std::mutex> lock(s.mutex);
+    if (!s.cv.wait_for(lock, timeout, [&] { return s.done.load(std::memory_order_relaxed); })) {
+      return false;
+    }
   }
   if (s.error) std::rethrow_exception(s.error);
   return true;

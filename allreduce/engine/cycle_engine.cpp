@@ -117,12 +117,10 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   if (wake) wakeup_.notify();
 }
 
-bool CycleEngine::done(detail::OpState& op) { return op.finished(); }
-
 void CycleEngine::wait(detail::OpState& op, Clock::time_point deadline) {
   ++waiters_;
   auto nap = kFirstNap;
-  while (!done(op)) {
+  while (!op.finished()) {
     const auto now = Clock::now();
     if (now >= deadline) break;
     Step step_result;
@@ -228,7 +226,6 @@ void CycleEngine::post(Clock::time_point now) {
   // follows with the full contributions.
   const std::size_t words = try_and_ ? (cache_.slot_count() + 63) / 64 : 0;
   if (words == 0) {
-    and_round_ = false;
     transport_->start(encode(mine));
     return;
   }

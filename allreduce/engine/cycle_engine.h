@@ -113,7 +113,6 @@ class CycleEngine : public OpEngine {
   void check_liveness(Clock::time_point now);
   void say_goodbye();
   void fail_everything(const std::string& why, hvd_status status);
-  bool done(detail::OpState& op);
 
   OpRunner& runner_;
   ControlPlane control_;

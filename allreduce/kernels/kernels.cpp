@@ -74,11 +74,9 @@ void reduce_native(void* out, const void* a, const void* b, std::size_t n) {
 }
 
 // 16-bit floats: widen, combine in float32, round back; in 64-byte blocks like reduce_native
-// (the conversions are branch-free, half.h, so a block vectorizes). Always inlined: the same
-// loop is compiled for the baseline CPU (reduce_half) and with AVX2 (bfloat16, below).
+// (the conversions are branch-free, half.h, so a block vectorizes).
 template <class H, float (*To)(H), H (*From)(float), class Op>
-[[gnu::always_inline]] inline void reduce_half_loop(void* out, const void* a, const void* b,
-                                                    std::size_t n) {
+void reduce_half(void* out, const void* a, const void* b, std::size_t n) {
   auto* o = static_cast<H*>(out);
   const auto* x = static_cast<const H*>(a);
   const auto* y = static_cast<const H*>(b);
@@ -96,7 +94,7 @@ template <class H, float (*To)(H), H (*From)(float), class Op>
 
 // p[i] = round(p[i] * f) for 16-bit floats, in blocks as above.
 template <class H, float (*To)(H), H (*From)(float)>
-[[gnu::always_inline]] inline void scale_half_loop(void* data, std::size_t n, float f) {
+void scale_half(void* data, std::size_t n, float f) {
   auto* p = static_cast<H*>(data);
   constexpr std::size_t kBlock = 64 / sizeof(H);
   std::size_t i = 0;
@@ -108,20 +106,21 @@ template <class H, float (*To)(H), H (*From)(float)>
   for (; i < n; ++i) p[i] = From(To(p[i]) * f);
 }
 
-template <class H, float (*To)(H), H (*From)(float), class Op>
-void reduce_half(void* out, const void* a, const void* b, std::size_t n) {
-  reduce_half_loop<H, To, From, Op>(out, a, b, n);
-}
-
-template <class H, float (*To)(H), H (*From)(float)>
-void scale_half(void* data, std::size_t n, float f) {
-  scale_half_loop<H, To, From>(data, n, f);
-}
-
 // Tests and benchmarks turn the CPU-specific kernels off to run the baseline code beside them.
 std::atomic<bool> cpu_kernels{true};
 
 #if defined(__x86_64__)
+// The CPU has AVX and the OS saves its registers (cpuid's OSXSAVE and AVX bits, then xgetbv):
+// what both F16C and AVX2 code need before their own feature bit.
+bool avx_usable() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if ((ecx & bit_OSXSAVE) == 0 || (ecx & bit_AVX) == 0) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));  // does the OS save the AVX registers?
+  return (lo & 0x6u) == 0x6u;
+}
+
 // float16 on x86-64 CPUs with F16C (Ivy Bridge and later): the hardware converts 8 halves at a
 // time, rounding to nearest even like half_from_float. The one difference: a NaN keeps its
 // payload's top bits (quieted) where half_from_float returns 0x7E00; it stays a NaN either way.
@@ -129,11 +128,7 @@ std::atomic<bool> cpu_kernels{true};
 bool has_f16c() {
   static const bool yes = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    if ((ecx & bit_OSXSAVE) == 0 || (ecx & bit_AVX) == 0 || (ecx & bit_F16C) == 0) return false;
-    unsigned lo = 0, hi = 0;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));  // does the OS save the AVX registers?
-    return (lo & 0x6u) == 0x6u;
+    return avx_usable() && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   }();
   return yes;
 }
@@ -177,13 +172,8 @@ __attribute__((target("avx,f16c"))) void scale_f16c(void* data, std::size_t n, f
 bool has_avx2() {
   static const bool yes = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    if ((ecx & bit_OSXSAVE) == 0 || (ecx & bit_AVX) == 0) return false;
-    unsigned lo = 0, hi = 0;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0x6u) != 0x6u) return false;
-    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-    return (ebx & bit_AVX2) != 0;
+    return avx_usable() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ebx & bit_AVX2) != 0;
   }();
   return yes;
 }

@@ -201,8 +201,10 @@ void Runtime::wait(detail::OpState& op, Clock::time_point deadline) {
 }
 
 namespace {
-// "GLOO_ALLREDUCE": the timeline's name for the collective itself.
-std::string collective_phase(std::string_view backend, OpKind kind) {
+// "GLOO_ALLREDUCE": the timeline's name for the collective itself; empty without a timeline
+// (no string formatted per collective when nothing records it).
+std::string collective_phase(const Timeline* timeline, std::string_view backend, OpKind kind) {
+  if (timeline == nullptr) return {};
   std::string out = fmt::format("{}_{}", backend, op_kind_name(kind));
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
@@ -236,7 +238,7 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
   }
   if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
   if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
-  const std::string phase = timeline != nullptr ? collective_phase(backend_->name(), kind) : "";
+  const std::string phase = collective_phase(timeline, backend_->name(), kind);
   if (timeline != nullptr) {
     timeline->end(ops.front()->request.name, "QUEUE");
     timeline->begin(ops.front()->request.name, phase);
@@ -274,8 +276,7 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   std::size_t total = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) total += bytes[i] = ops[i]->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  const std::string collective =
-      timeline != nullptr ? collective_phase(backend_->name(), OpKind::kAllreduce) : "";
+  const std::string collective = collective_phase(timeline, backend_->name(), OpKind::kAllreduce);
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
@@ -305,8 +306,7 @@ void Runtime::broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>
   std::size_t total = 0;
   for (const auto& op : ops) total += op->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  const std::string collective =
-      timeline != nullptr ? collective_phase(backend_->name(), OpKind::kBroadcast) : "";
+  const std::string collective = collective_phase(timeline, backend_->name(), OpKind::kBroadcast);
   phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
