@@ -276,9 +276,12 @@ TEST_CASE(
   for (int rank = 0; rank < 3; ++rank) {
     const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
     CHECK_THAT(on.out, Contains(me + "steady state per step: hits 100 negotiated 0"));
-    // Real MPI_Iallreduce rounds decided cycles (from the third step on; a late rank's partial
-    // cycle may still go to the allgather).
-    CHECK(bits_decided(on, rank) >= 1);
+    // The counter is printed (for a person reading the output); how many steady-state cycles
+    // the AND round decides depends on timing: a rank late by over 1 ms is rung into the cycle
+    // with part of its queue, which goes to the allgather. Under CI's load it was 0 of 6 once,
+    // so only its presence is checked here; the unit test "in the steady state a cycle is one
+    // AND round" counts it exactly.
+    CHECK(bits_decided(on, rank) >= 0);
     CHECK_THAT(on.out, Contains(me + "mismatch after hits: tensor 'c.0': shape mismatch: rank 0 "
                                      "submitted [1000], rank 1 submitted [999]"));
     CHECK_THAT(on.out, Contains(me + "after the mismatch: ok"));
