@@ -104,14 +104,9 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
           "wait for the earlier op of that name, or give this one another name");
     }
     queue_.push_back(&added.position->second);
-    if (!now) {
-      if (options_.cycle_time.count() == 0) {
-        due_ = true;
-        wake = true;
-      } else if (!batch_armed_) {  // the first submission of a batch starts the batching delay
-        batch_armed_ = true;
-        wakeup_.arm(options_.cycle_time);
-      }
+    if (!now && batch_.add()) {  // the first submission of a batch starts the batching delay
+      due_ = true;
+      wake = true;
     }
   }
   if (wake) wakeup_.notify();
@@ -165,7 +160,7 @@ CycleEngine::Step CycleEngine::step(Clock::time_point now, bool waiter) {
   if (ended_) return Step::kIdle;
   if (!posted_) {
     if (!want_cycle(waiter)) return Step::kIdle;
-    post(now);
+    post(now, waiter);
     parked_ = waiter && !brought_new_;
   }
   if (!progress(now)) {
@@ -185,7 +180,7 @@ bool CycleEngine::want_cycle(bool waiter) {
   return waiter && ops_.size() > queue_.size() && !last_idle_;
 }
 
-void CycleEngine::post(Clock::time_point now) {
+void CycleEngine::post(Clock::time_point now, bool waiter) {
   CycleContribution mine;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
@@ -202,10 +197,7 @@ void CycleEngine::post(Clock::time_point now) {
     }
     queue_.clear();
     due_ = false;
-    if (batch_armed_) {
-      batch_armed_ = false;
-      wakeup_.disarm();
-    }
+    batch_.taken(waiter);
     if (stopping_ && !said_goodbye_) {
       mine.misses.shutdown = true;
       said_goodbye_ = true;

@@ -95,8 +95,8 @@ class CycleEngine : public OpEngine {
   // One turn under drive_mutex_: starts a cycle if there is a reason, moves a started one on.
   Step step(Clock::time_point now, bool waiter);
   bool want_cycle(bool waiter);
-  void post(Clock::time_point now);
-  bool progress(Clock::time_point now);  // true: the cycle completed and its responses ran
+  void post(Clock::time_point now, bool waiter);  // waiter: a waiting thread starts it
+  bool progress(Clock::time_point now);           // true: the cycle completed and its responses ran
   Decision decide(const std::vector<std::string>& contributions, Clock::time_point now);
   std::optional<Decision> decide_from_and(const std::vector<std::uint64_t>& anded);
   void finish(const Decision& decision);
@@ -141,7 +141,7 @@ class CycleEngine : public OpEngine {
   hvd_status failed_status_ = HVD_ERR_BACKEND;
   std::string gone_;  // "rank(s) 1 already shut down": later submissions fail with it
   bool stopping_ = false;
-  bool batch_armed_ = false;
+  BatchDelay batch_{wakeup_, options_.cycle_time};  // the queued submissions' batching delay
   bool due_ = false;  // the batching delay ended, or a submission nobody waits on wants a cycle
 
   // drive_mutex_: whoever moves the cycles on.

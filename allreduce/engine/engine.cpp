@@ -24,6 +24,29 @@ std::exception_ptr failure(hvd_status status, const std::string& message) {
 
 }  // namespace
 
+bool BatchDelay::add() {
+  if (delay_.count() == 0) return true;
+  if (!armed_) {
+    armed_ = true;
+    backstop_ = streak_ >= kStreak && delay_ < backstop_delay_;
+    due_ = false;
+    since_ = Clock::now();
+    wakeup_.arm(backstop_ ? backstop_delay_ : delay_);
+    return false;
+  }
+  if (!backstop_ || due_) return false;
+  due_ = Clock::now() - since_ >= delay_;  // once: the engine's thread takes the batch
+  return due_;
+}
+
+void BatchDelay::taken(bool waiter) {
+  if (!armed_) return;
+  armed_ = false;
+  const bool prompt = waiter && Clock::now() - since_ < delay_;
+  streak_ = prompt ? std::min(streak_ + 1, kStreak) : 0;
+  wakeup_.disarm();
+}
+
 Engine::Engine(OpRunner& runner, ControlPlane control, EngineOptions options)
     : runner_(runner), control_(std::move(control)), options_(options) {
   if (!wakeup_.ok()) {
@@ -69,13 +92,10 @@ void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
           "wait for the earlier op of that name, or give this one another name");
     }
     queue_.push_back(op);
-    if (!now && !batch_armed_ && options_.cycle_time.count() > 0) {
-      // The first submission of a batch starts the batching delay; the thread sleeps on.
-      batch_armed_ = true;
-      wakeup_.arm(options_.cycle_time);
-    }
+    // The first submission of a batch starts the batching delay; the thread sleeps on.
+    if (!now) now = batch_.add();
   }
-  if (now || options_.cycle_time.count() == 0) flush();
+  if (now) flush();
 }
 
 void Engine::flush() {
@@ -84,7 +104,7 @@ void Engine::flush() {
     return;
   }
   try {
-    send_to_coordinator(false);
+    send_to_coordinator(false, true);
   } catch (...) {
     wakeup_.flush();  // cannot happen short of bad_alloc; let the thread try
   }
@@ -124,7 +144,7 @@ bool Engine::run_once() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping = stopping_;
   }
-  if (flush || due || stopping) send_batch(now, false);
+  if (flush || due || stopping) send_batch(now, false, flush && !due);
 
   std::vector<int> readable;
   for (std::size_t i = 2; i < fds.size(); ++i) {
@@ -136,7 +156,7 @@ bool Engine::run_once() {
   if (liveness && now >= *liveness && !check_coordinator(now)) return false;
 
   if (stopping && !stopped_) {
-    send_batch(now, true);
+    send_batch(now, true, false);
     if (controller_) coordinate(now);
     stopped_ = true;
     fail_everything("hvd::shutdown() was called while it was pending");
@@ -150,7 +170,7 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-RequestList Engine::take_queue() {
+RequestList Engine::take_queue(bool waiter) {
   // Everything queued goes out, and the next submission starts a new batching delay.
   RequestList batch;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -161,30 +181,27 @@ RequestList Engine::take_queue() {
     pending_[op->request.name] = std::move(op);
   }
   queue_.clear();
-  if (batch_armed_) {
-    batch_armed_ = false;
-    wakeup_.disarm();
-  }
+  batch_.taken(waiter);
   return batch;
 }
 
-bool Engine::send_to_coordinator(bool shutdown) {
+bool Engine::send_to_coordinator(bool shutdown, bool waiter) {
   // One sender at a time, so batches leave in the order they were taken and none follows the
   // shutdown message; the background thread closes the connection under the same lock.
   std::lock_guard<std::mutex> lock(send_mutex_);
-  RequestList batch = take_queue();
+  RequestList batch = take_queue(waiter);
   batch.shutdown = shutdown;
   if (batch.requests.empty() && !shutdown) return true;
   return control_.send(0, encode(batch));
 }
 
-void Engine::send_batch(Clock::time_point now, bool shutdown) {
+void Engine::send_batch(Clock::time_point now, bool shutdown, bool waiter) {
   if (!controller_) {
-    if (!send_to_coordinator(shutdown) && !shutdown)
+    if (!send_to_coordinator(shutdown, waiter) && !shutdown)
       fail_everything(kCoordinatorGone, HVD_ERR_PEER_LOST);
     return;
   }
-  RequestList batch = take_queue();
+  RequestList batch = take_queue(waiter);
   batch.shutdown = shutdown;
   if (batch.requests.empty() && !shutdown) return;
   if (options_.timeline != nullptr) {

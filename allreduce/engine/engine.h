@@ -102,6 +102,42 @@ class Wakeup {
   std::atomic<bool> flush_{false};
 };
 
+// The batching delay (HOROVOD_CYCLE_TIME): a submission nobody waits on goes out at most `delay`
+// after the first of its batch, when the Wakeup's timer fires; a waiter sends its batch at once.
+// Setting a timer that expires before the kernel's next tick reprograms the clock, which is slow
+// on a VM (here arm and disarm: 5.4 us at 0.2 ms, 0.4 us at 4 ms; in a 2-rank step of 100 fused
+// tensors over TCP, 40-60 us of 680: bench/README.md). In a loop whose batches a waiter takes
+// before their delay ends (submit, then wait), that timer never fires: after kStreak such
+// batches in a row the first submission of a batch arms the cheap kBackstop instead, and a later
+// submission that finds the batch older than `delay` makes it due at once (the engine wakes its
+// thread). The first batch that goes out otherwise (the timer, another rank's doorbell, a late
+// waiter) ends the streak: a loop that relies on the delay (gradients submitted through a long
+// backward pass) has a late batch every step and keeps the short timer. Not thread-safe: used
+// under the engine's queue lock.
+class BatchDelay {
+ public:
+  static constexpr int kStreak = 8;
+  static constexpr std::chrono::milliseconds kBackstop{4};
+  BatchDelay(Wakeup& wakeup, std::chrono::microseconds delay,
+             std::chrono::microseconds backstop = kBackstop)
+      : wakeup_(wakeup), delay_(delay), backstop_delay_(backstop) {}
+  // A submission nobody waits on yet. True: the batch is due now (a delay of 0, or a batch under
+  // the backstop that is older than the delay).
+  bool add();
+  // The queued batch went out: `waiter` when a thread waiting on an op took it.
+  void taken(bool waiter);
+
+ private:
+  Wakeup& wakeup_;
+  std::chrono::microseconds delay_;
+  std::chrono::microseconds backstop_delay_;
+  bool armed_ = false;     // the timer runs for the queued batch
+  bool backstop_ = false;  // ... set to the backstop: later submissions check the delay themselves
+  bool due_ = false;       // ... and one found it over
+  Clock::time_point since_{};  // the batch's first submission
+  int streak_ = 0;             // batches in a row that a waiter took before their delay ended
+};
+
 struct EngineOptions {
   int rank = 0;
   int size = 1;
@@ -166,9 +202,11 @@ class Engine : public OpEngine {
 
  private:
   bool run_once();
-  void send_batch(Clock::time_point now, bool shutdown);
-  RequestList take_queue();
-  bool send_to_coordinator(bool shutdown);  // ranks other than 0; false: the coordinator is gone
+  // `waiter`: a thread waiting on an op asked for the batch (BatchDelay::taken).
+  void send_batch(Clock::time_point now, bool shutdown, bool waiter);
+  RequestList take_queue(bool waiter);
+  // Ranks other than 0; false: the coordinator is gone.
+  bool send_to_coordinator(bool shutdown, bool waiter);
   bool read_network(const std::vector<int>& readable, Clock::time_point now);
   // decode(), or nullopt after failing everything with a message naming rank `from`.
   template <typename Decode>
@@ -198,7 +236,7 @@ class Engine : public OpEngine {
   hvd_status failed_status_ = HVD_ERR_BACKEND;
   bool broken_ = false;  // failed otherwise than by hvd::shutdown()
   bool stopping_ = false;
-  bool batch_armed_ = false;  // the batching delay of the queued submissions is running
+  BatchDelay batch_{wakeup_, options_.cycle_time};  // the queued submissions' batching delay
   std::atomic<std::uint64_t> negotiated_{0};
 
   std::mutex send_mutex_;  // ranks other than 0: the connection to the coordinator

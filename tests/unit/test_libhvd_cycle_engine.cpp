@@ -231,6 +231,38 @@ TEST_CASE("cycle engine: a tensor nobody waits on runs, the others ring its rank
 }
 
 TEST_CASE(
+    "cycle engine: after many batches that waiters took at once (the batching timer becomes a "
+    "backstop), tensors nobody waits on still run",
+    "[libhvd][engine]") {
+  EngineOptions options;
+  options.cycle_time = std::chrono::microseconds(200);
+  Job job(2, 16, options);
+  std::vector<std::thread> ranks;
+  std::vector<std::vector<std::string>> errors(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      for (int s = 0; s < 3 * BatchDelay::kStreak; ++s) {  // submit, then wait at once
+        for (const std::string& e : step(*job.engines[static_cast<std::size_t>(r)], {"w"}))
+          errors[static_cast<std::size_t>(r)].push_back(e);
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  // Neither rank waits on these: only the ranks' timers (or a later submission) send them.
+  std::vector<std::shared_ptr<hvd::detail::OpState>> ops;
+  for (int r = 0; r < 2; ++r) {
+    ops.push_back(allreduce_op("free"));
+    job.engines[static_cast<std::size_t>(r)]->submit(ops.back(), false);
+  }
+  for (std::size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == std::vector<std::string>(3 * BatchDelay::kStreak, ""));
+    CHECK(outcome(*ops[r], std::chrono::seconds(5)) == "");
+    CHECK(job.runners[r].ran.back() == "free");
+  }
+}
+
+TEST_CASE(
     "cycle engine: after a rank's goodbye, what waits on it fails and new tensors fail at "
     "once",
     "[libhvd][engine]") {

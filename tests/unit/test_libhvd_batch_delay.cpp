@@ -1,0 +1,93 @@
+// The batching delay (allreduce/engine/engine.h, BatchDelay): which timer a batch's first
+// submission sets, read back from the Wakeup's real timerfd, and when a later submission makes
+// the batch due itself. The engines that use it: test_libhvd_cycle_engine.cpp.
+#include <sys/timerfd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "allreduce/engine/engine.h"
+
+using namespace hvd::runtime;
+using namespace std::chrono_literals;
+
+namespace {
+
+// How long until the Wakeup's timer fires; 0 when it is disarmed.
+std::chrono::microseconds timer_left(Wakeup& wakeup) {
+  itimerspec spec{};
+  REQUIRE(::timerfd_gettime(wakeup.timer_fd(), &spec) == 0);
+  return std::chrono::seconds(spec.it_value.tv_sec) +
+         std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::nanoseconds(spec.it_value.tv_nsec));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "batch delay: a batch's first submission sets the cycle time, until waiters take "
+    "kStreak batches in a row before it ends, then the longer backstop",
+    "[libhvd][engine]") {
+  Wakeup wakeup;
+  REQUIRE(wakeup.ok());
+  // Times long enough for a loaded machine: a waiter on this thread is prompt.
+  BatchDelay delay(wakeup, 200ms, 10s);
+  for (int batch = 0; batch < BatchDelay::kStreak; ++batch) {
+    INFO("batch " << batch);
+    CHECK_FALSE(delay.add());
+    CHECK(timer_left(wakeup) > 100ms);
+    CHECK(timer_left(wakeup) <= 200ms);
+    CHECK_FALSE(delay.add());  // later submissions of the batch set nothing
+    delay.taken(true);         // a waiter takes it at once
+    CHECK(timer_left(wakeup) == 0us);
+  }
+  // The streak is on: the backstop, which a later submission does not cut short before the
+  // cycle time has passed.
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) > 5s);
+  CHECK_FALSE(delay.add());
+  delay.taken(true);
+  CHECK(timer_left(wakeup) == 0us);
+
+  // A batch that the timer (or a doorbell) took, not a waiter, ends the streak.
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) > 5s);
+  delay.taken(false);
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) <= 200ms);
+  delay.taken(true);
+}
+
+TEST_CASE(
+    "batch delay: under the backstop, the first submission after the cycle time makes "
+    "the batch due, once, and a waiter that comes late ends the streak",
+    "[libhvd][engine]") {
+  Wakeup wakeup;
+  REQUIRE(wakeup.ok());
+  BatchDelay delay(wakeup, 100ms, 10s);
+  for (int batch = 0; batch < BatchDelay::kStreak; ++batch) {
+    CHECK_FALSE(delay.add());
+    delay.taken(true);
+  }
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) > 5s);  // the backstop
+  std::this_thread::sleep_for(150ms);
+  CHECK(delay.add());        // older than the cycle time: due now
+  CHECK_FALSE(delay.add());  // already due: the engine's thread is on its way
+  delay.taken(true);         // a waiter, but after the delay ended: not prompt
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) <= 100ms);  // the short timer again
+  delay.taken(true);
+}
+
+TEST_CASE("batch delay: a cycle time of 0 makes every submission due at once, no timer",
+          "[libhvd][engine]") {
+  Wakeup wakeup;
+  REQUIRE(wakeup.ok());
+  BatchDelay delay(wakeup, 0us);
+  CHECK(delay.add());
+  CHECK(delay.add());
+  CHECK(timer_left(wakeup) == 0us);
+  delay.taken(true);
+}
