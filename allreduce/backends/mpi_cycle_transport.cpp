@@ -34,6 +34,9 @@ class MpiCycleTransport : public CycleTransport {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_size(comm_, &size_);
     slots_.resize(kSlot * static_cast<std::size_t>(size_));
+    out_.resize(static_cast<std::size_t>(size_));
+    counts_.resize(out_.size());
+    displs_.resize(out_.size());
   }
   ~MpiCycleTransport() override {
     int finalized = 0;
@@ -65,38 +68,36 @@ class MpiCycleTransport : public CycleTransport {
     return anded_;
   }
 
-  std::optional<std::vector<std::string>> gathered() override {
+  const std::vector<std::string>* gathered() override {
     int done = 0;
     check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done == 0) return std::nullopt;
-    std::vector<std::size_t> lengths(static_cast<std::size_t>(size_));
-    std::vector<int> counts(lengths.size()), displs(lengths.size());
-    int total = 0;
-    for (std::size_t r = 0; r < lengths.size(); ++r) {
+    if (done == 0) return nullptr;
+    const auto length = [&](std::size_t r) {
       std::uint32_t n;
       std::memcpy(&n, &slots_[kSlot * r], 4);
-      lengths[r] = n;
-      counts[r] = n > kSlotData ? static_cast<int>(n - kSlotData) : 0;
-      displs[r] = total;
-      total += counts[r];
+      return static_cast<std::size_t>(n);
+    };
+    int total = 0;  // what did not fit in the slots
+    for (std::size_t r = 0; r < out_.size(); ++r) {
+      counts_[r] = length(r) > kSlotData ? static_cast<int>(length(r) - kSlotData) : 0;
+      displs_[r] = total;
+      total += counts_[r];
     }
-    std::string rests;
     if (total > 0) {  // every rank sees the same lengths, so every rank makes this call
-      rests.assign(static_cast<std::size_t>(total), '\0');
+      rests_.assign(static_cast<std::size_t>(total), '\0');
       const int mine = mine_.size() > kSlotData ? static_cast<int>(mine_.size() - kSlotData) : 0;
-      check(MPI_Allgatherv(mine_.data() + (mine > 0 ? kSlotData : 0), mine, MPI_BYTE, rests.data(),
-                           counts.data(), displs.data(), MPI_BYTE, comm_),
+      check(MPI_Allgatherv(mine_.data() + (mine > 0 ? kSlotData : 0), mine, MPI_BYTE, rests_.data(),
+                           counts_.data(), displs_.data(), MPI_BYTE, comm_),
             "MPI_Allgatherv");
     }
-    std::vector<std::string> out(lengths.size());
-    for (std::size_t r = 0; r < lengths.size(); ++r) {
-      out[r].assign(&slots_[kSlot * r + 4], std::min(lengths[r], kSlotData));
-      if (counts[r] > 0) {
-        out[r].append(rests, static_cast<std::size_t>(displs[r]),
-                      static_cast<std::size_t>(counts[r]));
+    for (std::size_t r = 0; r < out_.size(); ++r) {  // assign(): the strings keep their buffers
+      out_[r].assign(&slots_[kSlot * r + 4], std::min(length(r), kSlotData));
+      if (counts_[r] > 0) {
+        out_[r].append(rests_, static_cast<std::size_t>(displs_[r]),
+                       static_cast<std::size_t>(counts_[r]));
       }
     }
-    return out;
+    return &out_;
   }
 
  private:
@@ -105,6 +106,10 @@ class MpiCycleTransport : public CycleTransport {
   std::string mine_;
   char slot_[kSlot] = {};
   std::vector<char> slots_;  // every rank's slot
+  // The round's result by rank, with what the second round needed; reused from round to round.
+  std::vector<std::string> out_;
+  std::vector<int> counts_, displs_;
+  std::string rests_;
   std::vector<std::uint64_t> words_, anded_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };

@@ -94,6 +94,20 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
   fuse_ready();
 }
 
+void Controller::add_unanimous(RequestList list, Clock::time_point now) {
+  if (!idle() || !shut_down_.empty() || list.shutdown) {
+    for (int r = 0; r < options_.size; ++r)
+      add(r, r + 1 < options_.size ? list : std::move(list), now);
+    return;
+  }
+  for (Request& request : list.requests) {
+    // As complete() would: the lowest rank's request, checked against every rank's (its own).
+    std::string error = mismatch(request.name, 0, request, 0, request);
+    ready_.emplace_back(std::move(request), std::move(error));
+  }
+  fuse_ready();
+}
+
 void Controller::rank_left(int rank) {
   if (shut_down_.count(rank) != 0) return;  // a normal goodbye
   if (fatal_.empty()) {
@@ -134,41 +148,43 @@ void Controller::complete(const std::string& name, Entry& entry) {
 std::string Controller::validate(const std::string& name, const Entry& entry) const {
   const auto& [first_rank, a] = entry.by_rank.front();
   for (const auto& [rank, b] : entry.by_rank) {
-    auto mismatch = [&](const char* field, const std::string& va, const std::string& vb) {
-      return fmt::format("tensor '{}': {} mismatch: rank {} submitted {}, rank {} submitted {}",
-                         name, field, first_rank, va, rank, vb);
-    };
-    if (a.kind != b.kind) {
-      return mismatch("operation", op_kind_name(a.kind), op_kind_name(b.kind));
-    }
-    if (a.device.kind != b.device.kind) {
-      return mismatch("device", device_text(a.device), device_text(b.device));
-    }
-    if (a.kind == OpKind::kBarrier) continue;
-    if (a.dtype != b.dtype) {
-      return mismatch("data type", dtype_name(a.dtype), dtype_name(b.dtype));
-    }
-    const bool first_dim_free = a.kind == OpKind::kAllgather || a.kind == OpKind::kAlltoall;
-    const bool same_shape =
-        first_dim_free ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
-                             std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
-                       : a.shape == b.shape;
-    if (!same_shape) {
-      return mismatch(first_dim_free ? "shape (after the first dimension)" : "shape",
-                      shape_text(a.shape), shape_text(b.shape));
-    }
-    if ((a.kind == OpKind::kAllreduce || a.kind == OpKind::kReducescatter) && a.op != b.op) {
-      return mismatch("reduce op", op_name(a.op), op_name(b.op));
-    }
-    if (a.kind == OpKind::kBroadcast && a.root != b.root) {
-      return mismatch("root rank", std::to_string(a.root), std::to_string(b.root));
-    }
-    if (a.kind == OpKind::kAllreduce && a.prescale != b.prescale) {
-      return mismatch("prescale", fmt::format("{}", a.prescale), fmt::format("{}", b.prescale));
-    }
-    if (a.kind == OpKind::kAllreduce && a.postscale != b.postscale) {
-      return mismatch("postscale", fmt::format("{}", a.postscale), fmt::format("{}", b.postscale));
-    }
+    if (std::string error = mismatch(name, first_rank, a, rank, b); !error.empty()) return error;
+  }
+  return {};
+}
+
+std::string Controller::mismatch(const std::string& name, int rank_a, const Request& a, int rank_b,
+                                 const Request& b) {
+  auto differs = [&](const char* field, const std::string& va, const std::string& vb) {
+    return fmt::format("tensor '{}': {} mismatch: rank {} submitted {}, rank {} submitted {}", name,
+                       field, rank_a, va, rank_b, vb);
+  };
+  if (a.kind != b.kind) return differs("operation", op_kind_name(a.kind), op_kind_name(b.kind));
+  if (a.device.kind != b.device.kind) {
+    return differs("device", device_text(a.device), device_text(b.device));
+  }
+  if (a.kind == OpKind::kBarrier) return {};
+  if (a.dtype != b.dtype) return differs("data type", dtype_name(a.dtype), dtype_name(b.dtype));
+  const bool first_dim_free = a.kind == OpKind::kAllgather || a.kind == OpKind::kAlltoall;
+  const bool same_shape =
+      first_dim_free ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
+                           std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
+                     : a.shape == b.shape;
+  if (!same_shape) {
+    return differs(first_dim_free ? "shape (after the first dimension)" : "shape",
+                   shape_text(a.shape), shape_text(b.shape));
+  }
+  if ((a.kind == OpKind::kAllreduce || a.kind == OpKind::kReducescatter) && a.op != b.op) {
+    return differs("reduce op", op_name(a.op), op_name(b.op));
+  }
+  if (a.kind == OpKind::kBroadcast && a.root != b.root) {
+    return differs("root rank", std::to_string(a.root), std::to_string(b.root));
+  }
+  if (a.kind == OpKind::kAllreduce && a.prescale != b.prescale) {
+    return differs("prescale", fmt::format("{}", a.prescale), fmt::format("{}", b.prescale));
+  }
+  if (a.kind == OpKind::kAllreduce && a.postscale != b.postscale) {
+    return differs("postscale", fmt::format("{}", a.postscale), fmt::format("{}", b.postscale));
   }
   return {};
 }
@@ -183,6 +199,11 @@ void fuse_responses(const std::vector<ReadyOp>& ready, std::size_t threshold,
     const Request* head;
     std::size_t bytes;
   };
+  if (ready.size() == 1) {  // a synchronous call: nothing to fuse with
+    const auto& [request, error] = ready.front();
+    out.push_back(Response{request->kind, {request->name}, error == nullptr ? "" : *error});
+    return;
+  }
   std::vector<Open> open;
   for (const auto& [request, error] : ready) {
     const std::size_t bytes = byte_size(*request);

@@ -60,6 +60,11 @@ class Controller {
 
   // Requests from `rank`, received at `now` (moved from when the caller passes an rvalue).
   void add(int rank, RequestList list, Clock::time_point now);
+  // Every rank brought `list`: the same requests in the same order, no name twice (one rank's
+  // ops in flight), as when every rank makes the same synchronous call. With nothing pending and
+  // no rank gone, each request is ready at once, in this order, with the same validation and
+  // fusion as add() for every rank, without the table; otherwise it is add() for every rank.
+  void add_unanimous(RequestList list, Clock::time_point now);
   // `rank`'s connection closed without a shutdown message: the job is broken.
   void rank_left(int rank);
 
@@ -93,6 +98,9 @@ class Controller {
   };
   void complete(const std::string& name, Entry& entry);
   std::string validate(const std::string& name, const Entry& entry) const;
+  // Rank `rank_b`'s request `b` against the first rank's `a`: the mismatch, or empty.
+  static std::string mismatch(const std::string& name, int rank_a, const Request& a, int rank_b,
+                              const Request& b);
   std::vector<std::string> sorted_names() const;  // the table's names, for stable messages
   void fail_waiting_for(int rank, const std::string& why);
   void fuse_ready();

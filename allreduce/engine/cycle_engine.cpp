@@ -244,8 +244,8 @@ bool CycleEngine::progress(Clock::time_point now) {
     }
     transport_->start(std::move(contribution_));  // every rank decided the same: all go on
   }
-  std::optional<std::vector<std::string>> contributions = transport_->gathered();
-  if (!contributions) return false;
+  const std::vector<std::string>* contributions = transport_->gathered();
+  if (contributions == nullptr) return false;
   const Decision decision = decide(*contributions, now);
   try_and_ = decision.hits_only;
   if (root() && !decision.list.fatal.empty()) {
@@ -300,8 +300,13 @@ std::optional<CycleEngine::Decision> CycleEngine::decide_from_and(
 CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contributions,
                                           Clock::time_point now) {
   Decision decision;
-  std::vector<CycleContribution> parts(contributions.size());
-  for (std::size_t r = 0; r < contributions.size(); ++r) {
+  // Every rank brought the same bytes (a synchronous call, a step's new tensors in the same
+  // order): decoded once and given to the Controller as every rank's at once.
+  const bool unanimous =
+      std::all_of(contributions.begin() + 1, contributions.end(),
+                  [&](const std::string& c) { return c == contributions.front(); });
+  std::vector<CycleContribution> parts(unanimous ? 1 : contributions.size());
+  for (std::size_t r = 0; r < parts.size(); ++r) {
     try {
       parts[r] = decode_contribution(contributions[r]);
     } catch (const std::exception& e) {
@@ -318,8 +323,8 @@ CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contri
                          return c.misses.requests.empty() && !c.misses.shutdown;
                        });
   bool brought = false;
-  for (int r = 0; r < options_.size; ++r) {
-    CycleContribution& c = parts[static_cast<std::size_t>(r)];
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    CycleContribution& c = parts[r];
     RequestList list = std::move(c.misses);
     for (std::uint32_t slot : c.hits) {
       // This rank's own cached request stands for rank r's: they agree on everything the
@@ -335,10 +340,18 @@ CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contri
       list.requests.push_back(*cached);
     }
     brought |= !list.requests.empty() || list.shutdown;
-    if (options_.timeline != nullptr) {
-      for (const Request& q : list.requests) options_.timeline->negotiating(q, r);
+    if (options_.timeline != nullptr) {  // unanimous: the one list is every rank's
+      const int from = unanimous ? 0 : static_cast<int>(r);
+      const int to = unanimous ? options_.size : from + 1;
+      for (int t = from; t < to; ++t) {
+        for (const Request& q : list.requests) options_.timeline->negotiating(q, t);
+      }
     }
-    controller_.add(r, std::move(list), now);
+    if (unanimous) {
+      controller_.add_unanimous(std::move(list), now);
+    } else {
+      controller_.add(static_cast<int>(r), std::move(list), now);
+    }
   }
   if (root()) {
     for (const std::string& warning : controller_.check_stalls(now)) logger().warn("{}", warning);

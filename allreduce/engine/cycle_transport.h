@@ -20,8 +20,9 @@ class CycleTransport {
   virtual ~CycleTransport() = default;
   // Starts this rank's part of an allgather round with `contribution`.
   virtual void start(std::string contribution) = 0;
-  // Every rank's contribution, by rank, once they all arrived here; nullopt until then.
-  virtual std::optional<std::vector<std::string>> gathered() = 0;
+  // Every rank's contribution, by rank, once they all arrived here; nullptr until then. The
+  // transport keeps them (and their buffers, for the next rounds) until the next start().
+  virtual const std::vector<std::string>* gathered() = 0;
   // Starts this rank's part of an AND round; every rank brings as many words.
   virtual void start_and(std::vector<std::uint64_t> words) = 0;
   // The bitwise AND of every rank's words, once they all arrived here; nullopt until then.

@@ -1,6 +1,8 @@
 #include "allreduce/engine/messages.h"
 
+#include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cstring>
 
 #include "allreduce/api/status_error.h"
@@ -10,6 +12,7 @@ namespace {
 
 class Writer {
  public:
+  explicit Writer(std::size_t reserve = 0) { out_.reserve(reserve); }
   template <class T>
   void put(T value) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -103,8 +106,44 @@ const char* op_kind_name(OpKind kind) {
   return "invalid op kind";
 }
 
-std::string encode(const RequestList& list) {
-  Writer w;
+namespace {
+constexpr std::string_view kAutomaticPrefix = "hvd.";
+}  // namespace
+
+std::string automatic_name(OpKind kind, long long n) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+  std::string name(kAutomaticPrefix);
+  name += op_kind_name(kind);
+  name += '.';
+  name.append(digits, end);
+  return name;
+}
+
+bool is_automatic_name(std::string_view name) {
+  if (!name.starts_with(kAutomaticPrefix)) return false;
+  name.remove_prefix(kAutomaticPrefix.size());
+  const auto dot = name.find('.');
+  if (dot == std::string_view::npos || dot + 1 == name.size()) return false;
+  const std::string_view kind = name.substr(0, dot);
+  bool known = false;
+  for (auto k = static_cast<int>(OpKind::kAllreduce); k <= static_cast<int>(OpKind::kBarrier);
+       ++k) {
+    known |= kind == op_kind_name(static_cast<OpKind>(k));
+  }
+  return known && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(dot) + 1, name.end(),
+                              [](char c) { return c >= '0' && c <= '9'; });
+}
+
+namespace {
+// A request is about 60 bytes plus its name and shape.
+std::size_t encoded_size_hint(const RequestList& list) {
+  std::size_t n = 5;
+  for (const Request& r : list.requests) n += 60 + r.name.size() + 8 * r.shape.size();
+  return n;
+}
+
+void write(Writer& w, const RequestList& list) {
   w.put<std::uint8_t>(list.shutdown ? 1 : 0);
   w.put(static_cast<std::uint32_t>(list.requests.size()));
   for (const Request& r : list.requests) {
@@ -120,6 +159,12 @@ std::string encode(const RequestList& list) {
     w.put(r.postscale);
     w.put(r.root);
   }
+}
+}  // namespace
+
+std::string encode(const RequestList& list) {
+  Writer w(encoded_size_hint(list));
+  write(w, list);
   return w.take();
 }
 
@@ -128,6 +173,7 @@ RequestList decode_requests(std::string_view bytes) {
   RequestList list;
   list.shutdown = r.get<std::uint8_t>() != 0;
   const auto n = r.get_count(4);
+  list.requests.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     Request q;
     q.name = r.get_string();
@@ -136,6 +182,7 @@ RequestList decode_requests(std::string_view bytes) {
     q.device.kind = checked<Device::Kind>(r.get<std::int32_t>(), 1);
     q.device.id = r.get<std::int32_t>();
     const auto dims = r.get_count(8);
+    q.shape.reserve(dims);
     for (std::uint32_t d = 0; d < dims; ++d) q.shape.push_back(r.get<std::int64_t>());
     q.op = checked<ReduceOp>(r.get<std::int32_t>(), HVD_PRODUCT);
     q.prescale = r.get<double>();
@@ -182,10 +229,11 @@ ResponseList decode_responses(std::string_view bytes) {
 
 // A contribution carries a RequestList as its tail.
 std::string encode(const CycleContribution& c) {
-  Writer w;
+  Writer w(4 + 4 * c.hits.size() + encoded_size_hint(c.misses));
   w.put(static_cast<std::uint32_t>(c.hits.size()));
   for (std::uint32_t id : c.hits) w.put(id);
-  return w.take() + encode(c.misses);
+  write(w, c.misses);
+  return w.take();
 }
 
 CycleContribution decode_contribution(std::string_view bytes) {

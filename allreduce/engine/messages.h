@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hvd/hvd.hpp"
@@ -24,6 +25,13 @@ enum class OpKind : std::uint8_t {
   kBarrier = 5,
 };
 const char* op_kind_name(OpKind kind);
+
+// The name of a synchronous call's op (hvd::allreduce(...) without a name): "hvd.<kind>.<n>",
+// the n-th of its kind on this rank. Every rank makes its calls in the same order, so the names
+// match across ranks; they never repeat, so the response cache does not keep them.
+std::string automatic_name(OpKind kind, long long n);
+// Whether `name` has that form (a user's tensor named so counts as automatic too).
+bool is_automatic_name(std::string_view name);
 
 // One rank's submission of one named op: everything the coordinator validates across ranks.
 struct Request {

@@ -3,6 +3,7 @@
 namespace hvd::runtime {
 
 std::optional<std::uint32_t> ResponseCache::hit(const Request& request) const {
+  if (by_name_.empty()) return std::nullopt;
   auto it = by_name_.find(request.name);
   if (it == by_name_.end() || !(slots_[it->second].request == request)) return std::nullopt;
   return it->second;
@@ -29,7 +30,7 @@ void ResponseCache::push_front(std::uint32_t id) {
 }
 
 void ResponseCache::put(const Request& request, std::uint32_t hint) {
-  if (capacity_ == 0) return;
+  if (capacity_ == 0 || is_automatic_name(request.name)) return;  // never seen again
   auto refresh = [&](std::uint32_t id) {
     Slot& slot = slots_[id];
     if (!(slot.request == request)) slot.request = request;

@@ -5,6 +5,9 @@
 // rank; what each slot holds is this rank's own request (an allgather's first dimension may
 // differ between ranks, nothing the coordinator validates does).
 //
+// The synchronous calls' automatic names (is_automatic_name) are never kept: each is used once,
+// and keeping them would only evict the tensors that come back.
+//
 // Least recently used out first; "use" is a put(), which happens when a response runs, in the
 // agreed order. Not thread-safe: the engine's driver lock guards it.
 #pragma once

@@ -173,8 +173,7 @@ Runtime::~Runtime() {
 }
 
 std::string Runtime::auto_name(OpKind kind) {
-  const auto n = name_counters_[static_cast<std::size_t>(kind)]++;
-  return fmt::format("hvd.{}.{}", op_kind_name(kind), n);
+  return automatic_name(kind, name_counters_[static_cast<std::size_t>(kind)]++);
 }
 
 void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {

@@ -48,7 +48,12 @@ class ThreadTransport final : public CycleTransport {
   ThreadTransport(std::shared_ptr<Allgather> shared, int rank)
       : shared_(std::move(shared)), rank_(rank) {}
   void start(std::string contribution) override { post(std::move(contribution)); }
-  std::optional<std::vector<std::string>> gathered() override { return take(false); }
+  const std::vector<std::string>* gathered() override {
+    auto parts = take(false);
+    if (!parts) return nullptr;
+    gathered_ = std::move(*parts);
+    return &gathered_;
+  }
   void start_and(std::vector<std::uint64_t> words) override {
     post(std::string(reinterpret_cast<const char*>(words.data()), words.size() * 8));
   }
@@ -97,6 +102,7 @@ class ThreadTransport final : public CycleTransport {
   std::shared_ptr<Allgather> shared_;
   int rank_;
   std::uint64_t round_ = 0;
+  std::vector<std::string> gathered_;
 };
 
 // Records what each response ran, in order.

@@ -196,3 +196,27 @@ TEST_CASE("codec: cycle contributions and signals round-trip and refuse garbage"
   CHECK(status_thrown([] { hvd::runtime::decode_contribution("\xFF\xFF\xFF\xFF\0\0\0\0"s); }) ==
         HVD_ERR_INTERNAL);
 }
+
+TEST_CASE("response cache: the synchronous calls' automatic names are never kept", "[libhvd]") {
+  using hvd::runtime::automatic_name;
+  using hvd::runtime::is_automatic_name;
+  using hvd::runtime::OpKind;
+  CHECK(automatic_name(OpKind::kAllreduce, 0) == "hvd.allreduce.0");
+  CHECK(automatic_name(OpKind::kReducescatter, 1234567890123) == "hvd.reducescatter.1234567890123");
+  for (int k = 0; k <= static_cast<int>(OpKind::kBarrier); ++k) {
+    CHECK(is_automatic_name(automatic_name(static_cast<OpKind>(k), 42)));
+  }
+  for (const char* name :
+       {"hvd.allreduce.", "hvd.allreduce", "hvd.allreduce.1x", "hvd.sum.1", "hvd.allreduce.grad.1",
+        "allreduce.1", "xhvd.allreduce.1", "hvd..1", ""}) {
+    INFO(name);
+    CHECK_FALSE(is_automatic_name(name));
+  }
+  ResponseCache cache(2);
+  cache.put(named("grad"));
+  cache.put(named(automatic_name(OpKind::kAllreduce, 7)));
+  cache.put(named(automatic_name(OpKind::kBroadcast, 8)));
+  CHECK(cache.size() == 1);  // the automatic names took no slot and evicted nothing
+  CHECK(cache.hit(named("grad")));
+  CHECK_FALSE(cache.hit(named(automatic_name(OpKind::kAllreduce, 7))));
+}
