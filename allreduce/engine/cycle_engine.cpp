@@ -181,17 +181,21 @@ bool CycleEngine::want_cycle(bool waiter) {
 }
 
 void CycleEngine::post(Clock::time_point now, bool waiter) {
-  CycleContribution mine;
+  // The announced ops' requests stay valid while this thread holds drive_mutex_: only a cycle
+  // (or the end of the cycles) finishes an announced op.
+  hits_buf_.clear();
+  misses_buf_.clear();
+  bool goodbye = false;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     posted_first_ = queue_.empty() ? std::string() : queue_.front()->op->request.name;
     for (InFlight* entry : queue_) {
       const Request& request = entry->op->request;
       if (auto slot = cache_.hit(request)) {
-        mine.hits.push_back(*slot);
+        hits_buf_.push_back(*slot);
         entry->cache_slot = *slot;
       } else {
-        mine.misses.requests.push_back(request);
+        misses_buf_.push_back(&request);
       }
       entry->announced = true;
     }
@@ -199,13 +203,13 @@ void CycleEngine::post(Clock::time_point now, bool waiter) {
     due_ = false;
     batch_.taken(waiter);
     if (stopping_ && !said_goodbye_) {
-      mine.misses.shutdown = true;
+      goodbye = true;
       said_goodbye_ = true;
     }
   }
-  hits_ += mine.hits.size();
-  negotiated_ += mine.misses.requests.size();
-  brought_new_ = !mine.hits.empty() || !mine.misses.requests.empty() || mine.misses.shutdown;
+  hits_ += hits_buf_.size();
+  negotiated_ += misses_buf_.size();
+  brought_new_ = !hits_buf_.empty() || !misses_buf_.empty() || goodbye;
   rang_ = false;
   posted_ = true;
   posted_at_ = now;
@@ -218,15 +222,15 @@ void CycleEngine::post(Clock::time_point now, bool waiter) {
   // follows with the full contributions.
   const std::size_t words = try_and_ ? (cache_.slot_count() + 63) / 64 : 0;
   if (words == 0) {
-    transport_->start(encode(mine));
+    transport_->start(encode_contribution(hits_buf_, misses_buf_, goodbye));
     return;
   }
   std::vector<std::uint64_t> bits(2 * words + 1, 0);
-  for (std::uint32_t slot : mine.hits) bits[slot / 64] |= std::uint64_t{1} << (slot % 64);
+  for (std::uint32_t slot : hits_buf_) bits[slot / 64] |= std::uint64_t{1} << (slot % 64);
   for (std::size_t i = 0; i < words; ++i) bits[words + i] = ~bits[i];
-  const bool more = !mine.misses.requests.empty() || mine.misses.shutdown;
+  const bool more = !misses_buf_.empty() || goodbye;
   bits[2 * words] = more ? ~std::uint64_t{1} : ~std::uint64_t{0};
-  contribution_ = encode(mine);
+  contribution_ = encode_contribution(hits_buf_, misses_buf_, goodbye);
   and_round_ = true;
   transport_->start_and(std::move(bits));
 }
@@ -406,10 +410,12 @@ void CycleEngine::finish(const Decision& reply) {
 }
 
 void CycleEngine::run_response(const Response& response) {
-  std::vector<std::shared_ptr<detail::OpState>> ops;
-  std::vector<std::uint32_t> slots;  // each op's cache slot when announced
-  ops.reserve(response.names.size());
-  slots.reserve(response.names.size());
+  // Kept from response to response (their capacity: no allocation per response); the ops'
+  // references are dropped when they ran.
+  std::vector<std::shared_ptr<detail::OpState>>& ops = run_ops_;
+  std::vector<std::uint32_t>& slots = run_slots_;  // each op's cache slot when announced
+  ops.clear();
+  slots.clear();
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     for (const std::string& name : response.names) {
@@ -426,6 +432,7 @@ void CycleEngine::run_response(const Response& response) {
   if (!response.error.empty()) {
     for (const std::string& name : response.names) cache_.erase(name);
     for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    ops.clear();
     return;
   }
   if (ops.size() != response.names.size()) {
@@ -434,10 +441,12 @@ void CycleEngine::run_response(const Response& response) {
                          fmt::format("the coordinator scheduled {} ops of which this rank knows {}",
                                      response.names.size(), ops.size())));
     }
+    ops.clear();
     return;
   }
   for (std::size_t i = 0; i < ops.size(); ++i) cache_.put(ops[i]->request, slots[i]);
   run_ops(runner_, ops, options_.timeline);
+  ops.clear();
 }
 
 void CycleEngine::ring(Clock::time_point now) {

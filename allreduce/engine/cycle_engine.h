@@ -155,6 +155,11 @@ class CycleEngine : public OpEngine {
   // full contribution, for the allgather round if the AND round does not decide the cycle.
   bool and_round_ = false;
   std::string contribution_;
+  // post()'s and run_response()'s working lists, kept for their capacity.
+  std::vector<std::uint32_t> hits_buf_;
+  std::vector<const Request*> misses_buf_;
+  std::vector<std::shared_ptr<detail::OpState>> run_ops_;
+  std::vector<std::uint32_t> run_slots_;
   // The next cycle starts with the AND round: the last one was decided by its AND round, or
   // brought cache hits alone. (Cycles of new names, such as the synchronous ops' automatic
   // ones, go straight to the allgather: an AND round first would only add a collective.)

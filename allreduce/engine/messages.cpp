@@ -137,35 +137,46 @@ bool is_automatic_name(std::string_view name) {
 
 namespace {
 // A request is about 60 bytes plus its name and shape.
-std::size_t encoded_size_hint(const RequestList& list) {
-  std::size_t n = 5;
-  for (const Request& r : list.requests) n += 60 + r.name.size() + 8 * r.shape.size();
-  return n;
+std::size_t encoded_size(const Request& r) { return 60 + r.name.size() + 8 * r.shape.size(); }
+
+void write(Writer& w, const Request& r) {
+  w.put_string(r.name);
+  w.put(static_cast<std::uint8_t>(r.kind));
+  w.put(static_cast<std::int32_t>(r.dtype));
+  w.put(static_cast<std::int32_t>(r.device.kind));
+  w.put(static_cast<std::int32_t>(r.device.id));
+  w.put(static_cast<std::uint32_t>(r.shape.size()));
+  for (std::int64_t d : r.shape) w.put(d);
+  w.put(static_cast<std::int32_t>(r.op));
+  w.put(r.prescale);
+  w.put(r.postscale);
+  w.put(r.root);
 }
 
-void write(Writer& w, const RequestList& list) {
-  w.put<std::uint8_t>(list.shutdown ? 1 : 0);
-  w.put(static_cast<std::uint32_t>(list.requests.size()));
-  for (const Request& r : list.requests) {
-    w.put_string(r.name);
-    w.put(static_cast<std::uint8_t>(r.kind));
-    w.put(static_cast<std::int32_t>(r.dtype));
-    w.put(static_cast<std::int32_t>(r.device.kind));
-    w.put(static_cast<std::int32_t>(r.device.id));
-    w.put(static_cast<std::uint32_t>(r.shape.size()));
-    for (std::int64_t d : r.shape) w.put(d);
-    w.put(static_cast<std::int32_t>(r.op));
-    w.put(r.prescale);
-    w.put(r.postscale);
-    w.put(r.root);
+// A RequestList's encoding, from its requests one by one (`get` turns an element of `requests`
+// into a Request), after `hits` when `contribution` (a cycle contribution's head).
+template <class Range, class Get>
+std::string encode_requests(bool contribution, std::span<const std::uint32_t> hits,
+                            const Range& requests, Get get, bool shutdown) {
+  std::size_t size = (contribution ? 4 + 4 * hits.size() : 0) + 5;
+  for (const auto& r : requests) size += encoded_size(get(r));
+  Writer w(size);
+  if (contribution) {
+    w.put(static_cast<std::uint32_t>(hits.size()));
+    for (std::uint32_t id : hits) w.put(id);
   }
+  w.put<std::uint8_t>(shutdown ? 1 : 0);
+  w.put(static_cast<std::uint32_t>(std::size(requests)));
+  for (const auto& r : requests) write(w, get(r));
+  return w.take();
 }
+
+const Request& itself(const Request& r) { return r; }
+const Request& pointee(const Request* r) { return *r; }
 }  // namespace
 
 std::string encode(const RequestList& list) {
-  Writer w(encoded_size_hint(list));
-  write(w, list);
-  return w.take();
+  return encode_requests(false, {}, list.requests, itself, list.shutdown);
 }
 
 RequestList decode_requests(std::string_view bytes) {
@@ -229,11 +240,12 @@ ResponseList decode_responses(std::string_view bytes) {
 
 // A contribution carries a RequestList as its tail.
 std::string encode(const CycleContribution& c) {
-  Writer w(4 + 4 * c.hits.size() + encoded_size_hint(c.misses));
-  w.put(static_cast<std::uint32_t>(c.hits.size()));
-  for (std::uint32_t id : c.hits) w.put(id);
-  write(w, c.misses);
-  return w.take();
+  return encode_requests(true, c.hits, c.misses.requests, itself, c.misses.shutdown);
+}
+
+std::string encode_contribution(std::span<const std::uint32_t> hits,
+                                std::span<const Request* const> misses, bool shutdown) {
+  return encode_requests(true, hits, misses, pointee, shutdown);
 }
 
 CycleContribution decode_contribution(std::string_view bytes) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,10 @@ struct CycleSignal {
 };
 
 std::string encode(const CycleContribution& c);
+// The same bytes as encode(CycleContribution{hits, {misses, shutdown}}), from the submitted
+// requests themselves (no copy of each).
+std::string encode_contribution(std::span<const std::uint32_t> hits,
+                                std::span<const Request* const> misses, bool shutdown);
 std::string encode(const CycleSignal& s);
 CycleContribution decode_contribution(std::string_view bytes);
 CycleSignal decode_signal(std::string_view bytes);

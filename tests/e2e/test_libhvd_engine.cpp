@@ -286,6 +286,7 @@ TEST_CASE(
                                      "submitted [1000], rank 1 submitted [999]"));
     CHECK_THAT(on.out, Contains(me + "after the mismatch: ok"));
     CHECK_THAT(on.out, Contains(me + "cycling 10 names: hits 40 negotiated 10"));
+    CHECK_THAT(on.out, Contains(me + "negotiation sizes: ok"));
     CHECK_THAT(on.out, Contains(me + "all checks passed"));
   }
   const std::string bits = checksum(on);
