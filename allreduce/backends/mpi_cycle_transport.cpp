@@ -1,5 +1,6 @@
 // The negotiation cycles' collectives over MPI (cycle_transport.h), on a communicator of their
-// own. The AND round is one MPI_Iallreduce (MPI_BAND) of a few words. The allgather round is one
+// own. The AND round is one MPI_Iallreduce (MPI_BAND) of a few words (or, when every rank's words
+// together are small, an allgather of them ANDed here: kAndByGather). The allgather round is one
 // MPI_Iallgather of a slot per rank; every rank then knows every contribution's length, so when
 // one did not fit in its slot (a job's first steps: full requests) every rank makes the same
 // second, blocking round for the rests (MPI_Allgatherv) while all are in the cycle.
@@ -28,6 +29,12 @@ namespace {
 constexpr std::size_t kMinSlot = 128;
 constexpr std::size_t kMaxSlot = 1024;
 constexpr int kShrinkAfter = 16;
+// An AND round of at most this many bytes from all ranks together is an allgather of the words,
+// ANDed by each rank: one exchange where Open MPI's MPI_Iallreduce makes two (2 ranks, 3 words,
+// MPI_Test polling: 0.44 against 0.75 us over shared memory, 4.9 against 7.7 us over TCP; 3
+// ranks: 1.84 against 2.31 us, but 33 words, 792 bytes: 3.51 against 2.80). Larger, the
+// MPI_Iallreduce, whose size does not grow with the number of ranks.
+constexpr std::size_t kAndByGather = 512;
 
 void check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -69,8 +76,16 @@ class MpiCycleTransport : public CycleTransport {
   void start_and(std::vector<std::uint64_t> words) override {
     words_ = std::move(words);
     anded_.assign(words_.size(), 0);
-    check(MPI_Iallreduce(words_.data(), anded_.data(), static_cast<int>(words_.size()),
-                         MPI_UINT64_T, MPI_BAND, comm_, &request_),
+    const int n = static_cast<int>(words_.size());
+    and_by_gather_ = words_.size() * 8 * static_cast<std::size_t>(size_) <= kAndByGather;
+    if (and_by_gather_) {
+      all_words_.resize(words_.size() * static_cast<std::size_t>(size_));
+      check(MPI_Iallgather(words_.data(), n, MPI_UINT64_T, all_words_.data(), n, MPI_UINT64_T,
+                           comm_, &request_),
+            "MPI_Iallgather");
+      return;
+    }
+    check(MPI_Iallreduce(words_.data(), anded_.data(), n, MPI_UINT64_T, MPI_BAND, comm_, &request_),
           "MPI_Iallreduce");
   }
 
@@ -78,6 +93,14 @@ class MpiCycleTransport : public CycleTransport {
     int done = 0;
     check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done == 0) return std::nullopt;
+    if (and_by_gather_) {
+      const std::size_t n = words_.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint64_t w = ~std::uint64_t{0};
+        for (int r = 0; r < size_; ++r) w &= all_words_[static_cast<std::size_t>(r) * n + i];
+        anded_[i] = w;
+      }
+    }
     return anded_;
   }
 
@@ -152,6 +175,8 @@ class MpiCycleTransport : public CycleTransport {
   std::vector<int> counts_, displs_;
   std::string rests_;
   std::vector<std::uint64_t> words_, anded_;
+  bool and_by_gather_ = false;            // this AND round is an allgather, ANDed here
+  std::vector<std::uint64_t> all_words_;  // its every rank's words
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 

@@ -287,6 +287,7 @@ TEST_CASE(
     CHECK_THAT(on.out, Contains(me + "after the mismatch: ok"));
     CHECK_THAT(on.out, Contains(me + "cycling 10 names: hits 40 negotiated 10"));
     CHECK_THAT(on.out, Contains(me + "negotiation sizes: ok"));
+    CHECK_THAT(on.out, Contains(me + "1000 tensors: ok"));
     CHECK_THAT(on.out, Contains(me + "all checks passed"));
   }
   const std::string bits = checksum(on);
