@@ -1,6 +1,7 @@
 // The engine's thread against a peer that breaks the control-plane protocol: two ranks' worth of
 // engine, rank 1 real, rank 0 played by the test over a socketpair. A malformed message must fail
-// the pending ops with an error naming the peer, never std::terminate the process.
+// the pending ops with an error naming the peer, never std::terminate the process. The same pair
+// also shows what rank 1 sends: its batches (the batching delay's backstop).
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -189,4 +190,48 @@ TEST_CASE("engine: the coordinator tells ranks waiting on a late rank that it is
   }
   CHECK(keepalives >= 2);
   CHECK(keepalives <= 5);
+}
+
+TEST_CASE(
+    "engine: after many batches sent at once by waiters (the batching timer becomes a "
+    "backstop), a submission nobody waits on still goes to the coordinator",
+    "[libhvd][engine]") {
+  EngineOptions options;
+  options.cycle_time = std::chrono::microseconds(200);
+  EnginePair pair(1, options);  // this rank is 1; the test plays the coordinator, rank 0
+  const hvd::UniqueFd& rank0 = pair.peer;
+  std::string inbox;
+  // The names rank 1 sends, as they arrive, waiting at most `limit` for `name`.
+  auto receive_until = [&](const std::string& name, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      while (inbox.size() >= 4) {
+        std::uint32_t n = 0;
+        std::memcpy(&n, inbox.data(), 4);
+        if (inbox.size() < 4 + n) break;
+        const RequestList list = decode_requests(std::string_view(inbox).substr(4, n));
+        inbox.erase(0, 4 + n);
+        for (const Request& q : list.requests) {
+          if (q.name == name) return true;
+        }
+      }
+      pollfd p{rank0.get(), POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      char buf[4096];
+      const ssize_t got = ::read(rank0.get(), buf, sizeof buf);
+      if (got <= 0) return false;
+      inbox.append(buf, static_cast<size_t>(got));
+    }
+    return false;
+  };
+  std::vector<std::shared_ptr<hvd::detail::OpState>> ops;
+  for (int i = 0; i < 3 * BatchDelay::kStreak; ++i) {  // submit, then wait at once: sent now
+    ops.push_back(allreduce_op("w." + std::to_string(i)));
+    pair.engine->submit(ops.back(), false);
+    pair.engine->wait(*ops.back(), Clock::time_point::max());
+    REQUIRE(receive_until("w." + std::to_string(i), std::chrono::seconds(5)));
+  }
+  ops.push_back(allreduce_op("free"));
+  pair.engine->submit(ops.back(), false);  // nobody waits: the timer (the backstop) sends it
+  CHECK(receive_until("free", std::chrono::seconds(5)));
 }
