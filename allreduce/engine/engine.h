@@ -3,8 +3,9 @@
 //
 // The background thread's loop is `while (run_once())`: it sleeps in poll() on the Wakeup's
 // eventfd and timerfd and the control-plane sockets, so an idle rank uses no CPU. The first
-// submission of a batch arms the timer for the cycle time (HOROVOD_CYCLE_TIME) without waking the
-// thread; the batch goes to the coordinator when the timer fires, or at once when someone waits
+// submission of a batch arms the timer for the cycle time (HOROVOD_CYCLE_TIME; a backstop when
+// waiters keep taking the batches first: BatchDelay) without waking the thread; the batch goes to
+// the coordinator when the timer fires, or at once when someone waits
 // on a handle: on ranks other than 0 the waiting thread sends it itself, on rank 0 the background
 // thread wakes once to hand it to the Controller (fusion, validation, stall checks), which sends
 // every rank the same responses. Every thread hand-off costs a wake-up (tens of microseconds on a
