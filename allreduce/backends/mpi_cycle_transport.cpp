@@ -144,22 +144,16 @@ class MpiCycleTransport : public CycleTransport {
   // The next rounds' slot (see the top of the file), from the longest contribution of this one.
   void resize_slot(std::size_t longest) {
     const std::size_t before = slot_size_;
-    adapt_slot(longest);
+    const std::size_t need = std::clamp(std::bit_ceil(longest + 4), kMinSlot, kMaxSlot);
+    fitted_ = need < slot_size_ ? fitted_ + 1 : 0;
+    if (need > slot_size_) slot_size_ = need;
+    if (fitted_ >= kShrinkAfter) {
+      slot_size_ /= 2;
+      fitted_ = 0;
+    }
     if (slot_size_ != before) {
       logger().debug("negotiation: allgather slot {} -> {} bytes (longest contribution {})", before,
                      slot_size_, longest);
-    }
-  }
-  void adapt_slot(std::size_t longest) {
-    const std::size_t need = std::clamp(std::bit_ceil(longest + 4), kMinSlot, kMaxSlot);
-    if (need > slot_size_) {
-      slot_size_ = need;
-      fitted_ = 0;
-    } else if (need < slot_size_ && ++fitted_ >= kShrinkAfter) {
-      slot_size_ /= 2;
-      fitted_ = 0;
-    } else if (need == slot_size_) {
-      fitted_ = 0;
     }
   }
 

@@ -268,6 +268,7 @@ void CycleEngine::finish(const Decision& reply) {
   ++cycles_;
   last_idle_ = reply.idle;
   for (const Response& response : reply.list.responses) run_response(response);
+  run_ops_.clear();
   last_heard_ = Clock::now();  // rank 0 took part (counted after the work, which may be long)
   if (!reply.list.fatal.empty()) {
     end_cycles(reply.list.fatal, reply.list.fatal_status);
@@ -296,8 +297,8 @@ void CycleEngine::finish(const Decision& reply) {
 }
 
 void CycleEngine::run_response(const Response& response) {
-  // Kept from response to response (their capacity: no allocation per response); the ops'
-  // references are dropped when they ran.
+  // Kept from response to response (their capacity: no allocation per response); finish()
+  // drops the ops' references once the cycle's responses ran.
   std::vector<std::shared_ptr<detail::OpState>>& ops = run_ops_;
   std::vector<std::uint32_t>& slots = run_slots_;  // each op's cache slot when announced
   ops.clear();
@@ -318,7 +319,6 @@ void CycleEngine::run_response(const Response& response) {
   if (!response.error.empty()) {
     for (const std::string& name : response.names) cache_.erase(name);
     for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
-    ops.clear();
     return;
   }
   if (ops.size() != response.names.size()) {
@@ -327,12 +327,10 @@ void CycleEngine::run_response(const Response& response) {
                          fmt::format("the coordinator scheduled {} ops of which this rank knows {}",
                                      response.names.size(), ops.size())));
     }
-    ops.clear();
     return;
   }
   for (std::size_t i = 0; i < ops.size(); ++i) cache_.put(ops[i]->request, slots[i]);
   run_ops(runner_, ops, options_.timeline);
-  ops.clear();
 }
 
 void CycleEngine::ring(Clock::time_point now) {

@@ -76,6 +76,8 @@ class Reader {
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
+constexpr std::string_view kAutomaticPrefix = "hvd.";
+
 // Enum values read off the wire, range-checked: a bad one is a malformed message.
 template <class E>
 E checked(std::int64_t value, std::int64_t max) {
@@ -105,10 +107,6 @@ const char* op_kind_name(OpKind kind) {
   }
   return "invalid op kind";
 }
-
-namespace {
-constexpr std::string_view kAutomaticPrefix = "hvd.";
-}  // namespace
 
 std::string automatic_name(OpKind kind, long long n) {
   char digits[24];
