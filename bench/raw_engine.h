@@ -28,6 +28,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <httplib.h>
 
+#include "common/thread_policy.h"
 #include "contract/rendezvous.h"
 #endif
 
@@ -148,7 +149,12 @@ struct GlooRaw : RawEngine {
                                             (timeout_s.empty() ? 30 : std::stoi(timeout_s)));
     gloo::transport::tcp::attr attr;
     attr.hostname = env("HVD_ADVERTISE_ADDR");
-    auto device = gloo::transport::tcp::CreateDevice(attr);
+    // Gloo's event loop under the policy libhvd gives its own (HOROVOD_GLOO_LOOP_POLICY), so
+    // the raw column measures the collective as libhvd runs it.
+    const auto policy = hvd::parse_thread_policy(env("HOROVOD_GLOO_LOOP_POLICY"));
+    std::shared_ptr<gloo::transport::Device> device;
+    hvd::run_with_thread_policy(policy.value_or(hvd::ThreadPolicy::kNormal),
+                                [&] { device = gloo::transport::tcp::CreateDevice(attr); });
     BenchStore store(env("HVD_RENDEZVOUS_ADDR"), env("HVD_RENDEZVOUS_TOKEN"),
                      env("HVD_JOB_ID") + "." + scope, rank, timeout);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);

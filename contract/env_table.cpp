@@ -44,8 +44,8 @@ constexpr std::array<const EnvVar*, 31> kTable{
     &kElasticGeneration,
 };
 
-constexpr std::array<const EnvVar*, 11> kKnobs{
-    &kCpuOperations,  &kGlooTimeout,       &kLogLevel,  &kFusionThreshold,
+constexpr std::array<const EnvVar*, 12> kKnobs{
+    &kCpuOperations,  &kGlooTimeout,       &kGlooLoopPolicy, &kLogLevel,  &kFusionThreshold,
     &kCycleTime,      &kCacheCapacity,     &kMpiCycles, &kStallCheckDisable,
     &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 

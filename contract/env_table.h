@@ -177,6 +177,12 @@ inline constexpr EnvVar kGlooTimeout{
     "word from rank 0, and the whole of hvd::init() for the other ranks (and a margin), before "
     "failing",
     integer_default(30)};
+inline constexpr EnvVar kGlooLoopPolicy{
+    "HOROVOD_GLOO_LOOP_POLICY", EnvKind::kKnob, EnvType::kString,
+    "libhvd's own (not Horovod's): the Linux scheduling policy of Gloo's TCP event-loop thread: "
+    "normal, batch (faster when the ranks have their cores to themselves, slower when other work "
+    "keeps every core busy) or idle (only for measurements: starved by any busy thread)",
+    text_default("normal")};
 inline constexpr EnvVar kLogLevel{"HOROVOD_LOG_LEVEL", EnvKind::kKnob, EnvType::kString,
                                   "libhvd's log level: trace, debug, info, warning, error",
                                   text_default("warning")};

@@ -13,6 +13,7 @@
 
 #include <cstring>
 
+#include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
 #include "allreduce/kernels/kernels.h"
 #include "common/signal_fd.h"
@@ -54,7 +55,15 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
   attr.hostname = options.bind_address;
   std::shared_ptr<gloo::transport::Device> device;
   try {
-    device = gloo::transport::tcp::CreateDevice(attr);
+    // The device starts Gloo's event-loop thread, which takes the policy of the thread that
+    // creates it (HOROVOD_GLOO_LOOP_POLICY; common/thread_policy.h says why).
+    const int refused = run_with_thread_policy(
+        options.loop_policy, [&] { device = gloo::transport::tcp::CreateDevice(attr); });
+    if (refused != 0) {
+      logger().warn("HOROVOD_GLOO_LOOP_POLICY={}: the kernel refused the policy ({}); Gloo's "
+                    "event loop runs under the normal one",
+                    thread_policy_name(options.loop_policy), std::strerror(refused));
+    }
   } catch (const std::exception& e) {
     throw StatusError(HVD_ERR_BACKEND,
                       fmt::format("Gloo cannot bind its TCP device to {} (HVD_ADVERTISE_ADDR): {}",

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "allreduce/backends/backend.h"
+#include "common/thread_policy.h"
 
 namespace gloo {
 class Context;
@@ -30,6 +31,8 @@ struct GlooOptions {
   int size = 1;
   std::string bind_address;  // HVD_ADVERTISE_ADDR
   std::chrono::milliseconds timeout{30000};
+  // HOROVOD_GLOO_LOOP_POLICY: the scheduling policy of Gloo's TCP event-loop thread.
+  ThreadPolicy loop_policy = ThreadPolicy::kNormal;
 };
 
 class GlooBackend : public Backend {

@@ -8,6 +8,7 @@
 
 #include "allreduce/api/status_error.h"
 #include "common/port_range.h"
+#include "common/thread_policy.h"
 #include "contract/elastic.h"
 #include "contract/env_table.h"
 
@@ -160,6 +161,12 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
   config.started_by = detect_starter(getenv);
   config.backend = choose_backend(getenv, config.started_by, build);
   config.gloo_timeout = read_timeout(getenv);
+  const std::string loop_policy = value_of(getenv, contract::kGlooLoopPolicy.name);
+  if (!loop_policy.empty()) {
+    const auto policy = parse_thread_policy(lower(loop_policy));
+    if (!policy) bad_value(contract::kGlooLoopPolicy.name, loop_policy, "normal, batch or idle");
+    config.gloo_loop_policy = *policy;
+  }
   read_engine_knobs(getenv, config);
   const std::string level = lower(value_of(getenv, contract::kLogLevel.name));
   if (!level.empty()) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/port_range.h"
+#include "common/thread_policy.h"
 #include "contract/env_table.h"
 #include "contract/topology.h"
 
@@ -46,6 +47,7 @@ struct RuntimeConfig {
   std::string master_addr;  // MASTER_ADDR as hvdrun set it (elastic: world().master_addr)
   // The knobs start at the contract table's defaults (contract/env_table.h), written once there.
   std::chrono::seconds gloo_timeout{contract::kGlooTimeout.default_value.integer};
+  ThreadPolicy gloo_loop_policy = ThreadPolicy::kNormal;  // HOROVOD_GLOO_LOOP_POLICY
   std::string log_level{contract::kLogLevel.default_value.text};
   // The engine (named ops, negotiation, fusion, stalls, timeline).
   std::size_t fusion_threshold =

@@ -203,6 +203,24 @@ TEST_CASE("read_config: HOROVOD_GLOO_TIMEOUT_SECONDS", "[libhvd]") {
   }
 }
 
+TEST_CASE("read_config: HOROVOD_GLOO_LOOP_POLICY", "[libhvd]") {
+  using hvd::ThreadPolicy;
+  CHECK(config_of({}).gloo_loop_policy == ThreadPolicy::kNormal);
+  CHECK(config_of({{"HOROVOD_GLOO_LOOP_POLICY", "normal"}}).gloo_loop_policy ==
+        ThreadPolicy::kNormal);
+  CHECK(config_of({{"HOROVOD_GLOO_LOOP_POLICY", "batch"}}).gloo_loop_policy ==
+        ThreadPolicy::kBatch);
+  CHECK(config_of({{"HOROVOD_GLOO_LOOP_POLICY", "IDLE"}}).gloo_loop_policy ==
+        ThreadPolicy::kIdle);
+  for (const char* v : {"fifo", "batch ", "0", "SCHED_BATCH"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_GLOO_LOOP_POLICY", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_LOOP_POLICY"));
+    CHECK_THAT(f.hint, Catch::Matchers::Contains("normal, batch or idle"));
+  }
+}
+
 TEST_CASE("read_config: HOROVOD_LOG_LEVEL", "[libhvd]") {
   CHECK(config_of({{"HOROVOD_LOG_LEVEL", "DEBUG"}}).log_level == "debug");
   for (const char* v : {"trace", "debug", "info", "warning", "error", "fatal"}) {
