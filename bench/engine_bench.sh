@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # libhvd's engine against the raw engine under it, 2 ranks on localhost, for
-# each of ENGINES (default "mpi mpi-tcp gloo"):
+# each of ENGINES (default "mpi mpi-tcp gloo gloo-batch"):
 #   mpi      `hvdrun --mpi`: Open MPI as hvdrun runs it on one host (shared memory, vader); raw =
 #            MPI_Allreduce on MPI_COMM_WORLD;
 #   mpi-tcp  the same with `--mpi-args "-mca btl_base_exclude vader"`: rank traffic over TCP, as
 #            between hosts (the reference figures: 2 loopback hosts, TCP);
 #   gloo     native hvdrun: libhvd on Gloo; raw = gloo::allreduce on the bench's own context;
+#   gloo-batch  the same with HOROVOD_GLOO_LOOP_POLICY=batch (Gloo's event-loop thread, libhvd's
+#            and the raw context's, under SCHED_BATCH; bench/README.md, "Gloo on this VM");
 # three programs each:
 #   1. engine_bench (idle CPU, 100 x 16 KiB async with fusion on, synchronous 4 KiB);
 #   2. engine_bench --parts fusion again under `--fusion-threshold-mb 0` (fusion off);
@@ -36,9 +38,9 @@ status=0
 run() {
   local label=$1
   shift
-  echo "== $label: $hvdrun $*"
+  echo "== $label: ${run_env[*]}${run_env[*]:+ }$hvdrun $*"
   local out rc
-  out=$("$hvdrun" "$@" 2>&1)
+  out=$(env "${run_env[@]}" "$hvdrun" "$@" 2>&1)
   rc=$?
   out=$(sed -E 's/^\[[0-9,]+\]<std(out|err)>://' <<<"$out")
   grep -v '^RESULT ' <<<"$out"
@@ -62,13 +64,15 @@ for ((i = 0; i < ${#args[@]}; i += 2)); do
 done
 
 start=$(date +%s)
-engines=${ENGINES:-mpi mpi-tcp gloo}
+engines=${ENGINES:-mpi mpi-tcp gloo gloo-batch}
 for engine in $engines; do
+  run_env=()
   case $engine in
     gloo) mode=() ;;
+    gloo-batch) mode=() && run_env=(HOROVOD_GLOO_LOOP_POLICY=batch) ;;
     mpi) mode=(--mpi) ;;
     mpi-tcp) mode=(--mpi --mpi-args "-mca btl_base_exclude vader") ;;
-    *) echo "ENGINES: mpi, mpi-tcp and/or gloo, not $engine" >&2; exit 2 ;;
+    *) echo "ENGINES: mpi, mpi-tcp, gloo and/or gloo-batch, not $engine" >&2; exit 2 ;;
   esac
   run "$engine" "${mode[@]}" -np 2 "$bench" "$@"
   run "$engine" "${mode[@]}" --fusion-threshold-mb 0 -np 2 "$bench" "${fusion_args[@]}" --parts fusion
@@ -93,7 +97,7 @@ for engine in $engines; do
     $2 == "RESULT64" && match($0, /: [0-9.]+/) { big = substr($0, RSTART + 2, RLENGTH - 2) }
     $2 == "ROW" { label = $3 " " $4; if (worst == "" || $10 + 0 < worst + 0) { worst = $10; worst_at = label } }
     END {
-      fused_goal = (e == "mpi" ? 0.8 : 0.9); bw_goal = (e == "gloo" ? 0.9 : 0.95)
+      fused_goal = (e == "mpi" ? 0.8 : 0.9); bw_goal = (e ~ /^gloo/ ? 0.9 : 0.95)
       printf "%s:\n", e
       if (on != "" && on_f > 0) printf "  100 x 16 KiB: fused %s us, fusion by hand %s us: %.2fx of by hand (goal >= %.1f: %s); raw loop %s us: raw/fused %.2fx\n", on_h, on_f, on_f / on_h, fused_goal, verdict(on_f / on_h >= fused_goal), on_r, on
       if (off != "")  printf "  100 x 16 KiB: unfused %s us vs raw loop %s us: raw/unfused %.2fx (for information)\n", off_h, off_r, off

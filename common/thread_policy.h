@@ -4,10 +4,11 @@
 // the caller's policy is never touched (an unprivileged thread could not raise it back from
 // SCHED_IDLE).
 //
-// Why (bench/README.md, "Gloo on this VM"): on a host whose cores the ranks have to themselves,
-// Gloo's event loop at SCHED_BATCH stops delaying the threads it wakes (small collectives
-// 1.5-2x faster, a training epoch 16% shorter on the 2-core development VM); on a host whose
-// cores are all busy with other work it costs time (29% longer), and SCHED_IDLE starves it (14x).
+// Why (bench/README.md, "Gloo's event loop and the scheduler"): on a host whose cores the ranks
+// have to themselves, Gloo's event loop under SCHED_BATCH (no wake-up preemption) made small
+// collectives 1.2-2x faster and a training epoch about 15% shorter on the 2-core development VM;
+// on a host whose cores are all busy with other work it costs time (14-29% longer), and
+// SCHED_IDLE starves it (14x).
 #pragma once
 
 #include <functional>
