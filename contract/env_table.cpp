@@ -44,9 +44,9 @@ constexpr std::array<const EnvVar*, 31> kTable{
     &kElasticGeneration,
 };
 
-constexpr std::array<const EnvVar*, 12> kKnobs{
-    &kCpuOperations,  &kGlooTimeout,       &kGlooLoopPolicy, &kLogLevel,  &kFusionThreshold,
-    &kCycleTime,      &kCacheCapacity,     &kMpiCycles, &kStallCheckDisable,
+constexpr std::array<const EnvVar*, 13> kKnobs{
+    &kCpuOperations,  &kGlooTimeout,       &kGlooLoopPolicy, &kLogLevel,   &kFusionThreshold,
+    &kCycleTime,      &kCacheCapacity,     &kMpiCycles,      &kGlooCycles, &kStallCheckDisable,
     &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{

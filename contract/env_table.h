@@ -207,6 +207,12 @@ inline constexpr EnvVar kMpiCycles{
     "waiting thread; 0 over the "
     "TCP control plane through rank 0's engine thread, as under Gloo",
     integer_default(1)};
+inline constexpr EnvVar kGlooCycles{
+    "HOROVOD_GLOO_CYCLES", EnvKind::kKnob, EnvType::kInt,
+    "libhvd's own (not Horovod's): under Gloo, 1 negotiates in cycles from the waiting thread, "
+    "each a message to rank 0 and back on connections of their own, with the response cache; 0 "
+    "through rank 0's engine thread (the TCP engine)",
+    integer_default(0)};
 inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,
                                            EnvType::kInt, "1 turns the stall inspector off",
                                            integer_default(0)};

@@ -60,9 +60,10 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
     const int refused = run_with_thread_policy(
         options.loop_policy, [&] { device = gloo::transport::tcp::CreateDevice(attr); });
     if (refused != 0) {
-      logger().warn("HOROVOD_GLOO_LOOP_POLICY={}: the kernel refused the policy ({}); Gloo's "
-                    "event loop runs under the normal one",
-                    thread_policy_name(options.loop_policy), std::strerror(refused));
+      logger().warn(
+          "HOROVOD_GLOO_LOOP_POLICY={}: the kernel refused the policy ({}); Gloo's "
+          "event loop runs under the normal one",
+          thread_policy_name(options.loop_policy), std::strerror(refused));
     }
   } catch (const std::exception& e) {
     throw StatusError(HVD_ERR_BACKEND,

@@ -183,16 +183,23 @@ std::string share(Backend& backend, int rank, const std::string& mine) {
   return text;
 }
 
+// The ranks among plane * size + rank ids, once each, in order: who did not connect.
+std::set<int> ranks_of(const std::set<int>& ids, int size) {
+  std::set<int> ranks;
+  for (int id : ids) ranks.insert(id % size);
+  return ranks;
+}
+
 }  // namespace
 
-// Rank 0: accepts until every other rank said hello with the token. Handshakes run side by
-// side (one poll over the listener and every connection that has not said hello yet), each
-// with kHelloTime, so idle or slow connections (a port scanner, an attacker who found the
-// port) cannot hold up the ranks behind them; at most kMaxPendingHellos wait at once, the
-// oldest dropped first.
+// Rank 0: accepts until every other rank said hello with the token, once per plane. Handshakes
+// run side by side (one poll over the listener and every connection that has not said hello
+// yet), each with kHelloTime, so idle or slow connections (a port scanner, an attacker who found
+// the port) cannot hold up the ranks behind them; at most kMaxPendingHellos wait at once, the
+// oldest dropped first. A hello names plane * size + rank (plane 0: the rank alone).
 void ControlPlane::accept_ranks(int listener, const std::string& token, int size,
                                 std::chrono::milliseconds timeout, Clock::time_point deadline,
-                                ControlPlane& cp) {
+                                std::vector<ControlPlane>& planes) {
   struct Pending {
     UniqueFd fd;
     std::string hello;  // token (32 hex) + rank (u32), as it arrives
@@ -201,18 +208,21 @@ void ControlPlane::accept_ranks(int listener, const std::string& token, int size
   constexpr auto kHelloTime = std::chrono::seconds(5);
   constexpr std::size_t kMaxPendingHellos = 64;
   constexpr std::size_t kHelloBytes = 36;
-  std::set<int> missing;
-  for (int r = 1; r < size; ++r) missing.insert(r);
+  std::set<int> missing;  // plane * size + rank
+  for (std::size_t plane = 0; plane < planes.size(); ++plane) {
+    for (int r = 1; r < size; ++r) missing.insert(static_cast<int>(plane) * size + r);
+  }
   std::deque<Pending> pending;
   ::fcntl(listener, F_SETFL, ::fcntl(listener, F_GETFL) | O_NONBLOCK);  // accept until EAGAIN
   while (!missing.empty()) {
     const auto now = Clock::now();
     if (now >= deadline) {
-      throw StatusError(HVD_ERR_TIMEOUT,
-                        fmt::format("the engine's control plane: rank(s) {} did not connect to "
-                                    "rank 0 within {} s",
-                                    fmt::join(missing, ", "), timeout.count() / 1000),
-                        "a firewall may block rank 0's host, or those ranks failed in init()");
+      throw StatusError(
+          HVD_ERR_TIMEOUT,
+          fmt::format("the engine's control plane: rank(s) {} did not connect to "
+                      "rank 0 within {} s",
+                      fmt::join(ranks_of(missing, size), ", "), timeout.count() / 1000),
+          "a firewall may block rank 0's host, or those ranks failed in init()");
     }
     std::erase_if(pending, [&](const Pending& p) { return p.until <= now; });
     auto wake = deadline;
@@ -237,15 +247,17 @@ void ControlPlane::accept_ranks(int listener, const std::string& token, int size
       if (p.hello.size() < kHelloBytes) continue;
       std::uint32_t from = 0;
       std::memcpy(&from, p.hello.data() + 32, 4);
-      const bool ours = same_secret(std::string_view(p.hello).substr(0, 32), token) && from > 0 &&
-                        from < static_cast<std::uint32_t>(size) &&
+      const bool ours = same_secret(std::string_view(p.hello).substr(0, 32), token) &&
+                        from < static_cast<std::uint32_t>(size) * planes.size() &&
                         missing.count(static_cast<int>(from)) == 1;
       if (ours) {
         ::fcntl(p.fd.get(), F_SETFL, 0);  // blocking from here on; reads are driven by poll()
         set_nodelay(p.fd.get());
         if (send_all(p.fd.get(), "ok")) {
           missing.erase(static_cast<int>(from));
-          cp.peers_[from].fd = std::move(p.fd);
+          planes[from / static_cast<std::uint32_t>(size)]
+              .peers_[from % static_cast<std::uint32_t>(size)]
+              .fd = std::move(p.fd);
         }
       }
       p.until = Clock::time_point{};  // answered or not one of ours: no longer pending
@@ -315,11 +327,23 @@ ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
                                    const std::string& bind_address,
                                    std::chrono::milliseconds timeout, const PortRange& port_range,
                                    int avoid_port) {
-  ControlPlane cp;
-  cp.rank_ = rank;
-  cp.size_ = size;
-  cp.peers_.resize(static_cast<std::size_t>(size));
-  if (size == 1) return cp;
+  return std::move(
+      connect_planes(1, backend, rank, size, bind_address, timeout, port_range, avoid_port)
+          .front());
+}
+
+std::vector<ControlPlane> ControlPlane::connect_planes(int count, Backend& backend, int rank,
+                                                       int size, const std::string& bind_address,
+                                                       std::chrono::milliseconds timeout,
+                                                       const PortRange& port_range,
+                                                       int avoid_port) {
+  std::vector<ControlPlane> planes(static_cast<std::size_t>(count));
+  for (ControlPlane& cp : planes) {
+    cp.rank_ = rank;
+    cp.size_ = size;
+    cp.peers_.resize(static_cast<std::size_t>(size));
+  }
+  if (size == 1) return planes;
   const auto deadline = Clock::now() + timeout;
 
   if (rank == 0) {
@@ -330,8 +354,8 @@ ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
     const std::vector<std::string> addrs =
         bind_address.empty() ? local_addresses() : std::vector<std::string>{bind_address};
     share(backend, rank, fmt::format("{} {} {}", token, port, fmt::join(addrs, ",")));
-    accept_ranks(listener.get(), token, size, timeout, deadline, cp);
-    return cp;
+    accept_ranks(listener.get(), token, size, timeout, deadline, planes);
+    return planes;
   }
 
   const std::string shared = share(backend, rank, {});
@@ -348,18 +372,24 @@ ControlPlane ControlPlane::connect(Backend& backend, int rank, int size,
     const std::string host = addrs.substr(at, comma - at);
     at = comma + 1;
     tried.push_back(host);
-    const auto attempt_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(3));
-    UniqueFd fd = connect_to(host, port, attempt_deadline);
-    if (fd.get() < 0) continue;
-    std::string hello(token, 32);
-    const auto r = static_cast<std::uint32_t>(rank);
-    hello.append(reinterpret_cast<const char*>(&r), 4);
-    char ok[2];
-    if (send_all(fd.get(), hello) && read_exact(fd.get(), ok, 2, deadline) &&
-        std::string_view(ok, 2) == "ok") {
-      cp.peers_[0].fd = std::move(fd);
-      return cp;
+    // Every plane through the first address that answers.
+    std::size_t connected = 0;
+    for (; connected < planes.size(); ++connected) {
+      const auto attempt_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(3));
+      UniqueFd fd = connect_to(host, port, attempt_deadline);
+      if (fd.get() < 0) break;
+      std::string hello(token, 32);
+      const auto id = static_cast<std::uint32_t>(static_cast<int>(connected) * size + rank);
+      hello.append(reinterpret_cast<const char*>(&id), 4);
+      char ok[2];
+      if (!send_all(fd.get(), hello) || !read_exact(fd.get(), ok, 2, deadline) ||
+          std::string_view(ok, 2) != "ok") {
+        break;
+      }
+      planes[connected].peers_[0].fd = std::move(fd);
     }
+    if (connected == planes.size()) return planes;
+    for (ControlPlane& cp : planes) cp.peers_[0].fd.reset();
   }
   throw StatusError(HVD_ERR_TIMEOUT,
                     fmt::format("the engine's control plane: rank {} cannot reach rank 0 at port "

@@ -32,6 +32,13 @@ class ControlPlane {
   static ControlPlane connect(Backend& backend, int rank, int size, const std::string& bind_address,
                               std::chrono::milliseconds timeout, const PortRange& port_range = {},
                               int avoid_port = 0);
+  // The same, `count` planes at once: connections of their own between the same ranks, through
+  // one listener on rank 0 (one port, whatever the count).
+  static std::vector<ControlPlane> connect_planes(int count, Backend& backend, int rank, int size,
+                                                  const std::string& bind_address,
+                                                  std::chrono::milliseconds timeout,
+                                                  const PortRange& port_range = {},
+                                                  int avoid_port = 0);
   // Connections already made, by rank (an invalid fd for this rank and for ranks it has no
   // connection to): for the engine's unit tests, which connect two engines with socketpairs.
   static ControlPlane adopt(int rank, int size, std::vector<UniqueFd> peers);
@@ -58,7 +65,8 @@ class ControlPlane {
  private:
   static void accept_ranks(int listener, const std::string& token, int size,
                            std::chrono::milliseconds timeout,
-                           std::chrono::steady_clock::time_point deadline, ControlPlane& cp);
+                           std::chrono::steady_clock::time_point deadline,
+                           std::vector<ControlPlane>& planes);
   struct Peer {
     UniqueFd fd;
     std::string inbox;  // bytes of a message not complete yet

@@ -159,10 +159,16 @@ CycleEngine::Step CycleEngine::step(Clock::time_point now, bool waiter) {
   if (ended_) return Step::kIdle;
   if (!posted_) {
     if (!want_cycle(waiter)) return Step::kIdle;
-    post(now, waiter);
+    try {
+      post(now, waiter);
+    } catch (const StatusError& e) {
+      end_cycles(e.what(), e.status());  // the transport failed: see progress()
+      return Step::kIdle;
+    }
     parked_ = waiter && !brought_new_;
   }
   if (!progress(now)) {
+    if (ended_) return Step::kIdle;
     if (!rang_ && brought_new_ && now - posted_at_ >= kDoorbellAfter) ring(now);
     return Step::kWaiting;
   }
@@ -235,6 +241,23 @@ void CycleEngine::post(Clock::time_point now, bool waiter) {
 }
 
 bool CycleEngine::progress(Clock::time_point now) {
+  try {
+    return progress_cycle(now);
+  } catch (const StatusError& e) {
+    // The transport failed (a peer's connection closed, a garbled round): no cycle can complete
+    // any more, on whichever thread moved it on. Rank 0 says so to every rank, as it does for a
+    // control connection that closes (read_signals).
+    if (root()) {
+      const std::string bytes =
+          encode(CycleSignal{.doorbell = 0, .fatal = e.what(), .fatal_status = e.status()});
+      for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+    }
+    end_cycles(e.what(), e.status());
+    return false;
+  }
+}
+
+bool CycleEngine::progress_cycle(Clock::time_point now) {
   if (and_round_) {
     std::optional<std::vector<std::uint64_t>> anded = transport_->anded();
     if (!anded) return false;
@@ -348,6 +371,7 @@ void CycleEngine::ring(Clock::time_point now) {
 }
 
 void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {
+  if (root() && !ended_) transport_->abort(fatal, status);
   ended_ = true;
   broken_ = true;
   fail_everything(fatal, status);

@@ -96,7 +96,10 @@ class CycleEngine : public OpEngine {
   Step step(Clock::time_point now, bool waiter);
   bool want_cycle(bool waiter);
   void post(Clock::time_point now, bool waiter);  // waiter: a waiting thread starts it
-  bool progress(Clock::time_point now);           // true: the cycle completed and its responses ran
+  // true: the cycle completed and its responses ran; false: not yet, or the transport failed
+  // (then the cycles ended: ended_).
+  bool progress(Clock::time_point now);
+  bool progress_cycle(Clock::time_point now);  // progress() but for the transport's failures
   Decision decide(const std::vector<std::string>& contributions, Clock::time_point now);
   std::optional<Decision> decide_from_and(const std::vector<std::uint64_t>& anded);
   void finish(const Decision& decision);

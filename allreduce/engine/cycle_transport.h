@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "hvd/hvd.h"  // hvd_status
+
 namespace hvd::runtime {
 
 class CycleTransport {
@@ -27,6 +29,10 @@ class CycleTransport {
   virtual void start_and(std::vector<std::uint64_t> words) = 0;
   // The bitwise AND of every rank's words, once they all arrived here; nullopt until then.
   virtual std::optional<std::vector<std::uint64_t>> anded() = 0;
+  // Rank 0, when the job failed: tells every rank why, on connections of the transport's own if
+  // it has them, ahead of what rank 0's exit would show there (connections closing), so the
+  // others report the cause rather than rank 0's departure. Best effort; nothing by default.
+  virtual void abort(const std::string& /*why*/, hvd_status /*status*/) {}
 };
 
 }  // namespace hvd::runtime

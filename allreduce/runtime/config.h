@@ -56,6 +56,7 @@ struct RuntimeConfig {
   std::size_t cache_capacity =
       static_cast<std::size_t>(contract::kCacheCapacity.default_value.integer);
   bool mpi_cycles = contract::kMpiCycles.default_value.integer == 1;
+  bool gloo_cycles = contract::kGlooCycles.default_value.integer == 1;
   // 0: the stall inspector is off
   std::chrono::seconds stall_warning{contract::kStallCheckTime.default_value.integer};
   // 0: stalls only warn

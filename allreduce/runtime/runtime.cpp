@@ -13,6 +13,7 @@
 #include "allreduce/backends/nccl_ops.h"
 #include "allreduce/engine/control_plane.h"
 #include "allreduce/engine/cycle_engine.h"
+#include "allreduce/engine/tcp_cycle_transport.h"
 #include "allreduce/kernels/dtype.h"
 #include "allreduce/kernels/kernels.h"
 #include "allreduce/runtime/checks.h"
@@ -112,10 +113,13 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                                : config_.advertise_addr;
   // Said here, before the backend is torn down by the unwinding: the other ranks then fail with
   // a reset, and the launcher may stop this rank before the program could print the cause.
-  auto control = [&] {
+  // The TCP cycles (HOROVOD_GLOO_CYCLES=1 under Gloo) negotiate on a second plane, through the
+  // same listener.
+  const bool tcp_cycles = config_.backend == BackendKind::kGloo && config_.gloo_cycles;
+  auto planes = [&] {
     try {
-      return ControlPlane::connect(
-          *backend_, topology_.rank, topology_.size, bind,
+      return ControlPlane::connect_planes(
+          tcp_cycles ? 2 : 1, *backend_, topology_.rank, topology_.size, bind,
           std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
           config_.port_range, config_.master_port);
     } catch (const StatusError& e) {
@@ -144,15 +148,21 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                        .coordinator_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
                            config_.gloo_timeout)};
   // Under MPI the engine negotiates in cycles on MPI collectives (cycle_engine.h), unless
-  // HOROVOD_MPI_CYCLES=0; Gloo's small collectives are slower than the control plane's messages.
+  // HOROVOD_MPI_CYCLES=0. Under Gloo, whose small collectives are slower than the control plane's
+  // messages, HOROVOD_GLOO_CYCLES=1 runs the cycles over TCP connections of their own
+  // (tcp_cycle_transport.h); otherwise the TCP engine negotiates through rank 0's engine thread.
   if (watchdog) watchdog->stage("the engine's start");
-  std::unique_ptr<CycleTransport> transport =
-      config_.mpi_cycles ? backend_->cycle_transport() : nullptr;
+  std::unique_ptr<CycleTransport> transport;
+  if (config_.backend == BackendKind::kMpi) {
+    if (config_.mpi_cycles) transport = backend_->cycle_transport();
+  } else if (tcp_cycles) {
+    transport = std::make_unique<TcpCycleTransport>(std::move(planes[1]));
+  }
   if (transport) {
-    engine_ = std::make_unique<CycleEngine>(*this, std::move(control), std::move(transport), engine,
-                                            config_.cache_capacity);
+    engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),
+                                            engine, config_.cache_capacity);
   } else {
-    engine_ = std::make_unique<Engine>(*this, std::move(control), engine);
+    engine_ = std::make_unique<Engine>(*this, std::move(planes[0]), engine);
   }
   logger().debug(
       "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "

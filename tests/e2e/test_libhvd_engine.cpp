@@ -12,18 +12,46 @@ using nlohmann::json;
 
 namespace {
 
-hvd::test::RunResult run_local(int np, const std::vector<std::string>& args,
-                               const std::vector<std::pair<std::string, std::string>>& env = {},
-                               bool mpi = false) {
-  std::vector<std::string> argv{"-np", std::to_string(np), LIBHVD_CHECK};
-  if (mpi) argv.insert(argv.begin(), "--mpi");
-  argv.insert(argv.end(), args.begin(), args.end());
-  return hvd::test::run_hvdrun(argv, env);
+// The engine's three negotiations: under Gloo (native) through rank 0's engine thread over the
+// TCP control plane (HOROVOD_GLOO_CYCLES=0) or in cycles over TCP (=1, tcp_cycle_transport.h),
+// and under --mpi in cycles on MPI collectives (cycle_engine.h); the behaviour the tests check
+// is the same.
+enum class Mode { kTcpEngine, kGlooCycles, kMpi };
+
+const char* engine_name(Mode mode) {
+  switch (mode) {
+    case Mode::kTcpEngine:
+      return "native, HOROVOD_GLOO_CYCLES=0 (the TCP engine)";
+    case Mode::kGlooCycles:
+      return "native, HOROVOD_GLOO_CYCLES=1 (cycles over TCP)";
+    case Mode::kMpi:
+      break;
+  }
+  return "--mpi (cycles on MPI)";
 }
 
-// The engine's two negotiations: the TCP control plane (native, Gloo) and cycles on MPI
-// collectives (--mpi, cycle_engine.h); the behaviour the tests check is the same.
-const char* engine_name(bool mpi) { return mpi ? "--mpi (cycles)" : "native (control plane)"; }
+// `args` (hvdrun's, before the program) and `env` for `mode`.
+std::vector<std::pair<std::string, std::string>> with_mode(
+    Mode mode, std::vector<std::string>& args,
+    std::vector<std::pair<std::string, std::string>> env = {}) {
+  if (mode == Mode::kMpi) {
+    args.insert(args.begin(), "--mpi");
+  } else {
+    env.emplace_back("HOROVOD_GLOO_CYCLES", mode == Mode::kGlooCycles ? "1" : "0");
+  }
+  return env;
+}
+
+hvd::test::RunResult run_local(int np, const std::vector<std::string>& args,
+                               const std::vector<std::pair<std::string, std::string>>& env = {},
+                               Mode mode = Mode::kTcpEngine) {
+  std::vector<std::string> argv{"-np", std::to_string(np), LIBHVD_CHECK};
+  const auto full_env = with_mode(mode, argv, env);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return hvd::test::run_hvdrun(argv, full_env);
+}
+
+#define ENGINE_MODES GENERATE(Mode::kTcpEngine, Mode::kGlooCycles, Mode::kMpi)
 
 std::string tag(int rank) { return "[1," + std::to_string(rank) + "]<stdout>:"; }
 
@@ -56,13 +84,13 @@ TEST_CASE("engine: the same under hvdrun --mpi", "[engine]") {
 
 TEST_CASE("engine: four threads per rank submit and wait at once, native and --mpi", "[engine]") {
   // Ranks other than 0 send batches from the waiting threads: several at once, on 2 of 3 ranks.
-  const bool mpi = GENERATE(false, true);
+  const Mode mode = ENGINE_MODES;
   Hosts h;
   std::vector<std::string> args{"-np", "3", "-H", h.addr(24) + ":2," + h.addr(25) + ":1"};
-  if (mpi) args.insert(args.begin(), "--mpi");
+  const auto env = with_mode(mode, args);
   args.insert(args.end(), {LIBHVD_CHECK, "threads"});
-  const auto r = hvd::test::run_hvdrun(h.args(args));
-  INFO(show(r));
+  const auto r = hvd::test::run_hvdrun(h.args(args), env);
+  INFO(engine_name(mode) << "\n" << show(r));
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
     CHECK_THAT(r.out, Contains(tag(rank) + "rank " + std::to_string(rank) + ": all checks passed"));
@@ -70,9 +98,9 @@ TEST_CASE("engine: four threads per rank submit and wait at once, native and --m
 }
 
 TEST_CASE("engine: rank 0 submits A then B 2 s later, rank 1 B then A: both complete", "[engine]") {
-  const bool mpi = GENERATE(false, true);
-  const auto r = run_local(2, {"delayed"}, {}, mpi);
-  INFO(engine_name(mpi) << "\n" << show(r));
+  const Mode mode = ENGINE_MODES;
+  const auto r = run_local(2, {"delayed"}, {}, mode);
+  INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains(tag(0) + "rank 0: delayed A and B both completed correctly"));
   CHECK_THAT(r.out, Contains(tag(1) + "rank 1: delayed A and B both completed correctly"));
@@ -102,9 +130,9 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
       std::pair<std::string, std::string>{"kind",
                                           "operation mismatch: rank 0 submitted allreduce, rank 1 "
                                           "submitted broadcast"});
-  const bool mpi = GENERATE(false, true);
-  const auto r = run_local(3, {"mismatch", field}, {}, mpi);
-  INFO(field << " " << engine_name(mpi) << "\n" << show(r));
+  const Mode mode = ENGINE_MODES;
+  const auto r = run_local(3, {"mismatch", field}, {}, mode);
+  INFO(field << " " << engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
     const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
@@ -115,9 +143,9 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
 }
 
 TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[engine]") {
-  const bool mpi = GENERATE(false, true);
-  const auto r = run_local(2, {"stall", "5"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}}, mpi);
-  INFO(engine_name(mpi) << "\n" << show(r));
+  const Mode mode = ENGINE_MODES;
+  const auto r = run_local(2, {"stall", "5"}, {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}}, mode);
+  INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 0);  // a warning only: the late tensor completes
   CHECK_THAT(r.err, Contains("[1,0]<stderr>:[hvd rank 0] warning: stall: rank 1 has not "
                              "submitted tensor 'late'"));
@@ -125,14 +153,15 @@ TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[eng
 }
 
 TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors", "[engine]") {
-  const bool mpi = GENERATE(false, true);
+  const Mode mode = ENGINE_MODES;
+  const bool mpi = mode == Mode::kMpi;
   // Under MPI a failed rank waits in MPI_Finalize (a collective) for the others: rank 1 sleeps
   // less there, or the test would wait for it.
   const auto r = run_local(
       2, {"stall", mpi ? "6" : "20"},
       {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2"}},
-      mpi);
-  INFO(engine_name(mpi) << "\n" << show(r));
+      mode);
+  INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 4);  // rank 0's error ends the job well before rank 1 wakes up
   CHECK_THAT(r.out, Contains(tag(0) + "rank 0: stall error (HVD_ERR_BACKEND): allreduce 'late' "
                                       "failed: stalled for more than "
@@ -141,11 +170,11 @@ TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors
 }
 
 TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engine]") {
-  const bool mpi = GENERATE(false, true);
+  const Mode mode = ENGINE_MODES;
   const auto r = run_local(
       2, {"stall", "3"},
-      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}}, mpi);
-  INFO(engine_name(mpi) << "\n" << show(r));
+      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}}, mode);
+  INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   CHECK(r.err.find("stall") == std::string::npos);
   CHECK_THAT(r.out, Contains(tag(1) + "rank 1: 'late' completed with 2"));
@@ -153,11 +182,12 @@ TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engi
 
 TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused responses",
           "[engine]") {
-  const bool mpi = GENERATE(false, true);
+  const Mode mode = ENGINE_MODES;
+  const bool mpi = mode == Mode::kMpi;
   hvd::test::TempDir dir;
   const std::string path = dir / "timeline.json";
-  const auto r = run_local(2, {"async"}, {{"HOROVOD_TIMELINE", path}}, mpi);
-  INFO(engine_name(mpi) << "\n" << show(r));
+  const auto r = run_local(2, {"async"}, {{"HOROVOD_TIMELINE", path}}, mode);
+  INFO(engine_name(mode) << "\n" << show(r));
   REQUIRE(r.exit_code == 0);
   const json events = json::parse(hvd::test::read_file(path));
   REQUIRE(events.is_array());
@@ -219,12 +249,12 @@ TEST_CASE("engine: rank 0 warns once about HOROVOD_* variables that do nothing h
 }
 
 TEST_CASE("engine: a program that returns without hvd::shutdown() exits cleanly", "[engine]") {
-  const bool mpi = GENERATE(false, true);
-  std::vector<std::string> args;
-  if (mpi) args.push_back("--mpi");
-  for (const char* a : {"-np", "3", LIBHVD_CHECK, "noshutdown"}) args.push_back(a);
-  const auto r = hvd::test::run_hvdrun(args);
-  INFO(show(r));
+  const Mode mode = ENGINE_MODES;
+  std::vector<std::string> args{"-np", "3"};
+  const auto env = with_mode(mode, args);
+  for (const char* a : {LIBHVD_CHECK, "noshutdown"}) args.push_back(a);
+  const auto r = hvd::test::run_hvdrun(args, env);
+  INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
     CHECK_THAT(r.out, Contains(tag(rank) + "rank " + std::to_string(rank) +
@@ -248,15 +278,17 @@ TEST_CASE("engine: a timeline path that is a symbolic link is refused, its targe
 }
 
 TEST_CASE(
-    "engine: the response cache under --mpi: steady-state hits, the same bits without it, "
-    "a mismatch after hits, capacity 2 thrashing",
+    "engine: the response cache in cycles (--mpi, native with HOROVOD_GLOO_CYCLES=1): "
+    "steady-state hits, the same bits without it, a mismatch after hits, capacity 2 thrashing",
     "[engine]") {
   // libhvd_check cache: 100 tensors x 6 steps in a different order on every rank and step, then
   // a cached name with another shape on rank 1, then 10 names cycling one at a time.
-  auto run = [](const std::string& capacity, bool mpi) {
+  const Mode mode = GENERATE(Mode::kMpi, Mode::kGlooCycles);
+  INFO(engine_name(mode));
+  auto run = [](const std::string& capacity, Mode in) {
     std::vector<std::pair<std::string, std::string>> env;
     if (!capacity.empty()) env.emplace_back("HOROVOD_CACHE_CAPACITY", capacity);
-    return run_local(3, {"cache"}, env, mpi);
+    return run_local(3, {"cache"}, env, in);
   };
   // "rank R: steady-state cycles decided by cache bits: K" -> K (-1: no such line).
   auto bits_decided = [](const hvd::test::RunResult& r, int rank) {
@@ -270,7 +302,7 @@ TEST_CASE(
     REQUIRE(at != std::string::npos);
     return r.out.substr(at, r.out.find('\n', at) - at).substr(tag(0).size() + 16);
   };
-  const auto on = run("", true);
+  const auto on = run("", mode);
   INFO("default capacity (1024)\n" << show(on));
   REQUIRE(on.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
@@ -292,7 +324,7 @@ TEST_CASE(
   }
   const std::string bits = checksum(on);
 
-  const auto off = run("0", true);
+  const auto off = run("0", mode);
   INFO("capacity 0\n" << show(off));
   REQUIRE(off.exit_code == 0);
   CHECK(bits_decided(off, 2) == 0);  // no cache, no AND round
@@ -300,7 +332,7 @@ TEST_CASE(
   CHECK_THAT(off.out, Contains(tag(2) + "rank 2: cycling 10 names: hits 0 negotiated 50"));
   CHECK(checksum(off) == bits);
 
-  const auto two = run("2", true);
+  const auto two = run("2", mode);
   INFO("capacity 2\n" << show(two));
   REQUIRE(two.exit_code == 0);
   CHECK_THAT(two.out, Contains(tag(1) + "rank 1: cycling 10 names: hits 0 negotiated 50"));
@@ -308,14 +340,15 @@ TEST_CASE(
   CHECK(checksum(two) == bits);
 
   // The collectives' exact checks (every op, dtype and size) with the cache off as on.
-  const auto exact = run_local(2, {"collectives"}, {{"HOROVOD_CACHE_CAPACITY", "0"}}, true);
+  const auto exact = run_local(2, {"collectives"}, {{"HOROVOD_CACHE_CAPACITY", "0"}}, mode);
   INFO("collectives, capacity 0\n" << show(exact));
   CHECK(exact.exit_code == 0);
   CHECK_THAT(exact.out, Contains(tag(1) + "rank 1: all checks passed"));
 
-  // Native (Gloo): the TCP engine negotiates every tensor in full, with the same results.
-  const auto gloo = run("", false);
-  INFO("native\n" << show(gloo));
+  // Native (Gloo) without cycles: the TCP engine negotiates every tensor in full, with the same
+  // results.
+  const auto gloo = run("", Mode::kTcpEngine);
+  INFO("the TCP engine\n" << show(gloo));
   REQUIRE(gloo.exit_code == 0);
   CHECK_THAT(gloo.out, Contains(tag(0) + "rank 0: steady state per step: hits 0 negotiated 100"));
   CHECK(bits_decided(gloo, 0) == 0);
@@ -323,14 +356,16 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "engine under --mpi: a frozen rank 0 fails the others with PEER_LOST, a frozen rank 1 "
-    "is a stall rank 0 names and ends",
+    "engine in cycles (--mpi, native with HOROVOD_GLOO_CYCLES=1): a frozen rank 0 fails the "
+    "others with PEER_LOST, a frozen rank 1 is a stall rank 0 names and ends",
     "[engine]") {
+  const Mode mode = GENERATE(Mode::kMpi, Mode::kGlooCycles);
+  INFO(engine_name(mode));
   // libhvd_check freeze R: rank R stops itself (SIGSTOP) in the 4th allreduce. A frozen process
   // never joins a negotiation cycle: rank 1 hears nothing from rank 0 for the Gloo timeout,
   // rank 0 sees its cycle never complete. Then the failed rank exits at once (no MPI_Finalize,
   // which would wait for the frozen one), and mpirun ends the job.
-  const auto frozen0 = run_local(2, {"freeze", "0"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "3"}}, true);
+  const auto frozen0 = run_local(2, {"freeze", "0"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "3"}}, mode);
   INFO("freeze 0\n" << show(frozen0));
   CHECK(frozen0.exit_code == 3);
   CHECK_THAT(frozen0.out,
@@ -341,7 +376,7 @@ TEST_CASE(
   const auto frozen1 = run_local(
       2, {"freeze", "1"},
       {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "3"}},
-      true);
+      mode);
   INFO("freeze 1\n" << show(frozen1));
   CHECK(frozen1.exit_code == 3);
   CHECK_THAT(frozen1.err, Contains("[hvd rank 0] warning: stall: rank 0 has waited 1 s in "

@@ -210,8 +210,7 @@ TEST_CASE("read_config: HOROVOD_GLOO_LOOP_POLICY", "[libhvd]") {
         ThreadPolicy::kNormal);
   CHECK(config_of({{"HOROVOD_GLOO_LOOP_POLICY", "batch"}}).gloo_loop_policy ==
         ThreadPolicy::kBatch);
-  CHECK(config_of({{"HOROVOD_GLOO_LOOP_POLICY", "IDLE"}}).gloo_loop_policy ==
-        ThreadPolicy::kIdle);
+  CHECK(config_of({{"HOROVOD_GLOO_LOOP_POLICY", "IDLE"}}).gloo_loop_policy == ThreadPolicy::kIdle);
   for (const char* v : {"fifo", "batch ", "0", "SCHED_BATCH"}) {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_GLOO_LOOP_POLICY", v}});

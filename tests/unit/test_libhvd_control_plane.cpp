@@ -191,3 +191,39 @@ TEST_CASE("control plane: address_in_networks picks this host's address in a CID
   CHECK(address_in_networks("0.0.0.0/32") == "");  // no interface has that address
   CHECK(address_in_networks("127.0.0.0/99,garbage") == "");
 }
+
+TEST_CASE("control plane: two planes through one listener, each connection its own",
+          "[libhvd][control_plane]") {
+  // The TCP cycles (HOROVOD_GLOO_CYCLES=1) negotiate on a second plane: it must cost no second
+  // port (--port-range budgets one for rank 0), and a message on one plane never shows on the
+  // other.
+  Mailbox box;
+  int ports_shared = 0;
+  box.before_connect = [&](const std::string&) { ++ports_shared; };
+  MailboxBackend b0(box, 0), b1(box, 1);
+  const auto connect = [](Backend& b, int rank) {
+    return ControlPlane::connect_planes(2, b, rank, 2, "127.0.0.1", std::chrono::seconds(10));
+  };
+  auto r0 = std::async(std::launch::async, [&] { return connect(b0, 0); });
+  auto r1 = std::async(std::launch::async, [&] { return connect(b1, 1); });
+  std::vector<ControlPlane> p0 = r0.get();
+  std::vector<ControlPlane> p1 = r1.get();
+  REQUIRE(p0.size() == 2);
+  REQUIRE(p1.size() == 2);
+  CHECK(ports_shared == 1);  // one address and port for both planes
+  CHECK(box.sent.size() == 2);
+  for (int plane = 0; plane < 2; ++plane) {
+    INFO("plane " << plane);
+    const std::string text = "on plane " + std::to_string(plane);
+    REQUIRE(p1[static_cast<std::size_t>(plane)].send(0, text));
+    pollfd p{p0[static_cast<std::size_t>(plane)].peer(1), POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 5000) == 1);
+    const auto got = p0[static_cast<std::size_t>(plane)].receive(1);
+    REQUIRE(got);
+    REQUIRE(got->size() == 1);
+    CHECK((*got)[0] == text);
+    // Nothing arrived on the other plane.
+    pollfd other{p0[static_cast<std::size_t>(1 - plane)].peer(1), POLLIN, 0};
+    CHECK(::poll(&other, 1, 0) == 0);
+  }
+}

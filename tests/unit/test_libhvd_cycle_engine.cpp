@@ -22,6 +22,7 @@
 
 #include "allreduce/engine/cycle_engine.h"
 #include "allreduce/engine/op_state.h"
+#include "allreduce/engine/tcp_cycle_transport.h"
 #include "hvd/hvd.hpp"
 #include "tests/unit/libhvd_engine_helpers.h"
 
@@ -121,25 +122,40 @@ struct Job {
   std::vector<RecordingRunner> runners;
   std::vector<std::unique_ptr<CycleEngine>> engines;
   std::shared_ptr<Allgather> shared;
-  Job(int n, std::size_t cache_capacity, EngineOptions options = {})
+  // tcp: the cycles over TcpCycleTransport (HOROVOD_GLOO_CYCLES=1) on a star of their own,
+  // instead of the in-process transport.
+  Job(int n, std::size_t cache_capacity, EngineOptions options = {}, bool tcp = false)
       : runners(n), shared(std::make_shared<Allgather>(n)) {
+    auto control = star(n);
+    auto negotiation = star(n);
+    options.size = n;
+    options.controller.size = n;
+    for (int r = 0; r < n; ++r) {
+      options.rank = r;
+      const auto i = static_cast<std::size_t>(r);
+      std::unique_ptr<CycleTransport> transport;
+      if (tcp) {
+        transport = std::make_unique<TcpCycleTransport>(
+            ControlPlane::adopt(r, n, std::move(negotiation[i])));
+      } else {
+        transport = std::make_unique<ThreadTransport>(shared, r);
+      }
+      engines.push_back(std::make_unique<CycleEngine>(
+          runners[i], ControlPlane::adopt(r, n, std::move(control[i])), std::move(transport),
+          options, cache_capacity));
+    }
+  }
+  // Connections by rank: rank 0 to every rank, the others to rank 0 (socketpairs).
+  static std::vector<std::vector<hvd::UniqueFd>> star(int n) {
     std::vector<std::vector<hvd::UniqueFd>> peers(static_cast<std::size_t>(n));
     for (auto& p : peers) p.resize(static_cast<std::size_t>(n));
-    for (int r = 1; r < n; ++r) {  // rank 0 is connected to every rank, the others to rank 0
+    for (int r = 1; r < n; ++r) {
       int fds[2];
       REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
       peers[0][static_cast<std::size_t>(r)] = hvd::UniqueFd(fds[0]);
       peers[static_cast<std::size_t>(r)][0] = hvd::UniqueFd(fds[1]);
     }
-    options.size = n;
-    options.controller.size = n;
-    for (int r = 0; r < n; ++r) {
-      options.rank = r;
-      engines.push_back(std::make_unique<CycleEngine>(
-          runners[static_cast<std::size_t>(r)],
-          ControlPlane::adopt(r, n, std::move(peers[static_cast<std::size_t>(r)])),
-          std::make_unique<ThreadTransport>(shared, r), options, cache_capacity));
-    }
+    return peers;
   }
   ~Job() {
     for (auto& e : engines) e->shutdown();  // every rank's goodbye, then teardown
@@ -167,7 +183,9 @@ TEST_CASE(
     "cycle engine: 3 ranks in threads submit 40 tensors in their own orders: the same "
     "order everywhere, and a warm cache agrees by slots",
     "[libhvd][engine]") {
-  Job job(3, 1024);
+  const bool tcp = GENERATE(false, true);
+  INFO((tcp ? "over TcpCycleTransport" : "over the in-process transport"));
+  Job job(3, 1024, {}, tcp);
   std::vector<std::string> names;
   for (int i = 0; i < 40; ++i) names.push_back("g." + std::to_string(i));
   std::vector<std::thread> ranks;
@@ -205,9 +223,11 @@ TEST_CASE(
 
 TEST_CASE("cycle engine: a tensor nobody waits on runs, the others ring its rank into a cycle",
           "[libhvd][engine]") {
+  const bool tcp = GENERATE(false, true);
+  INFO((tcp ? "over TcpCycleTransport" : "over the in-process transport"));
   EngineOptions options;
   options.cycle_time = std::chrono::microseconds(200);
-  Job job(2, 16, options);
+  Job job(2, 16, options, tcp);
   // Rank 1 submits "late" and never waits: its background thread must take it to a cycle, and
   // join the one rank 0 waits in.
   auto on1 = allreduce_op("late");

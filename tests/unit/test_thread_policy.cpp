@@ -1,9 +1,9 @@
 // run_with_thread_policy (common/thread_policy.h) and the one place that uses it: Gloo's TCP
 // event-loop thread under HOROVOD_GLOO_LOOP_POLICY. The policies are read back from the kernel
 // (sched_getscheduler), on the threads themselves.
-#include <catch2/catch.hpp>
 #include <sched.h>
 #include <sys/types.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <set>
@@ -26,9 +26,8 @@ using hvd::ThreadPolicy;
 // The policy of a thread that `body` starts, as that thread sees it.
 int policy_of_a_thread_started_under(ThreadPolicy policy) {
   int seen = -1;
-  hvd::run_with_thread_policy(policy, [&] {
-    std::thread([&] { seen = ::sched_getscheduler(0); }).join();
-  });
+  hvd::run_with_thread_policy(policy,
+                              [&] { std::thread([&] { seen = ::sched_getscheduler(0); }).join(); });
   return seen;
 }
 
@@ -63,8 +62,8 @@ TEST_CASE("thread policy: threads started by the body inherit it, the caller kee
 }
 
 TEST_CASE("thread policy: the body's exception reaches the caller", "[toolkit]") {
-  CHECK_THROWS_WITH(hvd::run_with_thread_policy(
-                        ThreadPolicy::kBatch, [] { throw std::runtime_error("from the body"); }),
+  CHECK_THROWS_WITH(hvd::run_with_thread_policy(ThreadPolicy::kBatch,
+                                                [] { throw std::runtime_error("from the body"); }),
                     "from the body");
   int ran = 0;
   CHECK(hvd::run_with_thread_policy(ThreadPolicy::kIdle, [&] { ++ran; }) == 0);
