@@ -7,7 +7,11 @@
 #            between hosts (the reference figures: 2 loopback hosts, TCP);
 #   gloo     native hvdrun: libhvd on Gloo; raw = gloo::allreduce on the bench's own context;
 #   gloo-batch  the same with HOROVOD_GLOO_LOOP_POLICY=batch (Gloo's event-loop thread, libhvd's
-#            and the raw context's, under SCHED_BATCH; bench/README.md, "Gloo on this VM");
+#            and the raw context's, under SCHED_BATCH; bench/README.md, "Gloo's event loop and
+#            the scheduler");
+#   gloo-cycles  gloo with HOROVOD_GLOO_CYCLES=1 (negotiation cycles over TCP, with the cache);
+#            not in the default list. Set HOROVOD_GLOO_LOOP_POLICY in the environment to run
+#            gloo and gloo-cycles under another policy;
 # three programs each:
 #   1. engine_bench (idle CPU, 100 x 16 KiB async with fusion on, synchronous 4 KiB);
 #   2. engine_bench --parts fusion again under `--fusion-threshold-mb 0` (fusion off);
@@ -70,9 +74,10 @@ for engine in $engines; do
   case $engine in
     gloo) mode=() ;;
     gloo-batch) mode=() && run_env=(HOROVOD_GLOO_LOOP_POLICY=batch) ;;
+    gloo-cycles) mode=() && run_env=(HOROVOD_GLOO_CYCLES=1) ;;
     mpi) mode=(--mpi) ;;
     mpi-tcp) mode=(--mpi --mpi-args "-mca btl_base_exclude vader") ;;
-    *) echo "ENGINES: mpi, mpi-tcp, gloo and/or gloo-batch, not $engine" >&2; exit 2 ;;
+    *) echo "ENGINES: mpi, mpi-tcp, gloo, gloo-batch and/or gloo-cycles, not $engine" >&2; exit 2 ;;
   esac
   run "$engine" "${mode[@]}" -np 2 "$bench" "$@"
   run "$engine" "${mode[@]}" --fusion-threshold-mb 0 -np 2 "$bench" "${fusion_args[@]}" --parts fusion

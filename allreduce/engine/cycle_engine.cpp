@@ -374,6 +374,7 @@ void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {
   if (root() && !ended_) transport_->abort(fatal, status);
   ended_ = true;
   broken_ = true;
+  driving_ = false;  // no round to poll any more
   fail_everything(fatal, status);
 }
 
