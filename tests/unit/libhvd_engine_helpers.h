@@ -1,14 +1,19 @@
-// What the engine unit tests share (test_libhvd_engine_faults.cpp, test_libhvd_cycle_engine.cpp):
-// a submitted op and its outcome.
+// What the engine unit tests share (test_libhvd_engine_faults.cpp, test_libhvd_cycle_engine.cpp,
+// test_libhvd_tcp_cycle_transport.cpp): a submitted op and its outcome, ranks connected in a star.
 #pragma once
+
+#include <sys/socket.h>
 
 #include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "allreduce/engine/op_state.h"
+#include "common/unique_fd.h"
 
 namespace hvd::test {
 
@@ -34,6 +39,22 @@ inline std::string outcome(hvd::detail::OpState& op,
   } catch (const std::exception& e) {
     return e.what();
   }
+}
+
+// Connections by rank as ControlPlane::adopt takes them: rank 0 to every rank, the others to rank
+// 0 (socketpairs).
+inline std::vector<std::vector<hvd::UniqueFd>> socketpair_star(int n) {
+  std::vector<std::vector<hvd::UniqueFd>> peers(static_cast<std::size_t>(n));
+  for (auto& p : peers) p.resize(static_cast<std::size_t>(n));
+  for (int r = 1; r < n; ++r) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      throw std::runtime_error("socketpair() failed");
+    }
+    peers[0][static_cast<std::size_t>(r)] = hvd::UniqueFd(fds[0]);
+    peers[static_cast<std::size_t>(r)][0] = hvd::UniqueFd(fds[1]);
+  }
+  return peers;
 }
 
 }  // namespace hvd::test

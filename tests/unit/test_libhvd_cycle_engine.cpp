@@ -126,8 +126,8 @@ struct Job {
   // instead of the in-process transport.
   Job(int n, std::size_t cache_capacity, EngineOptions options = {}, bool tcp = false)
       : runners(n), shared(std::make_shared<Allgather>(n)) {
-    auto control = star(n);
-    auto negotiation = star(n);
+    auto control = hvd::test::socketpair_star(n);
+    auto negotiation = hvd::test::socketpair_star(n);
     options.size = n;
     options.controller.size = n;
     for (int r = 0; r < n; ++r) {
@@ -144,18 +144,6 @@ struct Job {
           runners[i], ControlPlane::adopt(r, n, std::move(control[i])), std::move(transport),
           options, cache_capacity));
     }
-  }
-  // Connections by rank: rank 0 to every rank, the others to rank 0 (socketpairs).
-  static std::vector<std::vector<hvd::UniqueFd>> star(int n) {
-    std::vector<std::vector<hvd::UniqueFd>> peers(static_cast<std::size_t>(n));
-    for (auto& p : peers) p.resize(static_cast<std::size_t>(n));
-    for (int r = 1; r < n; ++r) {
-      int fds[2];
-      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-      peers[0][static_cast<std::size_t>(r)] = hvd::UniqueFd(fds[0]);
-      peers[static_cast<std::size_t>(r)][0] = hvd::UniqueFd(fds[1]);
-    }
-    return peers;
   }
   ~Job() {
     for (auto& e : engines) e->shutdown();  // every rank's goodbye, then teardown

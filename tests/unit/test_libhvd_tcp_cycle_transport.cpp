@@ -15,6 +15,7 @@
 #include "allreduce/engine/control_plane.h"
 #include "allreduce/engine/tcp_cycle_transport.h"
 #include "common/unique_fd.h"
+#include "tests/unit/libhvd_engine_helpers.h"
 
 using Catch::Matchers::Contains;
 using hvd::runtime::ControlPlane;
@@ -24,14 +25,7 @@ using hvd::runtime::TcpCycleTransport;
 namespace {
 
 std::vector<std::unique_ptr<TcpCycleTransport>> star(int n) {
-  std::vector<std::vector<hvd::UniqueFd>> peers(static_cast<std::size_t>(n));
-  for (auto& p : peers) p.resize(static_cast<std::size_t>(n));
-  for (int r = 1; r < n; ++r) {
-    int fds[2];
-    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-    peers[0][static_cast<std::size_t>(r)] = hvd::UniqueFd(fds[0]);
-    peers[static_cast<std::size_t>(r)][0] = hvd::UniqueFd(fds[1]);
-  }
+  auto peers = hvd::test::socketpair_star(n);
   std::vector<std::unique_ptr<TcpCycleTransport>> out;
   for (int r = 0; r < n; ++r) {
     out.push_back(std::make_unique<TcpCycleTransport>(
