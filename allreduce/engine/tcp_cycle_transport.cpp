@@ -1,7 +1,9 @@
 #include "allreduce/engine/tcp_cycle_transport.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -28,8 +30,11 @@ std::uint32_t get_u32(const char* p) {
 
 }  // namespace
 
-TcpCycleTransport::TcpCycleTransport(ControlPlane plane)
-    : plane_(std::move(plane)), rank_(plane_.rank()), size_(plane_.size()) {
+TcpCycleTransport::TcpCycleTransport(ControlPlane plane, std::chrono::milliseconds send_timeout)
+    : plane_(std::move(plane)),
+      send_timeout_(send_timeout),
+      rank_(plane_.rank()),
+      size_(plane_.size()) {
   const auto n = static_cast<std::size_t>(size_);
   inbox_.resize(n);
   parts_.resize(n);
@@ -148,16 +153,35 @@ bool TcpCycleTransport::poll_root() {
   }
   const auto length = static_cast<std::uint32_t>(result.size() - 4);
   std::memcpy(result.data(), &length, 4);
-  for (int r = 1; r < size_; ++r) {
-    std::string_view rest = result;
-    while (!rest.empty()) {
-      const ssize_t n = ::send(plane_.peer(r), rest.data(), rest.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) gone(r);
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-  }
+  for (int r = 1; r < size_; ++r) send_result(r, result);
   return true;
+}
+
+void TcpCycleTransport::send_result(int rank, std::string_view bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + send_timeout_;
+  while (!bytes.empty()) {
+    const ssize_t n =
+        ::send(plane_.peer(rank), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) gone(rank);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      throw StatusError(
+          HVD_ERR_TIMEOUT,
+          fmt::format("rank {} did not read the negotiation round's result for {} ms, though it "
+                      "sent its part: it is probably frozen (stopped, or stuck in a call that "
+                      "never returns)",
+                      rank, send_timeout_.count()),
+          "see that rank's output; HOROVOD_GLOO_TIMEOUT_SECONDS sets how long rank 0 waits");
+    }
+    pollfd p{plane_.peer(rank), POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+  }
 }
 
 bool TcpCycleTransport::poll_member() {

@@ -10,16 +10,19 @@
 // thread polls the round, so a synchronous call costs one round trip and no thread hand-off.
 //
 // Nothing blocks but rank 0's sending of a result, to ranks that are all in the round and
-// polling it: the other ranks queue their part and send what the socket takes, a little more at
-// each poll, so a rank whose part is larger than the socket's buffer never waits for rank 0 to
-// join. A connection that closes, or a message that is not the round's, is a StatusError
-// (HVD_ERR_PEER_LOST, worded as the control plane words it; HVD_ERR_BACKEND) from start() or the
-// poll, which ends the cycles.
+// polling it (for at most `send_timeout`: a rank frozen since it sent its part is an
+// HVD_ERR_TIMEOUT, not a hang): the other ranks queue their part and send what the socket takes,
+// a little more at each poll, so a rank whose part is larger than the socket's buffer never waits
+// for rank 0 to join. A connection that closes, or a message that is not the round's, is a
+// StatusError (HVD_ERR_PEER_LOST, worded as the control plane words it; HVD_ERR_BACKEND) from
+// start() or the poll, which ends the cycles.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "allreduce/engine/control_plane.h"
@@ -29,7 +32,8 @@ namespace hvd::runtime {
 
 class TcpCycleTransport final : public CycleTransport {
  public:
-  explicit TcpCycleTransport(ControlPlane plane);
+  explicit TcpCycleTransport(ControlPlane plane,
+                             std::chrono::milliseconds send_timeout = std::chrono::seconds(30));
 
   void start(std::string contribution) override;
   const std::vector<std::string>* gathered() override;
@@ -56,7 +60,11 @@ class TcpCycleTransport final : public CycleTransport {
   [[noreturn]] static void gone(int rank);
   [[noreturn]] static void lost(int rank, const std::string& why);
 
+  // Rank 0: sends `bytes` to `rank` whole, waiting for its socket at most send_timeout_.
+  void send_result(int rank, std::string_view bytes);
+
   ControlPlane plane_;
+  std::chrono::milliseconds send_timeout_;
   int rank_, size_;
   Round round_ = Round::kNone;
   bool complete_ = false;

@@ -156,7 +156,9 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   if (config_.backend == BackendKind::kMpi) {
     if (config_.mpi_cycles) transport = backend_->cycle_transport();
   } else if (tcp_cycles) {
-    transport = std::make_unique<TcpCycleTransport>(std::move(planes[1]));
+    transport = std::make_unique<TcpCycleTransport>(
+        std::move(planes[1]),
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
   }
   if (transport) {
     engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),

@@ -164,3 +164,23 @@ TEST_CASE("tcp cycles: rank 0's abort reaches a member in a round ahead of its d
   }
   t[2]->abort("a member's abort does nothing", HVD_ERR_BACKEND);  // only rank 0 speaks for all
 }
+
+TEST_CASE("tcp cycles: a member that sent its part and stopped reading is a timeout, not a hang",
+          "[libhvd][engine]") {
+  auto peers = hvd::test::socketpair_star(2);
+  TcpCycleTransport root(ControlPlane::adopt(0, 2, std::move(peers[0])),
+                         std::chrono::milliseconds(300));
+  TcpCycleTransport member(ControlPlane::adopt(1, 2, std::move(peers[1])));
+  member.start("one");  // its part goes out whole; then it never polls again (frozen)
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    // A result of 8 MiB: more than the member's socket buffers hold.
+    root.start(std::string(8u << 20, 'x'));
+    for (int i = 0; i < 1000 && root.gathered() == nullptr; ++i) std::this_thread::yield();
+    FAIL("rank 0 sent 8 MiB to a rank that reads nothing");
+  } catch (const StatusError& e) {
+    CHECK(e.status() == HVD_ERR_TIMEOUT);
+    CHECK_THAT(e.what(), Contains("rank 1 did not read") && Contains("300 ms"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
