@@ -247,11 +247,7 @@ bool CycleEngine::progress(Clock::time_point now) {
     // The transport failed (a peer's connection closed, a garbled round): no cycle can complete
     // any more, on whichever thread moved it on. Rank 0 says so to every rank, as it does for a
     // control connection that closes (read_signals).
-    if (root()) {
-      const std::string bytes =
-          encode(CycleSignal{.doorbell = 0, .fatal = e.what(), .fatal_status = e.status()});
-      for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
-    }
+    tell_ranks(e.what(), e.status());
     end_cycles(e.what(), e.status());
     return false;
   }
@@ -274,11 +270,9 @@ bool CycleEngine::progress_cycle(Clock::time_point now) {
   if (contributions == nullptr) return false;
   const Decision decision = decide(*contributions, now);
   try_and_ = decision.hits_only;
-  if (root() && !decision.list.fatal.empty()) {
+  if (!decision.list.fatal.empty()) {
     // A stall shutdown is rank 0's decision alone (it depends on its clock): tell the others.
-    const std::string bytes = encode(CycleSignal{
-        .doorbell = 0, .fatal = decision.list.fatal, .fatal_status = decision.list.fatal_status});
-    for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+    tell_ranks(decision.list.fatal, decision.list.fatal_status);
   }
   finish(decision);
   return true;
@@ -368,6 +362,13 @@ void CycleEngine::ring(Clock::time_point now) {
   } else {
     control_.send(0, bytes);
   }
+}
+
+void CycleEngine::tell_ranks(const std::string& fatal, hvd_status status) {
+  if (!root()) return;
+  const std::string bytes =
+      encode(CycleSignal{.doorbell = 0, .fatal = fatal, .fatal_status = status});
+  for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
 }
 
 void CycleEngine::end_cycles(const std::string& fatal, hvd_status status) {

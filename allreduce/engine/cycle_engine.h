@@ -106,6 +106,9 @@ class CycleEngine : public OpEngine {
   void run_response(const Response& response);
   void ring(Clock::time_point now);
   void end_cycles(const std::string& fatal, hvd_status status);
+  // Rank 0: sends every other rank the job's fatal error on the control plane (a CycleSignal),
+  // which ends their cycles with it; nothing on the other ranks.
+  void tell_ranks(const std::string& fatal, hvd_status status);
 
   void run_thread();
   bool run_once();

@@ -153,9 +153,7 @@ void CycleEngine::read_signals(int from) {
           "rank {} left the job without calling hvd::shutdown() (its control connection "
           "closed): it probably crashed or was killed",
           from);
-      const std::string bytes =
-          encode(CycleSignal{.doorbell = 0, .fatal = why, .fatal_status = HVD_ERR_PEER_LOST});
-      for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+      tell_ranks(why, HVD_ERR_PEER_LOST);
       end_cycles(why, HVD_ERR_PEER_LOST);
     } else {
       end_cycles(
@@ -249,9 +247,7 @@ void CycleEngine::check_stalls(Clock::time_point now) {
     }
   }
   if (fatal.empty()) return;
-  const std::string bytes =
-      encode(CycleSignal{.doorbell = 0, .fatal = fatal, .fatal_status = status});
-  for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);
+  tell_ranks(fatal, status);  // check_stalls runs on rank 0
   end_cycles(fatal, status);
 }
 

@@ -37,7 +37,6 @@ TcpCycleTransport::TcpCycleTransport(ControlPlane plane, std::chrono::millisecon
       size_(plane_.size()) {
   const auto n = static_cast<std::size_t>(size_);
   inbox_.resize(n);
-  parts_.resize(n);
   have_.resize(n);
   gathered_.resize(n);
 }
@@ -87,17 +86,15 @@ void TcpCycleTransport::begin(Round kind, std::string part) {
   }
   round_ = kind;
   complete_ = false;
-  mine_ = std::move(part);
   if (rank_ == 0) {
-    parts_[0].swap(mine_);
+    gathered_[0] = std::move(part);
     have_.assign(have_.size(), false);
     have_[0] = true;
-    missing_ = size_ - 1;
   } else {
     outbox_.clear();
-    put_u32(outbox_, mine_.size() + 1);
+    put_u32(outbox_, part.size() + 1);
     outbox_ += static_cast<char>(kind);
-    outbox_ += mine_;
+    outbox_ += part;
   }
   complete_ = poll();  // a job of one rank completes here; the others send what the socket takes
 }
@@ -118,28 +115,25 @@ bool TcpCycleTransport::poll_root() {
       lost(r, fmt::format("sent a negotiation message of another round ('{}' in a '{}' round)",
                           m.front(), static_cast<char>(round_)));
     }
-    parts_[i].assign(m, 1);
+    gathered_[i].assign(m, 1);
     have_[i] = true;
-    --missing_;
   }
-  if (missing_ > 0) return false;
+  if (std::find(have_.begin(), have_.end(), false) != have_.end()) return false;
 
   // Every part is here: the result, to every rank (they are all in the round, polling it).
   std::string result;
   put_u32(result, 0);  // the frame's length, set below
   result += static_cast<char>(round_);
   if (round_ == Round::kGather) {
-    for (int r = 0; r < size_; ++r) {
-      const auto& p = parts_[static_cast<std::size_t>(r)];
+    for (const std::string& p : gathered_) {
       put_u32(result, p.size());
       result += p;
-      gathered_[static_cast<std::size_t>(r)].assign(p);
     }
   } else {
-    const std::size_t words = parts_[0].size() / 8;
+    const std::size_t words = gathered_[0].size() / 8;
     anded_.assign(words, ~std::uint64_t{0});
     for (int r = 0; r < size_; ++r) {
-      const auto& p = parts_[static_cast<std::size_t>(r)];
+      const auto& p = gathered_[static_cast<std::size_t>(r)];
       if (p.size() != words * 8) {
         lost(r, fmt::format("brought {} bytes to an AND round of {} words", p.size(), words));
       }

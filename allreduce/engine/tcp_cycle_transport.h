@@ -68,13 +68,12 @@ class TcpCycleTransport final : public CycleTransport {
   int rank_, size_;
   Round round_ = Round::kNone;
   bool complete_ = false;
-  std::string mine_;                // this rank's part of the round
   std::string outbox_;              // a member's framed part, what the socket did not take yet
   std::vector<std::string> inbox_;  // by rank: bytes read, not yet a complete message
-  std::vector<std::string> parts_;  // rank 0: each rank's part of the round
-  std::vector<bool> have_;          // rank 0: whose part arrived
-  int missing_ = 0;                 // rank 0: parts not arrived
+  // By rank: the round's parts (rank 0 collects them here, in an AND round too), then an
+  // allgather's result.
   std::vector<std::string> gathered_;
+  std::vector<bool> have_;  // rank 0: whose part arrived
   std::vector<std::uint64_t> anded_;
 };
 

@@ -34,6 +34,20 @@ std::vector<std::unique_ptr<TcpCycleTransport>> star(int n) {
   return out;
 }
 
+// Runs `start`, then polls `t`'s allgather round (`polls` times at most) until it throws: the
+// error that ends the cycles. FAILs with `what` if the round completes or never fails.
+template <class Start>
+StatusError round_error(TcpCycleTransport& t, Start start, const char* what, int polls = 1000) {
+  try {
+    start();
+    for (int i = 0; i < polls && t.gathered() == nullptr; ++i) std::this_thread::yield();
+  } catch (const StatusError& e) {
+    return e;
+  }
+  FAIL(what);
+  return StatusError(HVD_ERR_INTERNAL, "not reached");
+}
+
 // Rank `r`'s part of allgather round `k`: round 3 brings 3 MiB from every rank, more than a
 // socketpair buffers, so the members' sends take several polls.
 std::string part(int r, int k) {
@@ -112,26 +126,20 @@ TEST_CASE("tcp cycles: a rank whose connection closes is named, with PEER_LOST",
     auto t = star(3);
     t[2].reset();  // rank 2's end closes
     t[1]->start("one");
-    try {
-      t[0]->start("root");  // polls once: may see it at once
-      for (int i = 0; i < 1000 && t[0]->gathered() == nullptr; ++i) std::this_thread::yield();
-      FAIL("rank 0's round completed without rank 2");
-    } catch (const StatusError& e) {
-      CHECK(e.status() == HVD_ERR_PEER_LOST);
-      CHECK_THAT(e.what(), Contains("rank 2") && Contains("closed"));
-    }
+    const StatusError e = round_error(
+        *t[0], [&] { t[0]->start("root"); },  // polls once: may see it at once
+        "rank 0's round completed without rank 2");
+    CHECK(e.status() == HVD_ERR_PEER_LOST);
+    CHECK_THAT(e.what(), Contains("rank 2") && Contains("closed"));
   }
   SECTION("a member waits for rank 0, which is gone") {
     auto t = star(2);
     t[0].reset();
-    try {
-      t[1]->start("one");  // sends, then polls once: may see it at once
-      for (int i = 0; i < 1000 && t[1]->gathered() == nullptr; ++i) std::this_thread::yield();
-      FAIL("rank 1's round completed without rank 0");
-    } catch (const StatusError& e) {
-      CHECK(e.status() == HVD_ERR_PEER_LOST);
-      CHECK_THAT(e.what(), Contains("rank 0"));
-    }
+    const StatusError e = round_error(
+        *t[1], [&] { t[1]->start("one"); },  // sends, then polls once: may see it at once
+        "rank 1's round completed without rank 0");
+    CHECK(e.status() == HVD_ERR_PEER_LOST);
+    CHECK_THAT(e.what(), Contains("rank 0"));
   }
 }
 
@@ -140,13 +148,10 @@ TEST_CASE("tcp cycles: a part of another round is a protocol error, not a result
   auto t = star(2);
   t[0]->start("gather");    // rank 0 gathers
   t[1]->start_and({1, 2});  // rank 1 brings words: the ranks disagree on the round
-  try {
-    for (int i = 0; i < 100000 && t[0]->gathered() == nullptr; ++i) std::this_thread::yield();
-    FAIL("rank 0 took an AND part for its allgather");
-  } catch (const StatusError& e) {
-    CHECK(e.status() == HVD_ERR_BACKEND);
-    CHECK_THAT(e.what(), Contains("another round"));
-  }
+  const StatusError e = round_error(
+      *t[0], [] {}, "rank 0 took an AND part for its allgather", 100000);
+  CHECK(e.status() == HVD_ERR_BACKEND);
+  CHECK_THAT(e.what(), Contains("another round"));
 }
 
 TEST_CASE("tcp cycles: rank 0's abort reaches a member in a round ahead of its departure",
@@ -155,13 +160,10 @@ TEST_CASE("tcp cycles: rank 0's abort reaches a member in a round ahead of its d
   t[1]->start("one");  // in a round rank 0 will never finish
   t[0]->abort("rank 2 left the job without calling hvd::shutdown()", HVD_ERR_PEER_LOST);
   t[0].reset();  // then rank 0 leaves: its connections close after the abort
-  try {
-    for (int i = 0; i < 1000 && t[1]->gathered() == nullptr; ++i) std::this_thread::yield();
-    FAIL("rank 1's round completed");
-  } catch (const StatusError& e) {
-    CHECK(e.status() == HVD_ERR_PEER_LOST);
-    CHECK(std::string(e.what()) == "rank 2 left the job without calling hvd::shutdown()");
-  }
+  const StatusError e = round_error(
+      *t[1], [] {}, "rank 1's round completed");
+  CHECK(e.status() == HVD_ERR_PEER_LOST);
+  CHECK(std::string(e.what()) == "rank 2 left the job without calling hvd::shutdown()");
   t[2]->abort("a member's abort does nothing", HVD_ERR_BACKEND);  // only rank 0 speaks for all
 }
 
@@ -173,14 +175,11 @@ TEST_CASE("tcp cycles: a member that sent its part and stopped reading is a time
   TcpCycleTransport member(ControlPlane::adopt(1, 2, std::move(peers[1])));
   member.start("one");  // its part goes out whole; then it never polls again (frozen)
   const auto start = std::chrono::steady_clock::now();
-  try {
-    // A result of 8 MiB: more than the member's socket buffers hold.
-    root.start(std::string(8u << 20, 'x'));
-    for (int i = 0; i < 1000 && root.gathered() == nullptr; ++i) std::this_thread::yield();
-    FAIL("rank 0 sent 8 MiB to a rank that reads nothing");
-  } catch (const StatusError& e) {
-    CHECK(e.status() == HVD_ERR_TIMEOUT);
-    CHECK_THAT(e.what(), Contains("rank 1 did not read") && Contains("300 ms"));
-  }
+  // A result of 8 MiB: more than the member's socket buffers hold.
+  const StatusError e = round_error(
+      root, [&] { root.start(std::string(8u << 20, 'x')); },
+      "rank 0 sent 8 MiB to a rank that reads nothing");
+  CHECK(e.status() == HVD_ERR_TIMEOUT);
+  CHECK_THAT(e.what(), Contains("rank 1 did not read") && Contains("300 ms"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
