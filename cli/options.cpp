@@ -146,7 +146,9 @@ void define_options(CLI::App& app, Options& o) {
                      ->check(CLI::IsMember({"auto", "ssh", "srun"}));
   agents->excludes(mpi);
   app.add_option("--mpi-args", o.mpi_args,
-                 "Extra mpirun options, split on spaces and appended as given (with --mpi)")
+                 "Extra mpirun options, split on spaces and appended as given (with --mpi); a -mca "
+                 "parameter set here replaces hvdrun's own (plm_rsh_args excepted: use the SSH "
+                 "options)")
       ->type_name("ARGS");
   app.add_flag("--check-ssh", o.check_ssh,
                "Diagnose SSH to every host and exit; no command needed (docs/check-ssh.md)");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 #include <regex>
+#include <set>
 
 #include "common/error.h"
 #include "contract/env_table.h"
@@ -72,14 +73,31 @@ bool has_remote_host(const Plan& plan) {
                      [](const HostPlan& h) { return !h.local; });
 }
 
-// Open MPI's shared-memory transport crashes across "hosts" that are one machine.
+// Which transports (BTLs) ob1 may use. Never openib (horovodrun's choice: its verbs stack is
+// deprecated and warns). Between ranks that are all on this machine, nor ofi: Open MPI's
+// libfabric transport carries nothing there (shared memory does), but its progress function
+// polls libfabric (a non-blocking epoll_wait system call) at every turn of Open MPI's progress
+// loop, which more than doubled a 4 KiB MPI_Allreduce on the development VM (bench/README.md,
+// "Open MPI's libfabric transport on one machine"). Across machines it stays: it may be the
+// fabric. Open MPI's shared-memory transport (vader) crashes across "hosts" that are one machine:
+// there, TCP.
 std::string btl_choice(const Plan& plan, const MpiCommandInput& input) {
-  const std::string_view shared = input.through_slurm ? "self,tcp" : "^openib,vader";
+  const std::string_view shared = input.through_slurm ? "self,tcp" : "^openib,vader,ofi";
   if (input.placeholders && has_remote_host(plan)) {
     return fmt::format("<set at launch: ^openib, or {} when two {} are one machine>", shared,
                        input.through_slurm ? "nodes" : "hosts");
   }
-  return input.same_machine ? std::string(shared) : "^openib";
+  if (input.same_machine) return std::string(shared);
+  return has_remote_host(plan) ? "^openib" : "^openib,ofi";
+}
+
+// The MCA parameters the user's --mpi-args set (`-mca NAME VALUE`, `--mca NAME VALUE`).
+std::set<std::string, std::less<>> user_mca_names(const std::vector<std::string>& extra) {
+  std::set<std::string, std::less<>> names;
+  for (std::size_t i = 0; i + 1 < extra.size(); ++i) {
+    if (extra[i] == "-mca" || extra[i] == "--mca") names.insert(extra[i + 1]);
+  }
+  return names;
 }
 
 }  // namespace
@@ -171,21 +189,31 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   } else {
     argv.insert(argv.end(), {"-bind-to", "none", "-map-by", "slot"});
   }
-  argv.insert(argv.end(),
-              {"--tag-output", "-mca", "pml", "ob1", "-mca", "btl", btl_choice(plan, input)});
+  argv.emplace_back("--tag-output");
+  // An MCA parameter set in --mpi-args wins over hvdrun's own (mpirun refuses one listed twice),
+  // but for the SSH options: they carry hvdrun's host-key policy.
+  const auto user_mca = user_mca_names(input.extra_args);
+  if (!input.through_slurm && user_mca.count("plm_rsh_args") != 0) {
+    throw UsageError(
+        "--mpi-args sets plm_rsh_args, which hvdrun builds from its own SSH options (the "
+        "host-key policy among them)",
+        "use --ssh-config, -i, --ssh-known-hosts, -p or --ssh-host-key-policy instead");
+  }
+  auto mca = [&](const std::string& name, std::string value) {
+    if (user_mca.count(name) == 0) argv.insert(argv.end(), {"-mca", name, std::move(value)});
+  };
+  mca("pml", "ob1");
+  mca("btl", btl_choice(plan, input));
   if (input.through_slurm) {
     // Open MPI's own Slurm launcher: its daemons start in a step of the allocation, no SSH.
-    argv.insert(argv.end(), {"-mca", "plm", "slurm"});
+    mca("plm", "slurm");
   } else {
-    argv.insert(argv.end(), {"-mca", "plm_rsh_no_tree_spawn", "1", "-mca", "plm_rsh_args",
-                             rsh_args(plan, input.ssh)});
+    mca("plm_rsh_no_tree_spawn", "1");
+    mca("plm_rsh_args", rsh_args(plan, input.ssh));
   }
-  if (input.daemons_share_machine) {
-    argv.insert(argv.end(), {"-mca", "rtc_hwloc_vmhole", "none"});
-  }
+  if (input.daemons_share_machine) mca("rtc_hwloc_vmhole", "none");
   if (!input.session_dir_base.empty() && !input.shim.empty()) {
-    argv.insert(argv.end(), {"-mca", "orte_launch_agent",
-                             input.shim + " --orted-shim " + input.session_dir_base + " orted"});
+    mca("orte_launch_agent", input.shim + " --orted-shim " + input.session_dir_base + " orted");
   }
   // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
   // CIDR works across hosts whose NICs are named differently.
@@ -197,8 +225,8 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
         : unknown ? "<set at launch: 127.0.0.0/8 and each other address a host was reached at, "
                     "as /32>"
                   : tcp_include(input.host_addresses);
-    argv.insert(argv.end(),
-                {"-mca", "btl_tcp_if_include", include, "-mca", "oob_tcp_if_include", include});
+    mca("btl_tcp_if_include", include);
+    mca("oob_tcp_if_include", include);
   }
   for (const std::string& name : forwarded_names(plan)) argv.insert(argv.end(), {"-x", name});
   for (const auto& [name, value] : input.shim_env) argv.insert(argv.end(), {"-x", name});

@@ -121,11 +121,51 @@ TEST_CASE("mpirun argv: one machine twice drops vader, strict policy, key, extra
     auto it = std::find(argv.begin(), argv.end(), flag);
     return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
   };
-  CHECK(std::find(argv.begin(), argv.end(), "^openib,vader") != argv.end());
+  CHECK(std::find(argv.begin(), argv.end(), "^openib,vader,ofi") != argv.end());
   CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::Contains("StrictHostKeyChecking=yes"));
   CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::Contains("-i /k/id"));
   CHECK(after("btl_tcp_if_include") == "10.0.0.1/32,10.0.0.2/32");
   CHECK(Args(argv.end() - 4, argv.end()) == Args{"-mca", "btl_base_verbose", "1", "x"});
+}
+
+namespace {
+
+// The values of every `-mca NAME VALUE` for NAME in argv, in order.
+Args mca_values(const Args& argv, const std::string& name) {
+  Args values;
+  for (size_t i = 0; i + 2 < argv.size(); ++i) {
+    if ((argv[i] == "-mca" || argv[i] == "--mca") && argv[i + 1] == name) {
+      values.push_back(argv[i + 2]);
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun argv: libfabric's transport is left out when every rank is on this machine",
+          "[mpi]") {
+  MpiCommandInput in = input();
+  in.host_addresses.clear();
+  CHECK(mca_values(mpirun_argv(plan_for("localhost:2", {"x"}), in), "btl") == Args{"^openib,ofi"});
+  // Across machines it may be the fabric: horovodrun's choice stays.
+  CHECK(mca_values(mpirun_argv(plan_for("a:1,b:1", {"x"}), input()), "btl") == Args{"^openib"});
+}
+
+TEST_CASE("mpirun argv: an MCA parameter in --mpi-args replaces hvdrun's own", "[mpi]") {
+  MpiCommandInput in = input();
+  in.extra_args = {"-mca", "btl",  "self,vader",       "--mca", "pml",
+                   "ucx",  "-mca", "btl_base_verbose", "1"};
+  const Args argv = mpirun_argv(plan_for("a:1,b:1", {"x"}), in);
+  CHECK(mca_values(argv, "btl") == Args{"self,vader"});  // once: mpirun refuses it twice
+  CHECK(mca_values(argv, "pml") == Args{"ucx"});
+  CHECK(mca_values(argv, "btl_tcp_if_include") == Args{"127.0.0.0/8"});  // the rest stays
+  CHECK(mca_values(argv, "plm_rsh_args").size() == 1);
+
+  // Not the SSH options, which carry the host-key policy.
+  in.extra_args = {"-mca", "plm_rsh_args", "-o StrictHostKeyChecking=no"};
+  require_usage_error([&] { mpirun_argv(plan_for("a:1,b:1", {"x"}), in); },
+                      "--mpi-args sets plm_rsh_args");
 }
 
 TEST_CASE("mpirun argv: daemons on one machine do not share the hwloc topology file", "[mpi]") {
