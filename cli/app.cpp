@@ -35,6 +35,7 @@
 #include "launcher/launcher.h"
 #include "launcher/native_launcher.h"
 #include "launcher/net_check.h"
+#include "launcher/output_router.h"
 #include "launcher/plan.h"
 #include "launcher/plan_output.h"
 #include "launcher/restarts.h"
@@ -45,12 +46,14 @@
 namespace hvd::cli {
 namespace {
 
-// hvdrun's log lines on stderr, clearing an elastic job's status line first (status_line.h).
+// hvdrun's log lines on stderr, after the rank output already received (output_router.h) and
+// clearing an elastic job's status line first (status_line.h).
 class StatusAwareSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t formatted;
     formatter_->format(msg, formatted);
+    launcher::before_own_console_line();
     launcher::StatusLine::get().clear_now();
     std::fwrite(formatted.data(), 1, formatted.size(), stderr);
   }

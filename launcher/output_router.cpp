@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "common/error.h"
 #include "launcher/status_line.h"
@@ -22,9 +24,30 @@ namespace hvd::launcher {
 
 using worker::Stream;
 
+namespace {
+
+// The live router and its thread (before_own_console_line).
+OutputRouter* g_live_router = nullptr;
+std::thread::id g_live_thread;
+
+}  // namespace
+
 OutputRouter::OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir,
                            LineFormat format)
-    : out_fd_(out_fd), err_fd_(err_fd), dir_(std::move(dir)), format_(format) {}
+    : out_fd_(out_fd), err_fd_(err_fd), dir_(std::move(dir)), format_(format) {
+  g_live_router = this;
+  g_live_thread = std::this_thread::get_id();
+}
+
+OutputRouter::~OutputRouter() {
+  if (g_live_router == this) g_live_router = nullptr;
+}
+
+void before_own_console_line() {
+  if (g_live_router != nullptr && std::this_thread::get_id() == g_live_thread) {
+    g_live_router->drain_ready();
+  }
+}
 
 OutputRouter::StreamState& OutputRouter::state(int rank, Stream stream) {
   return streams_[{rank, static_cast<int>(stream)}];
@@ -215,6 +238,16 @@ void OutputRouter::drain(int fd) {
   if (q.offset == q.bytes.size() || q.offset > (1u << 20)) {
     q.bytes.erase(0, q.offset);
     q.offset = 0;
+  }
+}
+
+void OutputRouter::drain_ready() {
+  for (const auto& [fd, queue] : queues_) {
+    while (pending(fd)) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) break;
+      drain(fd);
+    }
   }
 }
 

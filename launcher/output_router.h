@@ -46,7 +46,11 @@ std::vector<int> parse_rank_list(std::string_view text);
 class OutputRouter {
  public:
   // `out_fd`/`err_fd`: where tagged lines go. `dir`: also keep per-rank files there.
+  // The newest router is the live one (before_own_console_line), until it is destroyed.
   OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir, LineFormat format = {});
+  ~OutputRouter();
+  OutputRouter(const OutputRouter&) = delete;
+  OutputRouter& operator=(const OutputRouter&) = delete;
 
   void write(int rank, worker::Stream stream, std::string_view bytes);
   // Emits any partial last line of the rank (call when it exited).
@@ -62,6 +66,9 @@ class OutputRouter {
   // Writes what `fd` takes now (call when poll() reported POLLOUT); at most one pipe buffer's
   // worth, so the write cannot block.
   void drain(int fd);
+  // Writes what the console takes now, as many times as poll() says it takes more without
+  // waiting: never blocks.
+  void drain_ready();
   // Drops everything queued and all console output from now on (the job is being interrupted
   // and nobody reads); stderr tails and files are kept.
   void abandon_console();
@@ -100,5 +107,11 @@ class OutputRouter {
   std::map<std::pair<int, int>, StreamState> streams_;
   std::map<int, std::deque<std::string>> stderr_tail_;
 };
+
+// hvdrun's log sink calls this before each line of its own: the live router, on the thread that
+// created it, first writes the rank output it already holds as far as the console takes it now
+// (drain_ready), so a rank's last words, received before its exit, come before hvdrun's words
+// about that exit. Nothing on another thread, or without a router.
+void before_own_console_line();
 
 }  // namespace hvd::launcher

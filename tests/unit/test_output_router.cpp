@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "launcher/output_router.h"
 
@@ -58,6 +59,23 @@ TEST_CASE("router: lines are tagged and split across chunks are joined", "[route
   settle(router, out, err);
   CHECK(out.text() == "[1,1]<stdout>:other\n[1,0]<stdout>:hello\n[1,0]<stdout>:wor\n");
   CHECK(err.text() == "[1,0]<stderr>:oops\n");
+}
+
+TEST_CASE("router: hvdrun's own line comes after the rank output already received", "[router]") {
+  Sink out("out_own"), err("err_own");
+  OutputRouter router(out.fd, err.fd, std::nullopt);
+  router.write(1, Stream::kStdout, "worker 1: killing myself\n");  // its last words, then its exit
+  router.write(1, Stream::kStderr, "a traceback\n");
+  CHECK(out.text().empty());                 // queued for the launcher's loop
+  hvd::launcher::before_own_console_line();  // hvdrun is about to say the rank died
+  CHECK(out.text() == "[1,1]<stdout>:worker 1: killing myself\n");
+  CHECK(err.text() == "[1,1]<stderr>:a traceback\n");
+  CHECK_FALSE(router.pending(out.fd));
+
+  // On another thread (none of hvdrun's log lines come from one): left to the loop.
+  router.write(0, Stream::kStdout, "later\n");
+  std::thread([] { hvd::launcher::before_own_console_line(); }).join();
+  CHECK(router.pending(out.fd));
 }
 
 TEST_CASE("router: CR ends a line and CR LF is one line end, even split", "[router]") {
