@@ -18,6 +18,15 @@ std::exception_ptr failure(hvd_status status, const std::string& message) {
   return std::make_exception_ptr(RuntimeError(status, message));
 }
 
+// Tells the core this thread is spinning (a hyperthread sibling gets the pipeline); no system call.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 }  // namespace
 
 CycleSignal CycleEngine::doorbell_signal(std::uint64_t cycle) {
@@ -141,7 +150,9 @@ void CycleEngine::wait(detail::OpState& op, Clock::time_point deadline) {
       ++waiters_;
       continue;
     }
-    if (now - started < kSpin) {
+    if (now - started < kQuietSpin) {
+      cpu_relax();
+    } else if (now - started < kSpin) {
       sched_yield();
     } else {
       std::this_thread::sleep_for(nap);

@@ -78,6 +78,12 @@ class CycleEngine : public OpEngine {
   // the last up to kMaxNap: a peer a little behind costs no wake-up, one far behind little CPU.
   // Over TCP Open MPI's non-blocking collectives advance only inside MPI calls: naps between
   // them cost directly (100 x 16 KiB: 1215 us with a 0.1 ms spin, 769 us with 2 ms).
+  // For the first kQuietSpin of it the polls follow each other with a pause instruction and no
+  // system call; sched_yield() between them after that (a rank sharing its core with the one it
+  // waits on lets it run). On the paravirtualized development VM a system call in that spin made
+  // the 1 MiB allreduce that followed it 40-70 us slower (bench/README.md, "System calls in the
+  // waiter's spin"); the peer that a synchronous call waits for is most often a few us behind.
+  static constexpr std::chrono::microseconds kQuietSpin{50};
   static constexpr std::chrono::microseconds kSpin{2000};
   static constexpr std::chrono::microseconds kFirstNap{20};
   static constexpr std::chrono::microseconds kMaxNap{500};
