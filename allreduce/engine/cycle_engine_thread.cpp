@@ -63,7 +63,7 @@ bool CycleEngine::run_once() {
   if (fds[1].revents != 0) {
     wakeup_.drain_timer();
     std::lock_guard<std::mutex> lock(ops_mutex_);
-    due_ = true;
+    if (batch_.fired()) due_ = true;
   }
   for (std::size_t i = 2; i < fds.size(); ++i) {
     if (fds[i].revents != 0) read_signals(ranks[i]);

@@ -31,7 +31,10 @@ bool BatchDelay::add() {
     backstop_ = streak_ >= kStreak && delay_ < backstop_delay_;
     due_ = false;
     since_ = Clock::now();
-    wakeup_.arm(backstop_ ? backstop_delay_ : delay_);
+    // A backstop still pending from an earlier batch fires before this one's would: keep it.
+    if (!backstop_ || !fires_ || *fires_ <= since_) {
+      arm(since_, backstop_ ? backstop_delay_ : delay_);
+    }
     return false;
   }
   if (!backstop_ || due_) return false;
@@ -44,7 +47,29 @@ void BatchDelay::taken(bool waiter) {
   armed_ = false;
   const bool prompt = waiter && Clock::now() - since_ < delay_;
   streak_ = prompt ? std::min(streak_ + 1, kStreak) : 0;
-  wakeup_.disarm();
+  // A short timer would wake the thread for nothing and reprogram the clock: off. The backstop
+  // runs on for the next batches (fired() finds nothing queued if none comes).
+  if (!backstop_ && fires_) {
+    wakeup_.disarm();
+    fires_.reset();
+  }
+}
+
+bool BatchDelay::fired() {
+  fires_.reset();
+  if (!armed_ || due_) return false;  // nothing queued, or already due
+  const auto now = Clock::now();
+  const auto limit = backstop_ ? backstop_delay_ : delay_;
+  if (now - since_ >= delay_) return true;
+  // An earlier batch's backstop, or an early tick: wait out this batch's own.
+  arm(now, std::chrono::duration_cast<std::chrono::microseconds>(since_ + limit - now) +
+               std::chrono::microseconds(1));
+  return false;
+}
+
+void BatchDelay::arm(Clock::time_point now, std::chrono::microseconds delay) {
+  wakeup_.arm(delay);
+  fires_ = now + delay;
 }
 
 Engine::Engine(OpRunner& runner, ControlPlane control, EngineOptions options)
@@ -135,14 +160,15 @@ bool Engine::run_once() {
   const auto now = Clock::now();
 
   if (fds[0].revents != 0) wakeup_.drain();
-  const bool due = fds[1].revents != 0;
-  if (due) wakeup_.drain_timer();
+  bool due = false;
+  if (fds[1].revents != 0) wakeup_.drain_timer();
   // The flag before the queue: a submission flushed before we read the flag is in the queue.
   const bool flush = wakeup_.take_flush();
   bool stopping;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping = stopping_;
+    if (fds[1].revents != 0) due = batch_.fired();
   }
   if (flush || due || stopping) send_batch(now, false, flush && !due);
 

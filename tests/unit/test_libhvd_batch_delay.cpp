@@ -43,12 +43,19 @@ TEST_CASE(
     CHECK(timer_left(wakeup) == 0us);
   }
   // The streak is on: the backstop, which a later submission does not cut short before the
-  // cycle time has passed.
+  // cycle time has passed, and which stays armed when a waiter takes the batch (no system call
+  // per batch): the next batch keeps it.
   CHECK_FALSE(delay.add());
-  CHECK(timer_left(wakeup) > 5s);
+  const auto backstop = timer_left(wakeup);
+  CHECK(backstop > 5s);
   CHECK_FALSE(delay.add());
   delay.taken(true);
-  CHECK(timer_left(wakeup) == 0us);
+  CHECK(timer_left(wakeup) > 5s);
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) <= backstop);  // not armed again
+  delay.taken(true);
+  CHECK_FALSE(delay.fired());      // it fires with nothing queued: nothing to do, nothing armed
+  CHECK(timer_left(wakeup) > 5s);  // (the fake firing left the real timer alone)
 
   // A batch that the timer (or a doorbell) took, not a waiter, ends the streak.
   CHECK_FALSE(delay.add());
@@ -79,6 +86,37 @@ TEST_CASE(
   CHECK_FALSE(delay.add());
   CHECK(timer_left(wakeup) <= 100ms);  // the short timer again
   delay.taken(true);
+}
+
+TEST_CASE(
+    "batch delay: a backstop left from an earlier batch that fires under a young batch is "
+    "armed again for that batch, and one older than the cycle time is due",
+    "[libhvd][engine]") {
+  Wakeup wakeup;
+  REQUIRE(wakeup.ok());
+  BatchDelay delay(wakeup, 100ms, 10s);
+  for (int batch = 0; batch < BatchDelay::kStreak; ++batch) {
+    CHECK_FALSE(delay.add());
+    delay.taken(true);
+  }
+  CHECK_FALSE(delay.add());  // the backstop, armed now
+  delay.taken(true);         // and left running
+  std::this_thread::sleep_for(20ms);
+  CHECK_FALSE(delay.add());  // a new batch under the old backstop: nothing armed
+  const auto left = timer_left(wakeup);
+  CHECK(left <= 10s - 20ms);
+  // The old backstop fires (called as the engine's thread would, after draining it): this
+  // batch is younger than the cycle time, so not due; its own backstop is armed.
+  CHECK_FALSE(delay.fired());
+  CHECK(timer_left(wakeup) > left);
+  CHECK(timer_left(wakeup) <= 10s);
+  std::this_thread::sleep_for(150ms);
+  CHECK(delay.fired());  // older than the cycle time: due
+  delay.taken(false);    // the engine's thread took it: the streak ends
+  CHECK_FALSE(delay.add());
+  CHECK(timer_left(wakeup) <= 100ms);  // the short timer again
+  delay.taken(true);
+  CHECK(timer_left(wakeup) == 0us);  // a short timer is taken off with its batch
 }
 
 TEST_CASE("batch delay: a cycle time of 0 makes every submission due at once, no timer",
