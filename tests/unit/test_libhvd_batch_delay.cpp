@@ -23,6 +23,14 @@ std::chrono::microseconds timer_left(Wakeup& wakeup) {
              std::chrono::nanoseconds(spec.it_value.tv_nsec));
 }
 
+// kStreak batches that a waiter takes at once: the next batch gets the backstop.
+void start_streak(BatchDelay& delay) {
+  for (int batch = 0; batch < BatchDelay::kStreak; ++batch) {
+    CHECK_FALSE(delay.add());
+    delay.taken(true);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -73,10 +81,7 @@ TEST_CASE(
   Wakeup wakeup;
   REQUIRE(wakeup.ok());
   BatchDelay delay(wakeup, 100ms, 10s);
-  for (int batch = 0; batch < BatchDelay::kStreak; ++batch) {
-    CHECK_FALSE(delay.add());
-    delay.taken(true);
-  }
+  start_streak(delay);
   CHECK_FALSE(delay.add());
   CHECK(timer_left(wakeup) > 5s);  // the backstop
   std::this_thread::sleep_for(150ms);
@@ -95,10 +100,7 @@ TEST_CASE(
   Wakeup wakeup;
   REQUIRE(wakeup.ok());
   BatchDelay delay(wakeup, 100ms, 10s);
-  for (int batch = 0; batch < BatchDelay::kStreak; ++batch) {
-    CHECK_FALSE(delay.add());
-    delay.taken(true);
-  }
+  start_streak(delay);
   CHECK_FALSE(delay.add());  // the backstop, armed now
   delay.taken(true);         // and left running
   std::this_thread::sleep_for(20ms);
