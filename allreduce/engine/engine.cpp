@@ -160,15 +160,15 @@ bool Engine::run_once() {
   const auto now = Clock::now();
 
   if (fds[0].revents != 0) wakeup_.drain();
-  bool due = false;
-  if (fds[1].revents != 0) wakeup_.drain_timer();
+  const bool timer = fds[1].revents != 0;
+  if (timer) wakeup_.drain_timer();
   // The flag before the queue: a submission flushed before we read the flag is in the queue.
   const bool flush = wakeup_.take_flush();
-  bool stopping;
+  bool stopping, due;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping = stopping_;
-    if (fds[1].revents != 0) due = batch_.fired();
+    due = timer && batch_.fired();
   }
   if (flush || due || stopping) send_batch(now, false, flush && !due);
 
