@@ -51,4 +51,15 @@ inline std::optional<ncclRedOp_t> nccl_op(int op) {
   }
 }
 
+// The op to give NCCL for hvd's `op` on a communicator of `nranks` ranks. On one rank an average
+// is the identity, and NCCL's one-rank average (its premultiply kernel, used for float types)
+// leaves the last elements unwritten whenever the count does not divide evenly among its blocks:
+// NVIDIA/nccl#1950, fixed in NCCL 2.29.7. tests/gpu/nccl_check.sh found it on an H200 with NCCL
+// 2.28.9 (float64, 1,000,003 elements: the last 3 kept their old bytes). A sum on one rank is a
+// plain copy, exact for every dtype, so one rank sums instead of averaging, whatever the version.
+inline std::optional<ncclRedOp_t> nccl_op(int op, int nranks) {
+  if (op == HVD_AVERAGE && nranks == 1) return ncclSum;
+  return nccl_op(op);
+}
+
 }  // namespace hvd::nccl

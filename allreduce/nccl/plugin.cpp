@@ -15,6 +15,7 @@
 struct hvd_nccl_comm {
   ncclComm_t comm = nullptr;
   int device = -1;
+  int nranks = 0;
 };
 
 namespace {
@@ -72,6 +73,7 @@ hvd_nccl_comm* comm_create(const void* id, int nranks, int rank, int device, cha
   std::memcpy(&u, id, sizeof u);
   auto* c = new hvd_nccl_comm;
   c->device = device;
+  c->nranks = nranks;
   if (!nccl_ok(ncclCommInitRank(&c->comm, nranks, u, rank), "ncclCommInitRank", err, len)) {
     delete c;
     return nullptr;
@@ -91,7 +93,9 @@ void comm_abort(hvd_nccl_comm* c) {
   c->comm = nullptr;
 }
 
-bool types(int dtype, int op, ncclDataType_t& t, ncclRedOp_t* o, char* err, size_t len) {
+// `nranks` picks the op (nccl_types.h: one rank sums instead of averaging).
+bool types(int dtype, int op, int nranks, ncclDataType_t& t, ncclRedOp_t* o, char* err,
+           size_t len) {
   const auto nt = hvd::nccl::nccl_dtype(dtype);
   if (!nt) {
     say(err, len, "%s", "unknown dtype");
@@ -99,7 +103,7 @@ bool types(int dtype, int op, ncclDataType_t& t, ncclRedOp_t* o, char* err, size
   }
   t = *nt;
   if (o != nullptr) {
-    const auto no = hvd::nccl::nccl_op(op);
+    const auto no = hvd::nccl::nccl_op(op, nranks);
     if (!no) {
       say(err, len, "%s", "unknown reduce op");
       return false;
@@ -113,7 +117,7 @@ int allreduce(hvd_nccl_comm* c, const void* in, void* out, size_t count, int dty
               void* stream, char* err, size_t len) {
   ncclDataType_t t;
   ncclRedOp_t o;
-  if (!types(dtype, op, t, &o, err, len)) return 1;
+  if (!types(dtype, op, c->nranks, t, &o, err, len)) return 1;
   return nccl_ok(ncclAllReduce(in, out, count, t, o, c->comm, static_cast<cudaStream_t>(stream)),
                  "ncclAllReduce", err, len)
              ? 0
@@ -123,7 +127,7 @@ int allreduce(hvd_nccl_comm* c, const void* in, void* out, size_t count, int dty
 int broadcast(hvd_nccl_comm* c, void* data, size_t count, int dtype, int root, void* stream,
               char* err, size_t len) {
   ncclDataType_t t;
-  if (!types(dtype, 0, t, nullptr, err, len)) return 1;
+  if (!types(dtype, 0, c->nranks, t, nullptr, err, len)) return 1;
   return nccl_ok(
              ncclBroadcast(data, data, count, t, root, c->comm, static_cast<cudaStream_t>(stream)),
              "ncclBroadcast", err, len)
@@ -134,7 +138,7 @@ int broadcast(hvd_nccl_comm* c, void* data, size_t count, int dtype, int root, v
 int allgather(hvd_nccl_comm* c, const void* in, void* out, size_t count, int dtype, void* stream,
               char* err, size_t len) {
   ncclDataType_t t;
-  if (!types(dtype, 0, t, nullptr, err, len)) return 1;
+  if (!types(dtype, 0, c->nranks, t, nullptr, err, len)) return 1;
   return nccl_ok(ncclAllGather(in, out, count, t, c->comm, static_cast<cudaStream_t>(stream)),
                  "ncclAllGather", err, len)
              ? 0
@@ -145,7 +149,7 @@ int reducescatter(hvd_nccl_comm* c, const void* in, void* out, size_t count, int
                   void* stream, char* err, size_t len) {
   ncclDataType_t t;
   ncclRedOp_t o;
-  if (!types(dtype, op, t, &o, err, len)) return 1;
+  if (!types(dtype, op, c->nranks, t, &o, err, len)) return 1;
   return nccl_ok(
              ncclReduceScatter(in, out, count, t, o, c->comm, static_cast<cudaStream_t>(stream)),
              "ncclReduceScatter", err, len)

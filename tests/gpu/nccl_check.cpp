@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -338,6 +339,55 @@ struct Checker {
   }
 };
 
+// ---- NCCL's own one-rank average, for information ----
+
+// NCCL before 2.29.7 (NVIDIA/nccl#1950) splits a one-rank average among up to 32 blocks by
+// count / blocks rounded down to whole 16-byte packs, and the last (count mod 32) elements stay
+// unwritten whenever that quotient is already a whole number of packs: 1,000,197 = 32 * 31256 + 5
+// with 31256 a multiple of 8 hits it for float16, bfloat16, float32 and float64 alike.
+constexpr size_t kRawAverageCount = 1000197;
+
+// Runs ncclAvg on a raw one-rank communicator (not through the plugin, which sums on one rank:
+// allreduce/nccl/nccl_types.h) and says whether this NCCL has the bug. Information only: the
+// plugin's own results are what the correctness cases judge.
+void report_raw_one_rank_average(cudaStream_t stream) {
+  const size_t n = kRawAverageCount;
+  ncclUniqueId id;
+  NCCL(ncclGetUniqueId(&id));
+  ncclComm_t raw = nullptr;
+  NCCL(ncclCommInitRank(&raw, 1, id, 0));
+  std::vector<float> in(n), got(n);
+  for (size_t i = 0; i < n; ++i) in[i] = 1.0f + static_cast<float>(i % 1000) / 1024.0f;
+  float* d_in = nullptr;
+  float* d_out = nullptr;
+  CUDA(cudaMalloc(&d_in, n * sizeof(float)));
+  CUDA(cudaMalloc(&d_out, n * sizeof(float)));
+  to_device(d_in, in.data(), n * sizeof(float));
+  CUDA(cudaMemset(d_out, 0, n * sizeof(float)));  // 0.0f: never one of the inputs
+  CUDA(cudaDeviceSynchronize());
+  NCCL(ncclAllReduce(d_in, d_out, n, ncclFloat32, ncclAvg, raw, stream));
+  CUDA(cudaStreamSynchronize(stream));
+  CUDA(cudaMemcpy(got.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
+  size_t wrong = 0, first = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&got[i], &in[i], sizeof(float)) != 0) {
+      ++wrong;
+      first = std::min(first, i);
+    }
+  }
+  if (wrong == 0) {
+    std::printf("info raw ncclAvg on one rank, float32 n=%zu: correct (this NCCL has the fix of "
+                "NVIDIA/nccl#1950)\n", n);
+  } else {
+    std::printf("info raw ncclAvg on one rank, float32 n=%zu: %zu elements wrong from element "
+                "%zu (NVIDIA/nccl#1950, fixed in NCCL 2.29.7); the plugin sums on one rank "
+                "instead, so libhvd is not affected\n", n, wrong, first);
+  }
+  CUDA(cudaFree(d_in));
+  CUDA(cudaFree(d_out));
+  NCCL(ncclCommDestroy(raw));
+}
+
 // ---- performance ----
 
 struct Perf {
@@ -517,8 +567,10 @@ int main(int argc, char** argv) {
   c.p = p;
   c.comm = comm;
   CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  const size_t counts[] = {1, 1000003};  // one element; an odd count of up to 8 MB
-  c.capacity = counts[1] * 8 + kGuardBytes;
+  // One element; an odd count of up to 8 MB; and 32 * 31256 + 5, whose tail NCCL's one-rank
+  // average kernel (before 2.29.7) drops for every float type (kRawAverageCount below).
+  const size_t counts[] = {1, 1000003, kRawAverageCount};
+  c.capacity = *std::max_element(std::begin(counts), std::end(counts)) * 8 + kGuardBytes;
   CUDA(cudaMalloc(&c.d_in, c.capacity));
   CUDA(cudaMalloc(&c.d_out, c.capacity));
 
@@ -540,6 +592,7 @@ int main(int argc, char** argv) {
   }
   c.run_errors();
   std::printf("correctness: %d cases, %d failed\n", c.cases, c.failures);
+  report_raw_one_rank_average(c.stream);
 
   CUDA(cudaFree(c.d_in));
   CUDA(cudaFree(c.d_out));

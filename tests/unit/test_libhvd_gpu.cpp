@@ -69,6 +69,19 @@ TEST_CASE("gpu: every hvd dtype and reduce op has its NCCL counterpart", "[libhv
   CHECK_FALSE(nccl_op(-1).has_value());
 }
 
+TEST_CASE("gpu: one rank sums instead of averaging (NCCL's one-rank average drops a tail)",
+          "[libhvd]") {
+  using hvd::nccl::nccl_op;
+  CHECK(nccl_op(HVD_AVERAGE, 1) == ncclSum);  // NVIDIA/nccl#1950: a sum of one is a copy
+  CHECK(nccl_op(HVD_AVERAGE, 2) == ncclAvg);
+  CHECK(nccl_op(HVD_AVERAGE, 64) == ncclAvg);
+  for (const int op : {HVD_SUM, HVD_MIN, HVD_MAX, HVD_PRODUCT}) {
+    CHECK(nccl_op(op, 1) == nccl_op(op));
+    CHECK(nccl_op(op, 8) == nccl_op(op));
+  }
+  CHECK_FALSE(nccl_op(-1, 1).has_value());
+}
+
 TEST_CASE("gpu: the plugin loads without a GPU and makes distinct NCCL unique ids", "[libhvd]") {
   void* handle = ::dlopen(HVD_TEST_NCCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
   INFO((handle == nullptr ? ::dlerror() : "loaded"));
