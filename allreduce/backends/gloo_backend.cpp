@@ -12,6 +12,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <cstring>
+#include <optional>
 
 #include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
@@ -110,7 +111,10 @@ void GlooBackend::guarded(const char* op, Body&& body) {
         fmt::format("{} on the Gloo backend: the Gloo context failed earlier ({})", op, *dead_),
         "a failed Gloo context cannot be reused: restart the job");
   }
-  const ScopedSigpipeBlock no_sigpipe;  // see the constructor
+  // See the constructor. Alone, Gloo writes to no socket, and the block's four system calls
+  // would be most of a small op's time on the thread that waits for it (local_cycle_transport.h).
+  std::optional<ScopedSigpipeBlock> no_sigpipe;
+  if (options_.size > 1) no_sigpipe.emplace();
   try {
     body();
   } catch (const gloo::IoException& e) {

@@ -13,6 +13,7 @@
 #include "allreduce/backends/nccl_ops.h"
 #include "allreduce/engine/control_plane.h"
 #include "allreduce/engine/cycle_engine.h"
+#include "allreduce/engine/local_cycle_transport.h"
 #include "allreduce/engine/tcp_cycle_transport.h"
 #include "allreduce/kernels/dtype.h"
 #include "allreduce/kernels/kernels.h"
@@ -159,6 +160,10 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
     transport = std::make_unique<TcpCycleTransport>(
         std::move(planes[1]),
         std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
+  } else if (topology_.size == 1) {
+    // Alone (a program run on its own, or a job of one rank): cycles of one, on the waiting
+    // thread (local_cycle_transport.h), rather than two thread hand-offs per op.
+    transport = std::make_unique<LocalCycleTransport>();
   }
   if (transport) {
     engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),

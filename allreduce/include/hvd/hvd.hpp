@@ -169,7 +169,7 @@ HVD_API int gpu_device();
 
 // What libhvd's engine did on this rank since init(): for benchmarks and tests.
 struct EngineStats {
-  std::uint64_t cycles = 0;      // negotiation cycles (under MPI); 0 on the TCP control plane
+  std::uint64_t cycles = 0;      // negotiation cycles (MPI, size 1); 0 on the TCP control plane
   std::uint64_t cache_hits = 0;  // submissions agreed as a response-cache slot (under MPI)
   std::uint64_t negotiated = 0;  // submissions negotiated in full (name, dtype, shape, ...)
   std::uint64_t doorbells = 0;   // times this rank asked the others to join a cycle
