@@ -157,9 +157,17 @@ int reducescatter(hvd_nccl_comm* c, const void* in, void* out, size_t count, int
              : 1;
 }
 
-// Polls the stream and NCCL's asynchronous error, so a failed peer aborts instead of hanging.
+// How long synchronize() polls without sleeping. cudaStreamSynchronize spins too (CUDA's default
+// schedule with fewer busy contexts than cores); a sleep of 50 us is about 100 us with the
+// kernel's timer slack, which made a 10 us allreduce take 116 us on an H200 (tests/gpu/README.md).
+constexpr auto kSpin = std::chrono::milliseconds(2);
+
+// Polls the stream and NCCL's asynchronous error, so a failed peer aborts instead of hanging:
+// yielding the core between polls for the first kSpin, then sleeping 50 us between them (an op
+// that long loses at most a few percent to the sleep's granularity).
 int synchronize(hvd_nccl_comm* c, void* stream, int timeout_ms, char* err, size_t len) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   auto* s = static_cast<cudaStream_t>(stream);
   for (;;) {
     const cudaError_t q = cudaStreamQuery(s);
@@ -175,14 +183,19 @@ int synchronize(hvd_nccl_comm* c, void* stream, int timeout_ms, char* err, size_
       comm_abort(c);
       return 1;
     }
-    if (timeout_ms > 0 && std::chrono::steady_clock::now() > deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (timeout_ms > 0 && now > deadline) {
       say(err, len, "%s",
           "the NCCL operation did not finish in time; the communicator was "
           "aborted");
       comm_abort(c);
       return 1;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (now - start < kSpin) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 }
 
