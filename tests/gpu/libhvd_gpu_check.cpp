@@ -238,23 +238,137 @@ double us_per_call(int calls, auto&& one) {
   return best;
 }
 
-void print_row(const char* where, std::size_t bytes, double hvd_us, double raw_us) {
+struct Times {
+  double hvd_us;
+  double raw_us;  // < 0: no raw contender (it needs size 1)
+};
+
+// Warms both up, then alternates them to cancel drift: the best of 6 batches of `calls` each.
+Times best_of(int warmups, int calls, auto&& hvd_call, auto&& raw_call, bool with_raw) {
+  for (int i = 0; i < warmups; ++i) hvd_call();
+  for (int i = 0; with_raw && i < warmups; ++i) raw_call();
+  Times t{1e300, with_raw ? 1e300 : -1};
+  for (int round = 0; round < 2; ++round) {
+    t.hvd_us = std::min(t.hvd_us, us_per_call(calls, hvd_call));
+    if (with_raw) t.raw_us = std::min(t.raw_us, us_per_call(calls, raw_call));
+  }
+  return t;
+}
+
+void print_row(const char* where, std::size_t bytes, Times t) {
   if (g_rank != 0) return;
   char size[32];
   std::snprintf(size, sizeof size, bytes >= (1u << 20) ? "%zu MiB" : "%zu KiB",
                 bytes >= (1u << 20) ? bytes >> 20 : bytes >> 10);
-  if (raw_us > 0) {
-    std::printf("%6s %8s %10.1f %10.1f %10.1f %8.2f\n", where, size, hvd_us, raw_us,
-                hvd_us - raw_us, hvd_us / raw_us);
+  if (t.raw_us > 0) {
+    std::printf("%6s %8s %10.1f %10.1f %10.1f %8.2f\n", where, size, t.hvd_us, t.raw_us,
+                t.hvd_us - t.raw_us, t.hvd_us / t.raw_us);
   } else {
-    std::printf("%6s %8s %10.1f %10s %10s %8s\n", where, size, hvd_us, "-", "-", "-");
+    std::printf("%6s %8s %10.1f %10s %10s %8s\n", where, size, t.hvd_us, "-", "-", "-");
   }
 }
 
-// Out of place (in place, a one-rank sum is no work at all for NCCL). Alternates hvd and raw to
-// cancel drift; the best of 6 batches each.
+void raw_allreduce(const void* in, void* out, std::size_t n, ncclComm_t raw, cudaStream_t stream) {
+  if (ncclAllReduce(in, out, n, ncclFloat32, ncclSum, raw, stream) != ncclSuccess) {
+    die("raw ncclAllReduce failed");
+  }
+}
+
+// A synchronous allreduce of each size on the GPU, out of place (in place, a one-rank sum is no
+// work at all for NCCL); `raw` null: hvd alone.
+void time_gpu_sizes(cudaStream_t stream, ncclComm_t raw) {
+  for (const std::size_t bytes : {std::size_t{4096}, std::size_t{1} << 20, std::size_t{64} << 20}) {
+    const std::size_t n = bytes / 4;
+    void* in = nullptr;
+    void* out = nullptr;
+    CUDA(cudaMalloc(&in, bytes));
+    CUDA(cudaMalloc(&out, bytes));
+    CUDA(cudaMemset(in, 0, bytes));
+    CUDA(cudaDeviceSynchronize());
+    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(n)};
+    const auto tin = device_tensor(in, DataType::kFloat32, shape, stream);
+    const auto tout = device_tensor(out, DataType::kFloat32, shape, stream);
+    const Times t = best_of(
+        10, bytes >= (std::size_t{64} << 20) ? 20 : 200,
+        [&] { hvd::allreduce(tin, tout, hvd::AllreduceOptions{ReduceOp::kSum}); },
+        [&] {
+          raw_allreduce(in, out, n, raw, stream);
+          CUDA(cudaStreamSynchronize(stream));
+        },
+        raw != nullptr);
+    print_row("gpu", bytes, t);
+    CUDA(cudaFree(in));
+    CUDA(cudaFree(out));
+  }
+}
+
+// The same 4 KiB allreduce on host memory, against memcpy at size 1.
+void time_host() {
+  std::vector<float> hin(1024, 1.0f), hout(1024);
+  const Times t = best_of(
+      10, 200,
+      [&] {
+        hvd::allreduce(hvd::tensor(hin.data(), hin.size()), hvd::tensor(hout.data(), hout.size()),
+                       hvd::AllreduceOptions{ReduceOp::kSum});
+      },
+      [&] {
+        std::memcpy(hout.data(), hin.data(), hin.size() * sizeof(float));
+        asm volatile("" ::"r"(hout.data()) : "memory");
+      },
+      g_size == 1);
+  print_row("host", 4096, t);
+}
+
+// A step: 100 gradients of 16 KiB as named async ops, then every wait (GPU tensors are not
+// fused), against 100 ncclAllReduce calls in one NCCL group and one stream wait.
+void time_gpu_step(cudaStream_t stream, ncclComm_t raw) {
+  constexpr int kTensors = 100;
+  constexpr std::size_t kCount = 4096;
+  std::vector<void*> ins(kTensors), outs(kTensors);
+  for (int k = 0; k < kTensors; ++k) {
+    CUDA(cudaMalloc(&ins[k], kCount * 4));
+    CUDA(cudaMalloc(&outs[k], kCount * 4));
+    CUDA(cudaMemset(ins[k], 0, kCount * 4));
+  }
+  CUDA(cudaDeviceSynchronize());
+  std::vector<std::string> names(kTensors);
+  for (int k = 0; k < kTensors; ++k) names[k] = "gpu.step." + std::to_string(k);
+  std::vector<hvd::Handle> handles(kTensors);
+  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(kCount)};
+  const Times t = best_of(
+      3, 10,
+      [&] {
+        for (int k = 0; k < kTensors; ++k) {
+          handles[k] = hvd::allreduce_async(
+              names[k], device_tensor(ins[k], DataType::kFloat32, shape, stream),
+              device_tensor(outs[k], DataType::kFloat32, shape, stream),
+              hvd::AllreduceOptions{ReduceOp::kSum});
+        }
+        for (auto& h : handles) h.wait();
+      },
+      [&] {
+        ncclGroupStart();
+        for (int k = 0; k < kTensors; ++k) raw_allreduce(ins[k], outs[k], kCount, raw, stream);
+        if (ncclGroupEnd() != ncclSuccess) die("ncclGroupEnd failed");
+        CUDA(cudaStreamSynchronize(stream));
+      },
+      raw != nullptr);
+  if (g_rank == 0) {
+    char raw_text[32] = "- (size 1 only)";
+    if (t.raw_us > 0) std::snprintf(raw_text, sizeof raw_text, "%.1f us", t.raw_us);
+    std::printf(
+        "step: %d x 16 KiB named async, then wait all: hvd %.1f us (%.2f us a tensor); "
+        "raw, one NCCL group and one wait: %s\n",
+        kTensors, t.hvd_us, t.hvd_us / kTensors, raw_text);
+  }
+  for (int k = 0; k < kTensors; ++k) {
+    CUDA(cudaFree(ins[k]));
+    CUDA(cudaFree(outs[k]));
+  }
+}
+
 void timing(cudaStream_t stream) {
-  ncclComm_t raw = nullptr;
+  ncclComm_t raw = nullptr;  // NCCL's own communicator: one rank only (it needs no exchange)
   if (g_size == 1) {
     ncclUniqueId id;
     if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&raw, 1, id, 0) != ncclSuccess) {
@@ -271,112 +385,9 @@ void timing(cudaStream_t stream) {
         g_size, g_size == 1 ? "" : " (size 1 only)", hvd::backend_name().c_str(), "where", "size",
         "hvd us", "raw us", "hvd-raw", "ratio");
   }
-  for (const std::size_t bytes : {std::size_t{4096}, std::size_t{1} << 20, std::size_t{64} << 20}) {
-    const std::size_t n = bytes / 4;
-    void* in = nullptr;
-    void* out = nullptr;
-    CUDA(cudaMalloc(&in, bytes));
-    CUDA(cudaMalloc(&out, bytes));
-    CUDA(cudaMemset(in, 0, bytes));
-    CUDA(cudaDeviceSynchronize());
-    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(n)};
-    const auto tin = device_tensor(in, DataType::kFloat32, shape, stream);
-    const auto tout = device_tensor(out, DataType::kFloat32, shape, stream);
-    const int calls = bytes >= (std::size_t{64} << 20) ? 20 : 200;
-    auto hvd_call = [&] { hvd::allreduce(tin, tout, hvd::AllreduceOptions{ReduceOp::kSum}); };
-    auto raw_call = [&] {
-      if (ncclAllReduce(in, out, n, ncclFloat32, ncclSum, raw, stream) != ncclSuccess) {
-        die("raw ncclAllReduce failed");
-      }
-      CUDA(cudaStreamSynchronize(stream));
-    };
-    for (int i = 0; i < 10; ++i) hvd_call();
-    if (raw != nullptr) {
-      for (int i = 0; i < 10; ++i) raw_call();
-    }
-    double hvd_us = 1e300, raw_us = raw != nullptr ? 1e300 : -1;
-    for (int round = 0; round < 2; ++round) {
-      hvd_us = std::min(hvd_us, us_per_call(calls, hvd_call));
-      if (raw != nullptr) raw_us = std::min(raw_us, us_per_call(calls, raw_call));
-    }
-    print_row("gpu", bytes, hvd_us, raw_us);
-    CUDA(cudaFree(in));
-    CUDA(cudaFree(out));
-  }
-  {
-    std::vector<float> hin(1024, 1.0f), hout(1024);
-    auto hvd_call = [&] {
-      hvd::allreduce(hvd::tensor(hin.data(), hin.size()), hvd::tensor(hout.data(), hout.size()),
-                     hvd::AllreduceOptions{ReduceOp::kSum});
-    };
-    auto raw_call = [&] {
-      std::memcpy(hout.data(), hin.data(), hin.size() * sizeof(float));
-      asm volatile("" ::"r"(hout.data()) : "memory");
-    };
-    for (int i = 0; i < 10; ++i) hvd_call();
-    double hvd_us = 1e300, raw_us = g_size == 1 ? 1e300 : -1;
-    for (int round = 0; round < 2; ++round) {
-      hvd_us = std::min(hvd_us, us_per_call(200, hvd_call));
-      if (g_size == 1) raw_us = std::min(raw_us, us_per_call(200, raw_call));
-    }
-    print_row("host", 4096, hvd_us, raw_us);
-  }
-  // A step: 100 gradients of 16 KiB as named async ops, then every wait (GPU tensors are not
-  // fused), against 100 ncclAllReduce calls in one NCCL group and one stream wait.
-  {
-    constexpr int kTensors = 100;
-    constexpr std::size_t kCount = 4096;
-    std::vector<void*> ins(kTensors), outs(kTensors);
-    for (int k = 0; k < kTensors; ++k) {
-      CUDA(cudaMalloc(&ins[k], kCount * 4));
-      CUDA(cudaMalloc(&outs[k], kCount * 4));
-      CUDA(cudaMemset(ins[k], 0, kCount * 4));
-    }
-    CUDA(cudaDeviceSynchronize());
-    std::vector<std::string> names(kTensors);
-    for (int k = 0; k < kTensors; ++k) names[k] = "gpu.step." + std::to_string(k);
-    std::vector<hvd::Handle> handles(kTensors);
-    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(kCount)};
-    auto hvd_step = [&] {
-      for (int k = 0; k < kTensors; ++k) {
-        handles[k] =
-            hvd::allreduce_async(names[k], device_tensor(ins[k], DataType::kFloat32, shape, stream),
-                                 device_tensor(outs[k], DataType::kFloat32, shape, stream),
-                                 hvd::AllreduceOptions{ReduceOp::kSum});
-      }
-      for (auto& h : handles) h.wait();
-    };
-    auto raw_step = [&] {
-      ncclGroupStart();
-      for (int k = 0; k < kTensors; ++k) {
-        if (ncclAllReduce(ins[k], outs[k], kCount, ncclFloat32, ncclSum, raw, stream) !=
-            ncclSuccess) {
-          die("raw ncclAllReduce failed");
-        }
-      }
-      if (ncclGroupEnd() != ncclSuccess) die("ncclGroupEnd failed");
-      CUDA(cudaStreamSynchronize(stream));
-    };
-    for (int i = 0; i < 3; ++i) hvd_step();
-    if (raw != nullptr) raw_step();
-    double hvd_us = 1e300, raw_us = raw != nullptr ? 1e300 : -1;
-    for (int round = 0; round < 2; ++round) {
-      hvd_us = std::min(hvd_us, us_per_call(10, hvd_step));
-      if (raw != nullptr) raw_us = std::min(raw_us, us_per_call(10, raw_step));
-    }
-    if (g_rank == 0) {
-      char raw_text[32] = "- (size 1 only)";
-      if (raw_us > 0) std::snprintf(raw_text, sizeof raw_text, "%.1f us", raw_us);
-      std::printf(
-          "step: %d x 16 KiB named async, then wait all: hvd %.1f us (%.2f us a tensor); "
-          "raw, one NCCL group and one wait: %s\n",
-          kTensors, hvd_us, hvd_us / kTensors, raw_text);
-    }
-    for (int k = 0; k < kTensors; ++k) {
-      CUDA(cudaFree(ins[k]));
-      CUDA(cudaFree(outs[k]));
-    }
-  }
+  time_gpu_sizes(stream, raw);
+  time_host();
+  time_gpu_step(stream, raw);
   if (raw != nullptr) ncclCommDestroy(raw);
 }
 

@@ -183,7 +183,8 @@ for d in "$cuda_inc" "$nccl_inc"; do  # never /usr/include as -isystem (breaks #
 done
 rpath_dirs=("$nccl_lib_dir")
 if [ -n "$cudart_dir" ] && [ "$cudart_dir" != "$nccl_lib_dir" ]; then rpath_dirs+=("$cudart_dir"); fi
-sources=("$src/tests/gpu/nccl_check.cpp" "$src/allreduce/nccl/plugin.cpp")
+sources=("$src/tests/gpu/nccl_check.cpp" "$src/tests/gpu/nccl_check_perf.cpp"
+  "$src/allreduce/nccl/plugin.cpp")
 bin=$build/nccl_check
 if [ "$(basename "$cxx")" = nvcc ]; then
   cmd=("$cxx" -std=c++20 -O2 "-Xcompiler=-Wall,-Wextra" "${includes[@]}" "${sources[@]}" -o "$bin"
