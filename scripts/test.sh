@@ -7,6 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
+case "${HVD_BUILD_TYPE:-RelWithDebInfo}" in
+  Debug | Release | RelWithDebInfo | MinSizeRel) ;;
+  *)
+    echo "test.sh: HVD_BUILD_TYPE='$HVD_BUILD_TYPE' is not a CMake build type: use Debug, Release," \
+      "RelWithDebInfo (the default) or MinSizeRel" >&2
+    exit 2
+    ;;
+esac
 configure=(-DCMAKE_BUILD_TYPE="${HVD_BUILD_TYPE:-RelWithDebInfo}" -DHVD_WERROR="${HVD_WERROR:-OFF}")
 if [ -n "${HVD_INSTALL_PREFIX:-}" ]; then configure+=(-DCMAKE_INSTALL_PREFIX="$HVD_INSTALL_PREFIX"); fi
 

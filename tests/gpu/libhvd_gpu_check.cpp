@@ -13,7 +13,9 @@
 //   5. Rank 0 times hvd::allreduce (sum, float32, synchronous) at 4 KiB, 1 MiB and 64 MiB, and, at
 //      size 1, a raw ncclAllReduce + cudaStreamSynchronize on its own communicator beside it.
 //
-// Exit: 0 all correct ("libhvd gpu check: OK"), 1 a check failed, 77 no usable GPU here (skipped).
+// Usage: libhvd_gpu_check [--no-timing]
+// Exit: 0 all correct ("libhvd gpu check: OK"), 1 a check failed, 2 a bad argument, 77 no usable
+// GPU here (skipped).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -394,7 +396,18 @@ void timing(cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool time_it = !(argc > 1 && std::string(argv[1]) == "--no-timing");
+  bool time_it = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--no-timing") {
+      time_it = false;
+    } else {
+      std::fprintf(stderr,
+                   "libhvd_gpu_check: unknown argument '%s'\nusage: libhvd_gpu_check "
+                   "[--no-timing]\n",
+                   argv[i]);
+      return 2;
+    }
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     hvd::init();
