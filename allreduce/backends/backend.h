@@ -51,9 +51,31 @@ class Backend {
   // their own; nullptr when the backend has none (Gloo: the engine negotiates over its control
   // plane instead).
   virtual std::unique_ptr<CycleTransport> cycle_transport() { return nullptr; }
+  // Every rank reaches every other through shared memory (one host, and the backend uses it):
+  // small messages cost a few microseconds rather than a network round trip.
+  virtual bool shared_memory() const { return false; }
   // The job broke (a peer is lost): tear down without anything that waits for the other ranks
   // (MPI: no MPI_Finalize, which is collective).
   virtual void abandon() {}
 };
+
+// Open MPI's byte transfer layers as its MCA parameters `btl` ("^openib,ofi": all but those;
+// "tcp,self": only those; empty: all) and `btl_base_exclude` leave them: true when the
+// shared-memory one (vader, formerly sm) is among them.
+inline bool open_mpi_btl_shared_memory(std::string_view btl, std::string_view exclude) {
+  const auto names = [](std::string_view list, std::string_view name) {
+    while (!list.empty()) {
+      const std::size_t comma = list.find(',');
+      if (list.substr(0, comma) == name) return true;
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+    return false;
+  };
+  const auto shm = [&](std::string_view list) { return names(list, "vader") || names(list, "sm"); };
+  if (shm(exclude)) return false;
+  if (btl.empty()) return true;
+  if (btl.front() == '^') return !shm(btl.substr(1));
+  return shm(btl);
+}
 
 }  // namespace hvd::runtime

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
@@ -94,6 +97,26 @@ int env_int(const char* name, int fallback) {
 
 }  // namespace
 
+namespace {
+// An Open MPI MCA parameter's value (a control variable of the MPI tool interface); empty when
+// it has none or cannot be read.
+std::string mca_string(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return {};
+  std::string value;
+  int index = 0, count = 0;
+  MPI_T_cvar_handle handle;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    std::vector<char> text(static_cast<std::size_t>(std::max(count, 0)) + 4096, '\0');
+    if (MPI_T_cvar_read(handle, text.data()) == MPI_SUCCESS) value = text.data();
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+}  // namespace
+
 MpiBackend::MpiBackend() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -113,6 +136,8 @@ MpiBackend::MpiBackend() {
   half_ops_[0] = make_half_ops<DataType::kFloat16>();
   half_ops_[1] = make_half_ops<DataType::kBFloat16>();
   compute_topology();
+  shared_memory_ = topology_.local_size == topology_.size &&
+                   open_mpi_btl_shared_memory(mca_string("btl"), mca_string("btl_base_exclude"));
 }
 
 MpiBackend::~MpiBackend() {

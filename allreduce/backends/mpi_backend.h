@@ -39,6 +39,9 @@ class MpiBackend : public Backend {
   void barrier() override;
   std::unique_ptr<CycleTransport> cycle_transport() override;  // mpi_cycle_transport.cpp
   void abandon() override { abandoned_ = true; }
+  // Every rank on this host (local size = size) and Open MPI's shared-memory transport not left
+  // out (its `btl` and `btl_base_exclude` parameters, read through the MPI tool interface).
+  bool shared_memory() const override { return shared_memory_; }
 
  private:
   MPI_Op op_for(DataType dtype, ReduceOp op) const;
@@ -46,6 +49,7 @@ class MpiBackend : public Backend {
 
   bool finalize_ = false;   // we called MPI_Init_thread, so we finalise
   bool abandoned_ = false;  // the job broke: nothing collective at teardown
+  bool shared_memory_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;
   contract::RankTopology topology_;
   // User ops for the 16-bit floats: [bfloat16?][sum, min, max, product].

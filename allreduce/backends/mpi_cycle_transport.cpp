@@ -9,7 +9,11 @@
 // rank has seen): 128 bytes to 1 KiB, doubled at once to fit the longest contribution of the last
 // round, halved after kShrinkAfter rounds in a row whose longest fitted in half of it. The round's
 // latency grows with it (2 ranks, shared memory, MPI_Iallgather and MPI_Test: 0.52 us at 128
-// bytes, 0.70 at 256, 1.1 at 1 KiB), and a synchronous call brings about 90 bytes.
+// bytes, 0.70 at 256, 1.1 at 1 KiB), and a synchronous call brings about 90 bytes. A contribution
+// that carries a tensor's data (an eager allreduce, cycle_engine.h: flagged in the length's top
+// bit) may grow the slot past 1 KiB, to its length rounded up to kDataSlotStep (not a power of
+// two: over shared memory a 2 KiB tensor must stay under Open MPI's 4 KiB eager limit), so that
+// a loop of such calls makes one round each; shorter ones are sized as any other.
 #include <mpi.h>
 
 #include <algorithm>
@@ -28,6 +32,9 @@ namespace {
 // Per rank and cycle: u32 length, then the bytes.
 constexpr std::size_t kMinSlot = 128;
 constexpr std::size_t kMaxSlot = 1024;
+constexpr std::size_t kDataSlotStep = 512;
+constexpr std::size_t kMaxDataSlot = 128 * 1024;
+constexpr std::uint32_t kDataFlag = 0x80000000u;  // in a slot's length: it carries data
 constexpr int kShrinkAfter = 16;
 // An AND round of at most this many bytes from all ranks together is an allgather of the words,
 // ANDed by each rank: one exchange where Open MPI's MPI_Iallreduce makes two (2 ranks, 3 words,
@@ -61,11 +68,15 @@ class MpiCycleTransport : public CycleTransport {
     if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
-  void start(std::string contribution) override {
+  void start(std::string contribution, std::size_t data_bytes) override {
     mine_ = std::move(contribution);
+    if (mine_.size() >= kDataFlag) {
+      throw StatusError(HVD_ERR_INTERNAL,
+                        fmt::format("a negotiation contribution of {} bytes", mine_.size()));
+    }
     slot_.resize(slot_size_);
     slots_.resize(slot_size_ * static_cast<std::size_t>(size_));
-    const auto n = static_cast<std::uint32_t>(mine_.size());
+    const auto n = static_cast<std::uint32_t>(mine_.size()) | (data_bytes > 0 ? kDataFlag : 0);
     std::memcpy(slot_.data(), &n, 4);
     std::memcpy(slot_.data() + 4, mine_.data(), std::min(mine_.size(), slot_size_ - 4));
     check(MPI_Iallgather(slot_.data(), static_cast<int>(slot_size_), MPI_BYTE, slots_.data(),
@@ -109,20 +120,24 @@ class MpiCycleTransport : public CycleTransport {
     check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done == 0) return nullptr;
     const std::size_t slot = slot_size_, data = slot - 4;
-    const auto length = [&](std::size_t r) {
+    const auto header = [&](std::size_t r) {
       std::uint32_t n;
       std::memcpy(&n, &slots_[slot * r], 4);
-      return static_cast<std::size_t>(n);
+      return n;
+    };
+    const auto length = [&](std::size_t r) {
+      return static_cast<std::size_t>(header(r) & ~kDataFlag);
     };
     int total = 0;  // what did not fit in the slots
-    std::size_t longest = 0;
+    std::size_t longest = 0, longest_data = 0;
     for (std::size_t r = 0; r < out_.size(); ++r) {
       counts_[r] = length(r) > data ? static_cast<int>(length(r) - data) : 0;
       displs_[r] = total;
       total += counts_[r];
-      longest = std::max(longest, length(r));
+      std::size_t& longest_of_kind = (header(r) & kDataFlag) != 0 ? longest_data : longest;
+      longest_of_kind = std::max(longest_of_kind, length(r));
     }
-    resize_slot(longest);
+    resize_slot(longest, longest_data);
     if (total > 0) {  // every rank sees the same lengths, so every rank makes this call
       rests_.assign(static_cast<std::size_t>(total), '\0');
       const int mine = mine_.size() > data ? static_cast<int>(mine_.size() - data) : 0;
@@ -141,14 +156,21 @@ class MpiCycleTransport : public CycleTransport {
   }
 
  private:
-  // The next rounds' slot (see the top of the file), from the longest contribution of this one.
-  void resize_slot(std::size_t longest) {
+  // The next rounds' slot (see the top of the file), from the longest contributions of this one
+  // without and with data.
+  void resize_slot(std::size_t longest, std::size_t longest_data) {
     const std::size_t before = slot_size_;
-    const std::size_t need = std::clamp(std::bit_ceil(longest + 4), kMinSlot, kMaxSlot);
-    fitted_ = need < slot_size_ ? fitted_ + 1 : 0;
+    std::size_t need = std::clamp(std::bit_ceil(longest + 4), kMinSlot, kMaxSlot);
+    if (longest_data + 4 > kMaxSlot) {
+      need = std::min(kMaxDataSlot,
+                      (longest_data + 4 + kDataSlotStep - 1) / kDataSlotStep * kDataSlotStep);
+    } else if (longest_data > 0) {
+      need = std::max(need, std::clamp(std::bit_ceil(longest_data + 4), kMinSlot, kMaxSlot));
+    }
+    fitted_ = need <= slot_size_ / 2 ? fitted_ + 1 : 0;
     if (need > slot_size_) slot_size_ = need;
     if (fitted_ >= kShrinkAfter) {
-      slot_size_ /= 2;
+      slot_size_ = slot_size_ > kMaxSlot ? std::max(kMaxSlot, slot_size_ / 2) : slot_size_ / 2;
       fitted_ = 0;
     }
     if (slot_size_ != before) {

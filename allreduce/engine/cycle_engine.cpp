@@ -56,8 +56,8 @@ CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
 CycleEngine::~CycleEngine() { shutdown(); }
 
 EngineStats CycleEngine::stats() const {
-  return {cycles_.load(), hits_.load(), negotiated_.load(), doorbells_.load(),
-          decided_by_bits_.load()};
+  return {cycles_.load(),          hits_.load(), negotiated_.load(), doorbells_.load(),
+          decided_by_bits_.load(), eager_.load()};
 }
 
 bool CycleEngine::broken() {
@@ -202,9 +202,11 @@ void CycleEngine::post(Clock::time_point now, bool waiter) {
   hits_buf_.clear();
   misses_buf_.clear();
   bool goodbye = false;
+  const detail::OpState* alone = nullptr;  // the one op this rank brings, if one
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     posted_first_ = queue_.empty() ? std::string() : queue_.front()->op->request.name;
+    if (queue_.size() == 1) alone = queue_.front()->op.get();
     for (InFlight* entry : queue_) {
       const Request& request = entry->op->request;
       if (auto slot = cache_.hit(request)) {
@@ -236,9 +238,15 @@ void CycleEngine::post(Clock::time_point now, bool waiter) {
   // every rank's OR), then a word of flags, inverted (misses, a goodbye). In the steady state of
   // a training loop that decides the cycle (decide_from_and); otherwise the allgather round
   // follows with the full contributions.
+  // A small allreduce brought alone comes with its input (eager data): when every rank brings
+  // the same one so, the allgather round gives every rank every input, and the op runs from them
+  // with no collective of its own (run_response).
+  const std::string_view data = alone != nullptr ? runner_.eager_input(*alone) : std::string_view();
   const std::size_t words = try_and_ ? (cache_.slot_count() + 63) / 64 : 0;
   if (words == 0) {
-    transport_->start(encode_contribution(hits_buf_, misses_buf_, goodbye));
+    std::string contribution = encode_contribution(hits_buf_, misses_buf_, goodbye);
+    frame_contribution(contribution, data);
+    transport_->start(std::move(contribution), data.size());
     return;
   }
   std::vector<std::uint64_t> bits(2 * words + 1, 0);
@@ -247,6 +255,8 @@ void CycleEngine::post(Clock::time_point now, bool waiter) {
   const bool more = !misses_buf_.empty() || goodbye;
   bits[2 * words] = more ? ~std::uint64_t{1} : ~std::uint64_t{0};
   contribution_ = encode_contribution(hits_buf_, misses_buf_, goodbye);
+  frame_contribution(contribution_, data);
+  contribution_data_ = data.size();
   and_round_ = true;
   transport_->start_and(std::move(bits));
 }
@@ -275,12 +285,15 @@ bool CycleEngine::progress_cycle(Clock::time_point now) {
       finish(*fast);
       return true;
     }
-    transport_->start(std::move(contribution_));  // every rank decided the same: all go on
+    // Every rank decided the same: all go on.
+    transport_->start(std::move(contribution_), contribution_data_);
   }
   const std::vector<std::string>* contributions = transport_->gathered();
   if (contributions == nullptr) return false;
   const Decision decision = decide(*contributions, now);
-  try_and_ = decision.hits_only;
+  // A cycle decided from eager data is most often followed by another such (a loop of
+  // synchronous calls): the next starts with the allgather round, which carries the data.
+  try_and_ = decision.hits_only && decision.eager.empty();
   if (!decision.list.fatal.empty()) {
     // A stall shutdown is rank 0's decision alone (it depends on its clock): tell the others.
     tell_ranks(decision.list.fatal, decision.list.fatal_status);
@@ -295,7 +308,7 @@ void CycleEngine::finish(const Decision& reply) {
   ++cycle_;
   ++cycles_;
   last_idle_ = reply.idle;
-  for (const Response& response : reply.list.responses) run_response(response);
+  for (const Response& response : reply.list.responses) run_response(response, reply);
   run_ops_.clear();
   last_heard_ = Clock::now();  // rank 0 took part (counted after the work, which may be long)
   if (!reply.list.fatal.empty()) {
@@ -324,7 +337,7 @@ void CycleEngine::finish(const Decision& reply) {
   }
 }
 
-void CycleEngine::run_response(const Response& response) {
+void CycleEngine::run_response(const Response& response, const Decision& decision) {
   // Kept from response to response (their capacity: no allocation per response); finish()
   // drops the ops' references once the cycle's responses ran.
   std::vector<std::shared_ptr<detail::OpState>>& ops = run_ops_;
@@ -358,6 +371,12 @@ void CycleEngine::run_response(const Response& response) {
     return;
   }
   for (std::size_t i = 0; i < ops.size(); ++i) cache_.put(ops[i]->request, slots[i]);
+  if (!decision.eager.empty() && response.kind == OpKind::kAllreduce && ops.size() == 1 &&
+      response.names.front() == decision.eager) {
+    ++eager_;
+    run_eager_op(runner_, ops.front(), decision.eager_inputs, options_.timeline);
+    return;
+  }
   run_ops(runner_, ops, options_.timeline);
 }
 

@@ -16,8 +16,13 @@
 // each other in the same order on every rank, so whichever thread holds the driver lock may move
 // one on.
 //
+// A small allreduce that a rank brings alone carries its input in the allgather round (eager
+// data, OpRunner::eager_input); when every rank brought the same one so and the cycle decides
+// it, every rank reduces the gathered inputs itself (OpRunner::run_eager) and no collective runs.
+//
 // Who starts a cycle: a thread that waits on an op (at once: a synchronous allreduce costs the
-// one small allgather and the allreduce, no thread hand-off and no TCP round trip), the
+// one small allgather and the allreduce, or the allgather alone when eager; no thread hand-off
+// and no TCP round trip), the
 // background thread when the batching delay (HOROVOD_CYCLE_TIME) of submissions nobody waits on
 // ends, and a rank saying goodbye in hvd::shutdown(). A waiter whose op is still pending after a
 // cycle starts the next at once and waits in it ("parked") for the other ranks to bring theirs,
@@ -96,6 +101,10 @@ class CycleEngine : public OpEngine {
     std::vector<int> shut_down;  // ranks that said goodbye, in this cycle or before
     bool idle = false;           // no rank brought anything new and nothing ran
     bool hits_only = false;      // every rank brought cache hits alone (and one rank some)
+    // The allreduce that every rank brought alone with its input (eager data; empty: none), and
+    // those inputs by rank (views into the round's contributions, valid until the next round).
+    std::string eager;
+    std::vector<std::string_view> eager_inputs;
   };
   bool root() const { return options_.rank == 0; }
   // One turn under drive_mutex_: starts a cycle if there is a reason, moves a started one on.
@@ -109,7 +118,9 @@ class CycleEngine : public OpEngine {
   Decision decide(const std::vector<std::string>& contributions, Clock::time_point now);
   std::optional<Decision> decide_from_and(const std::vector<std::uint64_t>& anded);
   void finish(const Decision& decision);
-  void run_response(const Response& response);
+  void run_response(const Response& response, const Decision& decision);
+  // The allreduce each rank's contribution brought alone with its eager data (empty: none).
+  std::string eager_name(const CycleContribution& c) const;
   void ring(Clock::time_point now);
   void end_cycles(const std::string& fatal, hvd_status status);
   // Rank 0: sends every other rank the job's fatal error on the control plane (a CycleSignal),
@@ -167,6 +178,7 @@ class CycleEngine : public OpEngine {
   // full contribution, for the allgather round if the AND round does not decide the cycle.
   bool and_round_ = false;
   std::string contribution_;
+  std::size_t contribution_data_ = 0;  // of which bytes of eager data
   // post()'s and run_response()'s working lists, kept for their capacity.
   std::vector<std::uint32_t> hits_buf_;
   std::vector<const Request*> misses_buf_;
@@ -202,7 +214,7 @@ class CycleEngine : public OpEngine {
   std::chrono::microseconds nap_{20};  // the background thread's, between polls of a cycle
 
   std::atomic<std::uint64_t> cycles_{0}, hits_{0}, negotiated_{0}, doorbells_{0},
-      decided_by_bits_{0};
+      decided_by_bits_{0}, eager_{0};
   std::thread thread_;
 };
 

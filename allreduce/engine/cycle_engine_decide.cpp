@@ -51,24 +51,61 @@ std::optional<CycleEngine::Decision> CycleEngine::decide_from_and(
   return decision;
 }
 
+std::string CycleEngine::eager_name(const CycleContribution& c) const {
+  if (c.hits.size() == 1 && c.misses.requests.empty()) {
+    const Request* cached = cache_.at(c.hits.front());
+    return cached != nullptr && cached->kind == OpKind::kAllreduce ? cached->name : std::string();
+  }
+  if (c.hits.empty() && c.misses.requests.size() == 1 &&
+      c.misses.requests.front().kind == OpKind::kAllreduce) {
+    return c.misses.requests.front().name;
+  }
+  return {};
+}
+
 CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contributions,
                                           Clock::time_point now) {
   Decision decision;
-  // Every rank brought the same bytes (a synchronous call, a step's new tensors in the same
+  const auto unreadable = [&](std::size_t r, const std::exception& e) {
+    decision.list.fatal = fmt::format(
+        "rank {} sent a negotiation message the others cannot read ({}); do all ranks run the "
+        "same libhvd version?",
+        r, e.what());
+    return decision;
+  };
+  // Each rank's message: its contribution (the head) and the input of an allreduce it brought
+  // alone, if one (eager data).
+  std::vector<FramedContribution> framed(contributions.size());
+  for (std::size_t r = 0; r < framed.size(); ++r) {
+    try {
+      framed[r] = unframe_contribution(contributions[r]);
+    } catch (const std::exception& e) {
+      return unreadable(r, e);
+    }
+  }
+  // Every rank brought the same head (a synchronous call, a step's new tensors in the same
   // order): decoded once and given to the Controller as every rank's at once.
   const bool unanimous =
-      std::all_of(contributions.begin() + 1, contributions.end(),
-                  [&](const std::string& c) { return c == contributions.front(); });
+      std::all_of(framed.begin() + 1, framed.end(),
+                  [&](const FramedContribution& c) { return c.head == framed.front().head; });
   std::vector<CycleContribution> parts(unanimous ? 1 : contributions.size());
   for (std::size_t r = 0; r < parts.size(); ++r) {
     try {
-      parts[r] = decode_contribution(contributions[r]);
+      parts[r] = decode_contribution(framed[r].head);
     } catch (const std::exception& e) {
-      decision.list.fatal = fmt::format(
-          "rank {} sent a negotiation message the others cannot read ({}); do all ranks run the "
-          "same libhvd version?",
-          r, e.what());
-      return decision;
+      return unreadable(r, e);
+    }
+  }
+  // Every rank brought one allreduce alone, the same, with its input: it runs from those inputs
+  // (run_response), if it is what the Controller decides.
+  if (std::all_of(framed.begin(), framed.end(),
+                  [](const FramedContribution& c) { return !c.data.empty(); })) {
+    decision.eager = eager_name(parts.front());
+    for (std::size_t r = 1; r < parts.size() && !decision.eager.empty(); ++r) {
+      if (eager_name(parts[r]) != decision.eager) decision.eager.clear();
+    }
+    if (!decision.eager.empty()) {
+      for (const FramedContribution& c : framed) decision.eager_inputs.push_back(c.data);
     }
   }
   decision.hits_only = std::any_of(parts.begin(), parts.end(),

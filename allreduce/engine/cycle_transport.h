@@ -8,6 +8,7 @@
 // engine's driver lock), in the same order on every rank.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,8 +21,9 @@ namespace hvd::runtime {
 class CycleTransport {
  public:
   virtual ~CycleTransport() = default;
-  // Starts this rank's part of an allgather round with `contribution`.
-  virtual void start(std::string contribution) = 0;
+  // Starts this rank's part of an allgather round with `contribution`, of which `data_bytes` are
+  // a tensor's data (an eager allreduce, cycle_engine.h): a transport may size its rounds for it.
+  virtual void start(std::string contribution, std::size_t data_bytes) = 0;
   // Every rank's contribution, by rank, once they all arrived here; nullptr until then. The
   // transport keeps them (and their buffers, for the next rounds) until the next start().
   virtual const std::vector<std::string>* gathered() = 0;

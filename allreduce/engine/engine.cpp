@@ -423,6 +423,24 @@ void run_ops(OpRunner& runner, const std::vector<std::shared_ptr<detail::OpState
   for (auto& op : ops) op->cv.notify_all();
 }
 
+void OpRunner::run_eager(detail::OpState& op, std::span<const std::string_view> /*inputs*/,
+                         Timeline* /*timeline*/) {
+  throw StatusError(HVD_ERR_INTERNAL,
+                    fmt::format("allreduce '{}' cannot run from the ranks' gathered inputs here",
+                                op.request.name));
+}
+
+void run_eager_op(OpRunner& runner, const std::shared_ptr<detail::OpState>& op,
+                  std::span<const std::string_view> inputs, Timeline* timeline) {
+  std::exception_ptr error;
+  try {
+    at_boundary([&] { runner.run_eager(*op, inputs, timeline); });
+  } catch (...) {
+    error = std::current_exception();
+  }
+  op->finish(error);
+}
+
 void Engine::fail_everything(const std::string& why, hvd_status status) {
   std::unordered_map<std::string, std::shared_ptr<detail::OpState>> ops;
   {

@@ -23,7 +23,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,6 +49,14 @@ class OpRunner {
   // One response's ops (several: a fused allreduce or broadcast). Throws StatusError.
   virtual void run(const std::vector<std::shared_ptr<detail::OpState>>& ops,
                    Timeline* timeline) = 0;
+  // Eager allreduce (cycle_engine.h): the input bytes this rank brings to the negotiation's
+  // allgather round for `op`, a small allreduce that every rank can then reduce from the gathered
+  // inputs with no collective; empty when `op` cannot run that way (the default).
+  virtual std::string_view eager_input(const detail::OpState& /*op*/) { return {}; }
+  // Runs `op` from every rank's eager_input() bytes, by rank (the engine checked that each brought
+  // its own for this op). Throws StatusError.
+  virtual void run_eager(detail::OpState& op, std::span<const std::string_view> inputs,
+                         Timeline* timeline);
 };
 // ppoll() on `fds` until one is ready or `wake_at` (nullopt: no limit); false when poll failed
 // (errno says why; EINTR is not a failure).
@@ -56,6 +66,9 @@ bool poll_until(std::vector<pollfd>& fds, std::optional<Clock::time_point> wake_
 // outcome and wakes their waiters.
 void run_ops(OpRunner& runner, const std::vector<std::shared_ptr<detail::OpState>>& ops,
              Timeline* timeline);
+// The same for one op run from the eager inputs of every rank (OpRunner::run_eager).
+void run_eager_op(OpRunner& runner, const std::shared_ptr<detail::OpState>& op,
+                  std::span<const std::string_view> inputs, Timeline* timeline);
 
 // Wakes the background thread. Two descriptors it polls: an eventfd for "look now" (a waiter
 // wants the batch sent, shutdown) and a timerfd for the end of the batching delay, armed by the

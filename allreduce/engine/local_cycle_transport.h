@@ -17,7 +17,7 @@ namespace hvd::runtime {
 
 class LocalCycleTransport final : public CycleTransport {
  public:
-  void start(std::string contribution) override {
+  void start(std::string contribution, std::size_t /*data_bytes*/) override {
     gathered_.resize(1);
     gathered_[0] = std::move(contribution);
   }

@@ -10,6 +10,11 @@
 namespace hvd::runtime {
 namespace {
 
+[[noreturn]] void malformed() {
+  throw StatusError(HVD_ERR_INTERNAL, "malformed engine control message",
+                    "every rank must run the same libhvd version");
+}
+
 class Writer {
  public:
   explicit Writer(std::size_t reserve = 0) { out_.reserve(reserve); }
@@ -65,10 +70,6 @@ class Reader {
  private:
   void need(std::size_t n) const {
     if (in_.size() - at_ < n) malformed();
-  }
-  [[noreturn]] static void malformed() {
-    throw StatusError(HVD_ERR_INTERNAL, "malformed engine control message",
-                      "every rank must run the same libhvd version");
   }
   std::string_view in_;
   std::size_t at_ = 0;
@@ -254,6 +255,28 @@ CycleContribution decode_contribution(std::string_view bytes) {
   for (std::uint32_t i = 0; i < n; ++i) c.hits.push_back(r.get<std::uint32_t>());
   c.misses = decode_requests(r.rest());
   return c;
+}
+
+void frame_contribution(std::string& head, std::string_view data) {
+  const std::size_t head_size = head.size();
+  const std::size_t at =
+      data.empty() ? head_size : (head_size + kEagerAlign - 1) / kEagerAlign * kEagerAlign;
+  head.reserve(at + data.size() + 8);
+  head.resize(at, '\0');
+  head.append(data);
+  Writer w(8);
+  w.put(static_cast<std::uint32_t>(head_size));
+  w.put(static_cast<std::uint32_t>(data.size()));
+  head += w.take();
+}
+
+FramedContribution unframe_contribution(std::string_view bytes) {
+  if (bytes.size() < 8) malformed();
+  Reader trailer(bytes.substr(bytes.size() - 8));
+  const std::size_t head = trailer.get<std::uint32_t>(), data = trailer.get<std::uint32_t>();
+  const std::size_t at = data == 0 ? head : (head + kEagerAlign - 1) / kEagerAlign * kEagerAlign;
+  if (at + data + 8 != bytes.size()) malformed();
+  return {bytes.substr(0, head), bytes.substr(at, data)};
 }
 
 std::string encode(const CycleSignal& s) {

@@ -99,6 +99,21 @@ std::string encode_contribution(std::span<const std::uint32_t> hits,
                                 std::span<const Request* const> misses, bool shutdown);
 std::string encode(const CycleSignal& s);
 CycleContribution decode_contribution(std::string_view bytes);
+
+// A contribution as the allgather round carries it: the encoded CycleContribution (its head),
+// then, for a rank that brought one small allreduce alone, that tensor's input bytes ("eager
+// data": every rank can reduce the gathered inputs itself, with no collective after the round;
+// cycle_engine.h), starting at a multiple of kEagerAlign in the message, then a trailer of two
+// u32: the head's length and the data's.
+inline constexpr std::size_t kEagerAlign = 16;
+struct FramedContribution {
+  std::string_view head;
+  std::string_view data;  // empty: none
+};
+// Appends `data` (may be empty) and the trailer to `head`, which becomes the framed message.
+void frame_contribution(std::string& head, std::string_view data);
+// Throws StatusError(HVD_ERR_INTERNAL) when the trailer does not describe `bytes`.
+FramedContribution unframe_contribution(std::string_view bytes);
 CycleSignal decode_signal(std::string_view bytes);
 
 }  // namespace hvd::runtime

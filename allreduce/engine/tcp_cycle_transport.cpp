@@ -41,7 +41,7 @@ TcpCycleTransport::TcpCycleTransport(ControlPlane plane, std::chrono::millisecon
   gathered_.resize(n);
 }
 
-void TcpCycleTransport::start(std::string contribution) {
+void TcpCycleTransport::start(std::string contribution, std::size_t /*data_bytes*/) {
   begin(Round::kGather, std::move(contribution));
 }
 

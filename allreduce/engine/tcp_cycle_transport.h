@@ -35,7 +35,7 @@ class TcpCycleTransport final : public CycleTransport {
   explicit TcpCycleTransport(ControlPlane plane,
                              std::chrono::milliseconds send_timeout = std::chrono::seconds(30));
 
-  void start(std::string contribution) override;
+  void start(std::string contribution, std::size_t data_bytes) override;
   const std::vector<std::string>* gathered() override;
   void start_and(std::vector<std::uint64_t> words) override;
   std::optional<std::vector<std::uint64_t>> anded() override;

@@ -57,6 +57,7 @@ struct RuntimeConfig {
       static_cast<std::size_t>(contract::kCacheCapacity.default_value.integer);
   bool mpi_cycles = contract::kMpiCycles.default_value.integer == 1;
   bool gloo_cycles = contract::kGlooCycles.default_value.integer == 1;
+  long long eager_bytes = contract::kEagerBytes.default_value.integer;  // -1: chosen at init
   // 0: the stall inspector is off
   std::chrono::seconds stall_warning{contract::kStallCheckTime.default_value.integer};
   // 0: stalls only warn

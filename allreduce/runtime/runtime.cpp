@@ -165,6 +165,17 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
     // thread (local_cycle_transport.h), rather than two thread hand-offs per op.
     transport = std::make_unique<LocalCycleTransport>();
   }
+  // Eager allreduces: worth it where the round they ride on costs less than a collective of
+  // their own. Over shared memory the slot must stay under Open MPI's 4 KiB eager limit, over TCP
+  // (2 ranks) up to 32 KiB wins (bench/README.md, "Eager allreduce"); every rank receives
+  // (size - 1) such inputs.
+  if (config_.eager_bytes >= 0) {
+    eager_bytes_ = static_cast<std::size_t>(config_.eager_bytes);
+  } else if (topology_.size > 1) {
+    eager_bytes_ = backend_->shared_memory()
+                       ? 2048
+                       : std::min<std::size_t>(32768, 65536 / to_size(topology_.size - 1));
+  }
   if (transport) {
     engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),
                                             engine, config_.cache_capacity);
@@ -262,6 +273,58 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
   }
   for (const auto& op : ops) run_one(*op);
   if (timeline != nullptr) timeline->end(ops.front()->request.name, phase);
+}
+
+std::string_view Runtime::eager_input(const detail::OpState& op) {
+  const Request& q = op.request;
+  const std::size_t bytes = op.in.byte_size();
+  if (q.kind != OpKind::kAllreduce || bytes == 0 || bytes > eager_bytes_ ||
+      q.device.kind != Device::Kind::kCPU || q.prescale != 1.0 ||
+      reduce_fn(q.dtype, q.op == ReduceOp::kAverage ? ReduceOp::kSum : q.op) == nullptr) {
+    return {};
+  }
+  return {static_cast<const char*>(op.in.data), bytes};
+}
+
+void Runtime::run_eager(detail::OpState& op, std::span<const std::string_view> inputs,
+                        Timeline* timeline) {
+  const Tensor& out = op.output();
+  const auto count = to_size(out.num_elements());
+  const ReduceOp reduce = op.options.op == ReduceOp::kAverage ? ReduceOp::kSum : op.options.op;
+  const ReduceFn fn = reduce_fn(out.dtype, reduce);
+  if (fn == nullptr || inputs.size() != to_size(topology_.size)) {
+    throw StatusError(HVD_ERR_INTERNAL, fmt::format("allreduce '{}' cannot run from {} gathered "
+                                                    "inputs",
+                                                    op.request.name, inputs.size()));
+  }
+  for (std::size_t r = 0; r < inputs.size(); ++r) {
+    if (inputs[r].size() != out.byte_size()) {
+      throw StatusError(HVD_ERR_INTERNAL,
+                        fmt::format("allreduce '{}': rank {} brought {} bytes of input, not {}",
+                                    op.request.name, r, inputs[r].size(), out.byte_size()));
+    }
+  }
+  if (timeline != nullptr) {
+    timeline->end(op.request.name, "QUEUE");
+    timeline->begin(op.request.name, "EAGER_REDUCE");
+  }
+  // Rank order on every rank: the same bits everywhere. The inputs start at 16-byte boundaries
+  // of their messages (frame_contribution), whose buffers malloc aligned: the kernels read them
+  // in place.
+  std::memcpy(out.data, inputs[0].data(), out.byte_size());
+  std::vector<std::max_align_t> aligned;  // only for an input that is not (never seen)
+  for (std::size_t r = 1; r < inputs.size(); ++r) {
+    const void* in = inputs[r].data();
+    if (reinterpret_cast<std::uintptr_t>(in) % alignof(std::max_align_t) != 0) {
+      aligned.resize(inputs[r].size() / sizeof(std::max_align_t) + 1);
+      std::memcpy(aligned.data(), in, inputs[r].size());
+      in = aligned.data();
+    }
+    fn(out.data, out.data, in, count);
+  }
+  if (op.options.op == ReduceOp::kAverage) finish_average(out.data, count, out.dtype);
+  if (op.options.postscale != 1.0) scale(out.data, count, out.dtype, op.options.postscale);
+  if (timeline != nullptr) timeline->end(op.request.name, "EAGER_REDUCE");
 }
 
 void Runtime::run_one(detail::OpState& op) {

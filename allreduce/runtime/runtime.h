@@ -45,6 +45,12 @@ class Runtime final : public OpRunner {
 
   // The engine's thread: runs one response's ops (several: a fused allreduce or broadcast).
   void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) override;
+  // Eager allreduce (cycle_engine.h): a host-memory allreduce of at most eager_bytes_, with no
+  // prescale, whose reduction libhvd's own kernels do; run_eager() reduces the gathered inputs in
+  // rank order, so every rank computes the same bits.
+  std::string_view eager_input(const detail::OpState& op) override;
+  void run_eager(detail::OpState& op, std::span<const std::string_view> inputs,
+                 Timeline* timeline) override;
 
  private:
   void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options);
@@ -74,6 +80,7 @@ class Runtime final : public OpRunner {
   contract::RankTopology topology_;
   std::unique_ptr<Backend> backend_;
   std::vector<std::byte> fusion_buffer_;  // reused; grows up to the fusion threshold
+  std::size_t eager_bytes_ = 0;           // HOROVOD_EAGER_BYTES as chosen at init
   std::array<std::atomic<long long>, 6> name_counters_{};
   std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
   bool abandoned_ = false;

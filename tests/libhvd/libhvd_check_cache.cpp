@@ -10,6 +10,8 @@
 //   "rank R: after the mismatch: ok"          the same name, right shape, runs again
 //   "rank R: cycling 10 names: hits H negotiated N"   10 names x 5 rounds (capacity 2 thrashes)
 //   "rank R: negotiation sizes: ok"  contributions from 90 bytes to 3 KiB, results checked
+//   "rank R: eager: E of 86 synchronous calls"  of those, how many ran from the inputs
+//                                    gathered with their negotiation (HOROVOD_EAGER_BYTES)
 //   "rank R: 1000 tensors: ok"       2 steps of 1000 tensors, then 6 of 100 (the AND round as
 //                                    MPI_Iallreduce)
 //   "rank R: all checks passed"
@@ -114,9 +116,9 @@ int cache_mode() {
               static_cast<unsigned long long>(c1.negotiated - c0.negotiated));
 
   // Contributions of every size through the negotiation's allgather, whose slot follows them
-  // (128 bytes to 1 KiB, mpi_cycle_transport.cpp): 60 synchronous calls (about 90 bytes each: the
-  // slot shrinks to 128), then names that need 512 bytes, then more than 1 KiB (the second round),
-  // then small again.
+  // (128 bytes to 1 KiB, mpi_cycle_transport.cpp): 60 synchronous calls (about 90 bytes each and
+  // 32 of eager data: the slot shrinks to 256), then names that need 512 bytes, then more than 1
+  // KiB (the second round; with eager data the slot then grows past 1 KiB), then small again.
   const auto sync_sum = [&](const std::string& name, int salt) {
     std::vector<float> v(8, static_cast<float>(g_rank + salt));
     if (name.empty()) {
@@ -129,11 +131,16 @@ int cache_mode() {
     expect(v[7] == want, "negotiation sizes: " + std::to_string(name.size()) + "-byte name, call " +
                              std::to_string(salt));
   };
+  const std::uint64_t eager_before = hvd::engine_stats().eager;
   for (int i = 0; i < 60; ++i) sync_sum("", i);
   for (int i = 0; i < 3; ++i) sync_sum("long." + std::string(400, 'x') + std::to_string(i), i);
   for (int i = 0; i < 3; ++i) sync_sum("longer." + std::string(3000, 'y') + std::to_string(i), i);
   for (int i = 0; i < 20; ++i) sync_sum("", i);
   std::printf("rank %d: negotiation sizes: %s\n", g_rank, g_failures == 0 ? "ok" : "WRONG");
+  // How many of those 86 calls (32 bytes of data each) ran from the inputs gathered with their
+  // negotiation (HOROVOD_EAGER_BYTES): all but those a rank brought late, when one was rung.
+  std::printf("rank %d: eager: %llu of 86 synchronous calls\n", g_rank,
+              static_cast<unsigned long long>(hvd::engine_stats().eager - eager_before));
 
   // 1000 cached tensors: the AND round's words (one bit per slot in use, from every rank
   // together) are now over the size that goes by allgather, so the AND round of the 100-tensor

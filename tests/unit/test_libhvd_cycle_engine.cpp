@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "allreduce/api/status_error.h"
 #include "allreduce/engine/cycle_engine.h"
 #include "allreduce/engine/op_state.h"
 #include "allreduce/engine/tcp_cycle_transport.h"
@@ -48,7 +49,7 @@ class ThreadTransport final : public CycleTransport {
  public:
   ThreadTransport(std::shared_ptr<Allgather> shared, int rank)
       : shared_(std::move(shared)), rank_(rank) {}
-  void start(std::string contribution) override { post(std::move(contribution)); }
+  void start(std::string contribution, std::size_t) override { post(std::move(contribution)); }
   const std::vector<std::string>* gathered() override {
     auto parts = take(false);
     if (!parts) return nullptr;
@@ -106,15 +107,41 @@ class ThreadTransport final : public CycleTransport {
   std::vector<std::string> gathered_;
 };
 
-// Records what each response ran, in order.
+// Records what each response ran, in order. With `eager`, an op with int32 data in host memory
+// travels with its negotiation (OpRunner::eager_input) and run_eager() sums the gathered inputs
+// into its output, as the Runtime does.
 class RecordingRunner final : public OpRunner {
  public:
   void run(const std::vector<std::shared_ptr<hvd::detail::OpState>>& ops, Timeline*) override {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& op : ops) ran.push_back(op->request.name);
   }
+  std::string_view eager_input(const hvd::detail::OpState& op) override {
+    if (!eager || op.in.data == nullptr) return {};
+    return {static_cast<const char*>(op.in.data), op.in.byte_size()};
+  }
+  void run_eager(hvd::detail::OpState& op, std::span<const std::string_view> inputs,
+                 Timeline*) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    ran.push_back(op.request.name);
+    ++eager_runs;
+    auto* out = static_cast<std::int32_t*>(op.in.data);
+    const auto n = static_cast<std::size_t>(op.in.num_elements());
+    std::vector<std::int32_t> sum(n, 0);
+    for (const std::string_view in : inputs) {
+      if (in.size() != n * 4) throw hvd::runtime::StatusError(HVD_ERR_INTERNAL, "input size");
+      for (std::size_t i = 0; i < n; ++i) {
+        std::int32_t v;
+        std::memcpy(&v, in.data() + 4 * i, 4);
+        sum[i] += v;
+      }
+    }
+    std::copy(sum.begin(), sum.end(), out);
+  }
+  bool eager = false;
   std::mutex mutex;
   std::vector<std::string> ran;
+  int eager_runs = 0;
 };
 
 // `n` ranks' engines in this process.
@@ -394,5 +421,113 @@ TEST_CASE(
     CHECK(job.runners[r].ran == job.runners[0].ran);
     CHECK(job.engines[r]->stats().cache_hits == 120);
     CHECK(job.engines[r]->stats().decided_by_bits == 5);
+  }
+}
+
+TEST_CASE(
+    "cycle engine: small allreduces brought alone run from the inputs gathered with their "
+    "negotiation (eager), one round each, and a mismatch is still refused",
+    "[libhvd][engine]") {
+  const bool tcp = GENERATE(false, true);
+  INFO((tcp ? "over TcpCycleTransport" : "over the in-process transport"));
+  constexpr int kRanks = 3, kCalls = 20;
+  Job job(kRanks, 16, {}, tcp);
+  for (auto& runner : job.runners) runner.eager = true;
+  // Each rank: kCalls synchronous-style calls of new names, then the same name 5 times (cached
+  // after the first), int32 data that depends on the rank, the call and the element.
+  std::vector<std::thread> ranks;
+  std::vector<std::vector<std::string>> wrong(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      CycleEngine& engine = *job.engines[static_cast<std::size_t>(r)];
+      for (int i = 0; i < kCalls + 5; ++i) {
+        std::vector<std::int32_t> data{r, 10 * i, r * i, 7};
+        auto op = allreduce_op(i < kCalls ? "s." + std::to_string(i) : "fixed");
+        op->in = hvd::Tensor{data.data(), hvd::DataType::kInt32, {4}};
+        engine.submit(op, true);
+        engine.wait(*op, Clock::now() + std::chrono::seconds(10));
+        const std::vector<std::int32_t> want{0 + 1 + 2, 30 * i, 3 * i, 21};
+        if (outcome(*op) != "" || data != want) {
+          wrong[static_cast<std::size_t>(r)].push_back(std::to_string(i) + ": " + outcome(*op));
+        }
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  const auto [gathers, ands] = [&] {
+    std::lock_guard<std::mutex> lock(job.shared->mutex);
+    return std::pair{job.shared->gathers, job.shared->ands};
+  }();
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r);
+    const auto i = static_cast<std::size_t>(r);
+    CHECK(wrong[i].empty());
+    CHECK(job.runners[i].eager_runs == kCalls + 5);
+    CHECK(job.engines[i]->stats().eager == kCalls + 5);
+    CHECK(job.engines[i]->stats().cache_hits == 4);  // "fixed" after its first call
+    CHECK(job.runners[i].ran == job.runners[0].ran);
+  }
+  if (!tcp) {
+    CHECK(gathers == kCalls + 5);  // one round per call: no AND round tried after an eager one
+    CHECK(ands == 0);
+  }
+
+  // The same name with another shape on rank 2: refused with both shapes, as without data.
+  std::vector<std::string> errors(kRanks);
+  ranks.clear();
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      std::vector<std::int32_t> data(r == 2 ? 5 : 4, 1);
+      auto op = allreduce_op("odd");
+      op->request.shape = {static_cast<std::int64_t>(data.size())};
+      op->in = hvd::Tensor{data.data(), hvd::DataType::kInt32, {op->request.shape[0]}};
+      job.engines[static_cast<std::size_t>(r)]->submit(op, true);
+      job.engines[static_cast<std::size_t>(r)]->wait(*op, Clock::now() + std::chrono::seconds(10));
+      errors[static_cast<std::size_t>(r)] = outcome(*op);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r);
+    CHECK_THAT(errors[static_cast<std::size_t>(r)], Contains("[4]") && Contains("[5]"));
+    CHECK(job.engines[static_cast<std::size_t>(r)]->stats().eager == kCalls + 5);
+  }
+}
+
+TEST_CASE("cycle engine: ranks that bring different ops alone run them collectively, not eagerly",
+          "[libhvd][engine]") {
+  Job job(2, 16);
+  for (auto& runner : job.runners) runner.eager = true;
+  // Rank 0 brings "a" then "b" in two cycles; rank 1 brings "b" then "a": no cycle has the same
+  // op with data from both, so both run through run() once both ranks brought them.
+  std::vector<std::int32_t> d0a(4, 1), d0b(4, 2), d1a(4, 3), d1b(4, 4);
+  auto make = [](const std::string& name, std::vector<std::int32_t>& data) {
+    auto op = allreduce_op(name);
+    op->in = hvd::Tensor{data.data(), hvd::DataType::kInt32, {4}};
+    return op;
+  };
+  auto a0 = make("a", d0a), b0 = make("b", d0b), a1 = make("a", d1a), b1 = make("b", d1b);
+  std::thread rank1([&] {
+    job.engines[1]->submit(b1, true);
+    job.engines[1]->submit(a1, true);
+    job.engines[1]->wait(*b1, Clock::now() + std::chrono::seconds(10));
+    job.engines[1]->wait(*a1, Clock::now() + std::chrono::seconds(10));
+  });
+  job.engines[0]->submit(a0, true);
+  job.engines[0]->wait(*a0, Clock::now() + std::chrono::seconds(10));
+  job.engines[0]->submit(b0, true);
+  job.engines[0]->wait(*b0, Clock::now() + std::chrono::seconds(10));
+  rank1.join();
+  for (auto* op : {&a0, &b0, &a1, &b1}) CHECK(outcome(**op) == "");
+  for (std::size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    std::vector<std::string> ran = job.runners[r].ran;
+    std::sort(ran.begin(), ran.end());
+    CHECK(ran == std::vector<std::string>{"a", "b"});
+    CHECK(job.runners[r].ran == job.runners[0].ran);
+    // Rank 1 submitted both before either cycle: its contributions bring two ops, never one
+    // alone with data, so nothing ran eagerly.
+    CHECK(job.engines[r]->stats().eager == 0);
+    CHECK(job.runners[r].eager_runs == 0);
   }
 }

@@ -1,5 +1,6 @@
 // libhvd's response cache (allreduce/engine/response_cache.h) and the negotiation cycles'
 // messages (messages.h): slots, least recently used out, and the codecs' round trips and refusals.
+#include "allreduce/backends/backend.h"
 #include "allreduce/engine/response_cache.h"
 
 #include <algorithm>
@@ -195,6 +196,50 @@ TEST_CASE("codec: cycle contributions and signals round-trip and refuse garbage"
   // 2^32-1 hits announced, four bytes follow: refused before allocating.
   CHECK(status_thrown([] { hvd::runtime::decode_contribution("\xFF\xFF\xFF\xFF\0\0\0\0"s); }) ==
         HVD_ERR_INTERNAL);
+}
+
+TEST_CASE(
+    "codec: a contribution framed with eager data splits back, aligned, and garbage is refused",
+    "[libhvd]") {
+  for (const std::size_t head_size : {0, 1, 15, 16, 17, 90}) {
+    for (const std::size_t data_size : {0, 1, 4096}) {
+      INFO("head " << head_size << " bytes, data " << data_size);
+      const std::string head(head_size, 'h');
+      std::string data(data_size, '\0');
+      for (std::size_t i = 0; i < data_size; ++i) data[i] = static_cast<char>(i * 7 + 1);
+      std::string framed = head;
+      hvd::runtime::frame_contribution(framed, data);
+      const auto split = hvd::runtime::unframe_contribution(framed);
+      CHECK(split.head == head);
+      CHECK(split.data == data);
+      if (data_size > 0) {
+        CHECK(static_cast<std::size_t>(split.data.data() - framed.data()) %
+                  hvd::runtime::kEagerAlign ==
+              0);
+      }
+      for (std::size_t n = 0; n < framed.size(); ++n) {  // any cut breaks the trailer's sums
+        INFO("cut to " << n);
+        REQUIRE(status_thrown([&] { hvd::runtime::unframe_contribution(framed.substr(0, n)); }) ==
+                HVD_ERR_INTERNAL);
+      }
+    }
+  }
+  // A trailer that claims more than the message holds (4 GiB of data): refused, no overflow.
+  CHECK(status_thrown([] { hvd::runtime::unframe_contribution("\x10\0\0\0\xFF\xFF\xFF\xFF"s); }) ==
+        HVD_ERR_INTERNAL);
+}
+
+TEST_CASE("Open MPI's btl parameters: whether the shared-memory transport is left in", "[libhvd]") {
+  using hvd::runtime::open_mpi_btl_shared_memory;
+  CHECK(open_mpi_btl_shared_memory("", ""));
+  CHECK(open_mpi_btl_shared_memory("^openib,ofi", ""));              // hvdrun's choice on one host
+  CHECK_FALSE(open_mpi_btl_shared_memory("^openib,ofi", "vader"));   // the bench's mpi-tcp
+  CHECK_FALSE(open_mpi_btl_shared_memory("^openib,vader,ofi", ""));  // two loopback "hosts"
+  CHECK_FALSE(open_mpi_btl_shared_memory("^sm", ""));
+  CHECK(open_mpi_btl_shared_memory("self,vader,tcp", ""));
+  CHECK_FALSE(open_mpi_btl_shared_memory("self,tcp", ""));
+  CHECK_FALSE(open_mpi_btl_shared_memory("self,vaderx,tcp", ""));  // names, not substrings
+  CHECK_FALSE(open_mpi_btl_shared_memory("", "tcp,vader"));
 }
 
 TEST_CASE("response cache: the synchronous calls' automatic names are never kept", "[libhvd]") {

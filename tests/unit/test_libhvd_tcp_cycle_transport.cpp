@@ -77,7 +77,7 @@ TEST_CASE("tcp cycles: 3 ranks in threads, allgather and AND rounds in turn", "[
       try {
         for (int k = 0; k < kRounds; ++k) {
           if (k % 2 == 1) {
-            tr.start(part(r, k));
+            tr.start(part(r, k), 0);
             const std::vector<std::string>* all = nullptr;
             while ((all = tr.gathered()) == nullptr) std::this_thread::yield();
             for (int from = 0; from < kRanks; ++from) {
@@ -109,7 +109,7 @@ TEST_CASE("tcp cycles: 3 ranks in threads, allgather and AND rounds in turn", "[
 
 TEST_CASE("tcp cycles: a job of one rank completes each round at once", "[libhvd][engine]") {
   TcpCycleTransport alone(ControlPlane::adopt(0, 1, {}));
-  alone.start("mine");
+  alone.start("mine", 0);
   const auto* all = alone.gathered();
   REQUIRE(all != nullptr);
   REQUIRE(all->size() == 1);
@@ -125,9 +125,9 @@ TEST_CASE("tcp cycles: a rank whose connection closes is named, with PEER_LOST",
   SECTION("rank 0 waits for a member that is gone") {
     auto t = star(3);
     t[2].reset();  // rank 2's end closes
-    t[1]->start("one");
+    t[1]->start("one", 0);
     const StatusError e = round_error(
-        *t[0], [&] { t[0]->start("root"); },  // polls once: may see it at once
+        *t[0], [&] { t[0]->start("root", 0); },  // polls once: may see it at once
         "rank 0's round completed without rank 2");
     CHECK(e.status() == HVD_ERR_PEER_LOST);
     CHECK_THAT(e.what(), Contains("rank 2") && Contains("closed"));
@@ -136,7 +136,7 @@ TEST_CASE("tcp cycles: a rank whose connection closes is named, with PEER_LOST",
     auto t = star(2);
     t[0].reset();
     const StatusError e = round_error(
-        *t[1], [&] { t[1]->start("one"); },  // sends, then polls once: may see it at once
+        *t[1], [&] { t[1]->start("one", 0); },  // sends, then polls once: may see it at once
         "rank 1's round completed without rank 0");
     CHECK(e.status() == HVD_ERR_PEER_LOST);
     CHECK_THAT(e.what(), Contains("rank 0"));
@@ -146,8 +146,8 @@ TEST_CASE("tcp cycles: a rank whose connection closes is named, with PEER_LOST",
 TEST_CASE("tcp cycles: a part of another round is a protocol error, not a result",
           "[libhvd][engine]") {
   auto t = star(2);
-  t[0]->start("gather");    // rank 0 gathers
-  t[1]->start_and({1, 2});  // rank 1 brings words: the ranks disagree on the round
+  t[0]->start("gather", 0);  // rank 0 gathers
+  t[1]->start_and({1, 2});   // rank 1 brings words: the ranks disagree on the round
   const StatusError e = round_error(
       *t[0], [] {}, "rank 0 took an AND part for its allgather", 100000);
   CHECK(e.status() == HVD_ERR_BACKEND);
@@ -157,7 +157,7 @@ TEST_CASE("tcp cycles: a part of another round is a protocol error, not a result
 TEST_CASE("tcp cycles: rank 0's abort reaches a member in a round ahead of its departure",
           "[libhvd][engine]") {
   auto t = star(3);
-  t[1]->start("one");  // in a round rank 0 will never finish
+  t[1]->start("one", 0);  // in a round rank 0 will never finish
   t[0]->abort("rank 2 left the job without calling hvd::shutdown()", HVD_ERR_PEER_LOST);
   t[0].reset();  // then rank 0 leaves: its connections close after the abort
   const StatusError e = round_error(
@@ -173,11 +173,11 @@ TEST_CASE("tcp cycles: a member that sent its part and stopped reading is a time
   TcpCycleTransport root(ControlPlane::adopt(0, 2, std::move(peers[0])),
                          std::chrono::milliseconds(300));
   TcpCycleTransport member(ControlPlane::adopt(1, 2, std::move(peers[1])));
-  member.start("one");  // its part goes out whole; then it never polls again (frozen)
+  member.start("one", 0);  // its part goes out whole; then it never polls again (frozen)
   const auto start = std::chrono::steady_clock::now();
   // A result of 8 MiB: more than the member's socket buffers hold.
   const StatusError e = round_error(
-      root, [&] { root.start(std::string(8u << 20, 'x')); },
+      root, [&] { root.start(std::string(8u << 20, 'x'), 0); },
       "rank 0 sent 8 MiB to a rank that reads nothing");
   CHECK(e.status() == HVD_ERR_TIMEOUT);
   CHECK_THAT(e.what(), Contains("rank 1 did not read") && Contains("300 ms"));
