@@ -215,10 +215,11 @@ inline constexpr EnvVar kGlooCycles{
     integer_default(0)};
 inline constexpr EnvVar kEagerBytes{
     "HOROVOD_EAGER_BYTES", EnvKind::kKnob, EnvType::kInt,
-    "libhvd's own (not Horovod's): in negotiation cycles, a host-memory allreduce of at most this "
-    "many bytes submitted alone travels with its negotiation and every rank reduces the gathered "
-    "inputs itself, with no collective of its own; -1 picks it: 2048 when every rank shares one "
-    "host's memory under MPI, else 65536 / (size - 1), at most 32768; 0 turns it off",
+    "libhvd's own (not Horovod's): a host-memory allreduce of at most this many bytes submitted "
+    "alone travels with its negotiation, and every rank (in cycles) or rank 0 (the TCP engine, "
+    "which sends the result back) reduces the inputs, with no collective of its own; -1 picks it: "
+    "2048 when every rank shares one host's memory under MPI, else 65536 / (size - 1), at most "
+    "32768; 0 turns it off",
     integer_default(-1)};
 inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,
                                            EnvType::kInt, "1 turns the stall inspector off",

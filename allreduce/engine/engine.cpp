@@ -193,14 +193,18 @@ bool Engine::run_once() {
 EngineStats Engine::stats() const {
   EngineStats s;
   s.negotiated = negotiated_.load();
+  s.eager = eager_.load();
   return s;
 }
 
-RequestList Engine::take_queue(bool waiter) {
+RequestList Engine::take_queue(bool waiter, std::string& data) {
   // Everything queued goes out, and the next submission starts a new batching delay.
   RequestList batch;
   std::lock_guard<std::mutex> lock(mutex_);
   negotiated_ += queue_.size();
+  // Copied under the lock: once the op is pending, a failure (fail_everything) may finish it and
+  // its caller free the buffer.
+  if (queue_.size() == 1) data.assign(runner_.eager_input(*queue_.front()));
   batch.requests.reserve(queue_.size());
   for (auto& op : queue_) {
     batch.requests.push_back(op->request);
@@ -215,10 +219,13 @@ bool Engine::send_to_coordinator(bool shutdown, bool waiter) {
   // One sender at a time, so batches leave in the order they were taken and none follows the
   // shutdown message; the background thread closes the connection under the same lock.
   std::lock_guard<std::mutex> lock(send_mutex_);
-  RequestList batch = take_queue(waiter);
+  std::string data;
+  RequestList batch = take_queue(waiter, data);
   batch.shutdown = shutdown;
   if (batch.requests.empty() && !shutdown) return true;
-  return control_.send(0, encode(batch));
+  std::string bytes = encode(batch);
+  frame_contribution(bytes, data);
+  return control_.send(0, bytes);
 }
 
 void Engine::send_batch(Clock::time_point now, bool shutdown, bool waiter) {
@@ -227,12 +234,14 @@ void Engine::send_batch(Clock::time_point now, bool shutdown, bool waiter) {
       fail_everything(kCoordinatorGone, HVD_ERR_PEER_LOST);
     return;
   }
-  RequestList batch = take_queue(waiter);
+  std::string data;
+  RequestList batch = take_queue(waiter, data);
   batch.shutdown = shutdown;
   if (batch.requests.empty() && !shutdown) return;
   if (options_.timeline != nullptr) {
     for (const Request& q : batch.requests) options_.timeline->negotiating(q, 0);
   }
+  note_eager(0, batch, std::move(data));
   controller_->add(0, std::move(batch), now);
 }
 
@@ -252,16 +261,36 @@ bool Engine::read_network(const std::vector<int>& readable, Clock::time_point no
       return false;
     }
     for (const std::string& m : *messages) {
+      // Every message: a request or response list, then the data of an eager allreduce, if one
+      // (frame_contribution).
+      std::optional<FramedContribution> framed =
+          decode_or_fail(r, [&] { return unframe_contribution(m); });
+      if (!framed) return false;
       if (controller_) {
-        std::optional<RequestList> list = decode_or_fail(r, [&] { return decode_requests(m); });
+        std::optional<RequestList> list =
+            decode_or_fail(r, [&] { return decode_requests(framed->head); });
         if (!list) return false;
         if (options_.timeline != nullptr) {
           for (const Request& q : list->requests) options_.timeline->negotiating(q, r);
         }
+        note_eager(r, *list, std::string(framed->data));
         controller_->add(r, std::move(*list), now);
       } else {
-        std::optional<ResponseList> list = decode_or_fail(r, [&] { return decode_responses(m); });
+        std::optional<ResponseList> list = decode_or_fail(r, [&] {
+          ResponseList responses = decode_responses(framed->head);
+          if (!framed->data.empty() &&
+              (responses.responses.size() != 1 || responses.responses.front().names.size() != 1)) {
+            throw StatusError(HVD_ERR_INTERNAL,
+                              "an allreduce's result came with other than one response of one op");
+          }
+          return responses;
+        });
         if (!list) return false;
+        if (!framed->data.empty()) {
+          finish_eager(*list, framed->data);
+          last_heard_ = Clock::now();
+          continue;
+        }
         execute(*list);
         // A keepalive (an empty list) or responses: rank 0 is there. Counted after the work, which
         // may take long (a big collective) and occupies rank 0 just as long.
@@ -297,7 +326,8 @@ void Engine::coordinate(Clock::time_point now) {
   if (list.responses.empty() && list.fatal.empty()) {
     // Ranks wait on tensors others have not submitted: tell them the coordinator is alive.
     if (controller_->waiting() && now - last_sent_ >= kCoordinatorKeepalive) {
-      const std::string keepalive = encode(ResponseList{});
+      std::string keepalive = encode(ResponseList{});
+      frame_contribution(keepalive, {});
       for (int r = 1; r < options_.size; ++r) control_.send(r, keepalive);
       last_sent_ = now;
     }
@@ -307,9 +337,81 @@ void Engine::coordinate(Clock::time_point now) {
   if (options_.timeline != nullptr) {
     for (const Response& r : list.responses) options_.timeline->negotiated(r);
   }
-  const std::string bytes = encode(list);
+  // One allreduce decided alone whose inputs every rank brought: reduced here, the result sent
+  // with the response, and no collective.
+  std::string result;
+  if (list.responses.size() == 1 && list.fatal.empty()) result = reduce_eager(list.responses[0]);
+  if (!list.fatal.empty()) {
+    eager_inputs_.clear();
+  } else {
+    for (const Response& r : list.responses) {
+      for (const std::string& name : r.names) eager_inputs_.erase(name);
+    }
+  }
+  std::string bytes = encode(list);
+  frame_contribution(bytes, result);
   for (int r = 1; r < options_.size; ++r) control_.send(r, bytes);  // a gone rank is ignored
+  if (!result.empty()) return;  // rank 0's op is done (reduce_eager)
   execute(list);
+}
+
+void Engine::note_eager(int from, const RequestList& list, std::string data) {
+  if (!data.empty() && list.requests.size() == 1) {
+    EagerInputs& in = eager_inputs_[list.requests.front().name];
+    in.by_rank.resize(static_cast<std::size_t>(options_.size));
+    std::string& mine = in.by_rank[static_cast<std::size_t>(from)];
+    if (mine.empty()) ++in.have;
+    mine = std::move(data);
+    return;
+  }
+  for (const Request& q : list.requests) {
+    auto it = eager_inputs_.find(q.name);
+    if (it != eager_inputs_.end()) it->second.incomplete = true;
+  }
+}
+
+std::string Engine::reduce_eager(Response& response) {
+  if (!response.error.empty() || response.kind != OpKind::kAllreduce ||
+      response.names.size() != 1) {
+    return {};
+  }
+  auto it = eager_inputs_.find(response.names.front());
+  if (it == eager_inputs_.end() || it->second.incomplete || it->second.have != options_.size) {
+    return {};
+  }
+  std::vector<std::shared_ptr<detail::OpState>> ops = take_pending(response.names);
+  if (ops.size() != 1) return {};  // execute() says what is wrong
+  detail::OpState& op = *ops.front();
+  const std::vector<std::string_view> inputs(it->second.by_rank.begin(), it->second.by_rank.end());
+  std::string result;
+  try {
+    at_boundary([&] { runner_.run_eager(op, inputs, options_.timeline); });
+    result.assign(static_cast<const char*>(op.output().data), op.output().byte_size());
+  } catch (const std::exception& e) {
+    // Every rank fails it with the same message (the response's error).
+    response.error = e.what();
+    op.finish(failure(HVD_ERR_INTERNAL, response.error));
+    return {};
+  }
+  ++eager_;
+  op.finish(nullptr);
+  return result;
+}
+
+void Engine::finish_eager(const ResponseList& list, std::string_view result) {
+  std::vector<std::shared_ptr<detail::OpState>> ops = take_pending(list.responses.front().names);
+  if (ops.empty()) return;  // failed here already (a shutdown)
+  detail::OpState& op = *ops.front();
+  const Tensor& out = op.output();
+  if (result.size() != out.byte_size()) {
+    op.finish(failure(HVD_ERR_INTERNAL,
+                      fmt::format("allreduce '{}': the coordinator sent {} bytes of result, not {}",
+                                  op.request.name, result.size(), out.byte_size())));
+    return;
+  }
+  std::memcpy(out.data, result.data(), result.size());
+  ++eager_;
+  op.finish(nullptr);
 }
 
 std::optional<Clock::time_point> Engine::liveness_due(Clock::time_point now) const {

@@ -9,7 +9,9 @@
 // on a handle: on ranks other than 0 the waiting thread sends it itself, on rank 0 the background
 // thread wakes once to hand it to the Controller (fusion, validation, stall checks), which sends
 // every rank the same responses. Every thread hand-off costs a wake-up (tens of microseconds on a
-// VM), so each step has as few as the design allows: see bench/README.md.
+// VM), so each step has as few as the design allows: see bench/README.md. A small allreduce sent
+// alone carries its input (eager, OpRunner::eager_input): rank 0 reduces every rank's and sends
+// the result with the response, and no collective runs (Engine::reduce_eager).
 #pragma once
 
 #include <poll.h>
@@ -230,7 +232,9 @@ class Engine : public OpEngine {
   bool run_once();
   // `waiter`: a thread waiting on an op asked for the batch (BatchDelay::taken).
   void send_batch(Clock::time_point now, bool shutdown, bool waiter);
-  RequestList take_queue(bool waiter);
+  // The queued requests; `data`: the input of the one queued op when it alone is queued and can
+  // be reduced at the coordinator (OpRunner::eager_input), else empty.
+  RequestList take_queue(bool waiter, std::string& data);
   // Ranks other than 0; false: the coordinator is gone.
   bool send_to_coordinator(bool shutdown, bool waiter);
   bool read_network(const std::vector<int>& readable, Clock::time_point now);
@@ -244,6 +248,13 @@ class Engine : public OpEngine {
   bool check_coordinator(Clock::time_point now);
   void execute(const ResponseList& list);
   void run_response(const Response& response);
+  // Rank 0: keeps rank `from`'s eager input for the one op of `list` (or notes that its ops came
+  // without); reduce_eager() reduces every rank's for `response` when all brought theirs: rank 0's
+  // own op done, the result to send with the response (empty: run as a collective).
+  void note_eager(int from, const RequestList& list, std::string data);
+  std::string reduce_eager(Response& response);
+  // The other ranks: the response that came with the coordinator's reduction of the inputs.
+  void finish_eager(const ResponseList& list, std::string_view result);
   // Fails every pending and later op with `status` (HVD_ERR_PEER_LOST when a peer is gone).
   void fail_everything(const std::string& why, hvd_status status = HVD_ERR_BACKEND);
   std::vector<std::shared_ptr<detail::OpState>> take_pending(const std::vector<std::string>& names);
@@ -264,15 +275,23 @@ class Engine : public OpEngine {
   bool stopping_ = false;
   BatchDelay batch_{wakeup_, options_.cycle_time};  // the queued submissions' batching delay
   std::atomic<std::uint64_t> negotiated_{0};
+  std::atomic<std::uint64_t> eager_{0};
 
   std::mutex send_mutex_;  // ranks other than 0: the connection to the coordinator
 
   // The background thread's own.
   std::optional<Controller> controller_;  // rank 0 only
-  Clock::time_point last_sent_{};         // rank 0: the last message to the other ranks
-  Clock::time_point last_heard_{};        // others: the last message from rank 0, or when
-                                          // they began waiting
-  bool waiting_ = false;                  // others: ops were pending at the last turn
+  // Rank 0: eager inputs of tensors not yet decided, by name and rank (note_eager).
+  struct EagerInputs {
+    std::vector<std::string> by_rank;
+    int have = 0;             // ranks whose input is here
+    bool incomplete = false;  // a rank brought the tensor without its input
+  };
+  std::unordered_map<std::string, EagerInputs> eager_inputs_;
+  Clock::time_point last_sent_{};   // rank 0: the last message to the other ranks
+  Clock::time_point last_heard_{};  // others: the last message from rank 0, or when
+                                    // they began waiting
+  bool waiting_ = false;            // others: ops were pending at the last turn
   bool stopped_ = false;
   std::thread thread_;
 };

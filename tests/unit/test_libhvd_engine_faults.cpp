@@ -95,10 +95,12 @@ TEST_CASE("engine: a malformed message from the coordinator fails the pending op
 
 namespace {
 
-// One control-plane frame: a 4-byte length, then the message (control_plane.h).
-std::string frame(const std::string& payload) {
-  const auto n = static_cast<std::uint32_t>(payload.size());
-  return std::string(reinterpret_cast<const char*>(&n), 4) + payload;
+// One control-plane frame: a 4-byte length, then the message (control_plane.h): a request or
+// response list, as the engine frames it for an eager allreduce's data (none here).
+std::string frame(std::string list) {
+  frame_contribution(list, {});
+  const auto n = static_cast<std::uint32_t>(list.size());
+  return std::string(reinterpret_cast<const char*>(&n), 4) + list;
 }
 
 hvd_status status_of(hvd::detail::OpState& op) {
@@ -181,7 +183,8 @@ TEST_CASE("engine: the coordinator tells ranks waiting on a late rank that it is
       std::uint32_t n = 0;
       std::memcpy(&n, inbox.data(), 4);
       if (inbox.size() < 4 + n) break;
-      const ResponseList response = decode_responses(std::string_view(inbox).substr(4, n));
+      const ResponseList response =
+          decode_responses(unframe_contribution(std::string_view(inbox).substr(4, n)).head);
       CHECK(response.responses.empty());
       CHECK(response.fatal.empty());
       ++keepalives;
@@ -209,7 +212,8 @@ TEST_CASE(
         std::uint32_t n = 0;
         std::memcpy(&n, inbox.data(), 4);
         if (inbox.size() < 4 + n) break;
-        const RequestList list = decode_requests(std::string_view(inbox).substr(4, n));
+        const RequestList list =
+            decode_requests(unframe_contribution(std::string_view(inbox).substr(4, n)).head);
         inbox.erase(0, 4 + n);
         for (const Request& q : list.requests) {
           if (q.name == name) return true;
