@@ -296,12 +296,18 @@ int part_small(RawEngine& raw, int rank, int n, double target_s, int blocks) {
   const double hvd_s = r.secs[0], raw_s = r.secs[1];
   const bool bad = r.wrong[0] || r.wrong[1];
   const int diag_calls = std::max(20, r.steps / (2 * blocks));
+  const std::uint64_t eager0 = hvd::engine_stats().eager;
   const auto diag0 = thread_snapshot();
   for (int i = 0; i < diag_calls; ++i) hvd_step();
   const auto diag1 = thread_snapshot();
-  const std::string diag = gather_text("  rank " + std::to_string(rank) + ", " +
-                                       std::to_string(diag_calls) + " more hvd calls:\n" +
-                                       thread_report(diag0, diag1, diag_calls, " per call", true));
+  // How those calls ran: from the inputs sent with their negotiation (HOROVOD_EAGER_BYTES), or
+  // as collectives.
+  const std::string eager = "    eager (reduced from the negotiation): " +
+                            std::to_string(hvd::engine_stats().eager - eager0) + " of " +
+                            std::to_string(diag_calls) + "\n";
+  const std::string diag = gather_text(
+      "  rank " + std::to_string(rank) + ", " + std::to_string(diag_calls) + " more hvd calls:\n" +
+      thread_report(diag0, diag1, diag_calls, " per call", true) + eager);
   if (rank == 0) {
     std::printf(
         "\n[small] synchronous 4 KiB float32 sum allreduce, %d calls per engine in %d "
