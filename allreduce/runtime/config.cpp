@@ -80,7 +80,8 @@ void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config)
       read_integer(getenv, contract::kCacheCapacity, 0, 1 << 20, "tensors"));
   config.mpi_cycles = read_integer(getenv, contract::kMpiCycles, 0, 1, "") == 1;
   config.gloo_cycles = read_integer(getenv, contract::kGlooCycles, 0, 1, "") == 1;
-  config.eager_bytes = read_integer(getenv, contract::kEagerBytes, -1, 1 << 20, "bytes, -1: auto");
+  config.eager_bytes =
+      read_integer(getenv, contract::kEagerBytes, -1, 1 << 20, "bytes (-1: libhvd chooses)");
   const bool disabled = read_integer(getenv, contract::kStallCheckDisable, 0, 1, "") == 1;
   config.stall_warning = std::chrono::seconds(
       disabled ? 0 : read_integer(getenv, contract::kStallCheckTime, 1, 86400, "seconds"));

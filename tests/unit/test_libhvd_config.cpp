@@ -203,6 +203,21 @@ TEST_CASE("read_config: HOROVOD_GLOO_TIMEOUT_SECONDS", "[libhvd]") {
   }
 }
 
+TEST_CASE("read_config: HOROVOD_EAGER_BYTES", "[libhvd]") {
+  CHECK(config_of({}).eager_bytes == -1);  // chosen at init from the backend and the size
+  CHECK(config_of({{"HOROVOD_EAGER_BYTES", "-1"}}).eager_bytes == -1);
+  CHECK(config_of({{"HOROVOD_EAGER_BYTES", "0"}}).eager_bytes == 0);
+  CHECK(config_of({{"HOROVOD_EAGER_BYTES", "8192"}}).eager_bytes == 8192);
+  CHECK(config_of({{"HOROVOD_EAGER_BYTES", "1048576"}}).eager_bytes == 1048576);
+  for (const char* v : {"-2", "1048577", "auto", "4k", " 64", "1.5"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_EAGER_BYTES", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_EAGER_BYTES"));
+    CHECK_THAT(f.hint, Catch::Matchers::Contains("from -1 to 1048576"));
+  }
+}
+
 TEST_CASE("read_config: HOROVOD_GLOO_LOOP_POLICY", "[libhvd]") {
   using hvd::ThreadPolicy;
   CHECK(config_of({}).gloo_loop_policy == ThreadPolicy::kNormal);
