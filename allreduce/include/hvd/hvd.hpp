@@ -176,8 +176,9 @@ struct EngineStats {
   // Cycles decided by their first round, a bitwise AND of the ranks' cache hits (under MPI; the
   // steady state of a training loop), with no allgather of requests.
   std::uint64_t decided_by_bits = 0;
-  // Small allreduces run from every rank's input, gathered with their negotiation (under MPI;
-  // HOROVOD_EAGER_BYTES), with no collective of their own.
+  // Small allreduces run from every rank's input, sent with their negotiation and reduced by
+  // every rank (cycles) or by rank 0 (the TCP engine), with no collective of their own
+  // (HOROVOD_EAGER_BYTES).
   std::uint64_t eager = 0;
 };
 HVD_API EngineStats engine_stats();
