@@ -355,65 +355,6 @@ void Engine::coordinate(Clock::time_point now) {
   execute(list);
 }
 
-void Engine::note_eager(int from, const RequestList& list, std::string data) {
-  if (!data.empty() && list.requests.size() == 1) {
-    EagerInputs& in = eager_inputs_[list.requests.front().name];
-    in.by_rank.resize(static_cast<std::size_t>(options_.size));
-    std::string& mine = in.by_rank[static_cast<std::size_t>(from)];
-    if (mine.empty()) ++in.have;
-    mine = std::move(data);
-    return;
-  }
-  for (const Request& q : list.requests) {
-    auto it = eager_inputs_.find(q.name);
-    if (it != eager_inputs_.end()) it->second.incomplete = true;
-  }
-}
-
-std::string Engine::reduce_eager(Response& response) {
-  if (!response.error.empty() || response.kind != OpKind::kAllreduce ||
-      response.names.size() != 1) {
-    return {};
-  }
-  auto it = eager_inputs_.find(response.names.front());
-  if (it == eager_inputs_.end() || it->second.incomplete || it->second.have != options_.size) {
-    return {};
-  }
-  std::vector<std::shared_ptr<detail::OpState>> ops = take_pending(response.names);
-  if (ops.size() != 1) return {};  // execute() says what is wrong
-  detail::OpState& op = *ops.front();
-  const std::vector<std::string_view> inputs(it->second.by_rank.begin(), it->second.by_rank.end());
-  std::string result;
-  try {
-    at_boundary([&] { runner_.run_eager(op, inputs, options_.timeline); });
-    result.assign(static_cast<const char*>(op.output().data), op.output().byte_size());
-  } catch (const std::exception& e) {
-    // Every rank fails it with the same message (the response's error).
-    response.error = e.what();
-    op.finish(failure(HVD_ERR_INTERNAL, response.error));
-    return {};
-  }
-  ++eager_;
-  op.finish(nullptr);
-  return result;
-}
-
-void Engine::finish_eager(const ResponseList& list, std::string_view result) {
-  std::vector<std::shared_ptr<detail::OpState>> ops = take_pending(list.responses.front().names);
-  if (ops.empty()) return;  // failed here already (a shutdown)
-  detail::OpState& op = *ops.front();
-  const Tensor& out = op.output();
-  if (result.size() != out.byte_size()) {
-    op.finish(failure(HVD_ERR_INTERNAL,
-                      fmt::format("allreduce '{}': the coordinator sent {} bytes of result, not {}",
-                                  op.request.name, result.size(), out.byte_size())));
-    return;
-  }
-  std::memcpy(out.data, result.data(), result.size());
-  ++eager_;
-  op.finish(nullptr);
-}
-
 std::optional<Clock::time_point> Engine::liveness_due(Clock::time_point now) const {
   if (controller_) {
     if (!controller_->waiting()) return std::nullopt;
@@ -523,24 +464,6 @@ void run_ops(OpRunner& runner, const std::vector<std::shared_ptr<detail::OpState
   // once per response instead of once per op.
   for (auto& op : ops) op->mark_done(error);
   for (auto& op : ops) op->cv.notify_all();
-}
-
-void OpRunner::run_eager(detail::OpState& op, std::span<const std::string_view> /*inputs*/,
-                         Timeline* /*timeline*/) {
-  throw StatusError(HVD_ERR_INTERNAL,
-                    fmt::format("allreduce '{}' cannot run from the ranks' gathered inputs here",
-                                op.request.name));
-}
-
-void run_eager_op(OpRunner& runner, const std::shared_ptr<detail::OpState>& op,
-                  std::span<const std::string_view> inputs, Timeline* timeline) {
-  std::exception_ptr error;
-  try {
-    at_boundary([&] { runner.run_eager(*op, inputs, timeline); });
-  } catch (...) {
-    error = std::current_exception();
-  }
-  op->finish(error);
 }
 
 void Engine::fail_everything(const std::string& why, hvd_status status) {

@@ -275,58 +275,6 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
   if (timeline != nullptr) timeline->end(ops.front()->request.name, phase);
 }
 
-std::string_view Runtime::eager_input(const detail::OpState& op) {
-  const Request& q = op.request;
-  const std::size_t bytes = op.in.byte_size();
-  if (q.kind != OpKind::kAllreduce || bytes == 0 || bytes > eager_bytes_ ||
-      q.device.kind != Device::Kind::kCPU || q.prescale != 1.0 ||
-      reduce_fn(q.dtype, q.op == ReduceOp::kAverage ? ReduceOp::kSum : q.op) == nullptr) {
-    return {};
-  }
-  return {static_cast<const char*>(op.in.data), bytes};
-}
-
-void Runtime::run_eager(detail::OpState& op, std::span<const std::string_view> inputs,
-                        Timeline* timeline) {
-  const Tensor& out = op.output();
-  const auto count = to_size(out.num_elements());
-  const ReduceOp reduce = op.options.op == ReduceOp::kAverage ? ReduceOp::kSum : op.options.op;
-  const ReduceFn fn = reduce_fn(out.dtype, reduce);
-  if (fn == nullptr || inputs.size() != to_size(topology_.size)) {
-    throw StatusError(HVD_ERR_INTERNAL, fmt::format("allreduce '{}' cannot run from {} gathered "
-                                                    "inputs",
-                                                    op.request.name, inputs.size()));
-  }
-  for (std::size_t r = 0; r < inputs.size(); ++r) {
-    if (inputs[r].size() != out.byte_size()) {
-      throw StatusError(HVD_ERR_INTERNAL,
-                        fmt::format("allreduce '{}': rank {} brought {} bytes of input, not {}",
-                                    op.request.name, r, inputs[r].size(), out.byte_size()));
-    }
-  }
-  if (timeline != nullptr) {
-    timeline->end(op.request.name, "QUEUE");
-    timeline->begin(op.request.name, "EAGER_REDUCE");
-  }
-  // Rank order on every rank: the same bits everywhere. The inputs start at 16-byte boundaries
-  // of their messages (frame_contribution), whose buffers malloc aligned: the kernels read them
-  // in place.
-  std::memcpy(out.data, inputs[0].data(), out.byte_size());
-  std::vector<std::max_align_t> aligned;  // only for an input that is not (never seen)
-  for (std::size_t r = 1; r < inputs.size(); ++r) {
-    const void* in = inputs[r].data();
-    if (reinterpret_cast<std::uintptr_t>(in) % alignof(std::max_align_t) != 0) {
-      aligned.resize(inputs[r].size() / sizeof(std::max_align_t) + 1);
-      std::memcpy(aligned.data(), in, inputs[r].size());
-      in = aligned.data();
-    }
-    fn(out.data, out.data, in, count);
-  }
-  if (op.options.op == ReduceOp::kAverage) finish_average(out.data, count, out.dtype);
-  if (op.options.postscale != 1.0) scale(out.data, count, out.dtype, op.options.postscale);
-  if (timeline != nullptr) timeline->end(op.request.name, "EAGER_REDUCE");
-}
-
 void Runtime::run_one(detail::OpState& op) {
   switch (op.request.kind) {
     case OpKind::kAllreduce:
