@@ -403,9 +403,15 @@ TEST_CASE(
       mode);
   INFO("freeze 1\n" << show(frozen1));
   CHECK(frozen1.exit_code == 3);
-  CHECK_THAT(frozen1.err, Contains("[hvd rank 0] warning: stall: rank 0 has waited 1 s in "
-                                   "negotiation cycle") &&
-                              Contains("rank(s) 1 did not answer its doorbell"));
+  // Rank 0 warns about the cycle rank 1 never joins; or, when rank 1's engine answered rank 0's
+  // doorbell for the 4th call in the moment between its last call and its SIGSTOP (printing
+  // "freezing" can take over the 1 ms doorbell delay under load; seen once in CI), about the
+  // tensor rank 1 never submitted. Either names rank 1.
+  CHECK_THAT(frozen1.err, (Contains("[hvd rank 0] warning: stall: rank 0 has waited 1 s in "
+                                    "negotiation cycle") &&
+                           Contains("rank(s) 1 did not answer its doorbell")) ||
+                              Contains("[hvd rank 0] warning: stall: rank 1 has not submitted "
+                                       "tensor 'hvd.allreduce.3'"));
   CHECK_THAT(frozen1.out, Contains(tag(0) + "rank 0: error after") &&
                               Contains("stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS "
                                        "(3 s): negotiation cycle") &&
