@@ -14,10 +14,6 @@
 namespace hvd::runtime {
 namespace {
 
-std::exception_ptr failure(hvd_status status, const std::string& message) {
-  return std::make_exception_ptr(RuntimeError(status, message));
-}
-
 // Tells the core this thread is spinning (a hyperthread sibling gets the pipeline); no system call.
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,8 +81,8 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
     }
     if (stopping_) throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
     if (!gone_.empty()) {  // what the coordinator answers once a rank said goodbye
-      op->finish(failure(HVD_ERR_INVALID_ARGUMENT,
-                         fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
+      op->finish(op_failure(HVD_ERR_INVALID_ARGUMENT,
+                            fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
       return;
     }
     OpsByName::insert_return_type added;
@@ -328,11 +324,11 @@ void CycleEngine::finish(const Decision& reply) {
     }
     for (auto& [name, entry] : ops) {
       const auto& op = entry.op;
-      op->finish(failure(stopping_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_INVALID_ARGUMENT,
-                         stopping_ ? fmt::format("{} '{}' failed: hvd::shutdown() was called "
-                                                 "while it was pending",
-                                                 op_kind_name(op->request.kind), name)
-                                   : fmt::format("tensor '{}' cannot run: {}", name, gone_)));
+      op->finish(op_failure(stopping_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_INVALID_ARGUMENT,
+                            stopping_ ? fmt::format("{} '{}' failed: hvd::shutdown() was called "
+                                                    "while it was pending",
+                                                    op_kind_name(op->request.kind), name)
+                                      : fmt::format("tensor '{}' cannot run: {}", name, gone_)));
     }
   }
 }
@@ -359,14 +355,15 @@ void CycleEngine::run_response(const Response& response, const Decision& decisio
   // rank submitted it; one that failed is negotiated in full next time.
   if (!response.error.empty()) {
     for (const std::string& name : response.names) cache_.erase(name);
-    for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    for (auto& op : ops) op->finish(op_failure(HVD_ERR_INVALID_ARGUMENT, response.error));
     return;
   }
   if (ops.size() != response.names.size()) {
     for (auto& op : ops) {
-      op->finish(failure(HVD_ERR_INTERNAL,
-                         fmt::format("the coordinator scheduled {} ops of which this rank knows {}",
-                                     response.names.size(), ops.size())));
+      op->finish(
+          op_failure(HVD_ERR_INTERNAL,
+                     fmt::format("the coordinator scheduled {} ops of which this rank knows {}",
+                                 response.names.size(), ops.size())));
     }
     return;
   }
@@ -425,8 +422,8 @@ void CycleEngine::fail_everything(const std::string& why, hvd_status status) {
   for (auto& [name, entry] : ops) {
     const auto& op = entry.op;
     op->finish(
-        failure(stopped ? HVD_ERR_NOT_INITIALIZED : status,
-                fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
+        op_failure(stopped ? HVD_ERR_NOT_INITIALIZED : status,
+                   fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
 }
 

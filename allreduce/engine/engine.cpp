@@ -18,10 +18,6 @@ constexpr const char* kCoordinatorGone =
     "rank 0 (the coordinator) is gone: its control connection closed (it exited, crashed, was "
     "killed or called hvd::shutdown())";
 
-std::exception_ptr failure(hvd_status status, const std::string& message) {
-  return std::make_exception_ptr(RuntimeError(status, message));
-}
-
 }  // namespace
 
 bool BatchDelay::add() {
@@ -425,16 +421,17 @@ void Engine::run_response(const Response& response) {
     // submitted (another rank's duplicate): nothing to run here.
     if (response.error.empty()) {
       for (auto& op : ops) {
-        op->finish(failure(HVD_ERR_INTERNAL,
-                           fmt::format("the coordinator scheduled {} ops of which this rank knows "
-                                       "{}",
-                                       response.names.size(), ops.size())));
+        op->finish(
+            op_failure(HVD_ERR_INTERNAL,
+                       fmt::format("the coordinator scheduled {} ops of which this rank knows "
+                                   "{}",
+                                   response.names.size(), ops.size())));
       }
       return;
     }
   }
   if (!response.error.empty()) {
-    for (auto& op : ops) op->finish(failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    for (auto& op : ops) op->finish(op_failure(HVD_ERR_INVALID_ARGUMENT, response.error));
     return;
   }
   run_ops(runner_, ops, options_.timeline);
@@ -482,8 +479,8 @@ void Engine::fail_everything(const std::string& why, hvd_status status) {
   }
   for (auto& [name, op] : ops) {
     op->finish(
-        failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : status,
-                fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
+        op_failure(stopped_ ? HVD_ERR_NOT_INITIALIZED : status,
+                   fmt::format("{} '{}' failed: {}", op_kind_name(op->request.kind), name, why)));
   }
 }
 

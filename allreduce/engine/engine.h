@@ -60,6 +60,11 @@ class OpRunner {
   virtual void run_eager(detail::OpState& op, std::span<const std::string_view> inputs,
                          Timeline* timeline);
 };
+// What a failed op's waiter rethrows: the public error type with `status`.
+inline std::exception_ptr op_failure(hvd_status status, const std::string& message) {
+  return std::make_exception_ptr(RuntimeError(status, message));
+}
+
 // ppoll() on `fds` until one is ready or `wake_at` (nullopt: no limit); false when poll failed
 // (errno says why; EINTR is not a failure).
 bool poll_until(std::vector<pollfd>& fds, std::optional<Clock::time_point> wake_at);

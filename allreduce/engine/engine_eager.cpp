@@ -12,13 +12,6 @@
 #include "allreduce/engine/engine.h"
 
 namespace hvd::runtime {
-namespace {
-
-std::exception_ptr failure(hvd_status status, const std::string& message) {
-  return std::make_exception_ptr(RuntimeError(status, message));
-}
-
-}  // namespace
 
 void OpRunner::run_eager(detail::OpState& op, std::span<const std::string_view> /*inputs*/,
                          Timeline* /*timeline*/) {
@@ -73,7 +66,7 @@ std::string Engine::reduce_eager(Response& response) {
   } catch (const std::exception& e) {
     // Every rank fails it with the same message (the response's error).
     response.error = e.what();
-    op.finish(failure(HVD_ERR_INTERNAL, response.error));
+    op.finish(op_failure(HVD_ERR_INTERNAL, response.error));
     return {};
   }
   ++eager_;
@@ -87,9 +80,10 @@ void Engine::finish_eager(const ResponseList& list, std::string_view result) {
   detail::OpState& op = *ops.front();
   const Tensor& out = op.output();
   if (result.size() != out.byte_size()) {
-    op.finish(failure(HVD_ERR_INTERNAL,
-                      fmt::format("allreduce '{}': the coordinator sent {} bytes of result, not {}",
-                                  op.request.name, result.size(), out.byte_size())));
+    op.finish(
+        op_failure(HVD_ERR_INTERNAL,
+                   fmt::format("allreduce '{}': the coordinator sent {} bytes of result, not {}",
+                               op.request.name, result.size(), out.byte_size())));
     return;
   }
   std::memcpy(out.data, result.data(), result.size());

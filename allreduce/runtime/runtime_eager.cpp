@@ -47,11 +47,12 @@ void Runtime::run_eager(detail::OpState& op, std::span<const std::string_view> i
     timeline->end(op.request.name, "QUEUE");
     timeline->begin(op.request.name, "EAGER_REDUCE");
   }
-  // Rank order on every rank: the same bits everywhere. The inputs start at 16-byte boundaries
-  // of their messages (frame_contribution), whose buffers malloc aligned: the kernels read them
-  // in place.
+  // Rank order on every rank: the same bits everywhere. In cycles the inputs start at 16-byte
+  // boundaries of their messages (frame_contribution), whose buffers malloc aligned: the kernels
+  // read them in place. Rank 0 of the TCP engine keeps an input of up to 15 bytes in a
+  // std::string's own 8-byte aligned storage: that one is copied first.
   std::memcpy(out.data, inputs[0].data(), out.byte_size());
-  std::vector<std::max_align_t> aligned;  // only for an input that is not (never seen)
+  std::vector<std::max_align_t> aligned;  // only for an input that is not aligned
   for (std::size_t r = 1; r < inputs.size(); ++r) {
     const void* in = inputs[r].data();
     if (reinterpret_cast<std::uintptr_t>(in) % alignof(std::max_align_t) != 0) {
