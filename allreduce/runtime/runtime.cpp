@@ -195,6 +195,12 @@ Runtime::~Runtime() {
   // pending that the others never join: MPI_Finalize would wait for them forever. The backend
   // then leaves MPI as it is, and mpirun ends the job when this rank exits.
   engine_->shutdown();  // joins the background thread before the backend goes
+  // What the engine did, for HOROVOD_LOG_LEVEL=debug: how a training run's steps were agreed.
+  const EngineStats s = engine_->stats();
+  logger().debug(
+      "engine: {} cycles, {} decided by bits, {} cache hits, {} negotiated in full, {} "
+      "doorbells, {} eager",
+      s.cycles, s.decided_by_bits, s.cache_hits, s.negotiated, s.doorbells, s.eager);
   const bool broken = engine_->broken();
   engine_.reset();
   if (broken) backend_->abandon();
