@@ -9,6 +9,9 @@
 #   gloo-batch  the same with HOROVOD_GLOO_LOOP_POLICY=batch (Gloo's event-loop thread, libhvd's
 #            and the raw context's, under SCHED_BATCH; bench/README.md, "Gloo's event loop and
 #            the scheduler");
+#   gloo-sync-raw  gloo, but the raw column runs what libhvd runs for allreduces of up to 4 MiB
+#            (HVD_BENCH_GLOO_RAW=sync: Gloo's halving-doubling on synchronous pairs; raw_engine.h):
+#            libhvd's overhead over the same algorithm; not in the default list;
 #   gloo-cycles  gloo with HOROVOD_GLOO_CYCLES=1 (negotiation cycles over TCP, with the cache);
 #            not in the default list. Set HOROVOD_GLOO_LOOP_POLICY in the environment to run
 #            gloo and gloo-cycles under another policy;
@@ -76,8 +79,8 @@ rounds=${ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS: a whole number from 1, not '$rounds'" >&2; exit 2; }
 for engine in $engines; do
   case $engine in
-    gloo | gloo-batch | gloo-cycles | mpi | mpi-tcp) ;;
-    *) echo "ENGINES: mpi, mpi-tcp, gloo, gloo-batch and/or gloo-cycles, not $engine" >&2; exit 2 ;;
+    gloo | gloo-batch | gloo-sync-raw | gloo-cycles | mpi | mpi-tcp) ;;
+    *) echo "ENGINES: mpi, mpi-tcp, gloo, gloo-batch, gloo-sync-raw and/or gloo-cycles, not $engine" >&2; exit 2 ;;
   esac
 done
 for ((round = 1; round <= rounds; ++round)); do
@@ -89,6 +92,7 @@ for ((round = 1; round <= rounds; ++round)); do
     case $engine in
       gloo) mode=() ;;
       gloo-batch) mode=() && run_env=(HOROVOD_GLOO_LOOP_POLICY=batch) ;;
+      gloo-sync-raw) mode=(-x HVD_BENCH_GLOO_RAW=sync) ;;
       gloo-cycles) mode=() && run_env=(HOROVOD_GLOO_CYCLES=1) ;;
       mpi) mode=(--mpi) ;;
       mpi-tcp) mode=(--mpi --mpi-args "-mca btl_base_exclude vader") ;;

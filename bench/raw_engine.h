@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,7 @@
 #endif
 #if HVD_BENCH_HAS_GLOO
 #include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -141,9 +143,15 @@ void sum_floats(void* out, const void* a, const void* b, std::size_t n) {
   for (; i < n; ++i) o[i] = x[i] + y[i];
 }
 
+// HVD_BENCH_GLOO_RAW=sync: the raw column runs what libhvd runs for allreduces of up to
+// HOROVOD_GLOO_SYNC_BYTES (gloo_backend.h): gloo::AllreduceHalvingDoubling on pairs in Gloo's
+// synchronous mode, in pieces of HOROVOD_GLOO_SYNC_PIECE_BYTES (default net.core.wmem_max), so
+// the ratio is the engine's own overhead over the same algorithm rather than the gain over
+// gloo::allreduce.
 struct GlooRaw : RawEngine {
   GlooRaw(int rank, int size, const std::string& scope) {
-    name = "gloo::allreduce";
+    sync_ = env("HVD_BENCH_GLOO_RAW") == "sync" && size > 1;
+    name = sync_ ? "gloo::AllreduceHalvingDoubling, synchronous pairs" : "gloo::allreduce";
     const std::string timeout_s = env("HOROVOD_GLOO_TIMEOUT_SECONDS");
     const std::chrono::milliseconds timeout(1000LL *
                                             (timeout_s.empty() ? 30 : std::stoi(timeout_s)));
@@ -161,8 +169,29 @@ struct GlooRaw : RawEngine {
     context->setTimeout(timeout);
     context->connectFullMesh(store, device);
     context_ = std::move(context);
+    if (sync_) {
+      for (int r = 0; r < size; ++r) {
+        if (r != rank) context_->getPair(r)->setSync(true, false);
+      }
+      const std::string piece = env("HOROVOD_GLOO_SYNC_PIECE_BYTES");
+      long long bytes = piece.empty() ? -1 : std::stoll(piece);
+      if (bytes <= 0) {
+        std::ifstream in("/proc/sys/net/core/wmem_max");
+        if (!(in >> bytes) || bytes < 4096) bytes = 212992;
+      }
+      piece_ = static_cast<std::size_t>(bytes) / sizeof(float);
+    }
   }
   void allreduce(float* data, std::size_t count) override {
+    if (sync_) {
+      for (std::size_t done = 0; done < count; done += piece_) {
+        const std::size_t n = std::min(piece_, count - done);
+        gloo::AllreduceHalvingDoubling<float> algorithm(context_, {data + done},
+                                                        static_cast<int>(n));
+        algorithm.run();
+      }
+      return;
+    }
     gloo::AllreduceOptions opts(context_);
     // libhvd passes the same bytes as std::uint32_t (Gloo uses only sizeof(T)); same size here.
     opts.setOutput(data, count);
@@ -172,6 +201,8 @@ struct GlooRaw : RawEngine {
   }
   std::shared_ptr<gloo::Context> context_;
   std::uint32_t next_tag_ = 0;
+  bool sync_ = false;
+  std::size_t piece_ = 0;  // elements
 };
 #endif
 

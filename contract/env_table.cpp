@@ -44,10 +44,11 @@ constexpr std::array<const EnvVar*, 31> kTable{
     &kElasticGeneration,
 };
 
-constexpr std::array<const EnvVar*, 14> kKnobs{
-    &kCpuOperations,     &kGlooTimeout,    &kGlooLoopPolicy,    &kLogLevel,   &kFusionThreshold,
-    &kCycleTime,         &kCacheCapacity,  &kMpiCycles,         &kGlooCycles, &kEagerBytes,
-    &kStallCheckDisable, &kStallCheckTime, &kStallShutdownTime, &kTimeline};
+constexpr std::array<const EnvVar*, 16> kKnobs{
+    &kCpuOperations,      &kGlooTimeout,    &kGlooLoopPolicy,    &kGlooSyncBytes,
+    &kGlooSyncPieceBytes, &kLogLevel,       &kFusionThreshold,   &kCycleTime,
+    &kCacheCapacity,      &kMpiCycles,      &kGlooCycles,        &kEagerBytes,
+    &kStallCheckDisable,  &kStallCheckTime, &kStallShutdownTime, &kTimeline};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{
     &kNcclSocketIfname, &kGlooIface,        &kGlooSocketIfname, &kCudaVisibleDevices,

@@ -213,6 +213,19 @@ inline constexpr EnvVar kGlooCycles{
     "each a message to rank 0 and back on connections of their own, with the response cache; 0 "
     "through rank 0's engine thread (the TCP engine)",
     integer_default(0)};
+inline constexpr EnvVar kGlooSyncBytes{
+    "HOROVOD_GLOO_SYNC_BYTES", EnvKind::kKnob, EnvType::kInt,
+    "libhvd's own (not Horovod's): under Gloo, a host-memory allreduce of at most this many bytes "
+    "runs Gloo's halving-doubling algorithm on connections of its own that the calling thread "
+    "reads itself (Gloo's synchronous mode), not through Gloo's event-loop thread; larger ones "
+    "run gloo::allreduce; 0 turns it off",
+    integer_default(4ll << 20)};
+inline constexpr EnvVar kGlooSyncPieceBytes{
+    "HOROVOD_GLOO_SYNC_PIECE_BYTES", EnvKind::kKnob, EnvType::kInt,
+    "libhvd's own (not Horovod's): such an allreduce runs in pieces of at most this many bytes, "
+    "so that every message fits the socket's send buffer while both ranks of a pair write at "
+    "once; -1 picks net.core.wmem_max (the largest send buffer a socket may ask for)",
+    integer_default(-1)};
 inline constexpr EnvVar kEagerBytes{
     "HOROVOD_EAGER_BYTES", EnvKind::kKnob, EnvType::kInt,
     "libhvd's own (not Horovod's): a host-memory allreduce of at most this many bytes submitted "

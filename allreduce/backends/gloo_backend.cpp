@@ -5,13 +5,17 @@
 #include <fmt/format.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include "allreduce/api/log.h"
@@ -39,6 +43,23 @@ void with_element_type(DataType dtype, F&& f) {
     default:
       return f(std::uint64_t{});
   }
+}
+
+// The reduction Gloo's halving-doubling calls (x = x op y) is a plain function pointer: it reads
+// the kernel of the allreduce in progress on this thread (GlooBackend::sync_allreduce).
+thread_local ReduceFn t_sync_reduce = nullptr;
+template <class T>
+void sync_reduce(T* x, const T* y, std::size_t n) {
+  t_sync_reduce(x, x, y, n);
+}
+
+// net.core.wmem_max: the largest send buffer a socket may ask for (Gloo asks for the message's
+// size; the kernel doubles what it grants). Linux's default where /proc cannot say.
+std::size_t wmem_max() {
+  std::ifstream in("/proc/sys/net/core/wmem_max");
+  long long v = 0;
+  if (in >> v && v >= 4096) return static_cast<std::size_t>(v);
+  return 212992;
 }
 
 }  // namespace
@@ -73,6 +94,30 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
                       "the address must belong to this host; hvdrun sets it to the address the "
                       "host was reached at");
   }
+  context_ = connect(store, store_name, device);
+  if (options.size > 1 && options.sync_bytes > 0) {
+    // The second context's keys in the same store, under "sync/".
+    gloo::rendezvous::PrefixStore sync_store("sync", store);
+    sync_context_ = connect(sync_store, store_name, device);
+    for (int r = 0; r < options.size; ++r) {
+      // Waits for the pair to be connected, takes it off the event loop, makes it blocking.
+      if (r != options.rank) sync_context_->getPair(r)->setSync(true, /*busyPoll=*/false);
+    }
+    sync_piece_bytes_ = options.sync_piece_bytes > 0
+                            ? static_cast<std::size_t>(options.sync_piece_bytes)
+                            : wmem_max();
+  }
+  // connectFullMesh returns when this rank's own pairs are connected, while a peer may still be
+  // connecting its side: a rank that left at once (a short program) would cut that peer off.
+  // One barrier makes init() return only when every rank is connected (and every rank's
+  // synchronous pairs are off the event loop before anything is sent on them).
+  barrier();
+}
+
+std::shared_ptr<gloo::Context> GlooBackend::connect(
+    gloo::rendezvous::Store& store, const std::string& store_name,
+    std::shared_ptr<gloo::transport::Device>& device) {
+  const GlooOptions& options = options_;
   auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
   context->setTimeout(options.timeout);  // before connecting: it bounds the connect too
   try {
@@ -94,11 +139,7 @@ GlooBackend::GlooBackend(const GlooOptions& options, gloo::rendezvous::Store& st
                   "port while the ranks connected (Gloo's pairs take any connection as the "
                   "peer: docs/security.md); --max-restarts restarts such a job");
   }
-  context_ = std::move(context);
-  // connectFullMesh returns when this rank's own pairs are connected, while a peer may still be
-  // connecting its side: a rank that left at once (a short program) would cut that peer off.
-  // One barrier makes init() return only when every rank is connected.
-  barrier();
+  return context;
 }
 
 GlooBackend::~GlooBackend() = default;
@@ -145,6 +186,11 @@ void GlooBackend::allreduce(void* data, std::size_t count, DataType dtype, Reduc
 void GlooBackend::allreduce_into(const void* in, void* out, std::size_t count, DataType dtype,
                                  ReduceOp op) {
   const ReduceFn fn = reduce_fn(dtype, op);
+  if (sync_context_ && count > 0 && count * element_size(dtype) <= options_.sync_bytes) {
+    if (in != nullptr && in != out) std::memcpy(out, in, count * element_size(dtype));
+    guarded("allreduce", [&] { sync_allreduce(out, count, dtype, op); });
+    return;
+  }
   guarded("allreduce", [&] {
     gloo::AllreduceOptions opts(context_);
     with_element_type(dtype, [&](auto t) {
@@ -156,6 +202,25 @@ void GlooBackend::allreduce_into(const void* in, void* out, std::size_t count, D
     opts.setReduceFunction(fn);
     opts.setTag(next_tag_++);
     gloo::allreduce(opts);
+  });
+}
+
+void GlooBackend::sync_allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op) {
+  t_sync_reduce = reduce_fn(dtype, op);
+  with_element_type(dtype, [&](auto t) {
+    using T = decltype(t);
+    // Halving-doubling calls only the function; the type is for Gloo's built-in reductions.
+    const gloo::ReductionFunction<T> reduce(gloo::CUSTOM, &sync_reduce<T>);
+    const std::size_t piece = std::max<std::size_t>(1, sync_piece_bytes_ / sizeof(T));
+    T* at = static_cast<T*>(data);
+    for (std::size_t done = 0; done < count; done += piece) {
+      // A new algorithm per piece: its slots come from the context's counter, the same on every
+      // rank because every rank runs the same allreduces in the same order (the engine's).
+      const std::size_t n = std::min(piece, count - done);
+      gloo::AllreduceHalvingDoubling<T> algorithm(sync_context_, {at + done}, static_cast<int>(n),
+                                                  &reduce);
+      algorithm.run();
+    }
   });
 }
 

@@ -170,6 +170,14 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
     if (!policy) bad_value(contract::kGlooLoopPolicy.name, loop_policy, "normal, batch or idle");
     config.gloo_loop_policy = *policy;
   }
+  config.gloo_sync_bytes = static_cast<std::size_t>(
+      read_integer(getenv, contract::kGlooSyncBytes, 0, 1ll << 30, "bytes"));
+  config.gloo_sync_piece_bytes = read_integer(getenv, contract::kGlooSyncPieceBytes, -1, 1ll << 30,
+                                              "bytes (-1: net.core.wmem_max)");
+  if (config.gloo_sync_piece_bytes >= 0 && config.gloo_sync_piece_bytes < 64) {
+    bad_value(contract::kGlooSyncPieceBytes.name, std::to_string(config.gloo_sync_piece_bytes),
+              "bytes from 64 to 1073741824, or -1 (net.core.wmem_max)");
+  }
   read_engine_knobs(getenv, config);
   const std::string level = lower(value_of(getenv, contract::kLogLevel.name));
   if (!level.empty()) {

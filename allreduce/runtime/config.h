@@ -48,6 +48,10 @@ struct RuntimeConfig {
   // The knobs start at the contract table's defaults (contract/env_table.h), written once there.
   std::chrono::seconds gloo_timeout{contract::kGlooTimeout.default_value.integer};
   ThreadPolicy gloo_loop_policy = ThreadPolicy::kNormal;  // HOROVOD_GLOO_LOOP_POLICY
+  // HOROVOD_GLOO_SYNC_BYTES (0: off) and HOROVOD_GLOO_SYNC_PIECE_BYTES (-1: net.core.wmem_max).
+  std::size_t gloo_sync_bytes =
+      static_cast<std::size_t>(contract::kGlooSyncBytes.default_value.integer);
+  long long gloo_sync_piece_bytes = contract::kGlooSyncPieceBytes.default_value.integer;
   std::string log_level{contract::kLogLevel.default_value.text};
   // The engine (named ops, negotiation, fusion, stalls, timeline).
   std::size_t fusion_threshold =

@@ -55,9 +55,13 @@ std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopo
   } else {
 #if HVD_BUILD_HAS_GLOO
     topology = config.topology;
-    GlooOptions options{topology.rank, topology.size, config.advertise_addr,
+    GlooOptions options{topology.rank,
+                        topology.size,
+                        config.advertise_addr,
                         std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout),
-                        config.gloo_loop_policy};
+                        config.gloo_loop_policy,
+                        config.gloo_sync_bytes,
+                        config.gloo_sync_piece_bytes};
     if (config.started_by == StartedBy::kHvdrunNative) {
       HttpStore store({.address = config.rendezvous_addr,
                        .token = config.rendezvous_token,

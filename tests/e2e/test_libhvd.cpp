@@ -127,6 +127,35 @@ TEST_CASE("libhvd native on localhost: 2 ranks without SSH", "[libhvd]") {
   CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
 }
 
+// Allreduces of up to HOROVOD_GLOO_SYNC_BYTES run Gloo's halving-doubling on pairs in Gloo's
+// synchronous mode (gloo_backend.h), in pieces. With eager allreduces off every size of
+// libhvd_check's goes through a collective: in 4 KiB pieces (1 MiB of float32: 256 of them, 7
+// elements: one piece of fewer elements than ranks), at 3 ranks (halving-doubling's uneven
+// blocks) and 2; and with the synchronous path off, all through gloo::allreduce.
+TEST_CASE(
+    "libhvd native on localhost: allreduces through Gloo's synchronous halving-doubling, "
+    "in pieces, and without it",
+    "[libhvd]") {
+  struct Setting {
+    int np;
+    std::string sync_bytes, piece_bytes;
+  };
+  const Setting s =
+      GENERATE(Setting{3, "4194304", "4096"}, Setting{2, "4194304", "4096"}, Setting{3, "0", "-1"});
+  INFO("np " << s.np << ", HOROVOD_GLOO_SYNC_BYTES=" << s.sync_bytes
+             << ", HOROVOD_GLOO_SYNC_PIECE_BYTES=" << s.piece_bytes);
+  const auto r = hvd::test::run_hvdrun({"-np", std::to_string(s.np), LIBHVD_CHECK, "collectives"},
+                                       {{"HOROVOD_EAGER_BYTES", "0"},
+                                        {"HOROVOD_GLOO_SYNC_BYTES", s.sync_bytes},
+                                        {"HOROVOD_GLOO_SYNC_PIECE_BYTES", s.piece_bytes}});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < s.np; ++rank) {
+    CHECK_THAT(r.out, Contains("[1," + std::to_string(rank) + "]<stdout>:rank " +
+                               std::to_string(rank) + ": all checks passed"));
+  }
+}
+
 TEST_CASE("network: --network-cidr picks each host's address and every engine gets it",
           "[network]") {
   Hosts h;

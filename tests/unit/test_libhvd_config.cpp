@@ -218,6 +218,29 @@ TEST_CASE("read_config: HOROVOD_EAGER_BYTES", "[libhvd]") {
   }
 }
 
+TEST_CASE("read_config: HOROVOD_GLOO_SYNC_BYTES and HOROVOD_GLOO_SYNC_PIECE_BYTES", "[libhvd]") {
+  CHECK(config_of({}).gloo_sync_bytes == 4u << 20);
+  CHECK(config_of({}).gloo_sync_piece_bytes == -1);  // net.core.wmem_max, read at init
+  CHECK(config_of({{"HOROVOD_GLOO_SYNC_BYTES", "0"}}).gloo_sync_bytes == 0);
+  CHECK(config_of({{"HOROVOD_GLOO_SYNC_BYTES", "65536"}}).gloo_sync_bytes == 65536);
+  CHECK(config_of({{"HOROVOD_GLOO_SYNC_PIECE_BYTES", "4096"}}).gloo_sync_piece_bytes == 4096);
+  CHECK(config_of({{"HOROVOD_GLOO_SYNC_PIECE_BYTES", "64"}}).gloo_sync_piece_bytes == 64);
+  for (const char* v : {"-1", "1073741825", "4M", " 1"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_GLOO_SYNC_BYTES", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_SYNC_BYTES"));
+    CHECK_THAT(f.hint, Catch::Matchers::Contains("from 0 to 1073741824"));
+  }
+  for (const char* v : {"-2", "0", "63", "1073741825", "wmem"}) {
+    INFO(v);
+    const auto f = failure_of({{"HOROVOD_GLOO_SYNC_PIECE_BYTES", v}});
+    CHECK(f.status == HVD_ERR_CONFIG);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_SYNC_PIECE_BYTES"));
+    CHECK_THAT(f.hint, Catch::Matchers::Contains("1073741824"));
+  }
+}
+
 TEST_CASE("read_config: HOROVOD_GLOO_LOOP_POLICY", "[libhvd]") {
   using hvd::ThreadPolicy;
   CHECK(config_of({}).gloo_loop_policy == ThreadPolicy::kNormal);
