@@ -10,7 +10,7 @@
 #            and the raw context's, under SCHED_BATCH; bench/README.md, "Gloo's event loop and
 #            the scheduler");
 #   gloo-sync-raw  gloo, but the raw column runs what libhvd runs for allreduces of up to 4 MiB
-#            (HVD_BENCH_GLOO_RAW=sync: Gloo's halving-doubling on synchronous pairs; raw_engine.h):
+#            (BENCH_GLOO_RAW=sync: Gloo's halving-doubling on synchronous pairs; raw_engine.h):
 #            libhvd's overhead over the same algorithm; not in the default list;
 #   gloo-cycles  gloo with HOROVOD_GLOO_CYCLES=1 (negotiation cycles over TCP, with the cache);
 #            not in the default list. Set HOROVOD_GLOO_LOOP_POLICY in the environment to run
@@ -92,7 +92,7 @@ for ((round = 1; round <= rounds; ++round)); do
     case $engine in
       gloo) mode=() ;;
       gloo-batch) mode=() && run_env=(HOROVOD_GLOO_LOOP_POLICY=batch) ;;
-      gloo-sync-raw) mode=(-x HVD_BENCH_GLOO_RAW=sync) ;;
+      gloo-sync-raw) mode=(-x BENCH_GLOO_RAW=sync) ;;
       gloo-cycles) mode=() && run_env=(HOROVOD_GLOO_CYCLES=1) ;;
       mpi) mode=(--mpi) ;;
       mpi-tcp) mode=(--mpi --mpi-args "-mca btl_base_exclude vader") ;;

@@ -143,14 +143,14 @@ void sum_floats(void* out, const void* a, const void* b, std::size_t n) {
   for (; i < n; ++i) o[i] = x[i] + y[i];
 }
 
-// HVD_BENCH_GLOO_RAW=sync: the raw column runs what libhvd runs for allreduces of up to
+// BENCH_GLOO_RAW=sync: the raw column runs what libhvd runs for allreduces of up to
 // HOROVOD_GLOO_SYNC_BYTES (gloo_backend.h): gloo::AllreduceHalvingDoubling on pairs in Gloo's
 // synchronous mode, in pieces of HOROVOD_GLOO_SYNC_PIECE_BYTES (default net.core.wmem_max), so
 // the ratio is the engine's own overhead over the same algorithm rather than the gain over
 // gloo::allreduce.
 struct GlooRaw : RawEngine {
   GlooRaw(int rank, int size, const std::string& scope) {
-    sync_ = env("HVD_BENCH_GLOO_RAW") == "sync" && size > 1;
+    sync_ = env("BENCH_GLOO_RAW") == "sync" && size > 1;
     name = sync_ ? "gloo::AllreduceHalvingDoubling, synchronous pairs" : "gloo::allreduce";
     const std::string timeout_s = env("HOROVOD_GLOO_TIMEOUT_SECONDS");
     const std::chrono::milliseconds timeout(1000LL *
