@@ -12,9 +12,10 @@
 #   gloo-sync-raw  gloo, but the raw column runs what libhvd runs for allreduces of up to 4 MiB
 #            (BENCH_GLOO_RAW=sync: Gloo's halving-doubling on synchronous pairs; raw_engine.h):
 #            libhvd's overhead over the same algorithm; not in the default list;
-#   gloo-cycles  gloo with HOROVOD_GLOO_CYCLES=1 (negotiation cycles over TCP, with the cache);
-#            not in the default list. Set HOROVOD_GLOO_LOOP_POLICY in the environment to run
-#            gloo and gloo-cycles under another policy;
+#   gloo-tcp-engine  gloo with HOROVOD_GLOO_CYCLES=0 (negotiation through rank 0's engine
+#            thread, no cache; the default before 2026-12-05); not in the default list. Set
+#            HOROVOD_GLOO_LOOP_POLICY in the environment to run gloo and gloo-tcp-engine under
+#            another policy;
 # three programs each:
 #   1. engine_bench (idle CPU, 100 x 16 KiB async with fusion on, synchronous 4 KiB);
 #   2. engine_bench --parts fusion again under `--fusion-threshold-mb 0` (fusion off);
@@ -79,8 +80,8 @@ rounds=${ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS: a whole number from 1, not '$rounds'" >&2; exit 2; }
 for engine in $engines; do
   case $engine in
-    gloo | gloo-batch | gloo-sync-raw | gloo-cycles | mpi | mpi-tcp) ;;
-    *) echo "ENGINES: mpi, mpi-tcp, gloo, gloo-batch, gloo-sync-raw and/or gloo-cycles, not $engine" >&2; exit 2 ;;
+    gloo | gloo-batch | gloo-sync-raw | gloo-tcp-engine | mpi | mpi-tcp) ;;
+    *) echo "ENGINES: mpi, mpi-tcp, gloo, gloo-batch, gloo-sync-raw and/or gloo-tcp-engine, not $engine" >&2; exit 2 ;;
   esac
 done
 for ((round = 1; round <= rounds; ++round)); do
@@ -93,7 +94,7 @@ for ((round = 1; round <= rounds; ++round)); do
       gloo) mode=() ;;
       gloo-batch) mode=() && run_env=(HOROVOD_GLOO_LOOP_POLICY=batch) ;;
       gloo-sync-raw) mode=(-x BENCH_GLOO_RAW=sync) ;;
-      gloo-cycles) mode=() && run_env=(HOROVOD_GLOO_CYCLES=1) ;;
+      gloo-tcp-engine) mode=() && run_env=(HOROVOD_GLOO_CYCLES=0) ;;
       mpi) mode=(--mpi) ;;
       mpi-tcp) mode=(--mpi --mpi-args "-mca btl_base_exclude vader") ;;
     esac

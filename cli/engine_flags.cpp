@@ -77,8 +77,8 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
                std::to_string(
                    parse_whole("--cache-capacity", v, 0, 1 << 20, contract::kCacheCapacity.name)));
          },
-         "libhvd under MPI: how many tensors the response cache holds, so that a tensor seen "
-         "before is agreed by its slot (default 1024; 0: off)")
+         "libhvd: how many tensors the response cache holds, so that a tensor seen before is "
+         "agreed by its slot (default 1024; 0: off)")
       ->type_name("N");
   app.add_option_function<std::string>(
          "--stall-check-warning-time-seconds",

@@ -198,21 +198,22 @@ inline constexpr EnvVar kCycleTime{
     milliseconds_default(0.2)};
 inline constexpr EnvVar kCacheCapacity{
     "HOROVOD_CACHE_CAPACITY", EnvKind::kKnob, EnvType::kInt,
-    "tensors: under MPI, a tensor negotiated before with the same name, dtype, shape and op is "
+    "tensors: in cycles (HOROVOD_MPI_CYCLES, HOROVOD_GLOO_CYCLES), a tensor negotiated before "
+    "with the same name, dtype, shape and op is "
     "agreed by its response-cache slot (the least recently used go); 0 turns the cache off",
     integer_default(1024)};
 inline constexpr EnvVar kMpiCycles{
     "HOROVOD_MPI_CYCLES", EnvKind::kKnob, EnvType::kInt,
     "libhvd's own (not Horovod's): under MPI, 1 negotiates in cycles on MPI collectives from the "
     "waiting thread; 0 over the "
-    "TCP control plane through rank 0's engine thread, as under Gloo",
+    "TCP control plane through rank 0's engine thread",
     integer_default(1)};
 inline constexpr EnvVar kGlooCycles{
     "HOROVOD_GLOO_CYCLES", EnvKind::kKnob, EnvType::kInt,
     "libhvd's own (not Horovod's): under Gloo, 1 negotiates in cycles from the waiting thread, "
     "each a message to rank 0 and back on connections of their own, with the response cache; 0 "
     "through rank 0's engine thread (the TCP engine)",
-    integer_default(0)};
+    integer_default(1)};
 inline constexpr EnvVar kGlooSyncBytes{
     "HOROVOD_GLOO_SYNC_BYTES", EnvKind::kKnob, EnvType::kInt,
     "libhvd's own (not Horovod's): under Gloo, a host-memory allreduce of at most this many bytes "

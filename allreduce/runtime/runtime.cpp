@@ -119,8 +119,9 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   // Said here, before the backend is torn down by the unwinding: the other ranks then fail with
   // a reset, and the launcher may stop this rank before the program could print the cause.
   // The TCP cycles (HOROVOD_GLOO_CYCLES=1 under Gloo) negotiate on a second plane, through the
-  // same listener.
-  const bool tcp_cycles = config_.backend == BackendKind::kGloo && config_.gloo_cycles;
+  // same listener. Alone, a rank runs its cycles locally (below) either way.
+  const bool tcp_cycles =
+      config_.backend == BackendKind::kGloo && config_.gloo_cycles && topology_.size > 1;
   auto planes = [&] {
     try {
       return ControlPlane::connect_planes(
@@ -154,8 +155,8 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                            config_.gloo_timeout)};
   // Under MPI the engine negotiates in cycles on MPI collectives (cycle_engine.h), unless
   // HOROVOD_MPI_CYCLES=0. Under Gloo, whose small collectives are slower than the control plane's
-  // messages, HOROVOD_GLOO_CYCLES=1 runs the cycles over TCP connections of their own
-  // (tcp_cycle_transport.h); otherwise the TCP engine negotiates through rank 0's engine thread.
+  // messages, the cycles run over TCP connections of their own (tcp_cycle_transport.h), unless
+  // HOROVOD_GLOO_CYCLES=0: then the TCP engine negotiates through rank 0's engine thread.
   if (watchdog) watchdog->stage("the engine's start");
   std::unique_ptr<CycleTransport> transport;
   if (config_.backend == BackendKind::kMpi) {
