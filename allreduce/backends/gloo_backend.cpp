@@ -170,6 +170,16 @@ void GlooBackend::guarded(const char* op, Body&& body) {
 void GlooBackend::fail_context(const char* op, const std::string& what, hvd_status status) {
   dead_ = what;
   dead_status_ = status;
+  // A peer blocked in a synchronous read from this rank would wait for it until
+  // HOROVOD_GLOO_TIMEOUT_SECONDS: halving-doubling's partners are not a ring's, so a rank may never
+  // talk to the one that died, and this rank's sockets stay open until its backend goes, which an
+  // elastic reset does only after its engine said goodbye to ranks that are still reading. Reset
+  // them now: every peer then fails at once, as this rank did.
+  if (sync_context_) {
+    for (int r = 0; r < options_.size; ++r) {
+      if (r != options_.rank) sync_context_->getPair(r)->close();
+    }
+  }
   throw StatusError(status,
                     fmt::format("{} failed on the Gloo backend at rank {} of {}: {}", op,
                                 options_.rank, options_.size, what),
