@@ -15,7 +15,8 @@
 // each fit their send buffer: the allreduce runs in pieces of at most HOROVOD_GLOO_SYNC_PIECE_BYTES
 // (net.core.wmem_max, which Gloo's send buffer request is capped at and the kernel doubles).
 // Gloo's ring (gloo::AllreduceRing) deadlocked in synchronous mode on 2 ranks; halving-doubling
-// is what libhvd runs there, and only there.
+// is what libhvd runs there, and only there. A failed context resets these connections at once
+// (fail_context): a peer blocked reading from this rank fails then, not after the timeout.
 //
 // Gloo has no reduce-scatter in this version: it is an allreduce of the whole buffer followed by
 // keeping this rank's block (twice the traffic of a ring reduce-scatter; said in docs/libhvd.md).
