@@ -403,19 +403,28 @@ TEST_CASE(
       mode);
   INFO("freeze 1\n" << show(frozen1));
   CHECK(frozen1.exit_code == 3);
-  // Rank 0 warns about the cycle rank 1 never joins; or, when rank 1's engine answered rank 0's
-  // doorbell for the 4th call in the moment between its last call and its SIGSTOP (printing
-  // "freezing" can take over the 1 ms doorbell delay under load; seen once in CI), about the
-  // tensor rank 1 never submitted. Either names rank 1.
-  CHECK_THAT(frozen1.err, (Contains("[hvd rank 0] warning: stall: rank 0 has waited 1 s in "
-                                    "negotiation cycle") &&
-                           Contains("rank(s) 1 did not answer its doorbell")) ||
-                              Contains("[hvd rank 0] warning: stall: rank 1 has not submitted "
-                                       "tensor 'hvd.allreduce.3'"));
-  CHECK_THAT(frozen1.out, Contains(tag(0) + "rank 0: error after") &&
-                              Contains("stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS "
-                                       "(3 s): negotiation cycle") &&
-                              Contains("was never joined by every rank (it brought "
-                                       "'hvd.allreduce.3'): rank(s) 1 did not answer its "
-                                       "doorbell"));
+  // What rank 0 says depends on the moment rank 1 froze, which load moves (each seen in CI or
+  // under busy loops beside the test):
+  // - before rank 1's engine answered the doorbell of the 4th call's cycle: that cycle was never
+  //   joined, "rank(s) 1 did not answer its doorbell";
+  // - after its engine answered but before it joined: the same cycle, "some rank has not joined it
+  //   although rung" (rank 0 knows who answered, not who is missing from an MPI collective);
+  // - after its engine joined that cycle with nothing (printing "freezing" took over the 1 ms
+  //   doorbell delay): the tensor rank 1 never submitted.
+  // Each warns at 1 s and fails rank 0 at 3 s, naming the 4th call.
+  const auto has = [](const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+  };
+  const auto cycle_told = [&](const std::string& text, const std::string& before) {
+    return has(text, before + "negotiation cycle") &&
+           (has(text, "(it brought 'hvd.allreduce.3'): rank(s) 1 did not answer its doorbell") ||
+            has(text, "(it brought 'hvd.allreduce.3'): some rank has not joined it although rung"));
+  };
+  CHECK((cycle_told(frozen1.err, "[hvd rank 0] warning: stall: rank 0 has waited 1 s in ") ||
+         has(frozen1.err,
+             "[hvd rank 0] warning: stall: rank 1 has not submitted tensor 'hvd.allreduce.3'")));
+  const std::string fatal = "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (3 s): ";
+  CHECK_THAT(frozen1.out, Contains(tag(0) + "rank 0: error after"));
+  CHECK((cycle_told(frozen1.out, fatal) ||
+         has(frozen1.out, fatal + "tensor 'hvd.allreduce.3' was never submitted by rank(s) 1")));
 }
