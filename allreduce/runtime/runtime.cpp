@@ -1,38 +1,21 @@
+// The Runtime's collectives: submission, the engine's run() of a response (one op, a fused
+// allreduce or broadcast, or GPU ops through NCCL) and each collective's common part (validation,
+// scaling, averaging, size exchange, fusion buffer, output allocation). Start and stop are in
+// runtime_init.cpp, eager allreduces in runtime_eager.cpp.
 #include "allreduce/runtime/runtime.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <atomic>
-#include <cmath>
+#include <algorithm>
+#include <cctype>
 #include <cstring>
-#include <optional>
 
-#include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
 #include "allreduce/backends/nccl_ops.h"
-#include "allreduce/engine/control_plane.h"
-#include "allreduce/engine/cycle_engine.h"
-#include "allreduce/engine/local_cycle_transport.h"
-#include "allreduce/engine/tcp_cycle_transport.h"
 #include "allreduce/kernels/dtype.h"
 #include "allreduce/kernels/kernels.h"
 #include "allreduce/runtime/checks.h"
-#include "allreduce/runtime/init_watchdog.h"
-#include "contract/env_table.h"
-#include "hvd/build_config.h"
-
-extern char** environ;
-
-#if HVD_BUILD_HAS_GLOO
-#include <gloo/rendezvous/hash_store.h>
-
-#include "allreduce/backends/gloo_backend.h"
-#include "allreduce/backends/http_store.h"
-#endif
-#if HVD_BUILD_HAS_MPI
-#include "allreduce/backends/mpi_backend.h"
-#endif
 
 namespace hvd::runtime {
 namespace {
@@ -45,172 +28,7 @@ std::int64_t trailing_elements(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopology& topology) {
-  if (config.backend == BackendKind::kMpi) {
-#if HVD_BUILD_HAS_MPI
-    auto backend = std::make_unique<MpiBackend>();
-    topology = backend->topology();
-    return backend;
-#endif
-  } else {
-#if HVD_BUILD_HAS_GLOO
-    topology = config.topology;
-    GlooOptions options{topology.rank,
-                        topology.size,
-                        config.advertise_addr,
-                        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout),
-                        config.gloo_loop_policy,
-                        config.gloo_sync_bytes,
-                        config.gloo_sync_piece_bytes};
-    if (config.started_by == StartedBy::kHvdrunNative) {
-      HttpStore store({.address = config.rendezvous_addr,
-                       .token = config.rendezvous_token,
-                       .scope = config.gloo_scope,
-                       .rank = topology.rank,
-                       .timeout = options.timeout,
-                       .interrupted = config.superseded});
-      return std::make_unique<GlooBackend>(options, store, store.where());
-    }
-    gloo::rendezvous::HashStore store;  // alone: size 1, nothing to meet
-    return std::make_unique<GlooBackend>(options, store, "an in-process store");
-#endif
-  }
-  throw StatusError(HVD_ERR_INTERNAL, "the configured backend is not built in");
-}
-
-// Rank 0, at the process's first init (not again at an elastic reset): the HOROVOD_* variables
-// that do nothing here, a typo or a knob libhvd lacks (contract::horovod_variable_warnings).
-// hvdrun forwards the same HOROVOD_* variables to every rank, so one rank says it for all.
-void warn_about_horovod_variables(int rank) {
-  static std::atomic<bool> said{false};
-  if (rank != 0 || said.exchange(true)) return;
-  std::vector<std::string> names;
-  for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
-    const std::string_view entry(*p);
-    names.emplace_back(entry.substr(0, entry.find('=')));
-  }
-  for (const std::string& line : contract::horovod_variable_warnings(names)) {
-    logger().warn("{}", line);
-  }
-}
-
 }  // namespace
-
-Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(config.topology) {
-  configure_logger(topology_.rank, config.log_level);
-  // Nothing else bounds the whole of init()'s waits on the other ranks (init_watchdog.h).
-  std::optional<InitWatchdog> watchdog;
-  if (topology_.size != 1 || config_.backend == BackendKind::kMpi) {
-    watchdog.emplace(std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
-    watchdog->stage(config_.backend == BackendKind::kMpi
-                        ? "MPI_Init_thread or MPI_Comm_dup"
-                        : "Gloo's rendezvous and connection of the ranks (one TCP connection per "
-                          "pair of ranks, each with the timeout on its own)");
-  }
-  backend_ = connect(config_, topology_);
-  if (watchdog) watchdog->stage("the engine's control-plane connect");
-  configure_logger(topology_.rank, config.log_level);
-  warn_about_horovod_variables(topology_.rank);
-  // hvdrun's advertised address, else (under mpirun) one in the networks Open MPI uses; never
-  // every interface when either is known.
-  const std::string bind = config_.advertise_addr.empty()
-                               ? address_in_networks(config_.mpi_tcp_include)
-                               : config_.advertise_addr;
-  // Said here, before the backend is torn down by the unwinding: the other ranks then fail with
-  // a reset, and the launcher may stop this rank before the program could print the cause.
-  // The TCP cycles (HOROVOD_GLOO_CYCLES=1 under Gloo) negotiate on a second plane, through the
-  // same listener. Alone, a rank runs its cycles locally (below) either way.
-  const bool tcp_cycles =
-      config_.backend == BackendKind::kGloo && config_.gloo_cycles && topology_.size > 1;
-  auto planes = [&] {
-    try {
-      return ControlPlane::connect_planes(
-          tcp_cycles ? 2 : 1, *backend_, topology_.rank, topology_.size, bind,
-          std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout),
-          config_.port_range, config_.master_port);
-    } catch (const StatusError& e) {
-      logger().error("{}", e.what());
-      throw;
-    }
-  }();
-  if (topology_.rank == 0 && !config_.timeline.empty()) {
-    // Said here too, before the unwinding closes the control plane: the other ranks then fail
-    // with "rank 0 is gone", and the launcher may stop this rank before the program prints why.
-    try {
-      timeline_ = std::make_unique<Timeline>(config_.timeline);
-    } catch (const StatusError& e) {
-      logger().error("{}", e.what());
-      throw;
-    }
-  }
-  EngineOptions engine{.rank = topology_.rank,
-                       .size = topology_.size,
-                       .controller = {.size = topology_.size,
-                                      .fusion_threshold = config_.fusion_threshold,
-                                      .stall_warning = config_.stall_warning,
-                                      .stall_shutdown = config_.stall_shutdown},
-                       .cycle_time = config_.cycle_time,
-                       .timeline = timeline_.get(),
-                       .coordinator_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           config_.gloo_timeout)};
-  // Under MPI the engine negotiates in cycles on MPI collectives (cycle_engine.h), unless
-  // HOROVOD_MPI_CYCLES=0. Under Gloo, whose small collectives are slower than the control plane's
-  // messages, the cycles run over TCP connections of their own (tcp_cycle_transport.h), unless
-  // HOROVOD_GLOO_CYCLES=0: then the TCP engine negotiates through rank 0's engine thread.
-  if (watchdog) watchdog->stage("the engine's start");
-  std::unique_ptr<CycleTransport> transport;
-  if (config_.backend == BackendKind::kMpi) {
-    if (config_.mpi_cycles) transport = backend_->cycle_transport();
-  } else if (tcp_cycles) {
-    transport = std::make_unique<TcpCycleTransport>(
-        std::move(planes[1]),
-        std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout));
-  } else if (topology_.size == 1) {
-    // Alone (a program run on its own, or a job of one rank): cycles of one, on the waiting
-    // thread (local_cycle_transport.h), rather than two thread hand-offs per op.
-    transport = std::make_unique<LocalCycleTransport>();
-  }
-  // Eager allreduces: worth it where the round they ride on costs less than a collective of
-  // their own. Over shared memory the slot must stay under Open MPI's 4 KiB eager limit, over TCP
-  // (2 ranks) up to 32 KiB wins (bench/README.md, "Eager allreduce"); every rank receives
-  // (size - 1) such inputs.
-  if (config_.eager_bytes >= 0) {
-    eager_bytes_ = static_cast<std::size_t>(config_.eager_bytes);
-  } else if (topology_.size > 1) {
-    eager_bytes_ = backend_->shared_memory()
-                       ? 2048
-                       : std::min<std::size_t>(32768, 65536 / to_size(topology_.size - 1));
-  }
-  if (transport) {
-    engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),
-                                            engine, config_.cache_capacity);
-  } else {
-    engine_ = std::make_unique<Engine>(*this, std::move(planes[0]), engine);
-  }
-  logger().debug(
-      "initialised: rank {} of {} (local {} of {}, cross {} of {}), backend {}, "
-      "launcher {}",
-      topology_.rank, topology_.size, topology_.local_rank, topology_.local_size,
-      topology_.cross_rank, topology_.cross_size, backend_->name(),
-      started_by_name(config_.started_by));
-}
-
-Runtime::~Runtime() {
-  // A job that broke under this rank (a lost peer, a stall shutdown) may leave a collective
-  // pending that the others never join: MPI_Finalize would wait for them forever. The backend
-  // then leaves MPI as it is, and mpirun ends the job when this rank exits.
-  engine_->shutdown();  // joins the background thread before the backend goes
-  // What the engine did, for HOROVOD_LOG_LEVEL=debug: how a training run's steps were agreed.
-  const EngineStats s = engine_->stats();
-  logger().debug(
-      "engine: {} cycles, {} decided by bits, {} cache hits, {} negotiated in full, {} "
-      "doorbells, {} eager",
-      s.cycles, s.decided_by_bits, s.cache_hits, s.negotiated, s.doorbells, s.eager);
-  const bool broken = engine_->broken();
-  engine_.reset();
-  if (broken) backend_->abandon();
-  if (nccl_ && abandoned_) nccl_->abort();
-}
 
 std::string Runtime::auto_name(OpKind kind) {
   return automatic_name(kind, name_counters_[static_cast<std::size_t>(kind)]++);
