@@ -435,8 +435,14 @@ TEST_CASE(
   for (auto& runner : job.runners) runner.eager = true;
   // Each rank: kCalls synchronous-style calls of new names, then the same name 5 times (cached
   // after the first), int32 data that depends on the rank, the call and the element.
+  // Every rank submits a call before any waits on it (a barrier): a synchronous submission starts
+  // no cycle, so the call's cycle, started by a waiter or by the doorbell a waiter rings, finds it
+  // queued on every rank. Without the barrier a rank the scheduler delays past kDoorbellAfter
+  // (1 ms; seen on a loaded 2-core machine) is rung into the cycle with nothing, and the call then
+  // runs collectively, which this runner does not reduce.
   std::vector<std::thread> ranks;
   std::vector<std::vector<std::string>> wrong(kRanks);
+  std::barrier submitted(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     ranks.emplace_back([&, r] {
       CycleEngine& engine = *job.engines[static_cast<std::size_t>(r)];
@@ -445,6 +451,7 @@ TEST_CASE(
         auto op = allreduce_op(i < kCalls ? "s." + std::to_string(i) : "fixed");
         op->in = hvd::Tensor{data.data(), hvd::DataType::kInt32, {4}};
         engine.submit(op, true);
+        submitted.arrive_and_wait();
         engine.wait(*op, Clock::now() + std::chrono::seconds(10));
         const std::vector<std::int32_t> want{0 + 1 + 2, 30 * i, 3 * i, 21};
         if (outcome(*op) != "" || data != want) {
