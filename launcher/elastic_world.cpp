@@ -17,6 +17,8 @@ std::vector<std::pair<int, SlotKey>> slots_in_order(const std::vector<PoolHost>&
 
 }  // namespace
 
+std::string slot_name(const SlotKey& slot) { return slot.host + "#" + std::to_string(slot.slot); }
+
 WorldChoice choose_world(const std::vector<PoolHost>& pool, const std::vector<SlotKey>& survivors,
                          const CoolingFn& cooling, int max_np) {
   const std::set<SlotKey> alive(survivors.begin(), survivors.end());

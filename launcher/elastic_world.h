@@ -27,6 +27,9 @@ struct SlotKey {
   auto operator<=>(const SlotKey&) const = default;
 };
 
+// "host#slot": how a slot is named in messages and charged its failures (ElasticDriver).
+std::string slot_name(const SlotKey& slot);
+
 // A host the job may use now, and how many ranks it may hold.
 struct PoolHost {
   std::string host;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/plural.h"
 
 namespace hvd::launcher {
 namespace {
@@ -125,10 +126,6 @@ int total_slots(const std::vector<HostSpec>& hosts) {
   int n = 0;
   for (const HostSpec& h : hosts) n += h.slots;
   return n;
-}
-
-std::string plural(std::size_t n, std::string_view word) {
-  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
 HostsSource from_slurm(const EnvLookup& env, const std::string& job) {
