@@ -226,10 +226,18 @@ size_t OutputRouter::queued_bytes() const {
   return total;
 }
 
-void OutputRouter::drain(int fd) {
+bool OutputRouter::drain(int fd) {
   auto it = queues_.find(fd);
-  if (it == queues_.end()) return;
+  if (it == queues_.end() || it->second.offset == it->second.bytes.size()) return false;
   Queue& q = it->second;
+  // Asked now, not from the caller's poll(): between that poll and this call hvdrun's own log
+  // line (a signal's "stopping all ranks", before_own_console_line) may have drained the queue
+  // into the pipe's last free room, and a write to a full pipe would block the launcher's loop
+  // for as long as nobody reads (the e2e test "SIGTERM stops the job even when nobody reads
+  // hvdrun's stdout" hung so in about 1 of 12 runs beside busy loops). A console that is gone
+  // (no reader, hung up, closed) is written to at once: the write fails, no wait.
+  pollfd p{fd, POLLOUT, 0};
+  if (::poll(&p, 1, 0) != 1 || p.revents == 0) return false;
   // PIPE_BUF bytes fit whenever poll() says POLLOUT, so this write never blocks.
   const size_t n = std::min<size_t>(q.bytes.size() - q.offset, PIPE_BUF);
   const ssize_t written = ::write(fd, q.bytes.data() + q.offset, n);
@@ -239,14 +247,12 @@ void OutputRouter::drain(int fd) {
     q.bytes.erase(0, q.offset);
     q.offset = 0;
   }
+  return written != 0;
 }
 
 void OutputRouter::drain_ready() {
   for (const auto& [fd, queue] : queues_) {
-    while (pending(fd)) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) break;
-      drain(fd);
+    while (drain(fd)) {
     }
   }
 }

@@ -63,9 +63,10 @@ class OutputRouter {
   // Console queues: fds with bytes waiting, how many bytes in all.
   bool pending(int fd) const;
   size_t queued_bytes() const;
-  // Writes what `fd` takes now (call when poll() reported POLLOUT); at most one pipe buffer's
-  // worth, so the write cannot block.
-  void drain(int fd);
+  // Writes what `fd` takes now: at most one pipe buffer's worth, and only when a poll() of its
+  // own says the console takes it (a caller's poll() may be stale), so it never blocks. Call when
+  // poll() reported POLLOUT. False: nothing written (nothing queued, or the console is full).
+  bool drain(int fd);
   // Writes what the console takes now, as many times as poll() says it takes more without
   // waiting: never blocks.
   void drain_ready();

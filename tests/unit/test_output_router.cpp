@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +16,7 @@
 using hvd::launcher::OutputRouter;
 using hvd::worker::Stream;
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -133,6 +136,56 @@ TEST_CASE("router: console output is queued until drained, and can be abandoned"
   CHECK_FALSE(router.pending(out.fd));
   CHECK_FALSE(router.pending(err.fd));
   CHECK(router.last_stderr(0).back() == "late");  // the tail still feeds the failure report
+}
+
+TEST_CASE("router: drain never blocks on a full console, whatever the caller's poll said",
+          "[router]") {
+  // hvdrun's stdout is a pipe nobody reads (`hvdrun ... | less`, scrolled back), full to the last
+  // byte. The launcher's loop calls drain() when its poll() said POLLOUT, but a log line of its
+  // own may have filled the pipe since (before_own_console_line): drain() must not block.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const int read_end = fds[0], write_end = fds[1];
+  const int flags = ::fcntl(write_end, F_GETFL);
+  REQUIRE(::fcntl(write_end, F_SETFL, flags | O_NONBLOCK) == 0);
+  const std::string chunk(4096, 'x');
+  std::size_t filled = 0;
+  for (ssize_t n; (n = ::write(write_end, chunk.data(), chunk.size())) > 0;) filled += n;
+  REQUIRE(::fcntl(write_end, F_SETFL, flags) == 0);  // blocking again, as a console is
+  REQUIRE(filled > 0);
+  {
+    OutputRouter router(write_end, write_end, std::nullopt);
+    router.write(0, Stream::kStdout, "a line that waits\n");
+    // A drain() that wrote without asking would block for ever here: a thread that reads after
+    // 10 s turns that failure into a failed check rather than a hung test.
+    std::atomic<bool> returned{false};
+    std::thread rescue([&] {
+      for (int i = 0; i < 100 && !returned; ++i) std::this_thread::sleep_for(100ms);
+      if (!returned) {
+        std::string sink(1 << 20, '\0');
+        (void)!::read(read_end, sink.data(), sink.size());
+      }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(router.drain(write_end));
+    router.drain_ready();
+    returned = true;
+    rescue.join();
+    CHECK(std::chrono::steady_clock::now() - start < 5s);
+    CHECK(router.pending(write_end));  // still queued, not lost
+    // The reader takes everything: the line goes out.
+    REQUIRE(::fcntl(read_end, F_SETFL, ::fcntl(read_end, F_GETFL) | O_NONBLOCK) == 0);
+    std::string sink(1 << 16, '\0');
+    while (::read(read_end, sink.data(), sink.size()) > 0) {
+    }
+    CHECK(router.drain(write_end));
+    CHECK_FALSE(router.pending(write_end));
+    char line[64] = {};
+    CHECK(::read(read_end, line, sizeof line) > 0);
+    CHECK(std::string(line) == "[1,0]<stdout>:a line that waits\n");
+  }
+  ::close(read_end);
+  ::close(write_end);
 }
 
 TEST_CASE("router: --output-filename keeps untagged bytes per rank", "[router]") {
