@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "common/shell_quote.h"
+#include "common/signal_fd.h"
 #include "launcher/agent_transport.h"
 #include "launcher/native_job.h"
 #include "launcher/remote_start.h"
@@ -55,6 +56,7 @@ LaunchResult NativeLauncher::check_network(const Plan& plan) { return launch(pla
 // after (the next hvdrun or srun in the script) waits for it (bench/README.md).
 LaunchResult NativeLauncher::launch_through_srun(const Plan& plan, bool check_net_only) {
   const auto started = Clock::now();
+  const SignalFd held{SIGINT, SIGTERM, SIGHUP};  // see launch(): srun and its agents first
   SrunAgents srun = start_srun_agents(plan, options_);
   LaunchResult result;
   Clock::time_point job_ended;
@@ -106,6 +108,13 @@ LaunchResult NativeLauncher::launch(const Plan& plan, bool check_net_only) {
     result.exit_code = to_int(exit_code_of(ErrorKind::kSsh));
     return result;
   }
+  // From the first local agent on, an interrupt is the Supervisor's to handle (it stops the
+  // agents and reports the interrupt): held blocked until its SignalFd reads it. Unheld, its
+  // default action ended hvdrun between the agent's start and the Supervisor's run, and left the
+  // local agent behind (e2e "an interrupt during start-up is an interrupt and not an error",
+  // beside busy loops). Before (the SSH logins) it ends hvdrun at once, and a remote agent
+  // ends with its SSH channel.
+  const SignalFd held{SIGINT, SIGTERM, SIGHUP};
   std::vector<AgentConn> agents;
   for (int h = 0; h < static_cast<int>(plan.hosts.size()); ++h) {
     agents.emplace_back(h, plan.hosts[h].local ? start_local_agent(options_.hvdrun_path)
