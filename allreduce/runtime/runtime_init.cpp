@@ -105,15 +105,14 @@ auto said_if_it_throws(Step&& step) {
 // rank) a rank runs cycles of one on the waiting thread (local_cycle_transport.h) rather than two
 // thread hand-offs per op.
 std::unique_ptr<CycleTransport> cycle_transport(const RuntimeConfig& config, int size,
-                                                bool tcp_cycles, Backend& backend,
+                                                bool tcp_cycles, std::chrono::milliseconds timeout,
+                                                Backend& backend,
                                                 std::vector<ControlPlane>& planes) {
   if (config.backend == BackendKind::kMpi) {
     return config.mpi_cycles ? backend.cycle_transport() : nullptr;
   }
   if (tcp_cycles) {
-    return std::make_unique<TcpCycleTransport>(
-        std::move(planes[1]),
-        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout));
+    return std::make_unique<TcpCycleTransport>(std::move(planes[1]), timeout);
   }
   if (size == 1) return std::make_unique<LocalCycleTransport>();
   return nullptr;
@@ -132,7 +131,7 @@ std::size_t eager_bytes(const RuntimeConfig& config, int size, const Backend& ba
 }
 
 EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTopology& topology,
-                             Timeline* timeline) {
+                             std::chrono::milliseconds timeout, Timeline* timeline) {
   return EngineOptions{.rank = topology.rank,
                        .size = topology.size,
                        .controller = {.size = topology.size,
@@ -141,8 +140,7 @@ EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTo
                                       .stall_shutdown = config.stall_shutdown},
                        .cycle_time = config.cycle_time,
                        .timeline = timeline,
-                       .coordinator_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           config.gloo_timeout)};
+                       .coordinator_timeout = timeout};
 }
 
 }  // namespace
@@ -181,9 +179,9 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
     timeline_ = said_if_it_throws([&] { return std::make_unique<Timeline>(config_.timeline); });
   }
   if (watchdog) watchdog->stage("the engine's start");
-  auto transport = cycle_transport(config_, topology_.size, tcp_cycles, *backend_, planes);
+  auto transport = cycle_transport(config_, topology_.size, tcp_cycles, timeout, *backend_, planes);
   eager_bytes_ = eager_bytes(config_, topology_.size, *backend_);
-  const EngineOptions engine = engine_options(config_, topology_, timeline_.get());
+  const EngineOptions engine = engine_options(config_, topology_, timeout, timeline_.get());
   if (transport) {
     engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),
                                             engine, config_.cache_capacity);
