@@ -238,9 +238,8 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
       const int np = static_cast<int>(plan.ranks.size());
       doc["elastic"] = {
           {"min_np", o.min_np.value_or(np)},
-          {"max_np", o.max_np             ? nlohmann::ordered_json(*o.max_np)
-                     : o.discovery_script ? nlohmann::ordered_json(nullptr)
-                                          : nlohmann::ordered_json(np)},
+          {"max_np", o.max_np ? nlohmann::ordered_json(*o.max_np)
+                              : nlohmann::ordered_json(nullptr)},  // no limit, as horovodrun
           {"discovery_script", o.discovery_script ? nlohmann::ordered_json(*o.discovery_script)
                                                   : nlohmann::ordered_json(nullptr)},
           {"reset_limit", o.reset_limit ? nlohmann::ordered_json(*o.reset_limit)
@@ -255,8 +254,6 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
     std::string text = launcher::format_plan_table(plan, output) +
                        launcher::format_launcher_commands(launcher.name(), commands);
     if (o.elastic()) {
-      const int max_np = o.max_np.value_or(
-          o.discovery_script ? launcher::kUnboundedNp : static_cast<int>(plan.ranks.size()));
       text += fmt::format(
           "\nelastic: a failed rank leaves the job and the others go on in a new generation "
           "while at least {} of the {} ranks remain (--min-np); {}; {}; {}\n",
@@ -270,8 +267,14 @@ int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launch
               ? fmt::format("hosts join and leave as {} lists them (every {:g} s){}",
                             *o.discovery_script, o.discovery_interval_s,
                             o.max_np ? fmt::format(", up to {} ranks (--max-np)", *o.max_np) : "")
-          : max_np > static_cast<int>(plan.ranks.size())
-              ? fmt::format("grows onto free slots up to {} ranks (--max-np)", max_np)
+          : !o.max_np && plan.total_slots > static_cast<int>(plan.ranks.size())
+              ? fmt::format("grows onto the hosts' {} free slot{} at once (--max-np: no limit, "
+                            "as horovodrun)",
+                            plan.total_slots - static_cast<int>(plan.ranks.size()),
+                            plan.total_slots - static_cast<int>(plan.ranks.size()) == 1 ? "" : "s")
+          : !o.max_np ? std::string("no free slot to grow onto (--max-np: no limit)")
+          : *o.max_np > static_cast<int>(plan.ranks.size())
+              ? fmt::format("grows onto free slots up to {} ranks (--max-np)", *o.max_np)
               : std::string("never above -np (--max-np)"),
           o.reset_limit ? fmt::format("at most {} such changes (--reset-limit)", *o.reset_limit)
                         : std::string("no limit on such changes"));

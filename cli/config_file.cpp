@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -104,7 +106,10 @@ class Reader {
   }
 
   void controller(const YAML::Node& value, std::vector<ConfigSetting>& out) const {
-    const std::string text = scalar(value, "controller");
+    // horovodrun lower-cases it: "GLOO" and "Mpi" are accepted as well.
+    std::string text = scalar(value, "controller");
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (text != "gloo" && text != "mpi") {
       fail(value.Mark(), fmt::format("controller: '{}' is not gloo or mpi", text),
            "controller: gloo launches natively (hvdrun's agents), mpi through mpirun");

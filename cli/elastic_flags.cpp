@@ -51,7 +51,7 @@ void define_restart_and_elastic_flags(CLI::App& app, Options& o) {
          "--max-np,--max-num-proc",
          [&o](const std::string& v) { o.max_np = parse_int("--max-np", v); },
          "Elastic training: at most N ranks; above -np the job grows onto the hosts' free "
-         "slots once it runs (default -np; with --host-discovery-script: no limit)")
+         "slots once it runs (default: no limit, as horovodrun)")
       ->type_name("N");
   app.add_option_function<std::string>(
          "--reset-limit",

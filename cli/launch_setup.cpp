@@ -20,6 +20,7 @@
 #include "common/user_account.h"
 #include "launcher/discovery.h"
 #include "launcher/scheduler_hosts.h"
+#include "launcher/status_line.h"
 
 namespace hvd::cli {
 namespace {
@@ -30,15 +31,22 @@ std::string current_user() {
 }
 
 // -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
-// --host-discovery-script: its first list, once it holds --min-np slots (horovodrun waits for
-// them up to --elastic-timeout as well).
+// --host-discovery-script: its first list, once it holds -np slots (--min-np without -np), as
+// horovodrun waits for them (its driver's wait_for_available_slots), up to --elastic-timeout,
+// with a live line on a terminal. A dry run waits the same way: it runs the script too.
 launcher::HostsSource discovered_hosts(const Options& o) {
   using Clock = std::chrono::steady_clock;
   const auto timeout =
       std::chrono::milliseconds(static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000));
   const auto interval = std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000));
-  const int needed = o.min_np.value_or(1);
-  const auto deadline = Clock::now() + timeout;
+  const int needed = o.num_proc.value_or(o.min_np.value_or(1));
+  const std::string wanted =
+      o.num_proc ? fmt::format("-np {}", needed) : fmt::format("--min-np {}", needed);
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  auto& status = launcher::StatusLine::get();
+  const bool live = launcher::stderr_wants_status_line(o.json);
+  if (live) status.enable(STDERR_FILENO);
   bool said = false;
   for (;;) {
     std::vector<launcher::HostSpec> hosts = launcher::DiscoveryRunner::run_once(
@@ -46,26 +54,40 @@ launcher::HostsSource discovered_hosts(const Options& o) {
     int slots = 0;
     for (const launcher::HostSpec& h : hosts) slots += h.slots;
     if (slots >= needed && !hosts.empty()) {
+      if (live) {
+        status.set("");
+        status.clear_now();
+      }
       return {"discovery",
               fmt::format("the host discovery script {}: {} host{}, {} slot{}", *o.discovery_script,
                           hosts.size(), hosts.size() == 1 ? "" : "s", slots, slots == 1 ? "" : "s"),
               std::move(hosts), std::nullopt, std::nullopt};
     }
     if (Clock::now() + interval > deadline) {
+      if (live) {
+        status.set("");
+        status.clear_now();
+      }
       throw UsageError(
           fmt::format("the host discovery script {} listed {} slot{} for {:.0f} s, fewer than "
-                      "--min-np {}",
+                      "{}",
                       *o.discovery_script, slots, slots == 1 ? "" : "s",
-                      std::chrono::duration<double>(timeout).count(), needed),
-          "check what the script prints; --elastic-timeout is how long hvdrun waits for slots");
+                      std::chrono::duration<double>(timeout).count(), wanted),
+          "check what the script prints, or lower -np; --elastic-timeout is how long hvdrun "
+          "waits for slots");
     }
-    if (!said) {
-      spdlog::info(
-          "elastic: the host discovery script lists {} slot{}; waiting up to {:.0f} s "
-          "(--elastic-timeout) for --min-np {}",
-          slots, slots == 1 ? "" : "s", std::chrono::duration<double>(timeout).count(), needed);
-      said = true;
+    const std::string waiting = fmt::format(
+        "elastic: the host discovery script lists {} slot{}; waiting up to {:.0f} s "
+        "(--elastic-timeout) for {}",
+        slots, slots == 1 ? "" : "s", std::chrono::duration<double>(timeout).count(), wanted);
+    if (live) {
+      status.set(fmt::format("{} ({:.0f} s)", waiting,
+                             std::chrono::duration<double>(Clock::now() - start).count()));
+      status.draw_now();
+    } else if (!said) {
+      spdlog::info("{}", waiting);
     }
+    said = true;
     std::this_thread::sleep_for(interval);
   }
 }
@@ -238,7 +260,9 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
     const int np = static_cast<int>(plan.ranks.size());
     options.elastic = launcher::ElasticOptions{
         .min_np = o.min_np.value_or(np),
-        .max_np = o.max_np.value_or(o.discovery_script ? launcher::kUnboundedNp : np),
+        // horovodrun's default: no limit; the job starts with -np and grows onto every free
+        // slot (docs/elastic.md).
+        .max_np = o.max_np.value_or(launcher::kUnboundedNp),
         .reset_limit = o.reset_limit,
         .timeout = std::chrono::milliseconds(
             static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000)),

@@ -10,7 +10,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 31> kTable{
+constexpr std::array<const EnvVar*, 32> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -39,6 +39,7 @@ constexpr std::array<const EnvVar*, 31> kTable{
     &kPortRange,
     &kRankLayout,
     &kRankHosts,
+    &kHorovodElastic,
     &kElasticFd,
     &kElasticWorker,
     &kElasticGeneration,
@@ -89,7 +90,7 @@ namespace {
 // Horovod's variables that are not runtime knobs: its build settings (pip install), what its
 // launchers set for its own workers, and knobs of engines libhvd does not have. A user's
 // environment may hold them; libhvd has nothing to say about them.
-constexpr std::array<std::string_view, 44> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
+constexpr std::array<std::string_view, 43> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
                                                        "HOROVOD_WITH_TENSORFLOW",
                                                        "HOROVOD_WITH_MXNET",
                                                        "HOROVOD_WITH_MPI",
@@ -124,7 +125,6 @@ constexpr std::array<std::string_view, 44> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
                                                        "HOROVOD_GLOO_GLOBAL_PREFIX",
                                                        "HOROVOD_GLOO_LOCAL_PREFIX",
                                                        "HOROVOD_GLOO_CROSS_PREFIX",
-                                                       "HOROVOD_ELASTIC",
                                                        "HOROVOD_START_TIMEOUT",
                                                        "HOROVOD_ELASTIC_TIMEOUT",
                                                        "HOROVOD_SECRET_KEY",

@@ -129,6 +129,9 @@ inline constexpr EnvVar kRankHosts{
     "--mpi: the hosts as written, in the same order, for hvdrun --rank-shim; unset before the "
     "command"};
 // Elastic training (docs/design/elastic.md): set only for ranks of an elastic job.
+inline constexpr EnvVar kHorovodElastic{
+    "HOROVOD_ELASTIC", EnvKind::kPerRank, EnvType::kInt,
+    "elastic jobs (--min-np): 1, as Horovod sets it for every elastic rank; unset otherwise"};
 inline constexpr EnvVar kElasticFd{
     "HVD_ELASTIC_FD", EnvKind::kInternal, EnvType::kInt,
     "elastic jobs: the descriptor of the rank's channel to its agent, where new generations are "

@@ -68,8 +68,16 @@ std::vector<HostSpec> parse_discovery_output(std::string_view text, int default_
     if (!has_slots) spec.slots = default_slots;
     spec.origin = fmt::format("discovery line {}", line_no);
     if (!seen.insert(spec.host).second) {
-      throw Error(fmt::format("{}: {} is listed twice", where, format_host(spec.host)),
-                  "list each host once, with all its slots (host:N)");
+      // horovodrun takes the set of lines: the same line twice is one host. The same host with
+      // other slots is ambiguous (which line wins in horovodrun depends on a set's order).
+      const auto same = std::find_if(hosts.begin(), hosts.end(), [&](const HostSpec& h) {
+        return h.host == spec.host && h.slots == spec.slots && h.port == spec.port &&
+               h.user == spec.user;
+      });
+      if (same != hosts.end()) continue;
+      throw Error(
+          fmt::format("{}: {} is listed twice, with other slots", where, format_host(spec.host)),
+          "list each host once, with all its slots (host:N)");
     }
     if (hosts.size() == kMaxDiscoveryHosts) {
       throw Error(

@@ -102,10 +102,7 @@ ForwardSpec parse_forward_spec(std::string_view text) {
   } else if (name.ends_with('*')) {
     spec.kind = ForwardSpec::Kind::kPrefix;
     name.remove_suffix(1);
-    if (name.empty()) {
-      throw UsageError("-x '*': a pattern needs a prefix",
-                       "forward variables by name or by prefix, e.g. -x 'MYAPP_*'");
-    }
+    if (name.empty()) return spec;  // '*': every variable that may be forwarded
   }
   if (!is_valid_env_name(name)) {
     throw UsageError(
@@ -144,7 +141,7 @@ ForwardResult forward_environment(const std::vector<ForwardSpec>& specs,
       case ForwardSpec::Kind::kPrefix: {
         bool matched = false;
         for (const auto& [name, value] : launcher_env) {
-          if (name.starts_with(spec.name) && !never_forwarded(name)) {
+          if (name.starts_with(spec.name) && is_valid_env_name(name) && !never_forwarded(name)) {
             chosen[name] = {name, value, true};
             matched = true;
           }
@@ -156,6 +153,14 @@ ForwardResult forward_environment(const std::vector<ForwardSpec>& specs,
         break;
       }
     }
+  }
+  result.everything = std::any_of(specs.begin(), specs.end(), [](const ForwardSpec& s) {
+    return s.kind == ForwardSpec::Kind::kPrefix && s.name.empty();
+  });
+  for (const auto& [name, value] : launcher_env) {
+    if (chosen.count(name) != 0) continue;
+    ++result.not_forwarded;
+    if (result.everything && !is_valid_env_name(name)) ++result.invalid_names;
   }
   for (auto& [name, var] : chosen) result.vars.push_back(std::move(var));
   return result;

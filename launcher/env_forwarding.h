@@ -1,6 +1,7 @@
 // Which of the launcher's environment variables reach the ranks (docs/environment.md).
 //
-// Only by name: `-x NAME`, `-x NAME=value`, `-x 'PREFIX_*'`, plus a default allow-list (PATH,
+// Only by name: `-x NAME`, `-x NAME=value`, `-x 'PREFIX_*'`, `-x '*'` (everything forwardable,
+// as horovodrun forwards its whole environment), plus a default allow-list (PATH,
 // LD_LIBRARY_PATH, PYTHONPATH, PYTHONUNBUFFERED, CUDA_*, NCCL_*, HOROVOD_*, OMP_*). Never
 // forwarded: HVD_* (hvdrun's internals), the per-rank contract variables (hvdrun sets them), and
 // session variables of this terminal or login (SSH_*, TERM, DISPLAY, HOME, ...). Pure: the
@@ -28,8 +29,8 @@ struct ForwardSpec {
   bool operator==(const ForwardSpec&) const = default;
 };
 
-// Parses one -x argument. Throws UsageError for an invalid name, a reserved (HVD_*), per-rank
-// or session variable, or a malformed pattern.
+// Parses one -x argument ('*': a kPrefix spec with an empty prefix). Throws UsageError for an
+// invalid name, a reserved (HVD_*), per-rank or session variable, or a malformed pattern.
 ForwardSpec parse_forward_spec(std::string_view text);
 
 using contract::is_valid_env_name;  // one rule for names, in the launcher<->rank contract
@@ -45,6 +46,12 @@ struct ForwardedVar {
 struct ForwardResult {
   std::vector<ForwardedVar> vars;  // sorted by name, each name once
   std::vector<std::string> warnings;
+  // Entries of the launcher's environment that reach no rank (never-forwarded ones included).
+  int not_forwarded = 0;
+  // Of those, the entries `-x '*'` skipped because their name is no variable name (bash's
+  // exported functions, BASH_FUNC_f%%).
+  int invalid_names = 0;
+  bool everything = false;  // -x '*' was given
 };
 
 // Applies the allow-list and `specs` (later specs win) to `launcher_env`.

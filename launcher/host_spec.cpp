@@ -36,6 +36,13 @@ void validate_host(std::string_view host, bool bracketed, const std::string& whe
     throw UsageError(fmt::format("{}: the host name is empty", where),
                      "write a host name or address, e.g. 10.0.0.1:2");
   }
+  // DNS's limit; libssh, OpenSSH and mpirun would refuse a longer name later, less clearly.
+  constexpr size_t kMaxHostName = 253;
+  if (host.size() > kMaxHostName) {
+    throw UsageError(fmt::format("{}: host '{}...' is {} characters long", where,
+                                 host.substr(0, 32), host.size()),
+                     fmt::format("a host name has at most {} characters", kMaxHostName));
+  }
   if (host.front() == '-') {
     throw UsageError(fmt::format("{}: host '{}' starts with '-'", where, host),
                      "a host name cannot start with '-'");
@@ -165,6 +172,13 @@ void reject_duplicates(const std::vector<HostSpec>& hosts) {
 }
 
 HostSpec parse_host_entry(std::string_view entry, int index, bool last) {
+  // horovodrun strips the spaces around an entry: -H 'a:2, b:2' is two hosts.
+  while (!entry.empty() && std::isspace(static_cast<unsigned char>(entry.front()))) {
+    entry.remove_prefix(1);
+  }
+  while (!entry.empty() && std::isspace(static_cast<unsigned char>(entry.back()))) {
+    entry.remove_suffix(1);
+  }
   const std::string where = fmt::format("-H entry {} '{}'", index, entry);
   HostSpec spec;
   spec.origin = fmt::format("-H entry {}", index);

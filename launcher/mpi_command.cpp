@@ -15,6 +15,9 @@
 namespace hvd::launcher {
 namespace {
 
+// horovodrun passes -mca plm_rsh_num_concurrent HOSTS from this many hosts on.
+constexpr std::size_t kConcurrentSshFromHosts = 64;
+
 bool has_space(std::string_view s) {
   return std::any_of(s.begin(), s.end(),
                      [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
@@ -210,6 +213,11 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   } else {
     mca("plm_rsh_no_tree_spawn", "1");
     mca("plm_rsh_args", rsh_args(plan, input.ssh));
+    // As horovodrun: from 64 hosts on, every daemon's ssh at once (Open MPI's default is 128
+    // at a time, so it changes something only above 128 hosts).
+    if (plan.hosts.size() >= kConcurrentSshFromHosts) {
+      mca("plm_rsh_num_concurrent", std::to_string(plan.hosts.size()));
+    }
   }
   if (input.daemons_share_machine) mca("rtc_hwloc_vmhole", "none");
   if (!input.session_dir_base.empty() && !input.shim.empty()) {

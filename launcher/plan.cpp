@@ -284,6 +284,19 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
       std::all_of(plan.hosts.begin(), plan.hosts.end(), [](const HostPlan& h) { return h.local; });
   ForwardResult forwarded = forward_environment(request.forward, launcher_env);
   plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
+  if (forwarded.invalid_names > 0) {
+    plan.notices.push_back(fmt::format(
+        "-x '*': {} entr{} of hvdrun's environment skipped: not variable names (e.g. bash's "
+        "exported functions, BASH_FUNC_name%%)",
+        forwarded.invalid_names, forwarded.invalid_names == 1 ? "y" : "ies"));
+  } else if (forwarded.not_forwarded > 0 && !forwarded.everything) {
+    plan.notices.push_back(fmt::format(
+        "{} variable{} of hvdrun's environment {} not forwarded to the ranks (only PATH, "
+        "LD_LIBRARY_PATH, PYTHONPATH, CUDA_*, NCCL_*, HOROVOD_*, OMP_* and -x are): -x NAME "
+        "forwards one, -x '*' every one but this session's (as horovodrun)",
+        forwarded.not_forwarded, forwarded.not_forwarded == 1 ? "" : "s",
+        forwarded.not_forwarded == 1 ? "is" : "are"));
+  }
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
     plan.ranks.push_back({placement.host_index, placement.topology,
                           rank_env(placement, plan, all_local, forwarded, request.knobs,
@@ -291,6 +304,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
     if (request.elastic) {
       // Generation 0: each process's worker id is its rank; the channel is set up by the agent.
       std::vector<EnvEntry>& env = plan.ranks.back().env;
+      env.push_back(entry(contract::kHorovodElastic, "1", EnvSource::kPerRank));
       env.push_back(entry(contract::kElasticFd, std::to_string(contract::kElasticChannelFd),
                           EnvSource::kInternal));
       env.push_back(entry(contract::kElasticWorker, std::to_string(placement.topology.rank),

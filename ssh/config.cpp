@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/user_account.h"
+#include "ssh/config_alias.h"
 
 namespace hvd::ssh {
 namespace {
@@ -48,11 +49,13 @@ std::string expand_ssh_path(const std::string& path) {
   return out;
 }
 
-ResolvedTarget apply_config(Session& session, const SshTarget& target, const SshOptions& options) {
-  ResolvedTarget r;
-  r.host = target.host;
-  set(session, SSH_OPTIONS_HOST, target.host.c_str(), "host");
+std::vector<std::string> default_identities() {
+  std::vector<std::string> out;
+  for (const char* name : kDefaultKeys) out.push_back(user_ssh_dir() + "/" + name);
+  return out;
+}
 
+ResolvedTarget apply_config(Session& session, const SshTarget& target, const SshOptions& options) {
   if (options.config_file) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(*options.config_file, ec)) {
@@ -60,6 +63,11 @@ ResolvedTarget apply_config(Session& session, const SshTarget& target, const Ssh
                        "give the path of an ssh client configuration file (as for ssh -F)");
     }
   }
+  if (!libssh_accepts_host(target.host)) return apply_config_alias(session, target, options);
+  ResolvedTarget r;
+  r.host = target.host;
+  set(session, SSH_OPTIONS_HOST, target.host.c_str(), "host");
+
   // Parsing here marks the config processed, so ssh_connect() will not read ~/.ssh/config again.
   const char* config = options.config_file ? options.config_file->c_str() : nullptr;
   if (ssh_options_parse_config(session.get(), config) < 0 && options.config_file) {
@@ -84,6 +92,8 @@ ResolvedTarget apply_config(Session& session, const SshTarget& target, const Ssh
   }
 
   r.hostname = get_string(session, SSH_OPTIONS_HOST).value_or(target.host);
+  r.libssh_host = r.hostname;
+  r.key_host = r.hostname;
   unsigned int port = 22;
   ssh_options_get_port(session.get(), &port);
   r.port = static_cast<int>(port);
@@ -99,9 +109,7 @@ ResolvedTarget apply_config(Session& session, const SshTarget& target, const Ssh
   const auto first = get_string(session, SSH_OPTIONS_IDENTITY);
   const bool from_config = first && *first != std::string("%d/") + kDefaultKeys[0];
   if (from_config) r.identities.push_back(expand_ssh_path(*first));
-  if (r.identities.empty()) {
-    for (const char* name : kDefaultKeys) r.identities.push_back(user_ssh_dir() + "/" + name);
-  }
+  if (r.identities.empty()) r.identities = default_identities();
   return r;
 }
 

@@ -19,6 +19,13 @@ namespace hvd::ssh {
 struct ResolvedTarget {
   std::string host;      // as written (an alias the config may map)
   std::string hostname;  // where to connect, after the config's HostName
+  // The name libssh holds: the hostname, or for a name libssh 0.10 does not take (with '_':
+  // ssh/config_alias.h) an address it resolves to.
+  std::string libssh_host;
+  // The name the host key is checked and recorded under in known_hosts, as OpenSSH's: the
+  // config's HostKeyAlias, else the hostname ("[name]:port" off port 22).
+  std::string key_host;
+  bool key_is_alias = false;  // key_host is a HostKeyAlias: known_hosts names it without the port
   int port = 22;
   std::string user;
   std::vector<std::string> identities;  // key files to try, in order, paths expanded
@@ -29,6 +36,9 @@ struct ResolvedTarget {
 // Applies the configuration to `session` (which must be new) and reads back what it resolved.
 // Throws hvd::UsageError when an explicitly given config file cannot be read.
 ResolvedTarget apply_config(Session& session, const SshTarget& target, const SshOptions& options);
+
+// The keys tried when neither -i nor the configuration names one, OpenSSH's order: paths.
+std::vector<std::string> default_identities();
 
 // ~ and %d (the ssh directory) in a path, as libssh writes its defaults.
 std::string expand_ssh_path(const std::string& path);

@@ -595,6 +595,12 @@ TEST_CASE("discovery output: host[:slots] lines, comments, blanks, IPv6, users",
   CHECK(hosts[4].origin == "discovery line 7");
   CHECK(parse_discovery_output("", 1).empty());  // no hosts now: not an error
   CHECK(parse_discovery_output("# nothing\n\n", 1).empty());
+  // horovodrun takes the set of lines: the same line twice is one host.
+  const auto twice = parse_discovery_output("a:2\nb:1\na:2\n", 1);
+  REQUIRE(twice.size() == 2);
+  CHECK(twice[0].host == "a");
+  CHECK(twice[0].slots == 2);
+  CHECK(twice[1].host == "b");
 }
 
 TEST_CASE("discovery output: every refusal names its line", "[elastic]") {
@@ -608,7 +614,7 @@ TEST_CASE("discovery output: every refusal names its line", "[elastic]") {
     }
   };
   refused("a:2\nb:x\n", "line 2");
-  refused("a:2\na:3\n", "line 2: a is listed twice");
+  refused("a:2\na:3\n", "line 2: a is listed twice, with other slots");
   refused("a:0\n", "line 1");
   refused("a b:2\n", "line 1");
   refused("fe80::1:2\n", "an IPv6 address needs brackets");

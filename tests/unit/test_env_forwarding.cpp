@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "launcher/env_forwarding.h"
 #include "test_helpers.h"
 
@@ -24,8 +26,6 @@ TEST_CASE("forward spec errors name the variable and the rule", "[env]") {
   require_usage_error([] { parse_forward_spec(""); }, "'' is not a valid");
   require_usage_error([] { parse_forward_spec("=x"); }, "'' is not a valid");
   require_usage_error([] { parse_forward_spec("A*B"); }, "'A*B' is not a valid");
-  require_usage_error([] { parse_forward_spec("*"); }, "-x '*': a pattern needs a prefix",
-                      "MYAPP_*");
   require_usage_error([] { parse_forward_spec("HVD_TOKEN"); },
                       "-x HVD_TOKEN: HVD_* variables are reserved for hvdrun itself");
   require_usage_error([] { parse_forward_spec("HVD_*"); }, "reserved for hvdrun");
@@ -78,6 +78,8 @@ TEST_CASE("forwarding: allow-list by default, nothing else", "[env]") {
                                           "LD_LIBRARY_PATH", "NCCL_DEBUG", "OMP_NUM_THREADS",
                                           "PATH", "PYTHONPATH", "PYTHONUNBUFFERED"});
   CHECK(r.warnings.empty());
+  CHECK(r.not_forwarded == 7);  // HOROVOD_RANK, HVD_JOB_ID, SSH_AUTH_SOCK, TERM, MY_SECRET, ...
+  CHECK_FALSE(r.everything);
 }
 
 TEST_CASE("forwarding: -x adds by name, value, prefix, later wins", "[env]") {
@@ -122,4 +124,30 @@ TEST_CASE("forwarding: values are bytes", "[env]") {
   const ForwardResult r = forward_environment({parse_forward_spec("X=" + bytes)}, {});
   REQUIRE(r.vars.size() == 1);
   CHECK(r.vars[0].value == bytes);
+}
+
+// horovodrun forwards its whole environment; -x '*' is hvdrun's way to ask for that.
+TEST_CASE("forwarding: -x '*' forwards all but session, hvdrun's and per-rank names", "[env]") {
+  const ForwardSpec all = parse_forward_spec("*");
+  CHECK(all.kind == ForwardSpec::Kind::kPrefix);
+  CHECK(all.name.empty());
+  const EnvList env{{"PATH", "/bin"},       {"MY_SECRET", "s"},
+                    {"DATA_DIR", "/data"},  {"HOROVOD_RANK", "5"},
+                    {"HVD_JOB_ID", "x"},    {"SSH_AUTH_SOCK", "/s"},
+                    {"TERM", "xterm"},      {"BASH_FUNC_f%%", "() {  echo hi\n}"},
+                    {"MASTER_PORT", "1234"}};
+  const ForwardResult r = forward_environment({all}, env);
+  std::vector<std::string> names;
+  for (const auto& v : r.vars) names.push_back(v.name);
+  CHECK(names == std::vector<std::string>{"DATA_DIR", "MY_SECRET", "PATH"});
+  CHECK(r.everything);
+  CHECK(r.not_forwarded == 6);
+  CHECK(r.invalid_names == 1);  // BASH_FUNC_f%%: skipped and counted, not an error
+  CHECK(r.warnings.empty());
+  // A later -x NAME=value still wins over the inherited value.
+  const ForwardResult w = forward_environment({all, parse_forward_spec("DATA_DIR=/other")}, env);
+  const auto it = std::find_if(w.vars.begin(), w.vars.end(),
+                               [](const ForwardedVar& v) { return v.name == "DATA_DIR"; });
+  REQUIRE(it != w.vars.end());
+  CHECK(it->value == "/other");
 }

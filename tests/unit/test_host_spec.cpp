@@ -25,6 +25,15 @@ TEST_CASE("host list: plain hosts with slots and users and IPv6", "[hosts]") {
   CHECK(hosts[5].user == "bob");
 }
 
+// horovodrun strips the spaces around an entry (Horovod's test_run.py host parsing).
+TEST_CASE("host list: spaces around an entry are stripped, '_' is a name character", "[hosts]") {
+  const auto hosts = parse_host_list(" a:2, worker_1:1 ");
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0].host == "a");
+  CHECK(hosts[1].host == "worker_1");
+  CHECK(hosts[1].slots == 1);
+}
+
 TEST_CASE("host list: the largest slot count is accepted", "[hosts]") {
   CHECK(parse_host_list("a:1024")[0].slots == 1024);
 }
@@ -63,6 +72,9 @@ TEST_CASE("host list errors say which entry and what to do", "[hosts]") {
   require_usage_error([] { parse_host_list("a;rm -rf"); }, "contains a space");
   require_usage_error([] { parse_host_list("a;b"); }, "host 'a;b' contains ';'", "letters, digits");
   require_usage_error([] { parse_host_list("-oProxyCommand=x"); }, "starts with '-'");
+  require_usage_error([] { parse_host_list(std::string(300, 'a') + ":2"); },
+                      "is 300 characters long", "at most 253");
+  require_usage_error([] { parse_host_list("h\xc3\xb6st:2"); }, "contains");
   require_usage_error([] { parse_host_list(":2"); }, "the host name is empty");
   require_usage_error([] { parse_host_list("@a"); }, "the user name before '@' is empty");
   require_usage_error([] { parse_host_list("a$b@h"); }, "user 'a$b' is not a valid user name");

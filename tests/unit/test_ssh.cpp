@@ -9,6 +9,7 @@
 #include "ssh/auth.h"
 #include "ssh/check_host.h"
 #include "ssh/config.h"
+#include "ssh/config_alias.h"
 #include "ssh/reproduce.h"
 #include "ssh/ssh_socket.h"
 
@@ -76,6 +77,65 @@ TEST_CASE("ssh config: a missing --ssh-config file is a usage error", "[ssh]") {
   options.config_file = "/nonexistent/ssh_config";
   Session s = new_session();
   CHECK_THROWS_AS(apply_config(s, {"h", std::nullopt, std::nullopt}, options), hvd::UsageError);
+}
+
+// libssh 0.10 refuses '_' in its host; such names are resolved through OpenSSH's `ssh -G`.
+TEST_CASE("ssh config: names libssh refuses are told apart", "[ssh]") {
+  CHECK(libssh_accepts_host("worker-1.example"));
+  CHECK(libssh_accepts_host("127.0.0.2"));
+  CHECK_FALSE(libssh_accepts_host("worker_1"));
+  CHECK_FALSE(libssh_accepts_host("project_worker_1"));
+}
+
+TEST_CASE("ssh config: ssh -G output parses into the options hvdrun uses", "[ssh]") {
+  const OpenSshView v = parse_openssh_view(
+      "user alice\nhostname 127.0.0.9\nport 2222\nidentityfile ~/.ssh/id_rsa\n"
+      "identityfile /keys/k\nuserknownhostsfile /kh/a /kh/b\nhostkeyalias kalias\n"
+      "proxycommand none\nunknownkeyword x\nPseudo-terminal will not be allocated\n");
+  CHECK(v.hostname == "127.0.0.9");
+  CHECK(v.port == 2222);
+  CHECK(v.user == "alice");
+  CHECK(v.identity_files == std::vector<std::string>{"~/.ssh/id_rsa", "/keys/k"});
+  CHECK(v.known_hosts == "/kh/a");
+  CHECK(v.host_key_alias == "kalias");
+  CHECK_FALSE(v.proxy_command.has_value());  // "none" is no proxy
+  CHECK(parse_openssh_view("proxycommand nc %h %p\n").proxy_command == "nc %h %p");
+}
+
+TEST_CASE("ssh config: an alias with '_' resolves through OpenSSH's configuration", "[ssh]") {
+  const std::string config = write_file("config_alias",
+                                        "Host worker_1\n"
+                                        "  HostName 127.0.0.9\n"
+                                        "  Port 2222\n"
+                                        "  User alice\n"
+                                        "  IdentityFile /keys/worker_key\n");
+  SshOptions options;
+  options.config_file = config;
+  options.known_hosts_file = "/tmp/kh";
+  Session s = new_session();
+  const ResolvedTarget t = apply_config(s, {"worker_1", std::nullopt, std::nullopt}, options);
+  CHECK(t.host == "worker_1");
+  CHECK(t.hostname == "127.0.0.9");
+  CHECK(t.libssh_host == "127.0.0.9");
+  CHECK(t.key_host == "127.0.0.9");  // OpenSSH's name for the key: the HostName
+  CHECK(t.port == 2222);
+  CHECK(t.user == "alice");
+  REQUIRE_FALSE(t.identities.empty());
+  CHECK(t.identities.front() == "/keys/worker_key");
+  CHECK(t.known_hosts == "/tmp/kh");
+  // The hostfile's port and user still win over the configuration.
+  Session s2 = new_session();
+  const ResolvedTarget h = apply_config(s2, {"worker_1", 4444, "bob"}, options);
+  CHECK(h.port == 4444);
+  CHECK(h.user == "bob");
+  // A name only the resolver could know, unresolvable here: libssh holds a stand-in, the key is
+  // checked under the name itself, and the connect (to the name) reports "does not resolve".
+  Session s3 = new_session();
+  const ResolvedTarget u =
+      apply_config(s3, {"no_such_host_9", std::nullopt, std::nullopt}, options);
+  CHECK(u.hostname == "no_such_host_9");
+  CHECK(u.key_host == "no_such_host_9");
+  CHECK(u.libssh_host != u.key_host);
 }
 
 TEST_CASE("probe script runs in sh and its output parses", "[ssh]") {
