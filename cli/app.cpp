@@ -311,6 +311,7 @@ int execute(const Options& o) {
   // them in its plan (--json: "notices") instead.
   if (!o.dry_run) {
     for (const std::string& n : plan.notices) spdlog::info("{}", n);
+    if (!plan.forwarding_notice.empty()) spdlog::debug("{}", plan.forwarding_notice);
   }
   validate_elastic_plan(o, plan);
   if (o.output_ranks && !o.elastic()) {  // an elastic job may grow into more ranks

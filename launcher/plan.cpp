@@ -285,17 +285,17 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
   ForwardResult forwarded = forward_environment(request.forward, launcher_env);
   plan.warnings.insert(plan.warnings.end(), forwarded.warnings.begin(), forwarded.warnings.end());
   if (forwarded.invalid_names > 0) {
-    plan.notices.push_back(fmt::format(
+    plan.forwarding_notice = fmt::format(
         "-x '*': {} entr{} of hvdrun's environment skipped: not variable names (e.g. bash's "
         "exported functions, BASH_FUNC_name%%)",
-        forwarded.invalid_names, forwarded.invalid_names == 1 ? "y" : "ies"));
+        forwarded.invalid_names, forwarded.invalid_names == 1 ? "y" : "ies");
   } else if (forwarded.not_forwarded > 0 && !forwarded.everything) {
-    plan.notices.push_back(fmt::format(
+    plan.forwarding_notice = fmt::format(
         "{} variable{} of hvdrun's environment {} not forwarded to the ranks (only PATH, "
         "LD_LIBRARY_PATH, PYTHONPATH, CUDA_*, NCCL_*, HOROVOD_*, OMP_* and -x are): -x NAME "
         "forwards one, -x '*' every one but this session's (as horovodrun)",
         forwarded.not_forwarded, forwarded.not_forwarded == 1 ? "" : "s",
-        forwarded.not_forwarded == 1 ? "is" : "are"));
+        forwarded.not_forwarded == 1 ? "is" : "are");
   }
   for (const contract::RankPlacement& placement : contract::compute_topology(used_counts)) {
     plan.ranks.push_back({placement.host_index, placement.topology,

@@ -102,8 +102,11 @@ struct Plan {
   int total_slots = 0;
   std::vector<std::string> warnings;  // things the user should know; the plan is still valid
   std::vector<std::string> notices;   // defaults hvdrun chose that the user may want to change
-  NetworkChoice network;              // chosen per host at launch, from the agents' interfaces
-  bool elastic = false;               // PlanRequest::elastic
+  // How many of the launcher's variables stay behind (-x '*' forwards them): in the dry run
+  // with the notices, and in a launch's --verbose log only, not at every start.
+  std::string forwarding_notice;
+  NetworkChoice network;  // chosen per host at launch, from the agents' interfaces
+  bool elastic = false;   // PlanRequest::elastic
 };
 
 // Throws UsageError for -np < 1 and for -np above the slots without oversubscribe.

@@ -88,6 +88,7 @@ std::string format_plan_table(const Plan& plan, const PlanOutputOptions& options
     out += fmt::format("\nforwarded to every rank: {}\n", forwarded_summary(plan.ranks.front()));
   }
   for (const std::string& n : plan.notices) out += fmt::format("notice: {}\n", n);
+  if (!plan.forwarding_notice.empty()) out += fmt::format("notice: {}\n", plan.forwarding_notice);
   if (options.show_env) {
     for (const RankPlan& r : plan.ranks) {
       out += fmt::format("\nrank {} environment:\n", r.topology.rank);
@@ -142,6 +143,7 @@ nlohmann::ordered_json plan_json(const Plan& plan, const PlanOutputOptions& opti
   doc["ranks"] = std::move(ranks);
   doc["warnings"] = plan.warnings;
   doc["notices"] = plan.notices;
+  if (!plan.forwarding_notice.empty()) doc["notices"].push_back(plan.forwarding_notice);
   json launch = json::array();
   for (const LaunchCommand& c : commands) launch.push_back({{"where", c.where}, {"argv", c.argv}});
   doc["launcher_commands"] = std::move(launch);
