@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -63,6 +65,25 @@ inline RunResult expect_usage_error(const std::vector<std::string>& args,
   CHECK_THAT(r.err, StartsWith("hvdrun: error: "));
   for (const std::string& needle : needles) CHECK_THAT(r.err, Contains(needle));
   return r;
+}
+
+// A fresh, empty folder $TMPDIR/hvd_cli_NAME (what an earlier run left there is removed).
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hvd_cli_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Writes `text` to `path` (executable by its owner when asked) and returns the path.
+inline std::filesystem::path write_test_file(const std::filesystem::path& path,
+                                             const std::string& text, bool executable = false) {
+  std::ofstream(path) << text;
+  if (executable) {
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace);
+  }
+  return path;
 }
 
 inline std::string current_user() {

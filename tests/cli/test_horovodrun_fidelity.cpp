@@ -17,17 +17,10 @@ json plan_of(std::vector<std::string> args, const Env& env = {}) {
   return dry_run_json(args, env);
 }
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hvd_horovodrun_fidelity_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch(const std::string& name) { return fresh_dir("horovodrun_fidelity_" + name); }
 
 fs::path write_file(const fs::path& path, const std::string& text, bool executable = false) {
-  std::ofstream(path) << text;
-  if (executable) fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace);
-  return path;
+  return write_test_file(path, text, executable);
 }
 
 std::vector<std::string> host_names(const json& plan) {

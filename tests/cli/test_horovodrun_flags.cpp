@@ -63,17 +63,10 @@ bool has_words(const json& argv, const std::vector<std::string>& words) {
   return false;
 }
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hvd_horovodrun_flags_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch(const std::string& name) { return fresh_dir("horovodrun_flags_" + name); }
 
 fs::path write_file(const fs::path& path, const std::string& text, bool executable = false) {
-  std::ofstream(path) << text;
-  if (executable) fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace);
-  return path;
+  return write_test_file(path, text, executable);
 }
 
 void host_list(const std::string& flag) {
