@@ -22,6 +22,7 @@ checkout=$(cd "${1:?usage: horovod_suite.sh HOROVOD_CHECKOUT [BUILD_DIR]}" && pw
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${2:-$here/../../build}" && pwd)
 py=${HVD_PYTHON:-/usr/bin/python3}
+hvdrun=${HVDRUN:-$build/cli/hvdrun}
 np=${HVD_SUITE_NP:-2}
 modes=${HVD_SUITE_MODES:-native mpi}
 test_timeout=${HVD_SUITE_TEST_TIMEOUT:-120}
@@ -43,8 +44,8 @@ launch() {
   local rank_cmd='exec "$0" -m pytest -v -p no:cacheprovider -p hvd_suite_shim "$@" --junitxml="'"$prefix"'.rank${HOROVOD_RANK:-${OMPI_COMM_WORLD_RANK:-0}}.xml"'
   local cmd=(bash -c "$rank_cmd" "$py" --timeout "$test_timeout" "$@")
   case $mode in
-    native) "$build/hvdrun" --timeout "$run_timeout" -np "$np" -H "localhost:$np" "${cmd[@]}" ;;
-    mpi) "$build/hvdrun" --timeout "$run_timeout" --mpi -np "$np" -H "localhost:$np" "${cmd[@]}" ;;
+    native) "$hvdrun" --timeout "$run_timeout" -np "$np" -H "localhost:$np" "${cmd[@]}" ;;
+    mpi) "$hvdrun" --timeout "$run_timeout" --mpi -np "$np" -H "localhost:$np" "${cmd[@]}" ;;
     mpirun) timeout "$run_timeout" mpirun --allow-run-as-root --oversubscribe -bind-to none \
               -np "$np" -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE "${cmd[@]}" ;;
   esac

@@ -12,6 +12,7 @@ np=${3:-2}
 shift $(( $# < 3 ? $# : 3 ))
 here=$(cd "$(dirname "$0")" && pwd)
 py=${HVD_PYTHON:-/usr/bin/python3}
+hvdrun=${HVDRUN:-$build/cli/hvdrun}  # ctest passes the built one
 if ! "$py" -c 'import torch, pytest' 2>/dev/null; then
   echo "skipped: $py cannot import torch and pytest (bash scripts/install-deps.sh --torch)"
   exit 77
@@ -22,13 +23,13 @@ if ! compgen -G "$build/python/hvd/_native*.so" >/dev/null; then
 fi
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
-args=(-m pytest -q -p no:cacheprovider "$here" "$@")
+args=(-m pytest -q -p no:cacheprovider --color=no "$here" "$@")
 if "$py" -c 'import pytest_timeout' 2>/dev/null; then
   args+=(--timeout 120)
 fi
 case $mode in
   alone) exec "$py" "${args[@]}" ;;
-  native) exec "$build/hvdrun" -np "$np" -H "localhost:$np" "$py" "${args[@]}" ;;
-  mpi) exec "$build/hvdrun" --mpi -np "$np" -H "localhost:$np" "$py" "${args[@]}" ;;
+  native) exec "$hvdrun" -np "$np" -H "localhost:$np" "$py" "${args[@]}" ;;
+  mpi) exec "$hvdrun" --mpi -np "$np" -H "localhost:$np" "$py" "${args[@]}" ;;
   *) echo "usage: run_pytest.sh BUILD_DIR alone|native|mpi [NP] [pytest args...]" >&2; exit 64 ;;
 esac

@@ -1,7 +1,9 @@
 """Import names, lifecycle, topology and build facts."""
 import os
+import pathlib
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -73,7 +75,12 @@ def test_an_op_before_init_is_a_value_error():
     assert 'AFTER Horovod has not been initialized' in r.stdout, r.stdout
 
 
-def test_import_horovod_refuses_beside_another_horovod(tmp_path):
+def test_import_horovod_refuses_beside_another_horovod():
+    with tempfile.TemporaryDirectory() as scratch:  # not tmp_path: ranks would share its root
+        refuses_beside(pathlib.Path(scratch))
+
+
+def refuses_beside(tmp_path):
     dist = tmp_path / 'horovod-0.28.1.dist-info'
     dist.mkdir()
     (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: horovod\nVersion: 0.28.1\n')
