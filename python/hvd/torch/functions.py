@@ -45,18 +45,19 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 
 def _ensure_state(optimizer):
     """A new optimizer has no state until its first step: take one step with zero gradients (the
-    base class's step, not DistributedOptimizer's allreduce), then put parameters and gradients
-    back, so every rank has the state tensors that root_rank's values go into."""
+    base class's step, not DistributedOptimizer's allreduce), then put the parameters back, so
+    every rank has the state tensors that root_rank's values go into. The zero gradients stay,
+    as Horovod leaves them."""
     params = [p for group in optimizer.param_groups for p in group['params'] if p.requires_grad]
-    saved = [(p, p.detach().clone(), p.grad) for p in params]
+    saved = [(p, p.detach().clone()) for p in params]
     for p in params:
-        p.grad = torch.zeros_like(p)
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
     step = getattr(optimizer, '_hvd_base_step', None) or optimizer.step
     step()
     with torch.no_grad():
-        for p, data, grad in saved:
+        for p, data in saved:
             p.copy_(data)
-            p.grad = grad
 
 
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):

@@ -206,14 +206,34 @@ def synchronize(handle):
 
 # ---- allreduce ----
 
+def _finish_output_scaled(natives, keep):
+    output = keep[-1]
+    output.copy_(_scaled(output, keep[1]))
+    return output
+
+
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     check_process_set(process_set)
     code = _reduce_op(op, 'allreduce')
+    scale_after = 1.0
+    if (prescale_factor != 1.0 or postscale_factor != 1.0) and tensor.dtype in _DTYPES and \
+            not tensor.dtype.is_floating_point:
+        # libhvd scales floating-point data only: integers are scaled here as Horovod does (in
+        # float64, truncated), around a sum.
+        if output is tensor:
+            tensor.copy_(_scaled(tensor, prescale_factor))
+        else:
+            tensor = _scaled(tensor, prescale_factor)
+        scale_after = postscale_factor / size() if op == Average else postscale_factor
+        code = _OPS[Sum] if op == Average else code
+        prescale_factor = postscale_factor = 1.0
     ptr, dtype, shape, device, stream = _view(tensor, 'allreduce')
     handle = next(_handles)
     native = _submit(_native.allreduce_async, _op_name('allreduce', name, handle), ptr,
                      output.data_ptr(), dtype, shape, device, stream, code,
                      float(prescale_factor), float(postscale_factor))
+    if scale_after != 1.0:
+        return _register(handle, (native,), _finish_output_scaled, (tensor, scale_after, output))
     return _register(handle, (native,), _finish_output, (tensor, output))
 
 
@@ -574,11 +594,23 @@ def _scatter_op(op, what):
     return _OPS[op]
 
 
+def _scaled(tensor, factor):
+    """tensor * factor as Horovod scales: integers in float64, 16-bit floats in float32, the
+    result in the tensor's own dtype (integers truncated toward zero)."""
+    if factor == 1.0:
+        return tensor
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        return (tensor.float() * factor).to(tensor.dtype)
+    if not tensor.dtype.is_floating_point:
+        return (tensor.double() * factor).to(tensor.dtype)
+    return tensor * factor
+
+
 def _finish_scattered(natives, keep):
     tensor, postscale = keep[0], keep[1]
     out = _from_buffer(natives[0].take_output(), tensor.dtype, tensor.device)
     if postscale != 1.0:
-        out.mul_(postscale)
+        out.copy_(_scaled(out, postscale))
     return out
 
 
@@ -587,7 +619,7 @@ def _finish_scattered_group(natives, keep):
     outs = [_from_buffer(n.take_output(), t.dtype, t.device) for n, t in zip(natives, tensors)]
     if postscale != 1.0:
         for o in outs:
-            o.mul_(postscale)
+            o.copy_(_scaled(o, postscale))
     return outs
 
 
@@ -596,7 +628,7 @@ def _scatter_input(tensor, prescale_factor, what):
     if not tensor.dim():
         raise ValueError(f'{what}: a scalar tensor cannot be scattered: it has no first '
                          f'dimension to split')
-    return tensor * prescale_factor if prescale_factor != 1.0 else tensor
+    return _scaled(tensor, prescale_factor)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,

@@ -94,14 +94,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if p.grad is None:
             # No gradient here this step (another rank may have one): zeros, under the same name.
             p.grad = torch.zeros_like(p)
-        if p.grad.is_sparse:
+        grad = p.grad
+        if grad.is_sparse:
             if not self._sparse_as_dense:
-                return mpi_ops.sparse_allreduce_async(p.grad, name=f'sparse.{name}',
+                return mpi_ops.sparse_allreduce_async(grad, name=f'sparse.{name}',
                                                       op=self._op), None
-            p.grad = p.grad.to_dense()
-        if not p.grad.is_contiguous():
-            p.grad = p.grad.contiguous()
-        tensor, ctx = self._compression.compress(p.grad)
+            grad = grad.to_dense()  # reduced dense; .grad stays sparse (synchronize)
+        elif not grad.is_contiguous():
+            p.grad = grad = grad.contiguous()
+        tensor, ctx = self._compression.compress(grad)
         if self._op == mpi_ops.Average:
             prescale, postscale = 1.0 / self._predivide, self._predivide
         else:
@@ -126,8 +127,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p, (handle, ctx) in self._handles.items():
                 output = mpi_ops.synchronize(handle)
                 self._delay[p] = self.backward_passes_per_step
-                if p.grad.is_sparse:
-                    p.grad = output
+                if p.grad.is_sparse:  # sparse optimizers (SparseAdam) want a sparse .grad
+                    result = output if ctx is None else self._compression.decompress(output, ctx)
+                    p.grad = result if result.is_sparse else result.to_sparse()
                 elif ctx is not None:
                     p.grad.copy_(self._compression.decompress(output, ctx))
         finally:
