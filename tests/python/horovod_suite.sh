@@ -41,7 +41,7 @@ export PYTHONDONTWRITEBYTECODE=1
 launch() {
   local mode=$1 prefix=$2
   shift 2
-  local rank_cmd='exec "$0" -m pytest -v -p no:cacheprovider -p hvd_suite_shim "$@" --junitxml="'"$prefix"'.rank${HOROVOD_RANK:-${OMPI_COMM_WORLD_RANK:-0}}.xml"'
+  local rank_cmd='r=${HOROVOD_RANK:-${OMPI_COMM_WORLD_RANK:-0}}; HVD_SUITE_RESULTS="'"$prefix"'.rank$r.jsonl" exec "$0" -m pytest -v -p no:cacheprovider -p hvd_suite_shim "$@" --junitxml="'"$prefix"'.rank$r.xml"'
   local cmd=(bash -c "$rank_cmd" "$py" --timeout "$test_timeout" "$@")
   case $mode in
     native) "$hvdrun" --timeout "$run_timeout" -np "$np" -H "localhost:$np" "${cmd[@]}" ;;
@@ -58,7 +58,7 @@ for mode in $modes; do
   start=$(date +%s)
   launch "$mode" "$out/$mode.full" "$suite" ${HVD_SUITE_K:+-k "$HVD_SUITE_K"} >"$out/$mode.full.log" 2>&1
   echo "full run: exit $?, $(( $(date +%s) - start )) s (log: $out/$mode.full.log)"
-  "$py" "$here/horovod_suite/merge.py" "$np" "$out/$mode.full.json" "$out/$mode".full.rank*.xml
+  "$py" "$here/horovod_suite/merge.py" "$np" "$out/$mode.full.json" "$out/$mode.full"
   # Tests that failed or hung, each again alone.
   mapfile -t again < <("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); [print(k) for k,v in sorted(d.items()) if v["verdict"]=="failed"]' "$out/$mode.full.json")
   # A run that ended early has tests with no result at all: they count as failed too.
@@ -68,7 +68,7 @@ for mode in $modes; do
   done
   for t in "${again[@]}"; do
     launch "$mode" "$out/$mode.alone.$t" "$suite::TorchTests::$t" >"$out/$mode.alone.$t.log" 2>&1
-    "$py" "$here/horovod_suite/merge.py" "$np" "$out/$mode.alone.$t.json" "$out/$mode.alone.$t".rank*.xml
+    "$py" "$here/horovod_suite/merge.py" "$np" "$out/$mode.alone.$t.json" "$out/$mode.alone.$t"
   done
   "$py" - "$out" "$mode" "${all[@]}" <<'PY'
 import json, os, sys

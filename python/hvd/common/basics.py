@@ -116,16 +116,17 @@ def gloo_built(verbose=False):
 
 
 def nccl_built(verbose=False):
-    """NCCL's version as Horovod gives it (2.18.3: 21803), or 0 without the NCCL plugin."""
+    """NCCL's version as Horovod gives it (2.18.3: 21803): that of the NCCL libhvd's plugin
+    loads in this process; 0 without the plugin, or when it cannot load here (no libnccl)."""
     nccl = _engine('nccl')
-    if not nccl.get('built'):
+    if not nccl.get('built') or not nccl.get('loaded'):
         return 0
     parts = str(nccl.get('version', '')).split('.')
     try:
         major, minor, patch = (int(p) for p in (parts + ['0', '0'])[:3])
     except ValueError:
-        return 1
-    return major * 10000 + minor * 100 + patch if major >= 2 else major * 1000 + minor * 100 + patch
+        return 0
+    return major * 10000 + minor * 100 + patch
 
 
 def ddl_built(verbose=False):

@@ -3,9 +3,11 @@
 it passed on every rank, failed if it failed (or errored) on any rank or is missing on a rank
 (a hang or a crash there), skipped if skipped on a rank and failed on none.
 
-Usage: merge.py RANKS OUT.json rank0.xml [rank1.xml ...]   (prints nothing; writes OUT.json:
+Usage: merge.py RANKS OUT.json PREFIX   (reads PREFIX.rank<R>.xml, or PREFIX.rank<R>.jsonl from
+tests/python/horovod_suite/hvd_suite_shim.py where pytest did not end; writes OUT.json:
 {test: {"verdict": ..., "reason": first line of the first failure or skip}})"""
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -18,6 +20,8 @@ def results(path):
         return out
     for case in root.iter('testcase'):
         name = case.get('name')
+        if not name or case.get('classname') == 'pytest':
+            continue  # pytest's own "internal error" entry (e.g. a timeout in teardown)
         verdict, reason = 'passed', ''
         for tag in ('failure', 'error', 'skipped'):
             node = case.find(tag)
@@ -30,9 +34,27 @@ def results(path):
     return out
 
 
+def streamed(path):
+    """The results hvd_suite_shim appended as the tests ran (the last word on each test wins,
+    a failure over a pass: a teardown can fail a test that passed)."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if out.get(r['name'], ('',))[0] != 'failed':
+                    out[r['name']] = (r['outcome'], r['reason'])
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def main():
-    ranks, out_path, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-    per_rank = [results(f) for f in files] + [{}] * (ranks - len(files))
+    ranks, out_path, prefix = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    prefix = re.sub(r'\.rank\d+\.xml$', '', prefix)  # also given as PREFIX.rank0.xml ...
+    # junit-xml when pytest ended on that rank; else what the shim streamed before it was stopped.
+    per_rank = [results(f'{prefix}.rank{r}.xml') or streamed(f'{prefix}.rank{r}.jsonl')
+                for r in range(ranks)]
     names = sorted(set().union(*[set(r) for r in per_rank]))
     merged = {}
     for name in names:
