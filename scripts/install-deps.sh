@@ -6,7 +6,11 @@
 # Usage: bash scripts/install-deps.sh [--torch] [--fuzz]
 #   --torch also installs the test-only packages: Debian's python3-torch for the PyTorch tests
 #   (tests/e2e/test_pytorch.cpp; about 190 MB to download, 830 MB installed, about a minute:
-#   not for the main job or the container image). Without it those tests say they are skipped.
+#   not for the main job or the container image), and what the Python binding (python/:
+#   hvd.torch, horovod.torch) needs to build (python3-dev, pybind11-dev) and to test (pytest and
+#   its timeout plugin; cloudpickle, mock, packaging for Horovod's own test_torch.py through
+#   tests/python/horovod_suite.sh; torchvision, filelock for Horovod's pytorch_mnist.py).
+#   Without it those tests say they are skipped and the binding is not built.
 #   --fuzz also installs clang-14 and its libFuzzer and sanitizer runtimes, for tests/fuzz/run.sh
 #   (the fuzzers, and CI's replay of every corpus under ASan+UBSan).
 set -euo pipefail
@@ -29,7 +33,9 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --torch) packages+=(python3-torch) ;;
+    --torch) packages+=(python3-torch python3-dev pybind11-dev python3-pytest
+                        python3-pytest-timeout python3-cloudpickle python3-mock
+                        python3-packaging python3-torchvision python3-filelock) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
     *) echo "usage: bash scripts/install-deps.sh [--torch] [--fuzz]" >&2; exit 64 ;;
   esac

@@ -44,10 +44,11 @@ void init() {
     Process& p = process();
     std::lock_guard<std::mutex> lock(p.mutex);
     if (p.runtime) return;
-    const auto config =
+    auto config =
         runtime::read_config([](const char* name) { return std::getenv(name); },
                              runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
                                                  .has_gloo = HVD_BUILD_HAS_GLOO != 0});
+    if (p.init_rounds > 0) config.gloo_scope += fmt::format(".r{}", p.init_rounds);
     // A worker started for a later generation of an elastic job: the world it joins says whose
     // state it syncs from.
     const bool joining = config.elastic.fd >= 0 && config.elastic.generation > 0;
@@ -55,6 +56,12 @@ void init() {
         joining ? std::optional(api_detail::elastic_first_world(config, config.elastic.generation))
                 : std::nullopt;
     p.runtime = std::make_shared<Runtime>(config);
+    ++p.init_rounds;
+    // At exit, stop a runtime the program left running before anything it uses is torn down
+    // (registered after the backend's own exit handlers, e.g. MPI's finalisation, so it runs
+    // before them).
+    static const bool stop_at_exit = std::atexit([] { shutdown(); }) == 0;
+    (void)stop_at_exit;
     p.shut_down = false;
     p.config = config;
     p.generation = p.announced = config.elastic.generation;
@@ -200,6 +207,19 @@ void Handle::wait() const {
 }
 
 const Buffer& Handle::output() const { return HandleAccess::state(*this).buffer; }
+
+Buffer Handle::take_output() const {
+  OpState& s = HandleAccess::state(*this);
+  if (!s.finished()) {
+    throw RuntimeError(HVD_ERR_INVALID_ARGUMENT,
+                       fmt::format("hvd::Handle::take_output(): op '{}' has not finished: call "
+                                   "wait() first",
+                                   s.request.name));
+  }
+  Buffer out = std::move(s.buffer);
+  s.buffer = Buffer{out.dtype, {}, {}};
+  return out;
+}
 
 const std::vector<std::int64_t>& Handle::received_splits() const {
   return HandleAccess::state(*this).received_splits;

@@ -18,6 +18,10 @@ struct ProcessState {
   std::mutex mutex;
   std::shared_ptr<runtime::Runtime> runtime;
   bool shut_down = false;
+  // Runtimes init() started in this process. Round N > 0 (init() after shutdown()) meets the
+  // other ranks under its own Gloo scope, "<scope>.rN": every rank counts the same rounds, so they
+  // agree on it without a message, and no key of an earlier round is read again.
+  int init_rounds = 0;
   std::optional<runtime::RuntimeConfig> config;  // what init() read; an elastic reset's base
 
   // Elastic jobs: the generation the runtime belongs to, the newest one the agent announced on

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -117,13 +118,27 @@ std::string mca_string(const char* name) {
 }
 }  // namespace
 
+namespace {
+// At exit, when libhvd initialised MPI: finalise it unless the program did, or a broken job
+// abandoned it (mpirun ends the job then).
+std::atomic<bool> g_abandoned{false};
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && !g_abandoned.load()) MPI_Finalize();
+}
+}  // namespace
+
 MpiBackend::MpiBackend() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-    finalize_ = true;
+    // MPI cannot be initialised twice in a process, and a program may call hvd::init() again
+    // after hvd::shutdown() (Horovod's test suite does, every test): MPI stays initialised until
+    // the process exits, and is finalised then.
+    std::atexit(finalize_at_exit);
     if (provided < MPI_THREAD_MULTIPLE) {
       logger().warn(
           "MPI gave thread level {} instead of MPI_THREAD_MULTIPLE: do not call MPI from other "
@@ -140,6 +155,11 @@ MpiBackend::MpiBackend() {
                    open_mpi_btl_shared_memory(mca_string("btl"), mca_string("btl_base_exclude"));
 }
 
+void MpiBackend::abandon() {
+  abandoned_ = true;
+  g_abandoned = true;
+}
+
 MpiBackend::~MpiBackend() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -154,7 +174,6 @@ MpiBackend::~MpiBackend() {
     }
   }
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  if (finalize_) MPI_Finalize();
 }
 
 void MpiBackend::compute_topology() {

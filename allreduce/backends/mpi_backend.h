@@ -38,7 +38,7 @@ class MpiBackend : public Backend {
                      DataType dtype, ReduceOp op) override;
   void barrier() override;
   std::unique_ptr<CycleTransport> cycle_transport() override;  // mpi_cycle_transport.cpp
-  void abandon() override { abandoned_ = true; }
+  void abandon() override;
   // Every rank on this host (local size = size) and Open MPI's shared-memory transport not left
   // out (its `btl` and `btl_base_exclude` parameters, read through the MPI tool interface).
   bool shared_memory() const override { return shared_memory_; }
@@ -47,7 +47,6 @@ class MpiBackend : public Backend {
   MPI_Op op_for(DataType dtype, ReduceOp op) const;
   void compute_topology();
 
-  bool finalize_ = false;   // we called MPI_Init_thread, so we finalise
   bool abandoned_ = false;  // the job broke: nothing collective at teardown
   bool shared_memory_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -88,6 +88,9 @@ void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config)
   config.stall_shutdown = std::chrono::seconds(
       disabled ? 0 : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, "seconds"));
   config.timeline = value_of(getenv, contract::kTimeline.name);
+  // Horovod's "DYNAMIC": no file until the program starts one (start_timeline), never a file
+  // named DYNAMIC.
+  if (config.timeline == "DYNAMIC") config.timeline.clear();
 }
 
 StartedBy detect_starter(const contract::EnvGetter& getenv) {

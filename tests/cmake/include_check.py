@@ -2,7 +2,8 @@
 """Include discipline: every #include "FOLDER/..." in a layered folder must name a folder that
 folder's CMake target links (the rules file is written by cmake/HvdIncludeRules.cmake from the
 targets themselves). "hvd/build_config.h" (generated) is open to all; the other "hvd/" headers
-are libhvd's public API, open to allreduce/ alone among the layered folders.
+are libhvd's public API, open to allreduce/ alone among the layered folders. Language bindings
+(python/) sit on that public API only: they may include "hvd/..." but nothing under allreduce/.
 
 Usage: include_check.py RULES_FILE ROOT      exit 0 clean, 1 with one line per violation
 """
@@ -11,6 +12,8 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Folders that link libhvd but may use only its public headers (hvd/hvd.hpp, hvd/hvd.h).
+PUBLIC_API_ONLY = {"python"}
 
 
 def main():
@@ -36,6 +39,12 @@ def main():
                             continue
                         target = m.group(1)
                         top = target.split("/", 1)[0]
+                        if folder in PUBLIC_API_ONLY and top == "allreduce":
+                            rel = os.path.relpath(path, root)
+                            bad.append(f'{rel}:{number}: includes "{target}", libhvd\'s '
+                                       f'internals: {folder}/ uses libhvd\'s public API only '
+                                       f'("hvd/hvd.hpp"); add what it lacks there')
+                            continue
                         if top == "hvd":
                             if target == "hvd/build_config.h" or folder == "allreduce":
                                 continue

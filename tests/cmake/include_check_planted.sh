@@ -17,4 +17,16 @@ echo "$out"
 grep -q 'allreduce/engine/planted.cpp:2: includes "worker/probe.h", but allreduce/ links only' <<<"$out" ||
   { echo "FAIL: the violation is not named with file:line"; exit 1; }
 if grep -q 'planted.cpp:1:' <<<"$out"; then echo "FAIL: contract/ is allowed"; exit 1; fi
+# A language binding reaches libhvd through its public headers only.
+if grep -q '^python:' "$rules"; then
+  mkdir -p "$root/python/native"
+  printf '#include "hvd/hvd.hpp"\n#include "allreduce/engine/op_state.h"\n' >"$root/python/native/planted.cpp"
+  set +e
+  out=$(python3 "$(dirname "$0")/include_check.py" "$rules" "$root" 2>&1)
+  set -e
+  echo "$out"
+  grep -q 'python/native/planted.cpp:2: includes "allreduce/engine/op_state.h", libhvd' <<<"$out" ||
+    { echo "FAIL: python/ including libhvd's internals is not reported"; exit 1; }
+  if grep -q 'python/native/planted.cpp:1:' <<<"$out"; then echo "FAIL: hvd/hvd.hpp is allowed"; exit 1; fi
+fi
 echo "PASS: the planted include was caught"

@@ -259,6 +259,9 @@ class HVD_API Handle {
   bool wait(std::chrono::milliseconds timeout) const;
   // The output of allgather_async / reducescatter_async / alltoall_async (after wait()).
   const Buffer& output() const;
+  // The same output moved out of the op, for a caller that keeps it without a copy (a language
+  // binding handing it to its own array type); output() is empty afterwards. After wait().
+  Buffer take_output() const;
   // alltoall_async: the rows received from each rank (after wait()).
   const std::vector<std::int64_t>& received_splits() const;
 

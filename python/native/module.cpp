@@ -1,0 +1,231 @@
+// hvd._native: the thin glue between Python and libhvd's public C++ API (hvd/hvd.hpp).
+//
+// Tensors cross by pointer: the Python layer passes data_ptr(), a libhvd dtype code and the
+// shape, and keeps the tensor alive until the op finished (its handle map). Nothing here touches
+// torch, so no libhvd thread ever needs the GIL: outputs whose size is known only during the op
+// (allgather, reducescatter, alltoall) land in the op's own Buffer, which Python takes afterwards
+// (Handle.take_output) and wraps without a copy through the buffer protocol.
+//
+// The GIL is released for every call that may wait on libhvd (init, submissions, waits, barrier,
+// shutdown). A wait wakes every 100 ms to run Python's signal handlers, so Ctrl-C raises
+// KeyboardInterrupt in a rank stuck in a collective.
+//
+// Errors: hvd::RuntimeError becomes hvd._native.HvdError (a RuntimeError) with `.status`, the
+// hvd_status code, and `.status_name`; the Python layer maps it to Horovod's exception types.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hvd/hvd.h"
+#include "hvd/hvd.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// A wait slice: how often a waiting rank looks at Python's signals.
+constexpr std::chrono::milliseconds kSignalCheck{100};
+
+PyObject* g_error = nullptr;  // hvd._native.HvdError, owned by the module
+
+void raise_hvd_error(const hvd::RuntimeError& e) {
+  py::object error = py::reinterpret_borrow<py::object>(g_error)(py::str(e.what()));
+  error.attr("status") = static_cast<int>(e.status());
+  error.attr("status_name") = hvd_status_name(e.status());
+  PyErr_SetObject(g_error, error.ptr());
+}
+
+hvd::Device device_of(int device) {
+  return device < 0 ? hvd::Device::cpu() : hvd::Device::cuda(device);
+}
+
+// A view of the caller's memory. `stream` is a cudaStream_t (0: the default stream).
+hvd::Tensor view(std::uintptr_t data, int dtype, std::vector<std::int64_t> shape, int device,
+                 std::uintptr_t stream) {
+  return hvd::Tensor{reinterpret_cast<void*>(data), static_cast<hvd::DataType>(dtype),
+                     std::move(shape), device_of(device), reinterpret_cast<void*>(stream)};
+}
+
+// Waits for `handle` with the GIL released, waking every kSignalCheck for Python's signals
+// (a KeyboardInterrupt leaves the op in flight: its tensors must stay alive).
+void wait_for_op(const hvd::Handle& handle) {
+  for (;;) {
+    bool done = false;
+    {
+      py::gil_scoped_release unlocked;
+      done = handle.wait(kSignalCheck);
+    }
+    if (done) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+// Runs `submit` with the GIL released (submission takes libhvd's engine lock).
+template <class F>
+hvd::Handle submit(F&& f) {
+  py::gil_scoped_release unlocked;
+  return f();
+}
+
+// The JSON of hvd_build_report(): what this libhvd was built with and what loads here.
+std::string build_report() {
+  std::string text(4096, '\0');
+  std::size_t need = hvd_build_report(text.data(), text.size());
+  if (need >= text.size()) {
+    text.assign(need + 1, '\0');
+    need = hvd_build_report(text.data(), text.size());
+  }
+  text.resize(need == 0 ? 0 : std::strlen(text.c_str()));
+  return text;
+}
+
+void define_handle(py::module_& m) {
+  py::class_<hvd::Handle>(m, "Handle",
+                          "The pending result of an async op (libhvd's hvd::Handle).")
+      .def_property_readonly("name", &hvd::Handle::name)
+      .def("poll", &hvd::Handle::poll, "True once the op finished (successfully or not).")
+      .def("wait", &wait_for_op,
+           "Blocks until the op finished (GIL released; signals checked every 100 ms); raises "
+           "HvdError if it failed.")
+      .def("take_output", &hvd::Handle::take_output,
+           "The op's output Buffer (allgather, reducescatter, alltoall), moved out of the op.")
+      .def("received_splits", &hvd::Handle::received_splits,
+           "alltoall: the rows received from each rank.");
+
+  // libhvd's owning Buffer, exported through the buffer protocol as writable bytes:
+  // torch.frombuffer(buffer) keeps this object alive as long as the tensor lives.
+  py::class_<hvd::Buffer>(m, "Buffer", py::buffer_protocol())
+      .def_property_readonly("shape", [](const hvd::Buffer& b) { return b.shape; })
+      .def_property_readonly("nbytes", [](const hvd::Buffer& b) { return b.bytes.size(); })
+      .def_buffer([](hvd::Buffer& b) {
+        return py::buffer_info(b.bytes.data(), 1, py::format_descriptor<std::uint8_t>::format(),
+                               1, {static_cast<py::ssize_t>(b.bytes.size())}, {1}, false);
+      });
+}
+
+void define_topology(py::module_& m) {
+  m.def("init", [] {
+    py::gil_scoped_release unlocked;
+    hvd::init();
+  });
+  m.def("shutdown", [] {
+    py::gil_scoped_release unlocked;
+    hvd::shutdown();
+  });
+  m.def("is_initialized", &hvd::is_initialized);
+  m.def("rank", &hvd::rank);
+  m.def("size", &hvd::size);
+  m.def("local_rank", &hvd::local_rank);
+  m.def("local_size", &hvd::local_size);
+  m.def("cross_rank", &hvd::cross_rank);
+  m.def("cross_size", &hvd::cross_size);
+  m.def("backend_name", &hvd::backend_name);
+  m.def("gpu_device", &hvd::gpu_device);
+  m.def("build_report", &build_report, "hvd_build_report() as JSON text (needs no init).");
+}
+
+void define_ops(py::module_& m) {
+  m.def(
+      "allreduce_async",
+      [](const std::string& name, std::uintptr_t in, std::uintptr_t out, int dtype,
+         std::vector<std::int64_t> shape, int device, std::uintptr_t stream, int op,
+         double prescale, double postscale) {
+        hvd::Tensor input = view(in, dtype, std::move(shape), device, stream);
+        hvd::Tensor output = input;
+        output.data = reinterpret_cast<void*>(out);
+        const hvd::AllreduceOptions options{static_cast<hvd::ReduceOp>(op), prescale, postscale};
+        return submit([&] { return hvd::allreduce_async(name, input, output, options); });
+      },
+      py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
+      py::arg("device"), py::arg("stream"), py::arg("op"), py::arg("prescale"),
+      py::arg("postscale"));
+  m.def(
+      "broadcast_async",
+      [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+         int device, std::uintptr_t stream, int root) {
+        const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+        return submit([&] { return hvd::broadcast_async(name, t, root); });
+      });
+  m.def("allgather_async", [](const std::string& name, std::uintptr_t data, int dtype,
+                              std::vector<std::int64_t> shape, int device, std::uintptr_t stream) {
+    const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+    return submit([&] { return hvd::allgather_async(name, t); });
+  });
+  m.def("reducescatter_async",
+        [](const std::string& name, std::uintptr_t data, int dtype,
+           std::vector<std::int64_t> shape, int device, std::uintptr_t stream, int op) {
+          const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+          return submit([&] {
+            return hvd::reducescatter_async(name, t, static_cast<hvd::ReduceOp>(op));
+          });
+        });
+  m.def("alltoall_async",
+        [](const std::string& name, std::uintptr_t data, int dtype,
+           std::vector<std::int64_t> shape, int device, std::uintptr_t stream,
+           std::vector<std::int64_t> splits) {
+          const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+          return submit([&] { return hvd::alltoall_async(name, t, splits); });
+        });
+  // The C++ API's own cost, for bench/python_allreduce_bench.py: `iterations` allreduces (sum,
+  // in place, float32) of `count` floats at `data` under one name, each waited for at once (what
+  // hvd.allreduce_(t, name=...) does from Python), timed in C++.
+  m.def("bench_cpp_allreduce", [](std::uintptr_t data, std::size_t count, int iterations) {
+    py::gil_scoped_release unlocked;
+    const hvd::Tensor t = hvd::tensor(reinterpret_cast<float*>(data), count);
+    const hvd::AllreduceOptions sum{hvd::ReduceOp::kSum};
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i) hvd::allreduce_async("bench.cpp", t, sum).wait();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  m.def("barrier", [] {
+    py::gil_scoped_release unlocked;
+    hvd::barrier();
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "libhvd's public C++ API for hvd.torch (internal: use hvd.torch or horovod.torch)";
+  g_error = PyErr_NewExceptionWithDoc(
+      "hvd._native.HvdError", "A libhvd error: .status is its hvd_status code.",
+      PyExc_RuntimeError, nullptr);
+  m.add_object("HvdError", py::handle(g_error));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const hvd::RuntimeError& e) {
+      raise_hvd_error(e);
+    }
+  });
+  define_handle(m);
+  define_topology(m);
+  define_ops(m);
+
+  // libhvd's codes, for the Python layer's tables.
+  py::dict dtypes;
+  for (auto [name, code] : {std::pair{"uint8", HVD_UINT8}, {"int8", HVD_INT8},
+                            {"int32", HVD_INT32}, {"int64", HVD_INT64}, {"float16", HVD_FLOAT16},
+                            {"bfloat16", HVD_BFLOAT16}, {"float32", HVD_FLOAT32},
+                            {"float64", HVD_FLOAT64}}) {
+    dtypes[name] = static_cast<int>(code);
+  }
+  m.attr("DTYPES") = dtypes;
+  py::dict ops;
+  for (auto [name, code] : {std::pair{"sum", HVD_SUM}, {"average", HVD_AVERAGE}, {"min", HVD_MIN},
+                            {"max", HVD_MAX}, {"product", HVD_PRODUCT}}) {
+    ops[name] = static_cast<int>(code);
+  }
+  m.attr("OPS") = ops;
+  py::dict statuses;
+  for (int s = HVD_OK; s <= HVD_ERR_REMOVED; ++s) {
+    statuses[hvd_status_name(static_cast<hvd_status>(s))] = s;
+  }
+  m.attr("STATUSES") = statuses;
+}

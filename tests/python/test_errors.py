@@ -1,0 +1,91 @@
+"""Bad input is a Python exception of Horovod's type with a clear message, never a crash."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+import hvd.torch as hvd
+
+
+@pytest.mark.parametrize('dtype', [torch.bool, torch.complex64, torch.int16], ids=str)
+def test_an_unsupported_dtype_is_a_value_error(dtype):
+    with pytest.raises(ValueError, match='not supported'):
+        hvd.allreduce(torch.zeros(3, dtype=dtype))
+
+
+def test_a_sparse_tensor_is_a_value_error_naming_the_way_out():
+    sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
+    with pytest.raises(ValueError, match='sparse_allreduce_async'):
+        hvd.allreduce(sparse)
+
+
+def test_a_non_contiguous_tensor_in_place_is_a_value_error():
+    t = torch.zeros(4, 6).t()
+    with pytest.raises(ValueError, match='not contiguous'):
+        hvd.allreduce_(t)
+    out = hvd.allreduce(t, op=hvd.Sum)  # the out-of-place form takes a contiguous copy
+    assert out.shape == (6, 4) and out.is_contiguous()
+
+
+def test_adasum_join_and_process_sets_say_what_is_missing():
+    with pytest.raises(NotImplementedError, match='Adasum'):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    with pytest.raises(RuntimeError, match='Adasum'):  # Horovod's tests catch RuntimeError
+        hvd.reducescatter(torch.ones(2), op=hvd.Adasum)
+    with pytest.raises(NotImplementedError, match='join'):
+        hvd.join()
+    with pytest.raises(NotImplementedError, match='process set'):
+        hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]))
+
+
+def test_a_duplicate_in_flight_name_is_a_value_error():
+    t = torch.ones(5)
+    h = hvd.allreduce_async(t, name='twice')
+    with pytest.raises(ValueError, match='already in flight'):
+        hvd.allreduce_async(t, name='twice')
+    assert torch.equal(hvd.synchronize(h), torch.ones(5))
+
+
+def test_alltoall_splits_and_reducescatter_scalars_are_checked():
+    size = hvd.size()
+    with pytest.raises(ValueError, match='splits'):
+        hvd.alltoall(torch.zeros(size + 2), torch.ones(size + 1, dtype=torch.int32))
+    with pytest.raises(ValueError, match='integers'):
+        hvd.alltoall(torch.zeros(size), torch.ones(size, dtype=torch.float32))
+    with pytest.raises(ValueError, match='do not fit'):
+        hvd.alltoall(torch.zeros(size - 1 if size > 1 else 0),
+                     torch.ones(size, dtype=torch.int32))
+    with pytest.raises(ValueError, match='scalar'):
+        hvd.reducescatter(torch.tensor(1.0))
+
+
+def test_different_shapes_under_one_name_fail_on_every_rank_and_the_next_op_works():
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    t = torch.ones(3 + hvd.rank())
+    with pytest.raises(hvd.HorovodInternalError) as info:
+        hvd.allreduce(t, name='mismatch')
+    assert 'mismatch' in str(info.value)
+    assert isinstance(info.value, RuntimeError)
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())))
+
+
+def test_ctrl_c_while_waiting_raises_keyboard_interrupt_within_the_signal_check():
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks: rank 0 waits for rank 1')
+    t = torch.ones(4)
+    handle = None
+    if hvd.rank() == 0:
+        handle = hvd.allreduce_async_(t, name='interrupted', op=hvd.Sum)
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            hvd.synchronize(handle)
+        assert time.monotonic() - start < 0.3 + 0.5
+    hvd.barrier()
+    if hvd.rank() != 0:
+        handle = hvd.allreduce_async_(t, name='interrupted', op=hvd.Sum)
+    assert torch.equal(hvd.synchronize(handle), torch.full((4,), float(hvd.size())))
