@@ -306,6 +306,11 @@ int execute(const Options& o) {
       launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
                           launcher::local_identity(), launcher::current_environment());
   plan.warnings.insert(plan.warnings.begin(), o.warnings.begin(), o.warnings.end());
+  if (o.restart_backoff_s > launcher::kMaxBackoffSeconds) {
+    plan.warnings.push_back(fmt::format(
+        "--restart-backoff {:g}: a wait is at most {:g} s, so every restart waits {:g} s",
+        o.restart_backoff_s, launcher::kMaxBackoffSeconds, launcher::kMaxBackoffSeconds));
+  }
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
   // Notices are defaults the user may want to change: said when the job starts; a dry run shows
   // them in its plan (--json: "notices") instead.

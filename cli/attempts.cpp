@@ -100,8 +100,10 @@ bool elastic_without_unreachable(const Options& o, const launcher::Plan& plan,
 
 }  // namespace
 
+// The waits are capped at kMaxBackoffSeconds: a larger --restart-backoff is the cap (and a
+// warning, execute()), so the dry run shows the waits that will happen.
 launcher::RestartPolicy restart_policy(const Options& o) {
-  return {o.max_restarts, o.restart_backoff_s};
+  return {o.max_restarts, std::min(o.restart_backoff_s, launcher::kMaxBackoffSeconds)};
 }
 
 // Each attempt's plan: a new job id (a new rendezvous scope and token), and with restarts on

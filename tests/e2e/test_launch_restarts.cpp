@@ -140,4 +140,12 @@ TEST_CASE("restarts: the dry run shows the policy", "[launch][restarts]") {
   CHECK(plan["restarts"]["max_restarts"] == 4);
   CHECK(plan["ranks"][0]["env"]["TORCHELASTIC_MAX_RESTARTS"] == "4");
   CHECK(plan["ranks"][0]["env"]["TORCHELASTIC_RESTART_COUNT"] == "0");
+  // Above the 30 s cap: the dry run shows the wait that will happen, and warns.
+  const RunResult capped = run_hvdrun({"--dry-run", "--json", "--max-restarts", "2",
+                                       "--restart-backoff", "100", "-np", "1", "true"});
+  REQUIRE(capped.exit_code == 0);
+  const json capped_plan = json::parse(capped.out);
+  CHECK(capped_plan["restarts"]["backoff_seconds"] == 30.0);
+  CHECK_THAT(capped_plan["warnings"].dump(),
+             Contains("--restart-backoff 100: a wait is at most 30 s"));
 }
