@@ -44,10 +44,9 @@ void init() {
     Process& p = process();
     std::lock_guard<std::mutex> lock(p.mutex);
     if (p.runtime) return;
-    auto config =
-        runtime::read_config([](const char* name) { return std::getenv(name); },
-                             runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
-                                                 .has_gloo = HVD_BUILD_HAS_GLOO != 0});
+    auto config = runtime::read_config([](const char* name) { return std::getenv(name); },
+                                       runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
+                                                           .has_gloo = HVD_BUILD_HAS_GLOO != 0});
     if (p.init_rounds > 0) config.gloo_scope += fmt::format(".r{}", p.init_rounds);
     // A worker started for a later generation of an elastic job: the world it joins says whose
     // state it syncs from.

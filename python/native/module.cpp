@@ -86,8 +86,7 @@ std::string build_report() {
 }
 
 void define_handle(py::module_& m) {
-  py::class_<hvd::Handle>(m, "Handle",
-                          "The pending result of an async op (libhvd's hvd::Handle).")
+  py::class_<hvd::Handle>(m, "Handle", "The pending result of an async op (libhvd's hvd::Handle).")
       .def_property_readonly("name", &hvd::Handle::name)
       .def("poll", &hvd::Handle::poll, "True once the op finished (successfully or not).")
       .def("wait", &wait_for_op,
@@ -104,8 +103,8 @@ void define_handle(py::module_& m) {
       .def_property_readonly("shape", [](const hvd::Buffer& b) { return b.shape; })
       .def_property_readonly("nbytes", [](const hvd::Buffer& b) { return b.bytes.size(); })
       .def_buffer([](hvd::Buffer& b) {
-        return py::buffer_info(b.bytes.data(), 1, py::format_descriptor<std::uint8_t>::format(),
-                               1, {static_cast<py::ssize_t>(b.bytes.size())}, {1}, false);
+        return py::buffer_info(b.bytes.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.bytes.size())}, {1}, false);
       });
 }
 
@@ -145,30 +144,27 @@ void define_ops(py::module_& m) {
       py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
       py::arg("device"), py::arg("stream"), py::arg("op"), py::arg("prescale"),
       py::arg("postscale"));
-  m.def(
-      "broadcast_async",
-      [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
-         int device, std::uintptr_t stream, int root) {
-        const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
-        return submit([&] { return hvd::broadcast_async(name, t, root); });
-      });
+  m.def("broadcast_async",
+        [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+           int device, std::uintptr_t stream, int root) {
+          const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+          return submit([&] { return hvd::broadcast_async(name, t, root); });
+        });
   m.def("allgather_async", [](const std::string& name, std::uintptr_t data, int dtype,
                               std::vector<std::int64_t> shape, int device, std::uintptr_t stream) {
     const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
     return submit([&] { return hvd::allgather_async(name, t); });
   });
   m.def("reducescatter_async",
-        [](const std::string& name, std::uintptr_t data, int dtype,
-           std::vector<std::int64_t> shape, int device, std::uintptr_t stream, int op) {
+        [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+           int device, std::uintptr_t stream, int op) {
           const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
-          return submit([&] {
-            return hvd::reducescatter_async(name, t, static_cast<hvd::ReduceOp>(op));
-          });
+          return submit(
+              [&] { return hvd::reducescatter_async(name, t, static_cast<hvd::ReduceOp>(op)); });
         });
   m.def("alltoall_async",
-        [](const std::string& name, std::uintptr_t data, int dtype,
-           std::vector<std::int64_t> shape, int device, std::uintptr_t stream,
-           std::vector<std::int64_t> splits) {
+        [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+           int device, std::uintptr_t stream, std::vector<std::int64_t> splits) {
           const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
           return submit([&] { return hvd::alltoall_async(name, t, splits); });
         });
@@ -193,9 +189,9 @@ void define_ops(py::module_& m) {
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "libhvd's public C++ API for hvd.torch (internal: use hvd.torch or horovod.torch)";
-  g_error = PyErr_NewExceptionWithDoc(
-      "hvd._native.HvdError", "A libhvd error: .status is its hvd_status code.",
-      PyExc_RuntimeError, nullptr);
+  g_error = PyErr_NewExceptionWithDoc("hvd._native.HvdError",
+                                      "A libhvd error: .status is its hvd_status code.",
+                                      PyExc_RuntimeError, nullptr);
   m.add_object("HvdError", py::handle(g_error));
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -210,16 +206,23 @@ PYBIND11_MODULE(_native, m) {
 
   // libhvd's codes, for the Python layer's tables.
   py::dict dtypes;
-  for (auto [name, code] : {std::pair{"uint8", HVD_UINT8}, {"int8", HVD_INT8},
-                            {"int32", HVD_INT32}, {"int64", HVD_INT64}, {"float16", HVD_FLOAT16},
-                            {"bfloat16", HVD_BFLOAT16}, {"float32", HVD_FLOAT32},
+  for (auto [name, code] : {std::pair{"uint8", HVD_UINT8},
+                            {"int8", HVD_INT8},
+                            {"int32", HVD_INT32},
+                            {"int64", HVD_INT64},
+                            {"float16", HVD_FLOAT16},
+                            {"bfloat16", HVD_BFLOAT16},
+                            {"float32", HVD_FLOAT32},
                             {"float64", HVD_FLOAT64}}) {
     dtypes[name] = static_cast<int>(code);
   }
   m.attr("DTYPES") = dtypes;
   py::dict ops;
-  for (auto [name, code] : {std::pair{"sum", HVD_SUM}, {"average", HVD_AVERAGE}, {"min", HVD_MIN},
-                            {"max", HVD_MAX}, {"product", HVD_PRODUCT}}) {
+  for (auto [name, code] : {std::pair{"sum", HVD_SUM},
+                            {"average", HVD_AVERAGE},
+                            {"min", HVD_MIN},
+                            {"max", HVD_MAX},
+                            {"product", HVD_PRODUCT}}) {
     ops[name] = static_cast<int>(code);
   }
   m.attr("OPS") = ops;
