@@ -86,6 +86,16 @@ inline std::filesystem::path write_test_file(const std::filesystem::path& path,
   return path;
 }
 
+// Whether `argv` (a JSON array of words) holds `words` in a row.
+inline bool has_words(const json& argv, const std::vector<std::string>& words) {
+  for (size_t i = 0; i + words.size() <= argv.size(); ++i) {
+    bool all = true;
+    for (size_t k = 0; k < words.size() && all; ++k) all = argv[i + k] == words[k];
+    if (all) return true;
+  }
+  return false;
+}
+
 inline std::string current_user() {
   const passwd* pw = getpwuid(geteuid());
   return pw != nullptr ? pw->pw_name : "root";

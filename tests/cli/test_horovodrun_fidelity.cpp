@@ -29,15 +29,6 @@ std::vector<std::string> host_names(const json& plan) {
   return out;
 }
 
-bool has_words(const json& argv, const std::vector<std::string>& words) {
-  for (size_t i = 0; i + words.size() <= argv.size(); ++i) {
-    bool all = true;
-    for (size_t k = 0; k < words.size() && all; ++k) all = argv[i + k] == words[k];
-    if (all) return true;
-  }
-  return false;
-}
-
 std::string notices_of(const json& plan) {
   std::string all;
   for (const json& n : plan["notices"]) all += n.get<std::string>() + "\n";

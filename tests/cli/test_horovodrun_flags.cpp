@@ -54,15 +54,6 @@ void knob(const std::vector<std::string>& args, const std::string& name, const s
 
 json mpirun_argv(const json& plan) { return plan["launcher_commands"].back()["argv"]; }
 
-bool has_words(const json& argv, const std::vector<std::string>& words) {
-  for (size_t i = 0; i + words.size() <= argv.size(); ++i) {
-    bool all = true;
-    for (size_t k = 0; k < words.size() && all; ++k) all = argv[i + k] == words[k];
-    if (all) return true;
-  }
-  return false;
-}
-
 fs::path scratch(const std::string& name) { return fresh_dir("horovodrun_flags_" + name); }
 
 fs::path write_file(const fs::path& path, const std::string& text, bool executable = false) {
