@@ -293,6 +293,20 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 # ---- grouped allreduce: separate named ops, which libhvd's engine fuses ----
 
+def _submit_group(base, views, submit_one, keep_alive):
+    """Submits member i of a group as the named op '<base>_<i>of<n>' (the engine fuses them),
+    through submit_one(member_name, i, view). When a submission fails, the members already in
+    flight keep `keep_alive` (their tensors) referenced until they finish."""
+    natives = []
+    try:
+        for i, view in enumerate(views):
+            natives.append(submit_one(f'{base}_{i + 1}of{len(views)}', i, view))
+    except BaseException:
+        _orphans.append((natives,) + tuple(keep_alive))
+        raise
+    return tuple(natives)
+
+
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
                              process_set):
     check_process_set(process_set)
@@ -301,18 +315,15 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     if len({v[3] for v in views}) > 1:
         raise ValueError('grouped_allreduce: tensors in list must be on same device.')
     handle = next(_handles)
-    base = _op_name('grouped_allreduce', name, handle)
-    count = len(tensors)
-    natives = []
-    try:
-        for i, ((ptr, dtype, shape, device, stream), out) in enumerate(zip(views, outputs)):
-            natives.append(_submit(_native.allreduce_async, f'{base}_{i + 1}of{count}', ptr,
-                                   out.data_ptr(), dtype, shape, device, stream, code,
-                                   float(prescale_factor), float(postscale_factor)))
-    except BaseException:
-        _orphans.append((natives, tensors, outputs))
-        raise
-    return _register(handle, tuple(natives), _finish_outputs, (list(tensors), list(outputs)))
+
+    def submit(member, i, view):
+        ptr, dtype, shape, device, stream = view
+        return _submit(_native.allreduce_async, member, ptr, outputs[i].data_ptr(), dtype, shape,
+                       device, stream, code, float(prescale_factor), float(postscale_factor))
+
+    natives = _submit_group(_op_name('grouped_allreduce', name, handle), views, submit,
+                            (tensors, outputs))
+    return _register(handle, natives, _finish_outputs, (list(tensors), list(outputs)))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -434,16 +445,10 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     tensors = [_dense(t, 'grouped_allgather') for t in tensors]
     views = [_view(t, 'grouped_allgather') for t in tensors]
     handle = next(_handles)
-    base = _op_name('grouped_allgather', name, handle)
-    natives = []
-    try:
-        for i, (ptr, dtype, shape, device, stream) in enumerate(views):
-            natives.append(_submit(_native.allgather_async, f'{base}_{i + 1}of{len(views)}', ptr,
-                                   dtype, shape, device, stream))
-    except BaseException:
-        _orphans.append((natives, tensors))
-        raise
-    return _register(handle, tuple(natives), _finish_gathered_group, (tensors,))
+    natives = _submit_group(_op_name('grouped_allgather', name, handle), views,
+                            lambda member, i, view: _submit(_native.allgather_async, member, *view),
+                            (tensors,))
+    return _register(handle, natives, _finish_gathered_group, (tensors,))
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -682,16 +687,11 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     tensors = [_scatter_input(t, prescale_factor, 'grouped_reducescatter') for t in tensors]
     views = [_view(t, 'grouped_reducescatter') for t in tensors]
     handle = next(_handles)
-    base = _op_name('grouped_reducescatter', name, handle)
-    natives = []
-    try:
-        for i, (ptr, dtype, shape, device, stream) in enumerate(views):
-            natives.append(_submit(_native.reducescatter_async, f'{base}_{i + 1}of{len(views)}',
-                                   ptr, dtype, shape, device, stream, code))
-    except BaseException:
-        _orphans.append((natives, tensors))
-        raise
-    return _register(handle, tuple(natives), _finish_scattered_group, (tensors, postscale_factor))
+    natives = _submit_group(
+        _op_name('grouped_reducescatter', name, handle), views,
+        lambda member, i, view: _submit(_native.reducescatter_async, member, *view, code),
+        (tensors,))
+    return _register(handle, natives, _finish_scattered_group, (tensors, postscale_factor))
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):
