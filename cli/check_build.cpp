@@ -6,10 +6,12 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,114 @@ std::optional<std::string> mpirun_version() {
   return first;
 }
 
+// The Python binding (horovodrun's --check-build lists its frameworks): does `import hvd.torch`
+// work in the Python it was built for, and in the `python3` ranks get from PATH when that is
+// another file? A build tree's binding is found through PYTHONPATH=<build>/python (as the tests
+// use it); an installed one (python3-hvd) where that Python finds its packages.
+constexpr const char* kPythonProbe = R"(import json, sys
+r = {'python_version': sys.version.split()[0]}
+try:
+    import torch
+    r['torch'] = torch.__version__
+    import hvd.torch
+    r['module'] = hvd.torch.__file__
+except BaseException as e:
+    r['error'] = f'{type(e).__name__}: {e}'.splitlines()[0]
+print(json.dumps(r))
+)";
+
+json probe_python(const std::string& python, const std::string& build_tree_dir) {
+  json out{{"python", python}};
+  ProcessSpec spec;
+  spec.argv = {"timeout", "60", python, "-c", kPythonProbe};
+  spec.env.clear();
+  for (std::string& var : environ_strings()) {
+    if (!build_tree_dir.empty() && var.rfind("PYTHONPATH=", 0) == 0) continue;
+    spec.env.push_back(std::move(var));
+  }
+  if (!build_tree_dir.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    spec.env.push_back("PYTHONPATH=" + build_tree_dir +
+                       (old != nullptr && *old != '\0' ? ":" + std::string(old) : ""));
+    out["pythonpath"] = build_tree_dir;
+  }
+  spec.lookup_in_our_path = true;
+  const auto run = run_and_capture(spec);
+  if (!run) {
+    out["importable"] = false;
+    out["error"] = "could not start it";
+    return out;
+  }
+  // The probe's JSON is its last line starting with '{' (torch may warn on stderr before it).
+  json reply;
+  std::istringstream lines(run->output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind('{', 0) == 0) reply = json::parse(line, nullptr, false);
+  }
+  if (!reply.is_object()) {
+    out["importable"] = false;
+    std::string said = run->output.substr(0, run->output.find('\n'));
+    out["error"] = run->status.code() == 124
+                       ? std::string("timed out after 60 s")
+                       : fmt::format("exit {}{}", run->status.code(),
+                                     said.empty() ? std::string() : ": " + said);
+    return out;
+  }
+  out["importable"] = reply.contains("module");
+  for (const char* key : {"python_version", "torch", "module", "error"}) {
+    if (reply.contains(key)) out[key] = reply[key];
+  }
+  return out;
+}
+
+// Where `name` resolves on PATH, or "".
+std::string which(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    const fs::path candidate = fs::path(dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+json python_binding() {
+  json out;
+  const std::string built_for = HVD_BUILD_PYTHON;
+  out["built"] = !built_for.empty();
+  if (built_for.empty()) return out;
+  // A build tree: <build>/cli/hvdrun beside <build>/python/hvd/_native*.so.
+  std::string build_tree_dir;
+  const fs::path tree = (fs::path(own_path()).parent_path() / ".." / "python").lexically_normal();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(tree / "hvd", ec)) {
+    if (entry.path().filename().string().rfind("_native", 0) == 0) build_tree_dir = tree.string();
+  }
+  out["interpreters"] = json::array({probe_python(built_for, build_tree_dir)});
+  const std::string on_path = which("python3");
+  if (!on_path.empty() &&
+      fs::weakly_canonical(on_path, ec) != fs::weakly_canonical(built_for, ec)) {
+    json other = probe_python(on_path, build_tree_dir);
+    other["on_path"] = true;
+    out["interpreters"].push_back(other);
+  }
+  return out;
+}
+
+std::string python_line(const json& p) {
+  if (p["importable"].get<bool>()) {
+    return fmt::format("{}: importable (Python {}, torch {}, {}{})", p["python"].get<std::string>(),
+                       p.value("python_version", std::string("?")),
+                       p.value("torch", std::string("?")), p["module"].get<std::string>(),
+                       p.contains("pythonpath")
+                           ? fmt::format("; PYTHONPATH={}", p["pythonpath"].get<std::string>())
+                           : std::string());
+  }
+  return fmt::format("{}: not importable: {}", p["python"].get<std::string>(),
+                     p.value("error", std::string("?")));
+}
+
 void print_human(const json& doc) {
   std::string out = fmt::format("hvdrun {} build check\n", HVD_VERSION_STRING);
   const json& modes = doc["launch_modes"];
@@ -130,6 +240,22 @@ void print_human(const json& doc) {
       fmt::format("  GPUs visible       {}{}\n", gpus["count"].get<int>(),
                   gpus.contains("reason") ? fmt::format(" ({})", gpus["reason"].get<std::string>())
                                           : std::string());
+  const json& py = doc["python_binding"];
+  if (!py["built"].get<bool>()) {
+    out += "  Python binding     not built (needs python3-dev and pybind11-dev at build time)\n";
+  } else {
+    for (const json& p : py["interpreters"]) {
+      out += fmt::format("  {}{}\n",
+                         p.contains("on_path") ? "python3 on PATH    " : "Python binding     ",
+                         python_line(p));
+      if (p.contains("on_path") && !p["importable"].get<bool>()) {
+        out += fmt::format(
+            "                     ranks started as `python3 ...` get this one: "
+            "name {} in the command\n",
+            py["interpreters"][0]["python"].get<std::string>());
+      }
+    }
+  }
   std::fputs(out.c_str(), stdout);
 }
 
@@ -152,6 +278,7 @@ int check_build(bool as_json) {
   } else {
     doc["libhvd"] = {{"error", lib.error}};
   }
+  doc["python_binding"] = python_binding();
   if (as_json) {
     const std::string text = doc.dump(2) + "\n";
     std::fwrite(text.data(), 1, text.size(), stdout);

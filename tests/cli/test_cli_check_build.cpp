@@ -44,6 +44,55 @@ TEST_CASE("check-build: a human report", "[cli]") {
   CHECK_THAT(r.out, Contains("GPUs visible       "));
 }
 
+TEST_CASE("check-build: the Python binding, in the Python it was built for", "[cli]") {
+  const RunResult r = run_hvdrun({"--check-build", "--json"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);
+  const json py = parse_stdout(r)["python_binding"];
+  INFO(py.dump(2));
+  REQUIRE(py["built"] == (HVD_TEST_HAS_PYTHON != 0));
+  if (HVD_TEST_HAS_PYTHON == 0) return;
+  const json& built_for = py["interpreters"][0];
+  CHECK(built_for["python"] == HVD_TEST_PYTHON);
+  CHECK_FALSE(built_for.contains("on_path"));
+  // A build tree's hvdrun finds the build tree's packages.
+  CHECK(built_for["pythonpath"] == HVD_TEST_BUILD_DIR "/python");
+  if (built_for["importable"] == true) {
+    CHECK(built_for["module"] == HVD_TEST_BUILD_DIR "/python/hvd/torch/__init__.py");
+    CHECK_FALSE(built_for["torch"].get<std::string>().empty());
+  } else {  // no python3-torch on this machine: the reason says so
+    CHECK_THAT(built_for["error"].get<std::string>(), Contains("torch"));
+  }
+}
+
+TEST_CASE("check-build: a python3 on PATH that is not the binding's is probed and named", "[cli]") {
+  if (HVD_TEST_HAS_PYTHON == 0) {
+    WARN("skipped: this build has no Python binding (python3-dev, pybind11-dev)");
+    return;
+  }
+  // A python3 first on PATH (as pyenv's shim) that cannot import anything.
+  const auto dir = fresh_dir("check_build_python");
+  write_test_file(dir / "python3",
+                  "#!/bin/sh\necho 'pyenv: python3: command not found' >&2\nexit 127\n", true);
+  const std::string path = dir.string() + ":" + std::getenv("PATH");
+  const RunResult r = run_hvdrun({"--check-build", "--json"}, {{"PATH", path}});
+  INFO(show(r));
+  REQUIRE(r.exit_code == kSuccess);  // a report, not a verdict
+  const json py = parse_stdout(r)["python_binding"];
+  INFO(py.dump(2));
+  REQUIRE(py["interpreters"].size() == 2);
+  const json& other = py["interpreters"][1];
+  CHECK(other["python"] == (dir / "python3").string());
+  CHECK(other["on_path"] == true);
+  CHECK(other["importable"] == false);
+  CHECK_THAT(other["error"].get<std::string>(),
+             Contains("exit 127: pyenv: python3: command not found"));
+  const RunResult human = run_hvdrun({"--check-build"}, {{"PATH", path}});
+  CHECK_THAT(human.out, Contains("python3 on PATH    " + (dir / "python3").string() +
+                                 ": not importable: exit 127"));
+  CHECK_THAT(human.out, Contains("name " HVD_TEST_PYTHON " in the command"));
+}
+
 TEST_CASE("gpus-per-rank: gives each local rank its own CUDA devices", "[cli]") {
   const RunResult r = run_hvdrun(
       {"--dry-run", "--json", "--gpus-per-rank", "2", "-np", "3", "-H", "a:2,b:1", "./train"});
