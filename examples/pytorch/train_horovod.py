@@ -1,0 +1,104 @@
+"""Data-parallel training of a small CNN on Fashion-MNIST with Horovod's PyTorch API on hvdrun.
+
+    hvdrun -np 2 /usr/bin/python3 examples/pytorch/train_horovod.py --epochs 2
+
+(with PYTHONPATH=build/python in a build tree; the python3-hvd package needs nothing). A script
+written as for Horovod: `import horovod.torch as hvd` is hvdrun's hvd.torch. Each rank trains on
+its shard of the training set (DistributedSampler), rank 0's initial weights and optimizer state
+are broadcast, gradients are averaged by hvd.DistributedOptimizer as the backward pass produces
+them, and the metrics are averaged over the ranks. Rank 0 prints each epoch's loss, test accuracy,
+training steps per second and the parameter checksum, which every rank must share (checked).
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import horovod.torch as hvd
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fashion_mnist  # noqa: E402  (beside this script)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--epochs', type=int, default=2)
+    p.add_argument('--batch-size', type=int, default=64, help='per rank')
+    p.add_argument('--lr', type=float, default=0.01, help='for one rank; scaled by the rank count')
+    p.add_argument('--momentum', type=float, default=0.9)
+    p.add_argument('--data', default=fashion_mnist.DEFAULT_DATA,
+                   help='the folder of the gzipped IDX files (default: %(default)s)')
+    p.add_argument('--limit', type=int, default=0,
+                   help='train on the first N examples only (0: all 60,000)')
+    p.add_argument('--fp16-allreduce', action='store_true', help='compress gradients to fp16')
+    p.add_argument('--seed', type=int, default=42)
+    return p.parse_args()
+
+
+def average(value, name):
+    """The mean over the ranks of a Python number."""
+    return hvd.allreduce(torch.tensor(value, dtype=torch.float64), name=name, op=hvd.Average).item()
+
+
+def main():
+    args = parse_args()
+    hvd.init()
+    torch.manual_seed(args.seed)
+
+    train_x, train_y = fashion_mnist.load(args.data, 'train', args.limit)
+    test_x, test_y = fashion_mnist.load(args.data, 't10k')
+    train_set = torch.utils.data.TensorDataset(train_x, train_y)
+    sampler = torch.utils.data.distributed.DistributedSampler(
+        train_set, num_replicas=hvd.size(), rank=hvd.rank(), seed=args.seed)
+    loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
+    # Each rank scores its slice of the test set; the accuracies are averaged (equal slices).
+    test_x, test_y = test_x[hvd.rank()::hvd.size()], test_y[hvd.rank()::hvd.size()]
+
+    model = fashion_mnist.Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(),
+                                momentum=args.momentum)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    optimizer = hvd.DistributedOptimizer(
+        optimizer, named_parameters=model.named_parameters(),
+        compression=hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none,
+        op=hvd.Average)
+
+    if hvd.rank() == 0:
+        print(f'fashion-mnist (PyTorch {torch.__version__}, horovod.torch on hvdrun): '
+              f'{hvd.size()} ranks, batch {args.batch_size} per rank, {len(train_set)} training '
+              f'examples, {torch.get_num_threads()} torch threads per rank', flush=True)
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        sampler.set_epoch(epoch)
+        start, steps, loss_sum = time.perf_counter(), 0, 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = F.nll_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            steps += 1
+            loss_sum += loss.item()
+        seconds = time.perf_counter() - start
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(test_x).argmax(1) == test_y).double().mean().item()
+        loss = average(loss_sum / max(steps, 1), 'metric.loss')
+        accuracy = average(accuracy, 'metric.accuracy')
+        steps_per_s = average(steps / seconds, 'metric.steps_per_s')
+        sums = hvd.allgather_object(fashion_mnist.checksum(model))
+        if len(set(sums)) != 1:
+            raise SystemExit(f'rank {hvd.rank()}: the ranks hold different parameters after '
+                             f'epoch {epoch}: checksums {sums}')
+        if hvd.rank() == 0:
+            print(f'epoch {epoch}: loss {loss:.4f} test accuracy {accuracy:.4f} '
+                  f'{steps_per_s:.1f} steps/s ({seconds:.2f} s) checksum {sums[0]:.6f}',
+                  flush=True)
+    hvd.shutdown()
+
+
+if __name__ == '__main__':
+    main()
