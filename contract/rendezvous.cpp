@@ -13,10 +13,26 @@ bool name_char(char c) {
 
 }  // namespace
 
+ScopeRound scope_round(std::string_view scope) {
+  const size_t dot = scope.rfind(".r");
+  if (dot == std::string_view::npos || dot == 0) return {std::string(scope), 0};
+  const std::string_view digits = scope.substr(dot + 2);
+  long round = 0;
+  // Decimal without a sign or leading zero, at least 1 and at most 9 digits ("x.r0" and
+  // "x.r007" are names of their own).
+  const bool decimal =
+      !digits.empty() && digits.size() <= 9 && digits[0] != '0' &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!decimal) return {std::string(scope), 0};
+  std::from_chars(digits.data(), digits.data() + digits.size(), round);
+  return {std::string(scope.substr(0, dot)), round};
+}
+
 std::string bearer(std::string_view token) { return "Bearer " + std::string(token); }
 
 bool valid_name(std::string_view name) {
-  return !name.empty() && name.size() <= kMaxName && std::all_of(name.begin(), name.end(), name_char);
+  return !name.empty() && name.size() <= kMaxName &&
+         std::all_of(name.begin(), name.end(), name_char);
 }
 
 std::string encode_key(std::string_view key) {

@@ -33,6 +33,19 @@ std::string encode_key(std::string_view key);
 // "/<scope>/<encoded key>".
 std::string key_path(std::string_view scope, std::string_view key);
 
+// Rounds of one scope: libhvd meets the other ranks again after shutdown() and init() in one
+// process (Horovod's test suite does it after every test) under "<scope>.r<N>" for round N >= 1;
+// round 0 is the bare scope. A rank stores a key of round N only after round N-1's rendezvous
+// is complete, which needs every rank to be done with round N-2; so once round N is seen, the
+// server drops rounds N-2 and earlier of that scope (their keys would otherwise pile up, a few
+// per rank per round, until the job ends).
+struct ScopeRound {
+  std::string base;  // the scope without ".r<N>"
+  long round = 0;
+};
+// "job.global.r12" -> {"job.global", 12}; "job.global" (or any other name) -> {itself, 0}.
+ScopeRound scope_round(std::string_view scope);
+
 // HVD_RENDEZVOUS_ADDR: "host:port", "[v6]:port". join_address writes it; split_address reads it
 // back (the host without brackets), or nullopt when it is not that shape.
 std::string join_address(std::string_view host, int port);

@@ -138,6 +138,7 @@ RendezvousServer::RendezvousServer(std::string token, HttpLimits limits)
     const std::string key = key_of(req, res);
     if (key.empty()) return;
     std::lock_guard<std::mutex> lock(mutex_);
+    drop_finished_rounds(req.matches[1]);
     store_[key] = req.body;
     reply(res, 200, "");
   });
@@ -184,7 +185,25 @@ RendezvousStats RendezvousServer::stats() const {
 
 void RendezvousServer::put(const std::string& scope, const std::string& key, std::string value) {
   std::lock_guard<std::mutex> lock(mutex_);
+  drop_finished_rounds(scope);
   store_[scope + "/" + key] = std::move(value);
+}
+
+void RendezvousServer::drop_finished_rounds(const std::string& scope) {
+  const protocol::ScopeRound sr = protocol::scope_round(scope);
+  if (sr.round < 2) return;
+  long& newest = newest_round_[sr.base];
+  if (sr.round <= newest) return;  // swept when this round was first seen
+  newest = sr.round;
+  for (auto it = store_.begin(); it != store_.end();) {
+    const protocol::ScopeRound other =
+        protocol::scope_round(std::string_view(it->first).substr(0, it->first.find('/')));
+    if (other.base == sr.base && other.round <= sr.round - 2) {
+      it = store_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 size_t RendezvousServer::size() const {

@@ -56,6 +56,10 @@ class RendezvousServer {
   std::unique_ptr<Http> http_;  // routes and handlers; never listens itself
   mutable std::mutex mutex_;
   std::map<std::string, std::string> store_;  // "scope/key" -> value
+  std::map<std::string, long> newest_round_;  // scope base -> the newest round stored
+  // Under mutex_: a key of `scope` is about to be stored; drops the rounds it makes finished
+  // (contract::rendezvous::scope_round).
+  void drop_finished_rounds(const std::string& scope);
   RendezvousStats stats_;
   HttpFrontEnd front_;  // last: destroyed (threads joined) before what they use
 };

@@ -63,6 +63,57 @@ TEST_CASE("rendezvous: put, get, delete and 404", "[rendezvous]") {
   CHECK(server.size() == 0);
 }
 
+TEST_CASE("rendezvous: scope rounds are named <scope>.r<N>", "[rendezvous]") {
+  using hvd::contract::rendezvous::scope_round;
+  CHECK(scope_round("job.global").base == "job.global");
+  CHECK(scope_round("job.global").round == 0);
+  CHECK(scope_round("job.global.r12").base == "job.global");
+  CHECK(scope_round("job.global.r12").round == 12);
+  CHECK(scope_round("job.gen3.r2").base == "job.gen3");
+  // Not rounds: names of their own.
+  for (const char* name : {"job.global.r0", "job.global.r007", "job.global.r-5", "job.global.r+5",
+                           "job.global.r", "job.global.rx", ".r5", "job.global.r1234567890"}) {
+    INFO(name);
+    CHECK(scope_round(name).base == name);
+    CHECK(scope_round(name).round == 0);
+  }
+}
+
+TEST_CASE("rendezvous: a round's first key drops the rounds every rank is done with",
+          "[rendezvous]") {
+  RendezvousServer server(hvd::launcher::random_token());
+  const int port = server.start("127.0.0.1");
+  httplib::Client client("127.0.0.1", port);
+  const auto h = auth(server.token());
+  auto put = [&](const std::string& path) {
+    auto r = client.Put(path, h, "v", "application/octet-stream");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  };
+  auto status = [&](const std::string& path) { return client.Get(path, h)->status; };
+  put("/job.global/rank0");
+  put("/job.global/rank1");
+  put("/job.global.r1/rank0");
+  put("/other/rank0");           // another scope: kept
+  put("/job.globalx.r9/rank0");  // another base: kept
+  CHECK(server.size() == 5);     // round 1 keeps round 0: a rank may still read it
+  put("/job.global.r2/rank0");   // every rank is past round 0
+  CHECK(status("/job.global/rank0") == 404);
+  CHECK(status("/job.global/rank1") == 404);
+  CHECK(status("/job.global.r1/rank0") == 200);
+  CHECK(status("/job.global.r2/rank0") == 200);
+  CHECK(status("/other/rank0") == 200);
+  CHECK(status("/job.globalx.r9/rank0") == 200);
+  CHECK(server.size() == 4);
+  put("/job.global.r1/rank1");  // a late key of round 1 (round 2 has begun): stored
+  CHECK(status("/job.global.r1/rank1") == 200);
+  server.put("job.global.r5", "rank0", "v");  // the launcher's own writes count too
+  CHECK(status("/job.global.r1/rank0") == 404);
+  CHECK(status("/job.global.r2/rank0") == 404);
+  CHECK(status("/job.global.r5/rank0") == 200);
+  CHECK(server.size() == 3);  // other, job.globalx.r9, job.global.r5
+}
+
 TEST_CASE("rendezvous: a missing or wrong token is refused", "[rendezvous]") {
   RendezvousServer server(hvd::launcher::random_token());
   const int port = server.start("127.0.0.1");
