@@ -27,9 +27,14 @@ args=(-m pytest -q -p no:cacheprovider --color=no "$here" "$@")
 if "$py" -c 'import pytest_timeout' 2>/dev/null; then
   args+=(--timeout 120)
 fi
+# The test's own settings reach every rank (hvdrun forwards only some variables by itself).
+forward=()
+for var in HVDTEST_INIT_ROUNDS; do
+  [ -n "${!var:-}" ] && forward+=(-x "$var")
+done
 case $mode in
   alone) exec "$py" "${args[@]}" ;;
-  native) exec "$hvdrun" -np "$np" -H "localhost:$np" "$py" "${args[@]}" ;;
-  mpi) exec "$hvdrun" --mpi -np "$np" -H "localhost:$np" "$py" "${args[@]}" ;;
+  native) exec "$hvdrun" -np "$np" -H "localhost:$np" "${forward[@]}" "$py" "${args[@]}" ;;
+  mpi) exec "$hvdrun" --mpi -np "$np" -H "localhost:$np" "${forward[@]}" "$py" "${args[@]}" ;;
   *) echo "usage: run_pytest.sh BUILD_DIR alone|native|mpi [NP] [pytest args...]" >&2; exit 64 ;;
 esac

@@ -6,7 +6,7 @@ import torch
 
 import hvd.torch as hvd
 
-ROUNDS = int(os.environ.get('HVD_TEST_INIT_ROUNDS', '20'))
+ROUNDS = int(os.environ.get('HVDTEST_INIT_ROUNDS', '20'))
 
 
 def descriptors_and_threads():
