@@ -5,6 +5,8 @@
 #   libhvd-dev   headers, the libhvd.so link, find_package(hvd) and pkg-config files
 #   libhvd-nccl  the NCCL plugin (only when the build has NCCL): it needs the CUDA toolkit's
 #                libnccl and libcudart, which no Debian package provides
+#   python3-hvd  the Python packages hvd.torch and horovod.torch (only when the build has the
+#                binding, python/CMakeLists.txt), for Debian's python3 and python3-torch
 # Depends come from what the binaries link (dpkg-shlibdeps), except for the NCCL plugin, whose
 # libraries dpkg cannot attribute: it depends on libhvd0 only, and its description says where
 # NCCL comes from. tests/packaging/deb_check.sh checks the result. Each description's first line
@@ -28,6 +30,9 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)  # libhvd0's shlibs file, for packa
 set(_hvd_components hvdrun libhvd dev)
 if(HVD_HAVE_NCCL)
   list(APPEND _hvd_components nccl)
+endif()
+if(HVD_PYTHON_BUILT)
+  list(APPEND _hvd_components python)
 endif()
 set(CPACK_COMPONENTS_ALL ${_hvd_components})
 
@@ -73,5 +78,24 @@ set(CPACK_DEBIAN_NCCL_DESCRIPTION
 libhvd loads this plugin from its own directory when a program passes GPU buffers. It links
 NCCL and the CUDA runtime as the CUDA toolkit installs them (no Debian package provides NCCL):
 install the toolkit with NCCL on every GPU host, in the place this package was built against.")
+
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-hvd)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS OFF)
+# The native module is built for one Python version (its file name carries the ABI tag); the C
+# and C++ runtime as dpkg-shlibdeps gives them for libhvd0. tests/packaging/deb_check.sh checks
+# that every library the module needs comes from one of these.
+math(EXPR _hvd_py_next "${HVD_PYTHON_VERSION_MINOR} + 1")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+  "libhvd0 ${_hvd_exact}, python3 (>= ${HVD_PYTHON_VERSION}), python3 (<< 3.${_hvd_py_next}), python3-torch, libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1 (>= 3.0)")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_CONTROL_EXTRA
+  "${PROJECT_SOURCE_DIR}/cmake/deb/python3-hvd/postinst;${PROJECT_SOURCE_DIR}/cmake/deb/python3-hvd/prerm")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+  "Horovod's PyTorch API on libhvd (hvd.torch, and horovod.torch for Horovod scripts)
+import hvd.torch as hvd, or import horovod.torch as hvd in a script written for Horovod: the
+same module, Horovod 0.28's API (allreduce and the other collectives, DistributedOptimizer,
+the broadcasts) on libhvd's engine, for ranks started by hvdrun, mpirun or alone. The horovod
+name is a compatibility layer, not Horovod: it refuses to load when a Horovod is installed too.")
 
 include(CPack)

@@ -6,10 +6,13 @@
 #      (or, for the NCCL plugin only, by the CUDA toolkit, which no Debian package provides);
 #   3. every Depends is satisfiable from the Debian archive (apt-get install --simulate);
 #   4. apt-get install ./*.deb; then the installed hvdrun: --version, --check-build (it loads the
-#      installed libhvd), man hvdrun, the completion files;
+#      installed libhvd, and lists the installed Python binding), man hvdrun, the completion files;
+#      python3-hvd (when the build has the binding): Debian's python3 imports horovod.torch from
+#      dist-packages, byte-compiled by the package's postinst;
 #   5. a consumer built against the installed package: C++ with find_package(hvd), C with
-#      pkg-config; the C++ one runs as 2 ranks under the installed hvdrun over two sshd test hosts;
-#   6. apt-get purge (also when a step fails).
+#      pkg-config; the C++ one runs as 2 ranks under the installed hvdrun over two sshd test hosts,
+#      and so does a Python script on the installed horovod.torch;
+#   6. apt-get purge (also when a step fails), which leaves no file of python3-hvd behind.
 # Must run as root (apt-get). Usage: deb_check.sh DEB_DIR
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: deb_check.sh DEB_DIR" >&2; exit 2; }
@@ -37,10 +40,14 @@ ok() { echo "ok   $1"; }
 # ---- 1. The packages, their fields and files ----
 names=()
 declare -A deb_of
-for name in hvdrun libhvd0 libhvd-dev libhvd-nccl; do
+# The build has the Python binding when its native module is in the build folder.
+has_python=0
+compgen -G "$debs/python/hvd/_native*.so" >/dev/null && has_python=1
+for name in hvdrun libhvd0 libhvd-dev libhvd-nccl python3-hvd; do
   mapfile -t found < <(find "$debs" -maxdepth 1 -name "${name}_*.deb")
   if [ ${#found[@]} -eq 0 ]; then
     [ "$name" = libhvd-nccl ] && continue  # only in builds with NCCL
+    [ "$name" = python3-hvd ] && [ "$has_python" -eq 0 ] && continue  # only with the binding
     fail "no ${name}_*.deb in $debs"
   fi
   [ ${#found[@]} -eq 1 ] || fail "more than one ${name}_*.deb in $debs: ${found[*]}"
@@ -71,7 +78,16 @@ has libhvd-dev usr/include/hvd/hvd.h usr/include/hvd/hvd.hpp usr/include/hvd/ela
   "$libdir/libhvd.so" "$libdir/cmake/hvd/hvdConfig.cmake" "$libdir/pkgconfig/hvd.pc"
 [ -z "${deb_of[libhvd-nccl]:-}" ] || has libhvd-nccl "$libdir/libhvd_nccl.so"
 [ -e "$scratch/root-libhvd0/$libdir/libhvd.so" ] && fail "libhvd0 holds libhvd.so (the link belongs in libhvd-dev)"
-ok "files: hvdrun (binaries, man page, bash and zsh completion), libhvd0 (libhvd.so.0), libhvd-dev (headers, libhvd.so, CMake, pkg-config)${deb_of[libhvd-nccl]:+, libhvd-nccl (the plugin)}"
+pydir=usr/lib/python3/dist-packages
+if [ -n "${deb_of[python3-hvd]:-}" ]; then
+  has python3-hvd "$pydir/hvd/__init__.py" "$pydir/hvd/torch/__init__.py" \
+    "$pydir/hvd/torch/mpi_ops.py" "$pydir/horovod/__init__.py" "$pydir/horovod/torch/__init__.py"
+  compgen -G "$scratch/root-python3-hvd/$pydir/hvd/_native.cpython-*.so" >/dev/null ||
+    fail "python3-hvd lacks /$pydir/hvd/_native.cpython-*.so"
+  [ -z "$(find "$scratch/root-python3-hvd" -name __pycache__ -o -name '*.pyc')" ] ||
+    fail "python3-hvd ships byte-compiled files (its postinst makes them)"
+fi
+ok "files: hvdrun (binaries, man page, bash and zsh completion), libhvd0 (libhvd.so.0), libhvd-dev (headers, libhvd.so, CMake, pkg-config)${deb_of[libhvd-nccl]:+, libhvd-nccl (the plugin)}${deb_of[python3-hvd]:+, python3-hvd (hvd and horovod in /$pydir, the native module)}"
 
 # ---- 2. What the binaries need is what the packages depend on ----
 owner_of() {  # the Debian package that holds the shared library named $1, or nothing
@@ -99,7 +115,8 @@ for name in "${names[@]}"; do
       fi
       [ "$provider" = "$name" ] && continue
       # The package itself, or a name it provides (libspdlog1.10 provides libspdlog1.10-fmt9).
-      provides=" $provider $(dpkg-query -W -f='${Provides}' "$provider" 2>/dev/null | sed -E 's/\([^)]*\)//g; s/,/ /g') "
+      # (One of ours, not installed yet, provides nothing else: dpkg-query fails for it.)
+      provides=" $provider $( (dpkg-query -W -f='${Provides}' "$provider" 2>/dev/null || true) | sed -E 's/\([^)]*\)//g; s/,/ /g') "
       found=0
       for dep in $depends; do [[ "$provides" == *" $dep "* ]] && found=1; done
       [ "$found" -eq 1 ] ||
@@ -129,6 +146,23 @@ grep -q "/$libdir/libhvd.so.0" "$scratch/check_build.json" ||
 MANWIDTH=100 man hvdrun 2>/dev/null | col -b >"$scratch/man.txt"
 grep -q -- '--check-ssh' "$scratch/man.txt" || fail "man hvdrun does not render the options" "$scratch/man.txt"
 ok "installed: $version, --check-build loads /$libdir/libhvd.so.0, man hvdrun renders ($(wc -l <"$scratch/man.txt") lines)"
+if [ -n "${deb_of[python3-hvd]:-}" ]; then
+  # Debian's python3, from a neutral folder and without PYTHONPATH: the installed packages.
+  (cd "$scratch" && env -u PYTHONPATH /usr/bin/python3 -c '
+import horovod.torch as hvd, hvd.torch as own
+import horovod.torch.mpi_ops, horovod.torch.compression, horovod.common.exceptions
+assert hvd is own, "horovod.torch is not hvd.torch"
+hvd.init()
+assert (hvd.size(), hvd.rank()) == (1, 0), (hvd.size(), hvd.rank())
+print(hvd.__file__, hvd.allreduce(__import__("torch").ones(3), op=hvd.Sum).tolist())
+hvd.shutdown()') >"$scratch/py_import.out" 2>&1 || fail "import horovod.torch with Debian's python3" "$scratch/py_import.out"
+  grep -q "^/$pydir/hvd/torch/__init__.py \[1.0, 1.0, 1.0\]$" "$scratch/py_import.out" ||
+    fail "horovod.torch did not come from /$pydir (or its allreduce of size 1 was wrong)" "$scratch/py_import.out"
+  compgen -G "/$pydir/hvd/torch/__pycache__/*.pyc" >/dev/null || fail "python3-hvd's postinst byte-compiled nothing"
+  grep -q '"importable": true' "$scratch/check_build.json" ||
+    fail "--check-build does not list the installed Python binding as importable" "$scratch/check_build.json"
+  ok "python3-hvd: /usr/bin/python3 imports horovod.torch (= hvd.torch) from /$pydir, byte-compiled; --check-build lists it"
+fi
 echo "---- man hvdrun, first screen ----"
 head -n 24 "$scratch/man.txt"
 echo "----"
@@ -164,4 +198,25 @@ for rank in 0 1; do
 done
 grep -E '<stdout>:consumer: rank' "$scratch/run.out" | sed 's/^/     /'
 ok "2 ranks of the consumer under the installed hvdrun over sshd hosts $a and $b (agents: /usr/bin/hvdrun)"
+if [ -n "${deb_of[python3-hvd]:-}" ]; then
+  cp "$src/tests/packaging/py_consumer.py" "$scratch/py_consumer.py"
+  rc=0
+  timeout 120 /usr/bin/hvdrun -np 2 -H "$a:1,$b:1" -p "$HVDTEST_SSH_PORT" --ssh-config "$HVDTEST_SSH_CONFIG" \
+    --ssh-known-hosts "$HVDTEST_SSH_KNOWN_HOSTS" /usr/bin/python3 "$scratch/py_consumer.py" >"$scratch/py_run.out" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || fail "py_consumer.py under /usr/bin/hvdrun over $a and $b exited $rc" "$scratch/py_run.out"
+  for rank in 0 1; do
+    grep -qE "^\[1,$rank\]<stdout>:py_consumer: rank $rank of 2 sum OK /$pydir/hvd/torch/__init__.py$" "$scratch/py_run.out" ||
+      fail "rank $rank printed no 'py_consumer: rank $rank of 2 sum OK /$pydir/...'" "$scratch/py_run.out"
+  done
+  grep -E '<stdout>:py_consumer: rank' "$scratch/py_run.out" | sed 's/^/     /'
+  ok "2 ranks of a horovod.torch script (/usr/bin/python3, the installed python3-hvd) under the installed hvdrun over $a and $b"
+fi
+# Removed again: nothing of python3-hvd stays (prerm's py3clean takes the byte-compiled files).
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "${names[@]}" >"$scratch/purge.log" 2>&1 ||
+  fail "apt-get purge" "$scratch/purge.log"
+installed=0
+for left in /usr/bin/hvdrun "/$libdir/libhvd.so.0" "/$pydir/hvd" "/$pydir/horovod"; do
+  [ ! -e "$left" ] || fail "$left is still there after apt-get purge: $(find "$left" -maxdepth 3 | head -5 | tr '\n' ' ')"
+done
+ok "apt-get purge ${names[*]}: nothing left behind"
 echo "deb check: OK"
