@@ -208,6 +208,7 @@ PYBIND11_MODULE(_native, m) {
   py::dict dtypes;
   for (auto [name, code] : {std::pair{"uint8", HVD_UINT8},
                             {"int8", HVD_INT8},
+                            {"int16", HVD_INT16},
                             {"int32", HVD_INT32},
                             {"int64", HVD_INT64},
                             {"float16", HVD_FLOAT16},

@@ -240,6 +240,27 @@ int gpu_without_device() {
              "GPU refusal message: " + what);
     }
   }
+  // NCCL cannot reduce int16 on any host: said before anything about this host's GPUs.
+  hvd::Tensor i16{reinterpret_cast<void*>(0x1000), DataType::kInt16, {16}, hvd::Device::cuda(0)};
+  for (bool scatter : {false, true}) {
+    try {
+      if (scatter) {
+        hvd::reducescatter(
+            i16, [](const std::vector<std::int64_t>&, std::size_t) -> void* { return nullptr; });
+      } else {
+        hvd::allreduce(i16);
+      }
+      expect(false, "an int16 CUDA tensor was reduced");
+    } catch (const hvd::RuntimeError& e) {
+      const std::string what = e.what();
+      std::printf("rank %d: int16 GPU reduction refused (%s): %s\n", g_rank,
+                  hvd_status_name(e.status()), e.what());
+      expect(e.status() == HVD_ERR_UNSUPPORTED &&
+                 what.find("NCCL has no int16 type") != std::string::npos &&
+                 what.find(scatter ? "reducescatter" : "allreduce") != std::string::npos,
+             "int16 GPU refusal message: " + what);
+    }
+  }
   std::vector<float> v(8, 1.0f);
   hvd::allreduce(std::span<float>(v), ReduceOp::kSum);
   expect(v[0] == static_cast<float>(g_size), "CPU allreduce after the GPU refusal");

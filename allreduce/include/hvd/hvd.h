@@ -45,7 +45,8 @@ typedef enum hvd_dtype {
   HVD_FLOAT16 = 4,  /* IEEE 754 binary16 */
   HVD_BFLOAT16 = 5, /* the upper 16 bits of a float32 */
   HVD_FLOAT32 = 6,
-  HVD_FLOAT64 = 7
+  HVD_FLOAT64 = 7,
+  HVD_INT16 = 8 /* appended after the others: the values above never change */
 } hvd_dtype;
 
 typedef enum hvd_op {

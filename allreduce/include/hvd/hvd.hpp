@@ -41,6 +41,7 @@ enum class DataType : int {
   kBFloat16 = HVD_BFLOAT16,
   kFloat32 = HVD_FLOAT32,
   kFloat64 = HVD_FLOAT64,
+  kInt16 = HVD_INT16,
 };
 
 enum class ReduceOp : int {
@@ -102,6 +103,8 @@ template <>
 struct dtype_of<std::uint8_t> : std::integral_constant<DataType, DataType::kUInt8> {};
 template <>
 struct dtype_of<std::int8_t> : std::integral_constant<DataType, DataType::kInt8> {};
+template <>
+struct dtype_of<std::int16_t> : std::integral_constant<DataType, DataType::kInt16> {};
 template <>
 struct dtype_of<std::int32_t> : std::integral_constant<DataType, DataType::kInt32> {};
 template <>

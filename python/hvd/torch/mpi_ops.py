@@ -8,7 +8,7 @@ Outputs whose size libhvd learns during the op (allgather, reducescatter, alltoa
 own buffers, wrapped as tensors without a copy.
 
 Not yet here (issue 49's later steps): process sets (process_set= other than the global set),
-join(), Adasum, int16 tensors, the timeline API.
+join(), Adasum, the timeline API.
 """
 import itertools
 import warnings
@@ -53,10 +53,11 @@ _OPS = {Average: _native.OPS['average'], Sum: _native.OPS['sum'], Min: _native.O
         Max: _native.OPS['max'], Product: _native.OPS['product']}
 
 _DTYPES = {torch.uint8: _native.DTYPES['uint8'], torch.int8: _native.DTYPES['int8'],
-           torch.int32: _native.DTYPES['int32'], torch.int64: _native.DTYPES['int64'],
-           torch.float16: _native.DTYPES['float16'], torch.bfloat16: _native.DTYPES['bfloat16'],
-           torch.float32: _native.DTYPES['float32'], torch.float64: _native.DTYPES['float64']}
-_DTYPE_NAMES = 'uint8, int8, int32, int64, float16, bfloat16, float32, float64'
+           torch.int16: _native.DTYPES['int16'], torch.int32: _native.DTYPES['int32'],
+           torch.int64: _native.DTYPES['int64'], torch.float16: _native.DTYPES['float16'],
+           torch.bfloat16: _native.DTYPES['bfloat16'], torch.float32: _native.DTYPES['float32'],
+           torch.float64: _native.DTYPES['float64']}
+_DTYPE_NAMES = 'uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64'
 
 # handle -> (native handles, finish(natives, keep) -> result, keep: the tensors the op uses).
 _handle_map = {}
