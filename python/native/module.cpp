@@ -183,6 +183,16 @@ void define_ops(py::module_& m) {
     py::gil_scoped_release unlocked;
     hvd::barrier();
   });
+  // stop_timeline waits for rank 0's writer to finish the file; start_timeline for the file it
+  // replaces.
+  m.def("start_timeline", [](const std::string& path, bool mark_cycles) {
+    py::gil_scoped_release unlocked;
+    hvd::start_timeline(path, mark_cycles);
+  });
+  m.def("stop_timeline", [] {
+    py::gil_scoped_release unlocked;
+    hvd::stop_timeline();
+  });
 }
 
 }  // namespace

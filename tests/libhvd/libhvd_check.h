@@ -207,6 +207,7 @@ int mismatch(const std::string& field);
 int stall(int seconds);
 int cache_mode();  // libhvd_check_cache.cpp
 int gpu_without_device();
+int timeline(const std::string& dir);
 int die(int victim, int signal);  // SIGKILL or SIGSTOP
 
 }  // namespace libhvd_check

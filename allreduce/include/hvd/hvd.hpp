@@ -170,6 +170,13 @@ HVD_API std::string backend_name();  // "mpi" or "gloo"
 // rule; hvdrun --gpus-per-rank narrows what each rank sees). -1 when no GPU is usable here.
 HVD_API int gpu_device();
 
+// The timeline (hvd_start_timeline in hvd/hvd.h says the rules): rank 0 records a Chrome trace
+// with Horovod's names into `file_path` until stop_timeline(), which returns once the file is
+// valid JSON. Not collective; throws RuntimeError (HVD_ERR_INVALID_ARGUMENT) where rank 0 cannot
+// write the file, HVD_ERR_NOT_INITIALIZED before init().
+HVD_API void start_timeline(const std::string& file_path, bool mark_cycles = false);
+HVD_API void stop_timeline();
+
 // What libhvd's engine did on this rank since init(): for benchmarks and tests.
 struct EngineStats {
   std::uint64_t cycles = 0;      // negotiation cycles (MPI, size 1); 0 on the TCP control plane

@@ -8,7 +8,7 @@ Outputs whose size libhvd learns during the op (allgather, reducescatter, alltoa
 own buffers, wrapped as tensors without a copy.
 
 Not yet here (issue 49's later steps): process sets (process_set= other than the global set),
-join(), Adasum, the timeline API.
+join(), Adasum.
 """
 import itertools
 import warnings
@@ -22,7 +22,8 @@ from hvd.common.basics import (ProcessSet, add_process_set, backend_name, build_
                                ddl_built, global_process_set, gloo_built, gloo_enabled, init,
                                is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
                                mpi_enabled, mpi_threads_supported, nccl_built, rank,
-                               remove_process_set, rocm_built, shutdown, size)
+                               remove_process_set, rocm_built, shutdown, size, start_timeline,
+                               stop_timeline)
 from hvd.common.exceptions import HorovodInternalError
 from hvd.torch.compression import Compression
 
@@ -733,13 +734,3 @@ def join(device=-1):
     raise NotImplementedError('hvd.join() is not supported yet by hvdrun\'s libhvd (it needs '
                               'ranks that stop early to take part in the others\' allreduces): '
                               'give every rank the same number of steps')
-
-
-def start_timeline(file_path, mark_cycles=False):
-    raise NotImplementedError('hvd.start_timeline() is not supported yet by hvdrun\'s Python '
-                              'binding: set HOROVOD_TIMELINE=FILE before the job starts')
-
-
-def stop_timeline():
-    raise NotImplementedError('hvd.stop_timeline() is not supported yet by hvdrun\'s Python '
-                              'binding: set HOROVOD_TIMELINE=FILE before the job starts')
