@@ -97,6 +97,16 @@ int cross_rank() { return current("cross_rank")->topology().cross_rank; }
 int cross_size() { return current("cross_size")->topology().cross_size; }
 std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
 EngineStats engine_stats() { return current("engine_stats")->engine_stats(); }
+
+void start_timeline(const std::string& file_path, bool mark_cycles) {
+  const std::shared_ptr<Runtime> rt = current("start_timeline");
+  runtime::at_boundary([&] { rt->start_timeline(file_path, mark_cycles); });
+}
+
+void stop_timeline() {
+  const std::shared_ptr<Runtime> rt = current("stop_timeline");
+  runtime::at_boundary([&] { rt->stop_timeline(); });
+}
 int gpu_device() {
   const int local = current("gpu_device")->topology().local_rank;
   return runtime::choose_device(local, runtime::gpu_facts().devices);

@@ -134,6 +134,15 @@ hvd_status hvd_barrier(void) {
   return guarded([] { hvd::barrier(); });
 }
 
+hvd_status hvd_start_timeline(const char* file_path, int mark_cycles) {
+  if (file_path == nullptr) return bad_argument("hvd_start_timeline: file_path must not be NULL");
+  return guarded([&] { hvd::start_timeline(file_path, mark_cycles != 0); });
+}
+
+hvd_status hvd_stop_timeline(void) {
+  return guarded([] { hvd::stop_timeline(); });
+}
+
 const char* hvd_last_error(void) { return last_error.c_str(); }
 
 const char* hvd_status_name(hvd_status status) {

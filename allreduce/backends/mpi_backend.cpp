@@ -40,6 +40,8 @@ MPI_Datatype mpi_type(DataType dtype) {
       return MPI_UINT8_T;
     case DataType::kInt8:
       return MPI_INT8_T;
+    case DataType::kInt16:
+      return MPI_INT16_T;
     case DataType::kInt32:
       return MPI_INT32_T;
     case DataType::kInt64:

@@ -28,6 +28,16 @@ const hvd_nccl_plugin& api() { return *gpu_facts().api; }
 void check_gpu_submission(const detail::OpState& op, bool output_in_buffer) {
   const Tensor& t = op.in;
   const char* kind = op_kind_name(op.request.kind);
+  // Before the host's facts: no host can do it, so the program is told whatever host it runs on.
+  const bool reduces =
+      op.request.kind == OpKind::kAllreduce || op.request.kind == OpKind::kReducescatter;
+  if (reduces && t.dtype == DataType::kInt16) {
+    unsupported(fmt::format("{} of a {}: NCCL has no int16 type, so libhvd cannot reduce int16 "
+                            "CUDA tensors",
+                            kind, describe(t)),
+                "convert the tensor to int32 (or a floating-point type) for the reduction, or "
+                "reduce it in host memory");
+  }
   const std::string reason = gpu_unavailable_reason(gpu_facts(), hostname());
   if (!reason.empty()) {
     unsupported(fmt::format("{} of a {}: {}", kind, describe(t), reason),

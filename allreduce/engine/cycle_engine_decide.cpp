@@ -39,6 +39,7 @@ std::optional<CycleEngine::Decision> CycleEngine::decide_from_and(
     }
   }
   if (options_.timeline != nullptr) {
+    options_.timeline->cycle_start();
     for (int r = 0; r < options_.size; ++r) {
       for (const ReadyOp& op : ready) options_.timeline->negotiating(*op.request, r);
     }
@@ -65,6 +66,7 @@ std::string CycleEngine::eager_name(const CycleContribution& c) const {
 
 CycleEngine::Decision CycleEngine::decide(const std::vector<std::string>& contributions,
                                           Clock::time_point now) {
+  if (options_.timeline != nullptr) options_.timeline->cycle_start();
   Decision decision;
   const auto unreadable = [&](std::size_t r, const std::exception& e) {
     decision.list.fatal = fmt::format(

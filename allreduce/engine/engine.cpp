@@ -331,6 +331,7 @@ void Engine::coordinate(Clock::time_point now) {
   }
   last_sent_ = now;
   if (options_.timeline != nullptr) {
+    options_.timeline->cycle_start();  // the TCP engine's cycle: a round of decisions
     for (const Response& r : list.responses) options_.timeline->negotiated(r);
   }
   // One allreduce decided alone whose inputs every rank brought: reduced here, the result sent

@@ -176,7 +176,7 @@ struct EngineOptions {
   int size = 1;
   ControllerOptions controller;
   std::chrono::microseconds cycle_time = contract::kCycleTime.default_value.as_microseconds();
-  Timeline* timeline = nullptr;  // rank 0 with HOROVOD_TIMELINE set; outlives the engine
+  Timeline* timeline = nullptr;  // rank 0's (recording or not); outlives the engine
   // Ranks other than 0: how long they wait on pending ops without a word from the coordinator
   // before they fail them with HVD_ERR_PEER_LOST (a frozen rank 0 keeps its connections open:
   // nothing else would end the wait). 0: forever. The coordinator sends a keepalive every

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "allreduce/api/status_error.h"
+#include "allreduce/kernels/dtype.h"
 
 namespace hvd::runtime {
 namespace {
@@ -188,7 +189,7 @@ RequestList decode_requests(std::string_view bytes) {
     Request q;
     q.name = r.get_string();
     q.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
-    q.dtype = checked<DataType>(r.get<std::int32_t>(), HVD_FLOAT64);
+    q.dtype = checked<DataType>(r.get<std::int32_t>(), kMaxDtype);
     q.device.kind = checked<Device::Kind>(r.get<std::int32_t>(), 1);
     q.device.id = r.get<std::int32_t>();
     const auto dims = r.get_count(8);

@@ -18,6 +18,7 @@ std::size_t element_size(DataType dtype) {
     case DataType::kUInt8:
     case DataType::kInt8:
       return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16:
       return 2;
@@ -37,6 +38,8 @@ const char* dtype_name(DataType dtype) {
       return "uint8";
     case DataType::kInt8:
       return "int8";
+    case DataType::kInt16:
+      return "int16";
     case DataType::kInt32:
       return "int32";
     case DataType::kInt64:

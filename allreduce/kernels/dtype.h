@@ -9,6 +9,9 @@
 
 namespace hvd::runtime {
 
+// The highest hvd_dtype value (new types are appended): what a peer's message may carry.
+inline constexpr int kMaxDtype = HVD_INT16;
+
 bool is_floating(DataType dtype);
 bool is_valid(DataType dtype);
 bool is_valid(ReduceOp op);

@@ -245,6 +245,8 @@ ReduceFn for_op(DataType dtype) {
       return reduce_native<std::uint8_t, Op>;
     case DataType::kInt8:
       return reduce_native<std::int8_t, Op>;
+    case DataType::kInt16:
+      return reduce_native<std::int16_t, Op>;
     case DataType::kInt32:
       return reduce_native<std::int32_t, Op>;
     case DataType::kInt64:
@@ -338,6 +340,8 @@ void divide_integers(void* data, std::size_t n, DataType dtype, int divisor) {
       return divide_as<std::uint8_t>(data, n, divisor);
     case DataType::kInt8:
       return divide_as<std::int8_t>(data, n, divisor);
+    case DataType::kInt16:
+      return divide_as<std::int16_t>(data, n, divisor);
     case DataType::kInt32:
       return divide_as<std::int32_t>(data, n, divisor);
     case DataType::kInt64:

@@ -1,9 +1,10 @@
-// hvd's dtypes and reduce ops in NCCL's terms. Pure; needs only nccl.h (unit-tested where NCCL is
-// installed, on machines without a GPU).
+// hvd's dtypes and reduce ops in NCCL's terms (int16, which NCCL lacks, moves as bytes). Pure;
+// needs only nccl.h (unit-tested where NCCL is installed, on machines without a GPU).
 #pragma once
 
 #include <nccl.h>
 
+#include <cstddef>
 #include <optional>
 
 #include "hvd/hvd.h"
@@ -31,6 +32,25 @@ inline std::optional<ncclDataType_t> nccl_dtype(int dtype) {
     default:
       return std::nullopt;
   }
+}
+
+// NCCL has no 16-bit integer type, so it cannot reduce int16: the plugin refuses those reductions
+// with this message, naming the type and the way out.
+inline constexpr const char* kNcclNoInt16 =
+    "NCCL has no int16 type, so reductions of int16 CUDA tensors cannot run on NCCL";
+
+// How to move `count` elements of `dtype` without arithmetic (broadcast, allgather): NCCL's own
+// type, or, for int16 which NCCL lacks, as bytes (ncclUint8, twice the count). Moving bytes is
+// exact for any type; no reduction may use it.
+struct NcclMove {
+  ncclDataType_t type;
+  size_t count;
+};
+inline std::optional<NcclMove> nccl_move(int dtype, size_t count) {
+  if (dtype == HVD_INT16) return NcclMove{ncclUint8, count * 2};
+  const auto t = nccl_dtype(dtype);
+  if (!t) return std::nullopt;
+  return NcclMove{*t, count};
 }
 
 // ncclAvg is native (NCCL >= 2.10): no postscale pass for an average.

@@ -98,7 +98,7 @@ bool types(int dtype, int op, int nranks, ncclDataType_t& t, ncclRedOp_t* o, cha
            size_t len) {
   const auto nt = hvd::nccl::nccl_dtype(dtype);
   if (!nt) {
-    say(err, len, "%s", "unknown dtype");
+    say(err, len, "%s", dtype == HVD_INT16 ? hvd::nccl::kNcclNoInt16 : "unknown dtype");
     return false;
   }
   t = *nt;
@@ -124,23 +124,35 @@ int allreduce(hvd_nccl_comm* c, const void* in, void* out, size_t count, int dty
              : 1;
 }
 
+// Data movement: every hvd dtype, int16 as bytes (nccl_types.h).
+bool move_type(int dtype, size_t count, hvd::nccl::NcclMove& m, char* err, size_t len) {
+  const auto nm = hvd::nccl::nccl_move(dtype, count);
+  if (!nm) {
+    say(err, len, "%s", "unknown dtype");
+    return false;
+  }
+  m = *nm;
+  return true;
+}
+
 int broadcast(hvd_nccl_comm* c, void* data, size_t count, int dtype, int root, void* stream,
               char* err, size_t len) {
-  ncclDataType_t t;
-  if (!types(dtype, 0, c->nranks, t, nullptr, err, len)) return 1;
-  return nccl_ok(
-             ncclBroadcast(data, data, count, t, root, c->comm, static_cast<cudaStream_t>(stream)),
-             "ncclBroadcast", err, len)
+  hvd::nccl::NcclMove m;
+  if (!move_type(dtype, count, m, err, len)) return 1;
+  return nccl_ok(ncclBroadcast(data, data, m.count, m.type, root, c->comm,
+                               static_cast<cudaStream_t>(stream)),
+                 "ncclBroadcast", err, len)
              ? 0
              : 1;
 }
 
 int allgather(hvd_nccl_comm* c, const void* in, void* out, size_t count, int dtype, void* stream,
               char* err, size_t len) {
-  ncclDataType_t t;
-  if (!types(dtype, 0, c->nranks, t, nullptr, err, len)) return 1;
-  return nccl_ok(ncclAllGather(in, out, count, t, c->comm, static_cast<cudaStream_t>(stream)),
-                 "ncclAllGather", err, len)
+  hvd::nccl::NcclMove m;
+  if (!move_type(dtype, count, m, err, len)) return 1;
+  return nccl_ok(
+             ncclAllGather(in, out, m.count, m.type, c->comm, static_cast<cudaStream_t>(stream)),
+             "ncclAllGather", err, len)
              ? 0
              : 1;
 }

@@ -58,13 +58,16 @@ void Runtime::wait(detail::OpState& op, Clock::time_point deadline) {
 }
 
 namespace {
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 // "GLOO_ALLREDUCE": the timeline's name for the collective itself; empty without a timeline
 // (no string formatted per collective when nothing records it).
 std::string collective_phase(const Timeline* timeline, std::string_view backend, OpKind kind) {
   if (timeline == nullptr) return {};
-  std::string out = fmt::format("{}_{}", backend, op_kind_name(kind));
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
+  return upper(fmt::format("{}_{}", backend, op_kind_name(kind)));
 }
 
 // Timeline phases for every op of a fused response.
@@ -75,14 +78,65 @@ void phase(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState
     if (begin) {
       timeline->begin(op->request.name, name);
     } else {
-      timeline->end(op->request.name, name);
+      timeline->end(op->request.name);
     }
   }
 }
 }  // namespace
 
+// The timeline while one response's ops run (Horovod's layout): QUEUE ends, the op's own phase
+// ("ALLREDUCE") begins, and it ends with the output's dtype and shape however run() leaves.
+OpsInTimeline::OpsInTimeline(Timeline* timeline,
+                             const std::vector<std::shared_ptr<detail::OpState>>& ops)
+    : timeline_(timeline != nullptr && timeline->recording() ? timeline : nullptr) {
+  if (timeline_ == nullptr) return;
+  for (const auto& op : ops) ops_.push_back(op.get());
+  begin();
+}
+
+OpsInTimeline::OpsInTimeline(Timeline* timeline, const detail::OpState& op)
+    : timeline_(timeline != nullptr && timeline->recording() ? timeline : nullptr) {
+  if (timeline_ == nullptr) return;
+  ops_.push_back(&op);
+  begin();
+}
+
+void OpsInTimeline::begin() {
+  if (ops_.empty()) return;
+  const std::string name = upper(op_kind_name(ops_.front()->request.kind));
+  for (const detail::OpState* op : ops_) {
+    timeline_->end(op->request.name);  // QUEUE
+    timeline_->begin(op->request.name, name);
+  }
+}
+
+OpsInTimeline::~OpsInTimeline() {
+  for (const detail::OpState* op : ops_) {
+    const bool buffer = op->output_in_buffer;
+    timeline_->end_op(op->request.name, buffer ? op->buffer.dtype : op->output().dtype,
+                      buffer ? op->buffer.shape : op->output().shape);
+  }
+}
+
+void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) {
+    throw StatusError(HVD_ERR_INVALID_ARGUMENT, "start_timeline: the file path is empty",
+                      "give the file rank 0 writes the timeline to; stop_timeline() stops it");
+  }
+  if (timeline_) {
+    timeline_->start(path, mark_cycles, HVD_ERR_INVALID_ARGUMENT,
+                     fmt::format("start_timeline({:?})", path));
+  }
+}
+
+void Runtime::stop_timeline() {
+  if (timeline_) timeline_->stop();
+}
+
 void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) {
   if (ops.empty()) return;
+  const OpsInTimeline recorded(timeline, ops);
+  timeline = recorded.timeline();
   const OpKind kind = ops.front()->request.kind;
   if (ops.front()->in.device.kind == Device::Kind::kCUDA) {  // never fused (the controller)
     if (!nccl_) {
@@ -96,12 +150,9 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
   if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
   if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
   const std::string phase = collective_phase(timeline, backend_->name(), kind);
-  if (timeline != nullptr) {
-    timeline->end(ops.front()->request.name, "QUEUE");
-    timeline->begin(ops.front()->request.name, phase);
-  }
+  if (timeline != nullptr) timeline->begin(ops.front()->request.name, phase);
   for (const auto& op : ops) run_one(*op);
-  if (timeline != nullptr) timeline->end(ops.front()->request.name, phase);
+  if (timeline != nullptr) timeline->end(ops.front()->request.name);
 }
 
 void Runtime::run_one(detail::OpState& op) {
@@ -134,7 +185,6 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
   for (std::size_t i = 0; i < ops.size(); ++i) total += bytes[i] = ops[i]->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   const std::string collective = collective_phase(timeline, backend_->name(), OpKind::kAllreduce);
-  phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -164,7 +214,6 @@ void Runtime::broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>
   for (const auto& op : ops) total += op->in.byte_size();
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   const std::string collective = collective_phase(timeline, backend_->name(), OpKind::kBroadcast);
-  phase(timeline, ops, "QUEUE", false);
   phase(timeline, ops, "MEMCPY_IN_FUSION_BUFFER", true);
   std::size_t at = 0;
   if (topology_.rank == root) {

@@ -22,6 +22,24 @@ namespace hvd::runtime {
 
 class NcclOps;
 
+// The timeline while one response's ops run (Horovod's layout): their QUEUE phase ends and the
+// op's own phase ("ALLREDUCE") begins; it ends, with the output's dtype and shape, when this is
+// destroyed, however the run ends. timeline() is the timeline, or null when it does not record.
+class OpsInTimeline {
+ public:
+  OpsInTimeline(Timeline* timeline, const std::vector<std::shared_ptr<detail::OpState>>& ops);
+  OpsInTimeline(Timeline* timeline, const detail::OpState& op);
+  ~OpsInTimeline();
+  OpsInTimeline(const OpsInTimeline&) = delete;
+  OpsInTimeline& operator=(const OpsInTimeline&) = delete;
+  Timeline* timeline() const { return timeline_; }
+
+ private:
+  void begin();
+  Timeline* timeline_;
+  std::vector<const detail::OpState*> ops_;
+};
+
 class Runtime final : public OpRunner {
  public:
   // Connects the backend and the engine's control plane; throws StatusError.
@@ -42,6 +60,9 @@ class Runtime final : public OpRunner {
   EngineStats engine_stats() const { return engine_->stats(); }
   // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
   std::string auto_name(OpKind kind);
+  // hvd::start_timeline / stop_timeline: rank 0 records (Timeline); the others check the path.
+  void start_timeline(const std::string& path, bool mark_cycles);
+  void stop_timeline();
 
   // The engine's thread: runs one response's ops (several: a fused allreduce or broadcast).
   void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) override;
@@ -84,7 +105,7 @@ class Runtime final : public OpRunner {
   std::array<std::atomic<long long>, 6> name_counters_{};
   std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
   bool abandoned_ = false;
-  std::unique_ptr<Timeline> timeline_;  // rank 0 with HOROVOD_TIMELINE
+  std::unique_ptr<Timeline> timeline_;  // rank 0's, recording or not
   std::unique_ptr<OpEngine> engine_;    // last: stopped before everything above
 };
 

@@ -43,10 +43,9 @@ void Runtime::run_eager(detail::OpState& op, std::span<const std::string_view> i
                                     op.request.name, r, inputs[r].size(), out.byte_size()));
     }
   }
-  if (timeline != nullptr) {
-    timeline->end(op.request.name, "QUEUE");
-    timeline->begin(op.request.name, "EAGER_REDUCE");
-  }
+  const OpsInTimeline recorded(timeline, op);
+  timeline = recorded.timeline();
+  if (timeline != nullptr) timeline->begin(op.request.name, "EAGER_REDUCE");
   // Rank order on every rank: the same bits everywhere. In cycles the inputs start at 16-byte
   // boundaries of their messages (frame_contribution), whose buffers malloc aligned: the kernels
   // read them in place. Rank 0 of the TCP engine keeps an input of up to 15 bytes in a
@@ -64,7 +63,7 @@ void Runtime::run_eager(detail::OpState& op, std::span<const std::string_view> i
   }
   if (op.options.op == ReduceOp::kAverage) finish_average(out.data, count, out.dtype);
   if (op.options.postscale != 1.0) scale(out.data, count, out.dtype, op.options.postscale);
-  if (timeline != nullptr) timeline->end(op.request.name, "EAGER_REDUCE");
+  if (timeline != nullptr) timeline->end(op.request.name);  // EAGER_REDUCE
 }
 
 }  // namespace hvd::runtime

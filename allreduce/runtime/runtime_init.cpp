@@ -175,8 +175,15 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                                         topology_.size, bind, timeout, config_.port_range,
                                         config_.master_port);
   });
-  if (topology_.rank == 0 && !config_.timeline.empty()) {
-    timeline_ = said_if_it_throws([&] { return std::make_unique<Timeline>(config_.timeline); });
+  if (topology_.rank == 0) {
+    timeline_ = std::make_unique<Timeline>();
+    if (!config_.timeline.empty()) {
+      said_if_it_throws([&] {
+        timeline_->start(config_.timeline, false, HVD_ERR_CONFIG,
+                         fmt::format("HOROVOD_TIMELINE={:?}", config_.timeline));
+        return true;
+      });
+    }
   }
   if (watchdog) watchdog->stage("the engine's start");
   auto transport = cycle_transport(config_, topology_.size, tcp_cycles, timeout, *backend_, planes);

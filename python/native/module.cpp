@@ -183,6 +183,16 @@ void define_ops(py::module_& m) {
     py::gil_scoped_release unlocked;
     hvd::barrier();
   });
+  // stop_timeline waits for rank 0's writer to finish the file; start_timeline for the file it
+  // replaces.
+  m.def("start_timeline", [](const std::string& path, bool mark_cycles) {
+    py::gil_scoped_release unlocked;
+    hvd::start_timeline(path, mark_cycles);
+  });
+  m.def("stop_timeline", [] {
+    py::gil_scoped_release unlocked;
+    hvd::stop_timeline();
+  });
 }
 
 }  // namespace
@@ -208,6 +218,7 @@ PYBIND11_MODULE(_native, m) {
   py::dict dtypes;
   for (auto [name, code] : {std::pair{"uint8", HVD_UINT8},
                             {"int8", HVD_INT8},
+                            {"int16", HVD_INT16},
                             {"int32", HVD_INT32},
                             {"int64", HVD_INT64},
                             {"float16", HVD_FLOAT16},

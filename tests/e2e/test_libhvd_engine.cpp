@@ -198,18 +198,65 @@ TEST_CASE("engine: the timeline is Chrome trace JSON with every phase and fused 
     if (e.value("ph", "") == "B") phases.insert(e.value("name", ""));
     if (e.value("name", "") == "QUEUE")
       most_fused = std::max(most_fused, e["args"]["fused_with"].get<int>());
-    if (e.value("ph", "") == "M") tensors.insert(e["args"]["name"].get<std::string>());
+    if (e.value("name", "") == "process_name" && e["args"].contains("name")) {
+      tensors.insert(e["args"]["name"].get<std::string>());
+    }
   }
   const std::string engine = mpi ? "MPI" : "GLOO";
   for (const std::string& p : std::vector<std::string>{
-           "NEGOTIATE_allreduce", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", engine + "_ALLREDUCE",
-           "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_broadcast", engine + "_BROADCAST"}) {
+           "NEGOTIATE_ALLREDUCE", "QUEUE", "ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER",
+           engine + "_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_BROADCAST", "BROADCAST",
+           engine + "_BROADCAST"}) {
     INFO(p);
     CHECK(phases.count(p) == 1);
   }
   CHECK(most_fused >= 2);  // at least one response carried 3 or more tensors
   CHECK(tensors.count("grad.0") == 1);
   CHECK(tensors.count("grad.49") == 1);
+}
+
+TEST_CASE("engine: start_timeline/stop_timeline at run time, another file, marks, rank 0 only",
+          "[engine]") {
+  const Mode mode = ENGINE_MODES;
+  hvd::test::TempDir dir;
+  const auto r = run_local(2, {"timeline", dir.path()}, {}, mode);
+  INFO(engine_name(mode) << "\n" << show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains(tag(0) + "rank 0: all checks passed"));
+  CHECK_THAT(r.out, Contains(tag(1) + "rank 1: all checks passed"));
+  CHECK_FALSE(std::filesystem::exists(dir / "a.rank1.json"));  // rank 0 alone writes
+  CHECK_FALSE(std::filesystem::exists(dir / "b.rank1.json"));
+  const std::string engine = mode == Mode::kMpi ? "MPI" : "GLOO";
+  for (const char* file : {"a", "b"}) {
+    INFO("file " << file);
+    const json events =
+        json::parse(hvd::test::read_file(dir / (std::string(file) + ".rank0.json")));
+    REQUIRE(events.is_array());
+    std::set<std::string> begun, rows, marks, ranks;
+    bool start_time = false;
+    for (const json& e : events) {
+      const std::string ph = e.at("ph"), name = e.value("name", "");
+      if (ph == "B") begun.insert(name);
+      if (ph == "i") marks.insert(name);
+      if (ph == "X") ranks.insert(name);
+      if (name == "process_name" && e["args"].contains("name")) rows.insert(e["args"]["name"]);
+      if (name == "process_name" && e["args"].contains("start_time_since_epoch_in_micros")) {
+        start_time = e["pid"] == 0;
+      }
+    }
+    CHECK(start_time);
+    const std::string tl = std::string("tl.") + file;
+    CHECK(rows == std::set<std::string>{tl + ".grad", tl + ".weights"});  // nothing "between"
+    const std::vector<std::string> phases{"NEGOTIATE_ALLREDUCE", "QUEUE",
+                                          "ALLREDUCE",           engine + "_ALLREDUCE",
+                                          "NEGOTIATE_BROADCAST", "BROADCAST"};
+    for (const std::string& p : phases) {
+      INFO(p);
+      CHECK(begun.count(p) == 1);
+    }
+    CHECK(ranks == std::set<std::string>{"0", "1"});  // each rank's request as it arrived
+    CHECK(marks.count("CYCLE_START") == (file == std::string("a") ? 1u : 0u));
+  }
 }
 
 TEST_CASE("engine flags reach every rank, native and --mpi", "[engine]") {

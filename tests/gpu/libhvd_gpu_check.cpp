@@ -8,8 +8,10 @@
 //      1 and 1,000,197 elements (a count whose tail NCCL's one-rank average drops before 2.29.7),
 //      with libhvd_check's inputs and expected results (exact at up to 4 ranks).
 //   2. 16 named async allreduces on 4 streams, waited in reverse order.
-//   3. broadcast (root size-1), allgather and reducescatter with device-memory allocators.
-//   4. What libhvd refuses on GPU tensors (prescale, alltoall) comes back as HVD_ERR_UNSUPPORTED.
+//   3. broadcast (root size-1), allgather and reducescatter with device-memory allocators; int16
+//      broadcast and allgather (NCCL has no int16 type: the plugin moves it as bytes).
+//   4. What libhvd refuses on GPU tensors (prescale, alltoall, int16 reductions) comes back as
+//      HVD_ERR_UNSUPPORTED.
 //   5. Rank 0 times hvd::allreduce (sum, float32, synchronous) at 4 KiB, 1 MiB and 64 MiB, and, at
 //      size 1, a raw ncclAllReduce + cudaStreamSynchronize on its own communicator beside it.
 //
@@ -80,6 +82,7 @@ void say(const char* what, long failures_before) {
 void check_allreduce(cudaStream_t stream, std::size_t n, unsigned char* d_in,
                      unsigned char* d_out) {
   for (const DataType t : kAllTypes) {
+    if (t == DataType::kInt16) continue;  // NCCL cannot reduce int16: check_others() refuses it
     const long before = g_failures;
     for (const ReduceOp op : kAllOps) {
       const Data in = inputs(op, t, n);
@@ -156,6 +159,20 @@ void check_others(cudaStream_t stream) {
     allocated.push_back(p);
     return p;
   };
+  // broadcast of int16 (NCCL has no int16 type: moved as bytes) from the last rank
+  {
+    const std::size_t n = 100003;
+    void* d = nullptr;
+    CUDA(cudaMalloc(&d, n * 2));
+    upload(d, inputs(ReduceOp::kMin, DataType::kInt16, n));
+    hvd::broadcast(device_tensor(d, DataType::kInt16, {static_cast<std::int64_t>(n)}, stream),
+                   g_size - 1);
+    expect_elements(
+        download(d, DataType::kInt16, n), n,
+        [](std::size_t i) { return input(ReduceOp::kMin, DataType::kInt16, g_size - 1, i); },
+        "broadcast int16 from the last rank");
+    CUDA(cudaFree(d));
+  }
   // allgather: 3 x 5 int32 from every rank
   {
     const std::size_t n = 3 * 5;
@@ -172,6 +189,26 @@ void check_others(cudaStream_t stream) {
             return input(ReduceOp::kSum, DataType::kInt32, static_cast<int>(i / n), i % n);
           },
           "allgather int32");
+    }
+    CUDA(cudaFree(d));
+  }
+  // allgather: 4 x 3 int16 (negative values included) from every rank
+  {
+    const std::size_t n = 4 * 3;
+    void* d = nullptr;
+    CUDA(cudaMalloc(&d, n * 2));
+    upload(d, inputs(ReduceOp::kMin, DataType::kInt16, n));
+    const std::size_t was = allocated.size();
+    hvd::allgather(device_tensor(d, DataType::kInt16, {4, 3}, stream), device_alloc);
+    expect(allocated.size() == was + 1, "allgather int16: the allocator is called once");
+    if (allocated.size() == was + 1) {
+      const std::size_t total = n * static_cast<std::size_t>(g_size);
+      expect_elements(
+          download(allocated.back(), DataType::kInt16, total), total,
+          [&](std::size_t i) {
+            return input(ReduceOp::kMin, DataType::kInt16, static_cast<int>(i / n), i % n);
+          },
+          "allgather int16");
     }
     CUDA(cudaFree(d));
   }
@@ -219,6 +256,14 @@ void check_others(cudaStream_t stream) {
     hvd::AllreduceOptions o{ReduceOp::kSum};
     o.prescale = 2.0;
     hvd::allreduce(device_tensor(d, DataType::kFloat32, {64}, stream), o);
+  });
+  refused("allreduce of an int16 GPU tensor (NCCL has no int16 type)", [&] {
+    hvd::allreduce(device_tensor(d, DataType::kInt16, {64}, stream), {ReduceOp::kSum});
+  });
+  refused("reducescatter of an int16 GPU tensor (NCCL has no int16 type)", [&] {
+    hvd::reducescatter(
+        device_tensor(d, DataType::kInt16, {static_cast<std::int64_t>(2 * g_size)}, stream),
+        device_alloc, ReduceOp::kSum);
   });
   refused("alltoall of a GPU tensor", [&] {
     hvd::alltoall(device_tensor(d, DataType::kFloat32, {static_cast<std::int64_t>(g_size)}, stream),

@@ -7,8 +7,9 @@
 //      with known contents, compared bit for bit. With one rank every collective is the identity,
 //      so an out-of-place output starts as the bitwise complement of the input (it must become
 //      the input) and a guard after it must stay untouched (no element too many or too few).
-//      Also the default (NULL) stream, and the plugin's own argument errors (unknown dtype or op)
-//      must come back as errors with a message.
+//      Also the default (NULL) stream, int16 (no NCCL type: moved as bytes, its reductions
+//      refused with a message), and the plugin's own argument errors (unknown dtype or op) must
+//      come back as errors with a message.
 //   2. Performance: float32 sum allreduce, 1 MiB .. 1 GiB (powers of 4), through the plugin next
 //      to a raw ncclAllReduce on a second communicator made directly, timed with CUDA events in the
 //      same run: time per call, algorithm bandwidth (bytes / time) and the ratio plugin/raw.
@@ -230,6 +231,13 @@ struct Checker {
       }
     }
 
+    run_moves(dt, n, input, tag);
+  }
+
+  // allgather and broadcast: bytes in, the same bytes out (int16 too, which NCCL moves as bytes).
+  void run_moves(const Dtype& dt, size_t n, const std::vector<unsigned char>& input,
+                 const std::string& tag) {
+    char err[512];
     // allgather: rank 0's block is the input
     std::string what = "allgather " + tag;
     upload_input(input);
@@ -273,6 +281,22 @@ struct Checker {
     expect_output(what, input, dt.size);
   }
 
+  // int16: NCCL has no such type. The plugin moves it as bytes and refuses to reduce it.
+  void run_int16(size_t n) {
+    constexpr Dtype kInt16{HVD_INT16, "int16", 2};
+    const auto input = make_input(kInt16, n, n);
+    run_moves(kInt16, n, input, "int16 n=" + std::to_string(n));
+    char err[512] = "";
+    expect_error("allreduce int16",
+                 p->allreduce(comm, d_in, d_out, n, HVD_INT16, HVD_SUM, stream, err, sizeof err),
+                 err, "NCCL has no int16 type");
+    err[0] = '\0';
+    expect_error(
+        "reducescatter int16",
+        p->reducescatter(comm, d_in, d_out, n, HVD_INT16, HVD_MAX, stream, err, sizeof err), err,
+        "NCCL has no int16 type");
+  }
+
   // Arguments the plugin must refuse with a message (no NCCL call for dtype / op).
   void expect_error(const std::string& what, int rc, const char* err, const char* needle) {
     ++cases;
@@ -302,8 +326,9 @@ struct Checker {
     expect_error("allgather with dtype -1",
                  p->allgather(comm, d_in, d_out, 16, -1, stream, err, sizeof err), err, "dtype");
     err[0] = '\0';
-    expect_error("broadcast with dtype 8",
-                 p->broadcast(comm, d_out, 16, 8, 0, stream, err, sizeof err), err, "dtype");
+    expect_error("broadcast with dtype 9 (one past int16)",
+                 p->broadcast(comm, d_out, 16, HVD_INT16 + 1, 0, stream, err, sizeof err), err,
+                 "dtype");
   }
 };
 
@@ -383,6 +408,15 @@ int main(int argc, char** argv) {
           "allgather, broadcast (%d cases)\n",
           c.failures == before ? "ok  " : "FAIL", dt.name, n, c.cases - cases_before);
     }
+  }
+  for (const size_t n : {size_t{1}, size_t{1000003}}) {
+    const int before = c.failures;
+    const int cases_before = c.cases;
+    c.run_int16(n);
+    std::printf(
+        "%s int16    n=%-8zu allgather, broadcast (as bytes), reductions refused (%d "
+        "cases)\n",
+        c.failures == before ? "ok  " : "FAIL", n, c.cases - cases_before);
   }
   {
     const int before = c.failures;

@@ -18,6 +18,9 @@
 //   libhvd_check cache         the response cache through hvd::engine_stats(): steady-state
 //                              hits, a checksum of the results, a cached name with another
 //                              shape, 10 names cycling (libhvd_check_cache.cpp)
+//   libhvd_check timeline DIR  hvd::start_timeline/stop_timeline: files DIR/a.rank<R>.json (cycle
+//                              marks) and DIR/b.rank<R>.json, written by rank 0 only; ops
+//                              between them go nowhere (test_libhvd_engine.cpp reads the files)
 //   libhvd_check noshutdown    one allreduce, then returns from main() without hvd::shutdown()
 //   libhvd_check gpu           on a host without a usable GPU: a CUDA tensor is a clear
 //                              HVD_ERR_UNSUPPORTED error (sync and async), gpu_device() is -1,
@@ -262,11 +265,13 @@ int main(int argc, char** argv) {
       rc = stall(std::atoi(argv[2]));
     } else if (mode == "cache") {
       rc = cache_mode();
+    } else if (mode == "timeline" && argc > 2) {
+      rc = timeline(argv[2]);
     } else {
       std::fprintf(stderr,
                    "usage: libhvd_check [collectives | die RANK | freeze RANK | info | async | "
                    "threads | delayed | "
-                   "mismatch FIELD | stall SECONDS | cache]\n");
+                   "mismatch FIELD | stall SECONDS | cache | timeline DIR]\n");
     }
     hvd::shutdown();
     return rc;

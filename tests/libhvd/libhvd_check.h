@@ -23,11 +23,11 @@ namespace libhvd_check {
 using hvd::DataType;
 using hvd::ReduceOp;
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+constexpr DataType kAllTypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                                  DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                                  DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 constexpr DataType kMainTypes[] = {DataType::kFloat32, DataType::kInt32, DataType::kFloat16,
-                                   DataType::kBFloat16};
+                                   DataType::kBFloat16, DataType::kInt16};
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                                 ReduceOp::kProduct};
 
@@ -50,6 +50,8 @@ struct Data {
         return reinterpret_cast<const std::uint8_t*>(p)[i];
       case DataType::kInt8:
         return reinterpret_cast<const std::int8_t*>(p)[i];
+      case DataType::kInt16:
+        return reinterpret_cast<const std::int16_t*>(p)[i];
       case DataType::kInt32:
         return reinterpret_cast<const std::int32_t*>(p)[i];
       case DataType::kInt64:
@@ -72,6 +74,9 @@ struct Data {
         return;
       case DataType::kInt8:
         reinterpret_cast<std::int8_t*>(p)[i] = static_cast<std::int8_t>(v);
+        return;
+      case DataType::kInt16:
+        reinterpret_cast<std::int16_t*>(p)[i] = static_cast<std::int16_t>(v);
         return;
       case DataType::kInt32:
         reinterpret_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(v);
@@ -202,6 +207,7 @@ int mismatch(const std::string& field);
 int stall(int seconds);
 int cache_mode();  // libhvd_check_cache.cpp
 int gpu_without_device();
+int timeline(const std::string& dir);
 int die(int victim, int signal);  // SIGKILL or SIGSTOP
 
 }  // namespace libhvd_check

@@ -240,6 +240,27 @@ int gpu_without_device() {
              "GPU refusal message: " + what);
     }
   }
+  // NCCL cannot reduce int16 on any host: said before anything about this host's GPUs.
+  hvd::Tensor i16{reinterpret_cast<void*>(0x1000), DataType::kInt16, {16}, hvd::Device::cuda(0)};
+  for (bool scatter : {false, true}) {
+    try {
+      if (scatter) {
+        hvd::reducescatter(
+            i16, [](const std::vector<std::int64_t>&, std::size_t) -> void* { return nullptr; });
+      } else {
+        hvd::allreduce(i16);
+      }
+      expect(false, "an int16 CUDA tensor was reduced");
+    } catch (const hvd::RuntimeError& e) {
+      const std::string what = e.what();
+      std::printf("rank %d: int16 GPU reduction refused (%s): %s\n", g_rank,
+                  hvd_status_name(e.status()), e.what());
+      expect(e.status() == HVD_ERR_UNSUPPORTED &&
+                 what.find("NCCL has no int16 type") != std::string::npos &&
+                 what.find(scatter ? "reducescatter" : "allreduce") != std::string::npos,
+             "int16 GPU refusal message: " + what);
+    }
+  }
   std::vector<float> v(8, 1.0f);
   hvd::allreduce(std::span<float>(v), ReduceOp::kSum);
   expect(v[0] == static_cast<float>(g_size), "CPU allreduce after the GPU refusal");
@@ -269,6 +290,59 @@ int die(int victim, int signal) {
     }
     std::fill(data.begin(), data.end(), 1.0f);
   }
+}
+
+// The runtime timeline API (hvd::start_timeline): every rank names its own files,
+// DIR/<a|b>.rank<R>.json; only rank 0 writes. File a marks cycles; between a's stop and b's start
+// ops go nowhere; b is started twice (the same file goes on) and stopped twice; a path rank 0
+// cannot write is refused there and nowhere else (the call is not collective).
+int timeline(const std::string& dir) {
+  const auto path = [&](const char* base) {
+    return dir + "/" + base + ".rank" + std::to_string(g_rank) + ".json";
+  };
+  const auto ops = [&](const std::string& tag) {
+    std::vector<float> grad(100000, 1.0f);  // above any eager size: a collective of its own
+    hvd::allreduce_async("tl." + tag + ".grad", hvd::tensor(grad.data(), grad.size()),
+                         {ReduceOp::kSum})
+        .wait();
+    expect(grad.back() == static_cast<float>(g_size), "timeline " + tag + ": allreduce");
+    std::vector<std::int16_t> weights(5, static_cast<std::int16_t>(-100 - g_rank));
+    hvd::broadcast_async("tl." + tag + ".weights", hvd::tensor(weights.data(), weights.size()), 0)
+        .wait();
+    expect(weights.back() == -100, "timeline " + tag + ": broadcast of int16");
+  };
+  hvd::stop_timeline();  // nothing records: harmless
+  // The C API: the same calls, statuses instead of exceptions.
+  expect(hvd_stop_timeline() == HVD_OK, "hvd_stop_timeline without a timeline");
+  expect(hvd_start_timeline(nullptr, 0) == HVD_ERR_INVALID_ARGUMENT &&
+             std::string(hvd_last_error()).find("file_path must not be NULL") != std::string::npos,
+         "hvd_start_timeline(NULL)");
+  expect(hvd_start_timeline("", 0) == HVD_ERR_INVALID_ARGUMENT &&
+             std::string(hvd_last_error()).find("empty") != std::string::npos,
+         "hvd_start_timeline(\"\")");
+  hvd::start_timeline(path("a"), true);
+  ops("a");
+  hvd::stop_timeline();
+  ops("between");
+  hvd::start_timeline(path("b"));
+  hvd::start_timeline(path("b"));
+  ops("b");
+  hvd::stop_timeline();
+  hvd::stop_timeline();
+  try {
+    hvd::start_timeline(dir + "/no/such/dir.json");
+    expect(g_rank != 0, "rank 0 accepted a timeline path it cannot write");
+    hvd::stop_timeline();
+  } catch (const hvd::RuntimeError& e) {
+    std::printf("rank %d: timeline path refused (%s): %s\n", g_rank, hvd_status_name(e.status()),
+                e.what());
+    expect(g_rank == 0 && e.status() == HVD_ERR_INVALID_ARGUMENT &&
+               std::string(e.what()).find("cannot write it") != std::string::npos,
+           std::string("the unwritable timeline path's error: ") + e.what());
+  }
+  std::printf("rank %d: %s: %ld checks, %ld failed\n", g_rank,
+              g_failures == 0 ? "all checks passed" : "FAILED", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
 }
 
 }  // namespace libhvd_check

@@ -5,8 +5,8 @@ import torch
 
 import hvd.torch as hvd
 
-DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
-          torch.float32, torch.float64]
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
 
 
 def rank_tensor(dtype, shape=(3, 5), rank=None):
@@ -149,6 +149,41 @@ def test_reducescatter():
     assert torch.equal(out, blocks[r])
     avg = hvd.reducescatter(t, op=hvd.Average, prescale_factor=2.0, postscale_factor=0.5)
     assert torch.allclose(avg, blocks[r] / size)
+
+
+def test_int16_wraps_keeps_its_sign_and_moves_through_every_op():
+    size, r = hvd.size(), hvd.rank()
+    # Sums past 32767 wrap as torch's own int16 arithmetic does; min/max see negative values.
+    big = torch.tensor([30000, -30000, -1, 12345], dtype=torch.int16)
+    total = torch.zeros(4, dtype=torch.int16)
+    for _ in range(size):
+        total += big
+    assert torch.equal(hvd.allreduce(big, op=hvd.Sum), total)
+    mine = torch.tensor([-32768 + r, 32767 - r], dtype=torch.int16)
+    assert hvd.allreduce(mine, op=hvd.Min).tolist() == [-32768, 32767 - (size - 1)]
+    assert hvd.allreduce(mine, op=hvd.Max).tolist() == [-32768 + size - 1, 32767]
+    avg = hvd.allreduce(torch.tensor([-7 * (r + 1)], dtype=torch.int16), op=hvd.Average)
+    assert avg.dtype == torch.int16
+    assert avg.item() == int(-7 * sum(range(1, size + 1)) / size)  # truncated toward zero
+    # Integers are scaled around a sum, in float64 and truncated, as Horovod does.
+    scaled = hvd.allreduce(torch.tensor([3], dtype=torch.int16), op=hvd.Sum, prescale_factor=2.0)
+    assert scaled.dtype == torch.int16 and scaled.item() == 6 * size
+    # Data movement: every rank's negative values arrive exactly.
+    rows = torch.full((2, 3), -1000 * (r + 1), dtype=torch.int16)
+    assert torch.equal(hvd.allgather(rows),
+                       torch.cat([torch.full((2, 3), -1000 * (q + 1), dtype=torch.int16)
+                                  for q in range(size)]))
+    sent = torch.arange(size, dtype=torch.int16) - 300 * r
+    got = hvd.alltoall(sent)
+    assert got.dtype == torch.int16
+    assert got.tolist() == [r - 300 * q for q in range(size)]
+    t = torch.arange(size * 2, dtype=torch.int16).reshape(-1, 1) - 20000
+    block = hvd.reducescatter(t, op=hvd.Sum)
+    assert block.dtype == torch.int16
+    want = torch.zeros_like(t)
+    for _ in range(size):
+        want += t
+    assert torch.equal(block, torch.tensor_split(want, size)[r])
 
 
 def test_unnamed_ops_are_named_as_horovod_names_them():

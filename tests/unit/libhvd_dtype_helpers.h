@@ -8,10 +8,10 @@
 
 namespace hvd_test {
 
-inline constexpr hvd::DataType kAllDtypes[] = {hvd::DataType::kUInt8,   hvd::DataType::kInt8,
-                                               hvd::DataType::kInt32,   hvd::DataType::kInt64,
-                                               hvd::DataType::kFloat16, hvd::DataType::kBFloat16,
-                                               hvd::DataType::kFloat32, hvd::DataType::kFloat64};
+inline constexpr hvd::DataType kAllDtypes[] = {
+    hvd::DataType::kUInt8,    hvd::DataType::kInt8,    hvd::DataType::kInt16,
+    hvd::DataType::kInt32,    hvd::DataType::kInt64,   hvd::DataType::kFloat16,
+    hvd::DataType::kBFloat16, hvd::DataType::kFloat32, hvd::DataType::kFloat64};
 inline constexpr hvd::ReduceOp kKernelOps[] = {hvd::ReduceOp::kSum, hvd::ReduceOp::kMin,
                                                hvd::ReduceOp::kMax, hvd::ReduceOp::kProduct};
 

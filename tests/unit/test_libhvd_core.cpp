@@ -176,6 +176,7 @@ TEST_CASE("dtype: sizes, names, validity, describe", "[libhvd]") {
   using hvd::runtime::is_valid;
   CHECK(hvd::element_size(DataType::kUInt8) == 1);
   CHECK(hvd::element_size(DataType::kInt8) == 1);
+  CHECK(hvd::element_size(DataType::kInt16) == 2);
   CHECK(hvd::element_size(DataType::kInt32) == 4);
   CHECK(hvd::element_size(DataType::kInt64) == 8);
   CHECK(hvd::element_size(DataType::kFloat16) == 2);
@@ -186,6 +187,7 @@ TEST_CASE("dtype: sizes, names, validity, describe", "[libhvd]") {
 
   CHECK(std::string(hvd::dtype_name(DataType::kUInt8)) == "uint8");
   CHECK(std::string(hvd::dtype_name(DataType::kInt8)) == "int8");
+  CHECK(std::string(hvd::dtype_name(DataType::kInt16)) == "int16");
   CHECK(std::string(hvd::dtype_name(DataType::kInt32)) == "int32");
   CHECK(std::string(hvd::dtype_name(DataType::kInt64)) == "int64");
   CHECK(std::string(hvd::dtype_name(DataType::kFloat16)) == "float16");
@@ -208,7 +210,13 @@ TEST_CASE("dtype: sizes, names, validity, describe", "[libhvd]") {
                           t == DataType::kFloat32 || t == DataType::kFloat64;
     CHECK(is_floating(t) == floating);
   }
-  CHECK_FALSE(is_valid(static_cast<DataType>(8)));
+  // int16 was appended as 8 (the C ABI's values never change); 9 is one past the last.
+  CHECK(static_cast<int>(DataType::kInt16) == 8);
+  CHECK(static_cast<int>(DataType::kFloat64) == 7);
+  CHECK(hvd::runtime::kMaxDtype == HVD_INT16);
+  CHECK(hvd::dtype_of<std::int16_t>::value == DataType::kInt16);
+  CHECK(hvd::tensor(static_cast<std::int16_t*>(nullptr), 3).dtype == DataType::kInt16);
+  CHECK_FALSE(is_valid(static_cast<DataType>(9)));
   CHECK_FALSE(is_valid(static_cast<DataType>(-1)));
   for (ReduceOp op : kKernelOps) CHECK(is_valid(op));
   CHECK(is_valid(ReduceOp::kAverage));

@@ -60,6 +60,7 @@ TEST_CASE("gpu: every hvd dtype and reduce op has its NCCL counterpart", "[libhv
   CHECK(nccl_dtype(HVD_BFLOAT16) == ncclBfloat16);
   CHECK(nccl_dtype(HVD_FLOAT32) == ncclFloat32);
   CHECK(nccl_dtype(HVD_FLOAT64) == ncclFloat64);
+  CHECK_FALSE(nccl_dtype(HVD_INT16).has_value());  // NCCL has no int16: nothing to reduce with
   CHECK_FALSE(nccl_dtype(99).has_value());
   CHECK(nccl_op(HVD_SUM) == ncclSum);
   CHECK(nccl_op(HVD_AVERAGE) == ncclAvg);  // native average: no postscale pass
@@ -67,6 +68,25 @@ TEST_CASE("gpu: every hvd dtype and reduce op has its NCCL counterpart", "[libhv
   CHECK(nccl_op(HVD_MAX) == ncclMax);
   CHECK(nccl_op(HVD_PRODUCT) == ncclProd);
   CHECK_FALSE(nccl_op(-1).has_value());
+}
+
+TEST_CASE("gpu: int16 moves as bytes; every other dtype moves as its own NCCL type", "[libhvd]") {
+  using hvd::nccl::nccl_move;
+  const auto i16 = nccl_move(HVD_INT16, 5);
+  REQUIRE(i16.has_value());
+  CHECK(i16->type == ncclUint8);
+  CHECK(i16->count == 10);
+  for (const int t : {HVD_UINT8, HVD_INT8, HVD_INT32, HVD_INT64, HVD_FLOAT16, HVD_BFLOAT16,
+                      HVD_FLOAT32, HVD_FLOAT64}) {
+    INFO("dtype " << t);
+    const auto m = nccl_move(t, 7);
+    REQUIRE(m.has_value());
+    CHECK(m->type == *hvd::nccl::nccl_dtype(t));
+    CHECK(m->count == 7);
+  }
+  CHECK_FALSE(nccl_move(HVD_INT16 + 1, 1).has_value());
+  CHECK_FALSE(nccl_move(-1, 1).has_value());
+  CHECK(std::string(hvd::nccl::kNcclNoInt16).find("int16") != std::string::npos);
 }
 
 TEST_CASE("gpu: one rank sums instead of averaging (NCCL's one-rank average drops a tail)",

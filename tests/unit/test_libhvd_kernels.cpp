@@ -114,6 +114,13 @@ TEST_CASE("reduce_fn: integer kernels, wrapping instead of overflow", "[libhvd]"
                                               .min = {-3, 100, -6, -128},
                                               .max = {4, 100, 5, -1},
                                               .product = {-12, 16, -30, -128}});
+  // int16: 30000 + 30000 and -32768 * -1 wrap; 30000 * 30000 keeps its low 16 bits.
+  check_native<std::int16_t>(DataType::kInt16, {.a = {-3, 30000, 300, -32768},
+                                                .b = {4, 30000, -200, -1},
+                                                .sum = {1, -5536, 100, 32767},
+                                                .min = {-3, 30000, -200, -32768},
+                                                .max = {4, 30000, 300, -1},
+                                                .product = {-12, -5888, 5536, -32768}});
   constexpr std::int32_t i32max = std::numeric_limits<std::int32_t>::max();
   constexpr std::int32_t i32min = std::numeric_limits<std::int32_t>::min();
   check_native<std::int32_t>(DataType::kInt32, {.a = {-5, i32max, 3, -2},
@@ -194,6 +201,7 @@ void check_blocks(DataType dtype) {
 TEST_CASE("reduce_fn: block and tail agree, separate and in place", "[libhvd]") {
   check_blocks<std::uint8_t>(DataType::kUInt8);
   check_blocks<std::int8_t>(DataType::kInt8);
+  check_blocks<std::int16_t>(DataType::kInt16);
   check_blocks<std::int32_t>(DataType::kInt32);
   check_blocks<std::int64_t>(DataType::kInt64);
   check_blocks<float>(DataType::kFloat32);
@@ -382,6 +390,9 @@ TEST_CASE("scale: bfloat16 and integer no-op", "[libhvd]") {
   std::vector<std::int32_t> ints = {7, -7};
   hvd::runtime::scale(ints.data(), ints.size(), DataType::kInt32, 0.5);
   CHECK(ints == std::vector<std::int32_t>{7, -7});
+  std::vector<std::int16_t> shorts = {7, -7};
+  hvd::runtime::scale(shorts.data(), shorts.size(), DataType::kInt16, 0.5);
+  CHECK(shorts == std::vector<std::int16_t>{7, -7});
 }
 
 TEST_CASE("divide_integers: truncates toward zero", "[libhvd]") {
@@ -397,6 +408,10 @@ TEST_CASE("divide_integers: truncates toward zero", "[libhvd]") {
   std::vector<std::int8_t> i8 = {-128, 127, -5};
   hvd::runtime::divide_integers(i8.data(), i8.size(), DataType::kInt8, 3);
   CHECK(i8 == std::vector<std::int8_t>{-42, 42, -1});
+
+  std::vector<std::int16_t> i16 = {-32768, 32767, -5};
+  hvd::runtime::divide_integers(i16.data(), i16.size(), DataType::kInt16, 3);
+  CHECK(i16 == std::vector<std::int16_t>{-10922, 10922, -1});
 
   std::vector<std::uint8_t> u8 = {255, 1};
   hvd::runtime::divide_integers(u8.data(), u8.size(), DataType::kUInt8, 2);
@@ -416,4 +431,7 @@ TEST_CASE("divide_integers: a divisor wider than the element type", "[libhvd]") 
   std::vector<std::uint8_t> u8 = {255, 7};
   hvd::runtime::divide_integers(u8.data(), u8.size(), DataType::kUInt8, 256);
   CHECK(u8 == std::vector<std::uint8_t>{0, 0});
+  std::vector<std::int16_t> i16 = {32767, -32768, 20000};
+  hvd::runtime::divide_integers(i16.data(), i16.size(), DataType::kInt16, 40000);
+  CHECK(i16 == std::vector<std::int16_t>{0, 0, 0});
 }

@@ -65,6 +65,15 @@ TEST_CASE("codec: an enum value out of range is a malformed message", "[libhvd]"
   REQUIRE(bytes[kind_at] == static_cast<char>(OpKind::kAllreduce));
   bytes[kind_at] = 99;
   CHECK(status_thrown([&] { hvd::runtime::decode_requests(bytes); }) == HVD_ERR_INTERNAL);
+  bytes[kind_at] = static_cast<char>(OpKind::kAllreduce);
+
+  // The dtype (i32) follows the kind: int16, the last value appended, is a peer's valid dtype;
+  // one past it is not.
+  const std::size_t dtype_at = kind_at + 1;
+  bytes[dtype_at] = static_cast<char>(HVD_INT16);
+  CHECK(hvd::runtime::decode_requests(bytes).requests.at(0).dtype == DataType::kInt16);
+  bytes[dtype_at] = static_cast<char>(HVD_INT16 + 1);
+  CHECK(status_thrown([&] { hvd::runtime::decode_requests(bytes); }) == HVD_ERR_INTERNAL);
 
   // ResponseList: fatal (u32 length + text), then the fatal status byte: 0 backend, 1 peer lost.
   ResponseList lost;

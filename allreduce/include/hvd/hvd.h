@@ -45,7 +45,8 @@ typedef enum hvd_dtype {
   HVD_FLOAT16 = 4,  /* IEEE 754 binary16 */
   HVD_BFLOAT16 = 5, /* the upper 16 bits of a float32 */
   HVD_FLOAT32 = 6,
-  HVD_FLOAT64 = 7
+  HVD_FLOAT64 = 7,
+  HVD_INT16 = 8 /* appended after the others: the values above never change */
 } hvd_dtype;
 
 typedef enum hvd_op {
@@ -98,6 +99,17 @@ HVD_API hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* spl
                                 hvd_dtype dtype, hvd_alloc_fn alloc, void* user, size_t* out_count,
                                 int64_t* recv_splits);
 HVD_API hvd_status hvd_barrier(void);
+
+/* The timeline (docs/libhvd.md): rank 0 records every tensor's negotiation and collectives into
+ * `file_path`, a Chrome trace (JSON) with Horovod's names, until hvd_stop_timeline(); with
+ * `mark_cycles` non-zero, each negotiation cycle is marked (CYCLE_START). Not collective: only
+ * rank 0 writes; the other ranks' calls check the arguments and return. A start while recording
+ * into another file closes that one first; into the same file, it only sets mark_cycles. A file
+ * that cannot be written is HVD_ERR_INVALID_ARGUMENT on rank 0. hvd_stop_timeline() returns once
+ * the file is complete (valid JSON); without a timeline it does nothing. HOROVOD_TIMELINE=FILE
+ * starts one at init. */
+HVD_API hvd_status hvd_start_timeline(const char* file_path, int mark_cycles);
+HVD_API hvd_status hvd_stop_timeline(void);
 
 /* What this libhvd was built with and what works on this host now (engines, NCCL and CUDA
  * versions, visible GPUs), as a JSON object: `hvdrun --check-build` prints it. Writes at most

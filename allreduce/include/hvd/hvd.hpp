@@ -41,6 +41,7 @@ enum class DataType : int {
   kBFloat16 = HVD_BFLOAT16,
   kFloat32 = HVD_FLOAT32,
   kFloat64 = HVD_FLOAT64,
+  kInt16 = HVD_INT16,
 };
 
 enum class ReduceOp : int {
@@ -102,6 +103,8 @@ template <>
 struct dtype_of<std::uint8_t> : std::integral_constant<DataType, DataType::kUInt8> {};
 template <>
 struct dtype_of<std::int8_t> : std::integral_constant<DataType, DataType::kInt8> {};
+template <>
+struct dtype_of<std::int16_t> : std::integral_constant<DataType, DataType::kInt16> {};
 template <>
 struct dtype_of<std::int32_t> : std::integral_constant<DataType, DataType::kInt32> {};
 template <>
@@ -166,6 +169,13 @@ HVD_API std::string backend_name();  // "mpi" or "gloo"
 // The CUDA device this rank should use: local_rank() modulo the visible devices (Horovod's
 // rule; hvdrun --gpus-per-rank narrows what each rank sees). -1 when no GPU is usable here.
 HVD_API int gpu_device();
+
+// The timeline (hvd_start_timeline in hvd/hvd.h says the rules): rank 0 records a Chrome trace
+// with Horovod's names into `file_path` until stop_timeline(), which returns once the file is
+// valid JSON. Not collective; throws RuntimeError (HVD_ERR_INVALID_ARGUMENT) where rank 0 cannot
+// write the file, HVD_ERR_NOT_INITIALIZED before init().
+HVD_API void start_timeline(const std::string& file_path, bool mark_cycles = false);
+HVD_API void stop_timeline();
 
 // What libhvd's engine did on this rank since init(): for benchmarks and tests.
 struct EngineStats {

@@ -1,6 +1,7 @@
 """Lifecycle, topology and build facts: Horovod's horovod.common.basics over libhvd."""
 import functools
 import json
+import os
 
 from hvd import _native
 from hvd.common import errors
@@ -70,6 +71,26 @@ def shutdown():
 
 def is_initialized():
     return _native.is_initialized()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Rank 0 records a timeline (a Chrome trace with Horovod's names) into `file_path` until
+    stop_timeline(); `mark_cycles` marks each negotiation cycle (CYCLE_START). Not collective: the
+    other ranks' calls return at once. A start while recording into another file closes that one
+    first. Raises ValueError before init() or when rank 0 cannot write the file."""
+    try:
+        _native.start_timeline(os.fspath(file_path), bool(mark_cycles))
+    except errors.HvdError as e:
+        raise errors.submit_error(e) from None
+
+
+def stop_timeline():
+    """Stops the timeline; on rank 0 the file is complete (valid JSON) when this returns. Does
+    nothing when no timeline records. Raises ValueError before init()."""
+    try:
+        _native.stop_timeline()
+    except errors.HvdError as e:
+        raise errors.submit_error(e) from None
 
 
 def _query(fn):

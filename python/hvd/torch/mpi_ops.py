@@ -8,7 +8,7 @@ Outputs whose size libhvd learns during the op (allgather, reducescatter, alltoa
 own buffers, wrapped as tensors without a copy.
 
 Not yet here (issue 49's later steps): process sets (process_set= other than the global set),
-join(), Adasum, int16 tensors, the timeline API.
+join(), Adasum.
 """
 import itertools
 import warnings
@@ -22,7 +22,8 @@ from hvd.common.basics import (ProcessSet, add_process_set, backend_name, build_
                                ddl_built, global_process_set, gloo_built, gloo_enabled, init,
                                is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
                                mpi_enabled, mpi_threads_supported, nccl_built, rank,
-                               remove_process_set, rocm_built, shutdown, size)
+                               remove_process_set, rocm_built, shutdown, size, start_timeline,
+                               stop_timeline)
 from hvd.common.exceptions import HorovodInternalError
 from hvd.torch.compression import Compression
 
@@ -53,10 +54,11 @@ _OPS = {Average: _native.OPS['average'], Sum: _native.OPS['sum'], Min: _native.O
         Max: _native.OPS['max'], Product: _native.OPS['product']}
 
 _DTYPES = {torch.uint8: _native.DTYPES['uint8'], torch.int8: _native.DTYPES['int8'],
-           torch.int32: _native.DTYPES['int32'], torch.int64: _native.DTYPES['int64'],
-           torch.float16: _native.DTYPES['float16'], torch.bfloat16: _native.DTYPES['bfloat16'],
-           torch.float32: _native.DTYPES['float32'], torch.float64: _native.DTYPES['float64']}
-_DTYPE_NAMES = 'uint8, int8, int32, int64, float16, bfloat16, float32, float64'
+           torch.int16: _native.DTYPES['int16'], torch.int32: _native.DTYPES['int32'],
+           torch.int64: _native.DTYPES['int64'], torch.float16: _native.DTYPES['float16'],
+           torch.bfloat16: _native.DTYPES['bfloat16'], torch.float32: _native.DTYPES['float32'],
+           torch.float64: _native.DTYPES['float64']}
+_DTYPE_NAMES = 'uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64'
 
 # handle -> (native handles, finish(natives, keep) -> result, keep: the tensors the op uses).
 _handle_map = {}
@@ -732,13 +734,3 @@ def join(device=-1):
     raise NotImplementedError('hvd.join() is not supported yet by hvdrun\'s libhvd (it needs '
                               'ranks that stop early to take part in the others\' allreduces): '
                               'give every rank the same number of steps')
-
-
-def start_timeline(file_path, mark_cycles=False):
-    raise NotImplementedError('hvd.start_timeline() is not supported yet by hvdrun\'s Python '
-                              'binding: set HOROVOD_TIMELINE=FILE before the job starts')
-
-
-def stop_timeline():
-    raise NotImplementedError('hvd.stop_timeline() is not supported yet by hvdrun\'s Python '
-                              'binding: set HOROVOD_TIMELINE=FILE before the job starts')

@@ -1,0 +1,87 @@
+"""hvd.start_timeline / stop_timeline: rank 0 writes a Chrome trace with Horovod's names, valid
+JSON once stop_timeline() returns; another file, the same file twice, stop without start."""
+import json
+
+import pytest
+import torch
+
+import hvd.torch as hvd
+
+
+def _ops(tag):
+    out = hvd.allreduce(torch.ones(100000), name=f'{tag}.grad', op=hvd.Sum)
+    assert out[0].item() == hvd.size()
+    w = hvd.broadcast(torch.full((3,), hvd.rank(), dtype=torch.int16), 0, name=f'{tag}.w')
+    assert w.tolist() == [0, 0, 0]
+
+
+def _events(path):
+    with open(path) as f:
+        return json.load(f)  # the whole file must be valid JSON
+
+
+def _rows(events):
+    return {e['args']['name'] for e in events
+            if e.get('name') == 'process_name' and 'name' in e.get('args', {})}
+
+
+def test_start_run_stop_then_another_file(tmp_path):
+    first, second = tmp_path / 'first.json', tmp_path / 'second.json'
+    hvd.stop_timeline()  # nothing records: harmless
+    hvd.start_timeline(str(first), mark_cycles=True)
+    _ops('tl.first')
+    hvd.stop_timeline()
+    _ops('tl.between')  # recorded nowhere
+    hvd.start_timeline(second)  # a path-like object is fine too
+    hvd.start_timeline(second)  # the same file again: it goes on
+    _ops('tl.second')
+    hvd.stop_timeline()
+    hvd.stop_timeline()
+    if hvd.rank() != 0:  # Horovod's rule: the coordinator alone writes
+        assert not first.exists() and not second.exists()
+        return
+    a, b = _events(first), _events(second)
+    assert _rows(a) == {'allreduce.tl.first.grad', 'broadcast.tl.first.w'}
+    assert _rows(b) == {'allreduce.tl.second.grad', 'broadcast.tl.second.w'}
+    for events in (a, b):
+        begun = {e['name'] for e in events if e['ph'] == 'B'}
+        assert {'NEGOTIATE_ALLREDUCE', 'ALLREDUCE', 'NEGOTIATE_BROADCAST', 'BROADCAST',
+                'QUEUE'} <= begun, begun
+        assert any(name.endswith('_ALLREDUCE') and not name.startswith('NEGOTIATE')
+                   for name in begun), begun  # GLOO_ALLREDUCE or MPI_ALLREDUCE
+        meta = [e for e in events if e.get('pid') == 0 and e['ph'] == 'M']
+        assert any('start_time_since_epoch_in_micros' in e['args'] for e in meta), meta
+        ranks = {e['name'] for e in events if e['ph'] == 'X'}
+        assert ranks == {str(r) for r in range(hvd.size())}
+        ends = [e for e in events if e['ph'] == 'E' and 'dtype' in e.get('args', {})]
+        assert {e['args']['dtype'] for e in ends} == {'float32', 'int16'}
+    assert any(e['name'] == 'CYCLE_START' for e in a if e['ph'] == 'i')
+    assert not any(e['ph'] == 'i' for e in b)  # mark_cycles=False
+
+
+def test_an_unwritable_path_is_a_value_error_on_rank_0(tmp_path):
+    bad = tmp_path / 'no' / 'such' / 'dir.json'
+    if hvd.rank() == 0:
+        with pytest.raises(ValueError, match='cannot write it'):
+            hvd.start_timeline(str(bad))
+    else:
+        hvd.start_timeline(str(bad))  # not collective: only rank 0 opens the file
+        hvd.stop_timeline()
+    with pytest.raises(ValueError, match='empty'):
+        hvd.start_timeline('')
+
+
+def test_after_shutdown_a_value_error_and_a_timeline_left_running_is_closed(tmp_path):
+    path = tmp_path / 'left.json'
+    hvd.start_timeline(str(path))
+    _ops('tl.left')
+    hvd.shutdown()  # closes the file, as Horovod's shutdown does
+    try:
+        with pytest.raises(ValueError, match='not been initialized'):
+            hvd.start_timeline(str(tmp_path / 'late.json'))
+        with pytest.raises(ValueError, match='not been initialized'):
+            hvd.stop_timeline()
+    finally:
+        hvd.init()  # for the tests after this one
+    if hvd.rank() == 0:
+        assert _rows(_events(path)) == {'allreduce.tl.left.grad', 'broadcast.tl.left.w'}
