@@ -41,6 +41,26 @@ def parent_of(pid):
         return 0
 
 
+def comm_of(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return ""
+
+
+GUARD_COMM = "hvdrun-guard"  # the agent's parent (worker/agent_guard.h): same cmdline, same env
+
+
+def session_of(agent):
+    """The sshd session process above an agent: its parent is its guard, the guard's parent the
+    session (the login shell exec'd the guard). Returns (guard, session), 0 where there is none."""
+    parent = parent_of(agent)
+    if comm_of(parent) == GUARD_COMM:
+        return parent, parent_of(parent)
+    return 0, parent
+
+
 def state_of(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
