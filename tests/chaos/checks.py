@@ -90,11 +90,15 @@ def rank_pid(mark, rank):
 def agent_pids(addresses, hvdrun):
     """Agents started over SSH on these test hosts by this build's hvdrun: `HVDRUN --agent` whose
     SSH_CONNECTION ends at one of the addresses (its server side). Another checkout's suite on
-    the same machine (its own test hosts, the same addresses) is not ours."""
+    the same machine (its own test hosts, the same addresses) is not ours. The agents' guards
+    (worker/agent_guard.h: the agent's parent, same command line and environment) are not
+    agents: session_of() finds them."""
     out = {}
     for p in pids():
         cmd = cmdline_of(p)
         if b"--agent" not in cmd or cmd[0] != hvdrun.encode() or state_of(p) in ("Z", ""):
+            continue
+        if comm_of(p) == GUARD_COMM:
             continue
         for var in environ_of(p):
             if var.startswith(b"SSH_CONNECTION="):
