@@ -15,13 +15,18 @@
 #include "common/process.h"
 #include "worker/agent.h"
 #include "worker/agent_connect.h"
+#include "worker/agent_guard.h"
 
 int main(int argc, char** argv) {
   const std::string_view mode = argc == 2 ? argv[1] : "";
   // As in hvdrun: a few descriptors per probe connection; ranks get the old limit back.
   if (mode == "--agent" || mode == "--agent-connect") hvd::raise_descriptor_limit();
-  if (mode == "--agent") return hvd::worker::run_agent(STDIN_FILENO, STDOUT_FILENO);
-  if (mode == "--agent-connect") return hvd::worker::run_connecting_agent();
+  // Under its guard, as in hvdrun (worker/agent_guard.h).
+  if (mode == "--agent") {
+    return hvd::worker::run_guarded(
+        [] { return hvd::worker::run_agent(STDIN_FILENO, STDOUT_FILENO); });
+  }
+  if (mode == "--agent-connect") return hvd::worker::run_guarded(hvd::worker::run_connecting_agent);
   std::fputs(
       "hvdrun-agent: hvdrun's host agent, started by hvdrun itself (--agent or --agent-connect); "
       "run hvdrun instead\n",

@@ -160,7 +160,7 @@ int run_attempts(const Options& o, const launcher::PlanRequest& request,
       continue;
     }
     if (!result.ssh_failures.empty()) {
-      // The table on stderr; with --json, the last attempt's check document is the result.
+      // The table on stderr; with --json, the result document holds the same rows (check_ssh).
       launcher::CheckReport report{result.ssh_failures};
       fmt::print(stderr, "hvdrun: cannot reach every host over SSH; nothing was started.\n{}",
                  launcher::format_check_table(report, false));
@@ -199,10 +199,7 @@ int run_attempts(const Options& o, const launcher::PlanRequest& request,
     }
     if (!again) {
       if (o.json) {
-        nlohmann::ordered_json doc =
-            result.ssh_failures.empty()
-                ? launcher::launch_json(plan, result)
-                : launcher::check_json(launcher::CheckReport{result.ssh_failures});
+        nlohmann::ordered_json doc = launcher::launch_json(plan, result);
         if (policy.enabled()) doc["attempts"] = std::move(attempts);
         context.print_json(doc);
       }

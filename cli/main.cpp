@@ -10,6 +10,7 @@
 #include "launcher/rank_shim.h"
 #include "worker/agent.h"
 #include "worker/agent_connect.h"
+#include "worker/agent_guard.h"
 
 int main(int argc, char** argv) {
   const std::string_view mode = argc >= 2 ? argv[1] : "";
@@ -26,9 +27,15 @@ int main(int argc, char** argv) {
   // A few descriptors per remote host (the launcher), per probe connection (an agent): the
   // default soft limit of 1024 is a few hundred hosts. Ranks get the old limit back.
   hvd::raise_descriptor_limit();
-  // The host agent is this binary in a hidden mode; it takes no other arguments.
-  if (argc == 2 && mode == "--agent") return hvd::worker::run_agent(STDIN_FILENO, STDOUT_FILENO);
+  // The host agent is this binary in a hidden mode; it takes no other arguments. It runs under
+  // its guard (worker/agent_guard.h): nothing a rank started outlives it.
+  if (argc == 2 && mode == "--agent") {
+    return hvd::worker::run_guarded(
+        [] { return hvd::worker::run_agent(STDIN_FILENO, STDOUT_FILENO); });
+  }
   // The same agent started by srun: it connects back to the launcher (worker/agent_connect.h).
-  if (argc == 2 && mode == "--agent-connect") return hvd::worker::run_connecting_agent();
+  if (argc == 2 && mode == "--agent-connect") {
+    return hvd::worker::run_guarded(hvd::worker::run_connecting_agent);
+  }
   return hvd::cli::run(argc, argv);
 }

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string_view>
 
+#include "launcher/ssh_check.h"
+
 namespace hvd::launcher {
 namespace {
 
@@ -35,6 +37,20 @@ std::optional<std::string> library_not_loaded(const RankOutcome& rank) {
     return rest.substr(0, rest.find(':'));
   }
   return std::nullopt;
+}
+
+// A launch that stopped at SSH has no error of its own: its hosts' rows say what failed.
+std::optional<Failure> launch_error(const LaunchResult& result) {
+  if (result.error || result.ssh_failures.empty()) return result.error;
+  std::vector<std::string> hosts;
+  for (const ssh::HostCheck& h : result.ssh_failures) {
+    hosts.push_back(fmt::format("{} ({})", h.host, ssh::to_string(h.code)));
+  }
+  return Failure{ErrorKind::kSsh,
+                 fmt::format("cannot reach every host over SSH: {}; nothing was started",
+                             fmt::join(hosts, ", ")),
+                 "each host's row under check_ssh says why, what to do and the ssh command that "
+                 "reproduces it; `hvdrun --check-ssh` runs the same check"};
 }
 
 }  // namespace
@@ -117,13 +133,26 @@ nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result)
                 {"signal", r.exited && r.signaled ? json(signal_name(r.value)) : json(nullptr)},
                 {"stopped_by_hvdrun", r.stopped_by_hvdrun}};
   };
+  // A launch that stopped before its ranks were set up (at SSH) has no outcomes: its planned
+  // ranks, none started.
+  std::vector<RankOutcome> planned;
+  if (result.ranks.empty()) {
+    for (const RankPlan& r : plan.ranks) {
+      RankOutcome o;
+      o.rank = r.topology.rank;
+      o.host_index = r.host_index;
+      o.local_rank = r.topology.local_rank;
+      planned.push_back(o);
+    }
+  }
+  const std::vector<RankOutcome>& outcomes = result.ranks.empty() ? planned : result.ranks;
   json ranks = json::array();
-  for (const RankOutcome& r : result.ranks) ranks.push_back(rank_json(r));
+  for (const RankOutcome& r : outcomes) ranks.push_back(rank_json(r));
   json doc;
   doc["schema_version"] = kLaunchSchemaVersion;
   doc["ok"] = result.exit_code == 0;
   doc["exit_code"] = result.exit_code;
-  doc["np"] = result.ranks.size();
+  doc["np"] = outcomes.size();
   doc["launcher"] = result.launcher;
   doc["launcher_command"] = result.command;
   if (result.first_failure) {
@@ -137,14 +166,18 @@ nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result)
   } else {
     doc["first_failure"] = nullptr;
   }
-  doc["error"] = result.error ? json{{"kind", kind_name(result.error->kind)},
-                                     {"message", result.error->message},
-                                     {"hint", result.error->hint}}
-                              : json(nullptr);
+  const std::optional<Failure> error = launch_error(result);
+  doc["error"] = error ? json{{"kind", kind_name(error->kind)},
+                              {"message", error->message},
+                              {"hint", error->hint}}
+                       : json(nullptr);
   doc["interrupted_by"] =
       result.interrupted_by != 0 ? json(signal_name(result.interrupted_by)) : json(nullptr);
   doc["abandoned"] = result.abandoned;
   for (const auto& [key, value] : result.details.items()) doc[key] = value;
+  // A launch that stopped at SSH: the hosts that failed, rows of --check-ssh's document.
+  doc["check_ssh"] =
+      result.ssh_failures.empty() ? json(nullptr) : check_json(CheckReport{result.ssh_failures});
   doc["net_check"] = result.net ? net_json(*result.net) : json(nullptr);
   doc["timings_ms"] = timings_json(result);
   doc["ranks"] = std::move(ranks);

@@ -438,6 +438,10 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   if (!mpirun.started()) {
     throw LauncherError("--mpi: " + mpirun.error(), "install Open MPI 4 (Debian: openmpi-bin)");
   }
+  // mpirun does not say when each rank starts: --output-filename's files exist from its start.
+  for (int rank = 0; rank < static_cast<int>(plan.ranks.size()); ++rank) {
+    supervisor.output().open_files(rank);
+  }
   MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()),
                 std::chrono::milliseconds(static_cast<long>(options_.grace_seconds * 1000)));
   LaunchResult result = supervisor.run(job);

@@ -161,12 +161,21 @@ UniqueFd OutputRouter::open_rank_file(int rank, Stream stream) {
   return fd;
 }
 
+void OutputRouter::open_file(int rank, Stream stream, StreamState& s) {
+  if (!dir_ || s.file_opened) return;
+  s.file_opened = true;
+  s.file = open_rank_file(rank, stream);
+}
+
+void OutputRouter::open_files(int rank) {
+  for (const Stream stream : {Stream::kStdout, Stream::kStderr}) {
+    open_file(rank, stream, state(rank, stream));
+  }
+}
+
 void OutputRouter::write_file(int rank, Stream stream, StreamState& s, std::string_view bytes) {
   if (!dir_) return;
-  if (!s.file_opened) {
-    s.file_opened = true;
-    s.file = open_rank_file(rank, stream);
-  }
+  open_file(rank, stream, s);
   if (s.file.valid()) worker::write_all(s.file.get(), bytes);
 }
 

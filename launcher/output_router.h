@@ -52,6 +52,9 @@ class OutputRouter {
   OutputRouter(const OutputRouter&) = delete;
   OutputRouter& operator=(const OutputRouter&) = delete;
 
+  // The rank started: with a folder, both its files exist from now on, also if it never writes
+  // (DIR/rank.N/stdout and stderr, empty). Writes open them too.
+  void open_files(int rank);
   void write(int rank, worker::Stream stream, std::string_view bytes);
   // Emits any partial last line of the rank (call when it exited).
   void flush(int rank);
@@ -90,6 +93,7 @@ class OutputRouter {
   };
   StreamState& state(int rank, worker::Stream stream);
   void emit_line(int rank, worker::Stream stream, std::string_view line, std::string& batch);
+  void open_file(int rank, worker::Stream stream, StreamState& s);
   void write_file(int rank, worker::Stream stream, StreamState& s, std::string_view bytes);
   UniqueFd open_rank_file(int rank, worker::Stream stream);
 

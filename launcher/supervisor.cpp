@@ -39,6 +39,7 @@ void Supervisor::rank_started(int rank, long pid) {
   if (r.started) return;
   r.started = true;
   r.pid = pid;
+  router_.open_files(rank);  // --output-filename: both files, also for a rank that never writes
   if (++started_ == static_cast<int>(result_.ranks.size()) && !result_.start_time) {
     result_.start_time =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/shell_quote.h"
+#include "hvd/build_config.h"
 #include "ssh/config.h"
 #include "ssh/connection.h"
 #include "ssh/session.h"
@@ -50,6 +51,49 @@ CommandOutput run_remote(Session& session, const std::string& command, Clock::ti
   // libssh 0.10: reliable only after all output was read (it blocks before); -1 for a signal.
   if (result.complete) result.exit_status = ssh_channel_get_exit_status(channel.get());
   return result;
+}
+
+// The agent a launch would start on this host (--agent-path): there, runnable, this version.
+// Code, message and hint when it is not; nullopt when it is.
+struct AgentProblem {
+  CheckCode code;
+  std::string message;
+  std::string hint;
+};
+
+std::optional<AgentProblem> agent_problem(const RemoteInfo& remote, const std::string& user) {
+  const std::string& path = remote.agent_path;
+  if (!remote.agent_present) {
+    return AgentProblem{
+        CheckCode::kAgentMissing,
+        fmt::format("logged in as '{}', but there is no hvdrun agent at {} (no executable file "
+                    "there); a launch would exit 127 on this host",
+                    user, path),
+        fmt::format("install hvdrun {} at {} on this host (the same build on every host), or "
+                    "give the path it has there with --agent-path",
+                    HVD_VERSION_STRING, path)};
+  }
+  if (remote.agent_version.empty()) {
+    return AgentProblem{
+        CheckCode::kAgentNotRunnable,
+        fmt::format("logged in as '{}'; {} is there but `{} --version` printed nothing: it does "
+                    "not run on this host",
+                    user, path, path),
+        fmt::format("run `{} --version` on the host to see why (another architecture, a missing "
+                    "shared library, a file that is not hvdrun); install hvdrun {} there",
+                    path, HVD_VERSION_STRING)};
+  }
+  if (remote.agent_version != HVD_VERSION_STRING) {
+    return AgentProblem{
+        CheckCode::kAgentVersionMismatch,
+        fmt::format("logged in as '{}'; the hvdrun agent at {} is version {}, this hvdrun is {}: "
+                    "a launch would refuse it",
+                    user, path, remote.agent_version, HVD_VERSION_STRING),
+        fmt::format("install hvdrun {} at {} on this host (the same version on every host), or "
+                    "point --agent-path at one",
+                    HVD_VERSION_STRING, path)};
+  }
+  return std::nullopt;
 }
 
 std::string tail(const std::string& text, size_t max = 300) {
@@ -116,7 +160,9 @@ HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlot
   // Text ahead of the script's own (a login script that prints) would come ahead of the agent's
   // frames in a launch, which then fails on it: the probe catches it here.
   const std::string login_text = ran ? text_before_facts(out.out) : "";
-  probe.done(ran && login_text.empty());
+  const std::optional<AgentProblem> agent =
+      ran && login_text.empty() ? agent_problem(*result.remote, t.user) : std::nullopt;
+  probe.done(ran && login_text.empty() && !agent);
   if (!out.complete) {
     result.remote.reset();
     result.hint =
@@ -148,13 +194,20 @@ HostCheck check_host(const SshTarget& target, const SshOptions& options, CpuSlot
            t, start);
     return result;
   }
+  if (agent) {  // a check that passes means a launch can start its agent there
+    result.hint = agent->hint;
+    // The ssh line that shows it: the agent's --version instead of `true`.
+    constexpr std::string_view kTrue = " true";
+    if (result.reproduce.ends_with(kTrue)) {
+      result.reproduce.resize(result.reproduce.size() - kTrue.size());
+      result.reproduce += " " + shell_quote(shell_quote(options.agent_path) + " --version");
+    }
+    finish(result, agent->code, agent->message, t, start);
+    return result;
+  }
   std::string message = "ok";
   if (result.host_key == HostKeyOutcome::kRecorded) {
     message += fmt::format("; new host key recorded in {}", t.known_hosts);
-  }
-  if (!result.remote->agent_present) {
-    // A report, not a failure of the check: a launch on this host will fail on it.
-    message += fmt::format("; no hvdrun agent at {}", options.agent_path);
   }
   finish(result, CheckCode::kOk, message, t, start);
   return result;

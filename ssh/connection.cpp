@@ -62,6 +62,9 @@ std::string hint_for(CheckCode code, const ResolvedTarget& t) {
     case CheckCode::kLoginPrintsText:
       return std::string(kLoginPrintsTextHint);
     case CheckCode::kOk:
+    case CheckCode::kAgentMissing:  // check_host.cpp words these with the agent's path
+    case CheckCode::kAgentNotRunnable:
+    case CheckCode::kAgentVersionMismatch:
     case CheckCode::kHostKeyUnknown:  // host_key.cpp words these with the key's fingerprint
     case CheckCode::kHostKeyChanged:
     case CheckCode::kCount:

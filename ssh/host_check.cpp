@@ -32,6 +32,12 @@ std::string_view to_string(CheckCode code) {
       return "remote_command_failed";
     case CheckCode::kLoginPrintsText:
       return "login_prints_text";
+    case CheckCode::kAgentMissing:
+      return "agent_missing";
+    case CheckCode::kAgentNotRunnable:
+      return "agent_not_runnable";
+    case CheckCode::kAgentVersionMismatch:
+      return "agent_version_mismatch";
     case CheckCode::kCount:
       break;
   }

@@ -38,6 +38,9 @@ enum class CheckCode {
   kAuthDenied,
   kRemoteCommandFailed,
   kLoginPrintsText,
+  kAgentMissing,          // no hvdrun at --agent-path: a launch would exit 127 there
+  kAgentNotRunnable,      // there, but `PATH --version` says nothing: it does not run there
+  kAgentVersionMismatch,  // another hvdrun version: a launch would refuse its agent
   kCount,  // the number of codes, not a code: a new code goes above (docs/architecture.md)
 };
 

@@ -5,7 +5,8 @@
 // output and exit events back, and stops every rank when told to or when its stdin closes (the
 // launcher is gone: a dead-man switch): SIGTERM, then SIGKILL after the grace period. It is a
 // child subreaper, so ranks' descendants that escaped with setsid are found and stopped too.
-// Nothing of the job outlives the agent's exit.
+// Nothing of the job outlives the agent's exit; nothing outlives its death either: every way an
+// agent starts runs it under its guard (worker/agent_guard.h), its parent process.
 #pragma once
 
 namespace hvd::worker {

@@ -22,7 +22,7 @@ import time
 
 from checks import (agent_pids, check_hang, check_lost, check_memory, check_orphans,
                     check_verdict, cmdline_of, expected_verdict, marked, parent_of, peak_rss_kib,
-                    rank_pid, read_ledger, self_test)
+                    rank_pid, read_ledger, self_test, session_of)
 from faults import Site, heal_netns, hostile, in_netns, read_env_file, restart_sshd
 
 PHASES = ["ssh", "agents", "netcheck", "rendezvous", "running", "stopping"]
@@ -123,8 +123,11 @@ class Round:
                 "--gloo-timeout-seconds", str(GLOO_TIMEOUT)]
         if self.mode != "mpi":  # --port-range is native only
             cmd += ["--port-range", "%d-%d" % (a.port_low, a.port_low + 40)]
+        # Native ranks start children (a double-forked one too) that only hvdrun's agent and its
+        # guard stop; under --mpi, what a rank starts is Open MPI's daemons' to stop.
+        children = ["--children"] if self.mode != "mpi" else []
         return cmd + ["--output-filename", os.path.join(self.dir, "out"), "-x", "CHAOS_MARK",
-                      a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")]
+                      a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")] + children
 
     def set_phase(self, phase):
         with self.lock:
@@ -168,7 +171,9 @@ class Round:
             self.peak = max(self.peak, peak_rss_kib(self.proc.pid))
             for pid, host in agent_pids(self.site.hosts, self.args.hvdrun).items():
                 self.agents[pid] = host
-                session = parent_of(pid)
+                guard, session = session_of(pid)
+                if guard:  # it must end too: recorded as the agent's side
+                    self.agents[guard] = host
                 if b"@" in b" ".join(cmdline_of(session)):  # "sshd: root@notty", not the listener
                     self.sessions.add(session)
                     self.session_host[session] = host
@@ -219,7 +224,7 @@ class Round:
             self.victim_host = host
             pid = found[0]
             if f == "kill_sshd_session":
-                pid = parent_of(pid)
+                pid = session_of(pid)[1]
                 if b"sshd" not in b" ".join(cmdline_of(pid)):
                     return False
             os.kill(pid, signal.SIGSTOP if f == "stop_agent" else signal.SIGKILL)

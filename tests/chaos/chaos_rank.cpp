@@ -3,7 +3,13 @@
 // ledger (LEDGER_DIR/rank.R, "UNIX_TIME<TAB>LINE", written with write(2), so it is on disk before
 // the line leaves), the ground truth the suite compares hvdrun's --output-filename files with.
 //
-//   chaos_rank SECONDS LEDGER_DIR
+//   chaos_rank SECONDS LEDGER_DIR [--children]
+//
+// --children (native launches): before anything else the rank starts two `sleep 300` of its own,
+// as a DataLoader's workers or a shell wrapper's jobs would be: one a plain child, one
+// double-forked into a session of its own (a daemon: its parent gone, it escaped the rank's
+// process group). Nothing waits for them: whatever ends the rank or its agent must end them too
+// (the suite's orphan check; worker/agent_guard.h).
 //
 // Lines: "chaos: rank R before init", "chaos: rank R ready", "chaos: rank R line N sum S", and
 // "chaos: rank R done" before it exits 0. A failed collective prints its error and exits 3.
@@ -12,6 +18,7 @@
 // suite's faults then have a stopping phase to land in.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -43,13 +50,34 @@ void say(const std::string& line) {
   std::fflush(stdout);
 }
 
+// `sleep 300` with /dev/null for its output, so that it holds none of the rank's pipes.
+[[noreturn]] void become_sleep() {
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd <= 2; ++fd) ::dup2(null, fd);
+  ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+  std::_Exit(127);
+}
+
+void start_children() {
+  if (::fork() == 0) become_sleep();
+  const pid_t middle = ::fork();
+  if (middle == 0) {
+    ::setsid();
+    if (::fork() == 0) become_sleep();
+    std::_Exit(0);
+  }
+  if (middle > 0) ::waitpid(middle, nullptr, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: chaos_rank SECONDS LEDGER_DIR\n");
+  const bool children = argc == 4 && std::string(argv[3]) == "--children";
+  if (argc != 3 && !children) {
+    std::fprintf(stderr, "usage: chaos_rank SECONDS LEDGER_DIR [--children]\n");
     return 64;
   }
+  if (children) start_children();
   const double seconds = std::atof(argv[1]);
   const char* rank_env = std::getenv("HOROVOD_RANK");
   const std::string rank = rank_env != nullptr ? rank_env : "0";

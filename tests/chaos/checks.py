@@ -41,6 +41,26 @@ def parent_of(pid):
         return 0
 
 
+def comm_of(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return ""
+
+
+GUARD_COMM = "hvdrun-guard"  # the agent's parent (worker/agent_guard.h): same cmdline, same env
+
+
+def session_of(agent):
+    """The sshd session process above an agent: its parent is its guard, the guard's parent the
+    session (the login shell exec'd the guard). Returns (guard, session), 0 where there is none."""
+    parent = parent_of(agent)
+    if comm_of(parent) == GUARD_COMM:
+        return parent, parent_of(parent)
+    return 0, parent
+
+
 def state_of(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -70,11 +90,15 @@ def rank_pid(mark, rank):
 def agent_pids(addresses, hvdrun):
     """Agents started over SSH on these test hosts by this build's hvdrun: `HVDRUN --agent` whose
     SSH_CONNECTION ends at one of the addresses (its server side). Another checkout's suite on
-    the same machine (its own test hosts, the same addresses) is not ours."""
+    the same machine (its own test hosts, the same addresses) is not ours. The agents' guards
+    (worker/agent_guard.h: the agent's parent, same command line and environment) are not
+    agents: session_of() finds them."""
     out = {}
     for p in pids():
         cmd = cmdline_of(p)
         if b"--agent" not in cmd or cmd[0] != hvdrun.encode() or state_of(p) in ("Z", ""):
+            continue
+        if comm_of(p) == GUARD_COMM:
             continue
         for var in environ_of(p):
             if var.startswith(b"SSH_CONNECTION="):

@@ -155,9 +155,13 @@ inline std::string environ_value(pid_t pid, const std::string& name) {
   return "";
 }
 
+// An agent (`AGENT --agent`), not its guard (worker/agent_guard.h: the agent's parent, with the
+// same command line and environment, named hvdrun-guard).
+inline bool is_guard(pid_t pid) { return comm_of(pid) == "hvdrun-guard"; }
+
 inline bool is_agent(pid_t pid) {
   const auto args = cmdline_of(pid);
-  return args.size() == 2 && args[1] == "--agent";
+  return args.size() == 2 && args[1] == "--agent" && !is_guard(pid);
 }
 
 // An sshd session process (`sshd: USER@notty`), never the listener.
@@ -173,16 +177,19 @@ inline bool still_running(const ProcStat& was) {
   return now && now->start == was.start && now->state != 'Z';
 }
 
-// A remote host's side of a job: its agent and the sshd session that runs it.
+// A remote host's side of a job: its agent, the agent's guard and the sshd session that runs
+// them.
 struct RemoteSide {
   ProcStat agent;
+  ProcStat guard;
   ProcStat session;
   std::string server;  // SSH_CONNECTION's server address: the host as the agent was reached
   std::string client;  // SSH_CONNECTION's client address: the launcher as that host sees it
 };
 
 // The remote sides of the job, found from its ranks: a rank's parent is its agent (also for
-// descendants, which the agent reaps as a subreaper), the agent's parent is its sshd session.
+// descendants, which the agent reaps as a subreaper), the agent's parent is its guard, the
+// guard's parent its sshd session.
 inline std::vector<RemoteSide> remote_sides(const JobMarker& marker) {
   std::vector<RemoteSide> out;
   std::set<pid_t> seen;
@@ -196,9 +203,12 @@ inline std::vector<RemoteSide> remote_sides(const JobMarker& marker) {
     side.agent = *st;
     side.client = conn[0];
     side.server = conn[2];
-    if (auto parent = stat_of(st->ppid); parent && is_sshd_session(parent->pid)) {
-      side.session = *parent;
+    auto parent = stat_of(st->ppid);
+    if (parent && is_guard(parent->pid)) {
+      side.guard = *parent;
+      parent = stat_of(parent->ppid);
     }
+    if (parent && is_sshd_session(parent->pid)) side.session = *parent;
     out.push_back(side);
   }
   return out;
@@ -214,7 +224,7 @@ inline std::string leftovers(const JobMarker& marker, const std::vector<RemoteSi
     out += std::to_string(pid) + " " + cmdline_text(pid) + "\n";
   }
   for (const RemoteSide& side : sides) {
-    for (const ProcStat* p : {&side.agent, &side.session}) {
+    for (const ProcStat* p : {&side.agent, &side.guard, &side.session}) {
       if (p->pid > 0 && still_running(*p)) {
         out += std::to_string(p->pid) + " " + cmdline_text(p->pid) + " (on " + side.server + ")\n";
       }

@@ -10,9 +10,12 @@
 //
 // The tests tagged [fakes] check the fake servers themselves with plain sockets and ssh, so a
 // failing hvdrun test can be told apart from a broken fake.
+#include <sys/stat.h>
+
 #include "tests/e2e/check_ssh_helpers.h"
 
 using namespace hvd::test::check_ssh;  // NOLINT: test helpers
+using Catch::Matchers::EndsWith;
 
 // =============================================================================================
 // The fake servers themselves, checked with plain sockets and ssh.
@@ -150,26 +153,79 @@ TEST_CASE("check-ssh: local hosts need no ssh", "[check-ssh]") {
   check_ok_host(fx, doc["hosts"][1], fx.addr(0));  // 127.0.0.2 is remote
 }
 
-TEST_CASE("check-ssh: agent missing at agent path is reported", "[check-ssh]") {
-  // The doc lists no result code for a missing agent: accept `ok` with "present": false, or a
-  // failure whose message names the path; never "present": true.
+// A host whose agent a launch could not start is not `ok` (issue 55: it said "ok; no hvdrun
+// agent at ...", exit 0, and the launch then exited 127): its own code, exit 69, a hint, the
+// probe as the failed stage, the facts it found, and an ssh line that shows the problem.
+namespace {
+
+void check_agent_problem(const Fixture& fx, Check& c, const std::string& agent_path,
+                         const std::string& code, const std::string& words, bool present) {
+  const RunResult r = c.run({{fx.addr(0), fx.hosts.port}});
+  INFO(show(r));
+  CHECK(r.exit_code == kSshFailed);
+  json doc = parse(r);
+  CHECK(doc["ok"] == false);
+  REQUIRE(doc["hosts"].size() == 1);
+  json h = doc["hosts"][0];
+  INFO("host entry: " << h.dump());
+  CHECK(h["code"] == code);
+  check_stages(h, "probe");
+  CHECK_THAT(h.value("message", ""), Contains(agent_path));
+  CHECK_THAT(h.value("message", ""), Contains(words));
+  CHECK_THAT(h.value("hint", ""), Contains("install hvdrun") || Contains("--version"));
+  REQUIRE(h["remote"].is_object());  // what the probe found
+  CHECK(h["remote"]["agent"]["path"] == agent_path);
+  CHECK(h["remote"]["agent"]["present"] == present);
+  CHECK_THAT(h.value("reproduce", ""), EndsWith(agent_path + " --version'"));
+  // The table says the same, with the hint.
+  std::vector<std::string> table_args{"--check-ssh",
+                                      "-H",
+                                      fx.addr(0),
+                                      "-p",
+                                      std::to_string(fx.hosts.port),
+                                      "--ssh-config",
+                                      c.ssh_config,
+                                      "--ssh-known-hosts",
+                                      c.known_hosts,
+                                      "-i",
+                                      c.identity,
+                                      "--agent-path",
+                                      agent_path};
+  const RunResult table = hvd::test::run_hvdrun(table_args);
+  INFO(show(table));
+  CHECK(table.exit_code == kSshFailed);
+  CHECK_THAT(table.err, Contains(code));
+}
+
+}  // namespace
+
+TEST_CASE("check-ssh: no agent at --agent-path fails the host (agent_missing)", "[check-ssh]") {
   Fixture fx;
   Check c(fx);
-  const std::string missing = "/nonexistent/hvd-agent/hvdrun";
-  c.agent_path = missing;
-  const RunResult r = c.run({{fx.addr(0), fx.hosts.port}});
-  json doc = parse(r);
-  REQUIRE(doc["hosts"].size() == 1);
-  json& h = doc["hosts"][0];
-  INFO(show(r));
-  if (h["code"] == "ok") {
-    CHECK(r.exit_code == kSuccess);
-    CHECK(h["remote"]["agent"]["path"] == missing);
-    CHECK(h["remote"]["agent"]["present"] == false);
-  } else {
-    CHECK(r.exit_code == kSshFailed);
-    CHECK_THAT(h.value("message", ""), Contains(missing));
-  }
+  c.agent_path = "/nonexistent/hvd-agent/hvdrun";
+  check_agent_problem(fx, c, c.agent_path, "agent_missing", "a launch would exit 127", false);
+}
+
+TEST_CASE("check-ssh: an agent that does not run fails the host (agent_not_runnable)",
+          "[check-ssh]") {
+  Fixture fx;
+  Check c(fx);
+  TempDir dir;
+  c.agent_path = dir.file("hvdrun");
+  write_file(c.agent_path, "#!/bin/sh\nexit 126\n");  // executable, but says nothing
+  ::chmod(c.agent_path.c_str(), 0755);
+  check_agent_problem(fx, c, c.agent_path, "agent_not_runnable", "printed nothing", true);
+}
+
+TEST_CASE("check-ssh: another hvdrun version fails the host (agent_version_mismatch)",
+          "[check-ssh]") {
+  Fixture fx;
+  Check c(fx);
+  TempDir dir;
+  c.agent_path = dir.file("hvdrun");
+  write_file(c.agent_path, "#!/bin/sh\necho 'hvdrun 0.0.1-other'\n");
+  ::chmod(c.agent_path.c_str(), 0755);
+  check_agent_problem(fx, c, c.agent_path, "agent_version_mismatch", "version 0.0.1-other", true);
 }
 
 TEST_CASE("check-ssh: connection refused", "[check-ssh]") {

@@ -457,6 +457,24 @@ TEST_CASE("a program or directory name that is not UTF-8 still gets a clear mess
   CHECK(marker.alive().empty());
 }
 
+TEST_CASE("output-filename creates both files at a rank's start, also when it writes nothing",
+          "[launch]") {
+  // Issue 55: rank.N/stderr appeared only once the rank wrote to stderr; the docs promise both.
+  TempDir dir;
+  const RunResult r = run_hvdrun({"-np", "2", "--output-filename", dir / "logs", "sh", "-c",
+                                  "if [ $HOROVOD_RANK = 0 ]; then echo only stdout; fi"});
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  for (const char* file : {"rank.0/stdout", "rank.0/stderr", "rank.1/stdout", "rank.1/stderr"}) {
+    INFO(file);
+    CHECK(std::filesystem::is_regular_file(dir / (std::string("logs/") + file)));
+  }
+  CHECK(read_file(dir / "logs/rank.0/stdout") == "only stdout\n");
+  CHECK(read_file(dir / "logs/rank.0/stderr").empty());
+  CHECK(read_file(dir / "logs/rank.1/stdout").empty());
+  CHECK(read_file(dir / "logs/rank.1/stderr").empty());
+}
+
 TEST_CASE("output-filename never follows a symbolic link below its folder", "[launch]") {
   // Another user of a shared folder plants links where hvdrun will write: rank.0/stdout to a file
   // of ours, and rank.1 to a folder of ours. Neither is followed; the job still runs.

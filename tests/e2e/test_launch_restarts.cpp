@@ -125,6 +125,9 @@ TEST_CASE("restarts: --output-filename keeps each attempt's files", "[launch][re
   REQUIRE(r.exit_code == 0);
   CHECK(read_file(dir / "logs/attempt.1/rank.0/stdout") == "attempt 0\n");
   CHECK(read_file(dir / "logs/attempt.2/rank.0/stdout") == "attempt 1\n");
+  // Both files of every attempt, though the rank never wrote to stderr (issue 55).
+  CHECK(std::filesystem::is_regular_file(dir / "logs/attempt.1/rank.0/stderr"));
+  CHECK(std::filesystem::is_regular_file(dir / "logs/attempt.2/rank.0/stderr"));
 }
 
 TEST_CASE("restarts: the dry run shows the policy", "[launch][restarts]") {

@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,74 @@ TEST_CASE("SIGKILL to hvdrun: its agent stops every rank and what they left behi
   CHECK(code == 137);
   CHECK(all_gone);
   CHECK(elapsed >= 900ms);  // rank 2 ignores SIGTERM: the agent waited the grace period
+}
+
+namespace {
+
+pid_t parent_of(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat.substr(close + 1));
+  char state = 0;
+  pid_t ppid = 0;
+  in >> state >> ppid;
+  return ppid;
+}
+
+// Each rank starts children as a DataLoader or a shell wrapper does, and a double-forked one in
+// a session of its own (a daemon), then waits: 4 processes per rank, 3 of them `sleep`.
+const char* const kRanksWithChildren = "sleep 300 & sleep 300 & (setsid sleep 300 &); wait";
+
+}  // namespace
+
+TEST_CASE("SIGKILL to the local agent: every process its ranks started ends with it (74)",
+          "[launch]") {
+  // Issue 55: the ranks died with their agent (their parent-death signal), their children lived
+  // on under PID 1. The agent's guard (worker/agent_guard.h) kills what re-parents to it.
+  JobMarker marker;
+  TempDir dir;
+  Hvdrun hvdrun({.args = {"-np", "2", "--grace", "2", "--json", "-x", marker.forward(), "sh", "-c",
+                          kRanksWithChildren},
+                 .env = {marker.env()},
+                 .out_path = dir / "out",
+                 .err_path = dir / "err"});
+  const bool up = wait_until([&] { return sleeping(marker) == 6; }, 10s);
+  const std::vector<pid_t> descendants = marker.ranks();  // the ranks and their children
+  pid_t agent = 0;
+  for (pid_t pid : descendants) {
+    if (comm_of(pid) == "sh" && comm_of(parent_of(pid)) != "sh") agent = parent_of(pid);
+  }
+  const pid_t guard = agent > 0 ? parent_of(agent) : 0;
+  INFO("agent " << agent << ", its parent " << guard << " (" << comm_of(guard) << ")");
+  REQUIRE(up);
+  REQUIRE(descendants.size() == 8);
+  REQUIRE(agent > 0);
+  CHECK(comm_of(guard) == "hvdrun-guard");
+  ::kill(agent, SIGKILL);
+  const auto start = Clock::now();
+  const bool descendants_gone = wait_until(
+      [&] {
+        return std::none_of(descendants.begin(), descendants.end(), [](pid_t pid) {
+          const std::string comm = comm_of(pid);
+          return !comm.empty() && read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") ==
+                                      std::string::npos;
+        });
+      },
+      2s);  // the grace period
+  const auto elapsed = Clock::now() - start;
+  const int code = hvdrun.wait(10s);
+  std::string left;
+  for (pid_t pid : marker.alive()) left += std::to_string(pid) + " " + comm_of(pid) + "\n";
+  INFO(read_file(dir / "err") << "\nleft running:\n" << left);
+  CHECK(descendants_gone);
+  CHECK(elapsed < 2s);
+  CHECK(code == 74);
+  CHECK(marker.alive().empty());  // the guard too
+  CHECK_THAT(read_file(dir / "err"), Contains("lost the agent on localhost"));
+  const json doc = parse_json(read_file(dir / "out"));
+  CHECK(doc["exit_code"] == 74);
+  CHECK(doc["error"]["kind"] == "host_lost");
 }
 
 TEST_CASE("a frozen hvdrun: its agent stops every rank after twice --keepalive of silence",

@@ -168,6 +168,70 @@ TEST_CASE("SIGTERM to hvdrun stops every remote rank and exits 143", "[launch-ss
   }
 }
 
+TEST_CASE(
+    "SIGKILL to a remote agent: every process its ranks started ends with it, the host is lost "
+    "(74)",
+    "[launch-ssh]") {
+  // Issue 55: the ranks died with their agent, their children (a shell's jobs, a double-forked
+  // daemon) lived on under PID 1. The agent's guard (worker/agent_guard.h), its parent below
+  // the sshd session, kills what re-parents to it.
+  Hosts hosts;
+  JobMarker marker;
+  const std::string a = hosts.addr(48), b = hosts.addr(49);
+  Hvdrun hvdrun({.args = hosts.args({"-H", a + ":1," + b + ":1", "--grace", "2", "--json", "-x",
+                                     marker.forward(), "sh", "-c",
+                                     "sleep 300 & sleep 300 & (setsid sleep 300 &); wait"}),
+                 .env = {marker.env()},
+                 .out_path = hosts.dir() / "out",
+                 .err_path = hosts.dir() / "err"});
+  const bool up = wait_until([&] { return sleeping(marker) == 6; }, 15s);
+  const std::vector<RemoteSide> sides = remote_sides(marker);
+  std::optional<RemoteSide> victim;
+  for (const RemoteSide& side : sides) {
+    if (side.server == b) victim = side;
+  }
+  // b's rank and its children, by pid and start time (a reused pid is not theirs).
+  std::vector<ProcStat> descendants;
+  for (pid_t pid : marker.ranks()) {
+    if (environ_value(pid, "HVD_ADVERTISE_ADDR") != b) continue;
+    if (auto st = stat_of(pid)) descendants.push_back(*st);
+  }
+  REQUIRE(up);
+  REQUIRE(sides.size() == 2);
+  REQUIRE(victim);
+  CHECK(victim->guard.pid > 0);  // the agent's parent is its guard, the guard's the sshd session
+  CHECK(victim->session.pid > 0);
+  REQUIRE(descendants.size() == 4);  // sh and its three sleeps
+  ::kill(victim->agent.pid, SIGKILL);
+  const auto start = Clock::now();
+  const bool descendants_gone = wait_until(
+      [&] {
+        return std::none_of(descendants.begin(), descendants.end(),
+                            [](const ProcStat& p) { return still_running(p); });
+      },
+      2s);  // the grace period
+  const auto elapsed = Clock::now() - start;
+  const int code = hvdrun.wait(15s);
+  const bool all_gone = wait_until([&] { return leftovers(marker, sides).empty(); }, 5s);
+  const std::string err = read_file(hosts.dir() / "err");
+  std::string left;
+  for (const ProcStat& p : descendants) {
+    if (still_running(p)) left += std::to_string(p.pid) + " " + cmdline_text(p.pid) + "\n";
+  }
+  INFO("--- stderr ---\n"
+       << err.substr(0, 6000) << "\nleft 2 s after the kill:\n"
+       << left << "\nleft at the end:\n"
+       << leftovers(marker, sides));
+  CHECK(descendants_gone);
+  CHECK(elapsed < 2s);
+  CHECK(code == 74);
+  CHECK(all_gone);  // the other host's side, the guard and both sshd sessions too
+  CHECK_THAT(err, Contains("lost the agent on " + b));
+  const json doc = parse_json(read_file(hosts.dir() / "out"));
+  CHECK(doc["exit_code"] == 74);
+  CHECK(doc["error"]["kind"] == "host_lost");
+}
+
 TEST_CASE("a cut SSH link to one host exits 74 (host lost) naming the host and leaves nothing",
           "[launch-ssh]") {
   Hosts hosts;

@@ -132,6 +132,46 @@ TEST_CASE("wait for hosts: a launch without it fails at once on the refused host
   CHECK(took < 3);
 }
 
+TEST_CASE("a --json launch that stops at SSH prints the launch result, the SSH rows inside it",
+          "[wait-for-hosts]") {
+  // Issue 55: it printed --check-ssh's document alone (no exit_code, no error, no launcher), and
+  // a CI script reading .exit_code broke. Every --json run ends with one result of one schema.
+  const std::string address = "127.0.1.84";
+  hvd::test::ClosedPort closed(address);
+  for (const bool mpi : {false, true}) {
+    std::vector<std::string> rest{"--json", "sh", "-c", "echo never"};
+    if (mpi) rest.insert(rest.begin(), "--mpi");
+    const RunResult r =
+        hvd::test::run_hvdrun(ssh_args(address, closed.port(), mpi ? "json_mpi" : "json", rest));
+    INFO((mpi ? "--mpi\n" : "native\n") << show(r));
+    CHECK(r.exit_code == 69);
+    CHECK_THAT(r.err, Contains("connection_refused"));  // the table on stderr, as before
+    const auto doc = nlohmann::json::parse(r.out, nullptr, false);
+    REQUIRE(doc.is_object());
+    CHECK(doc["schema_version"] == 1);
+    CHECK(doc["ok"] == false);
+    CHECK(doc["exit_code"] == 69);
+    CHECK(doc["launcher"] == (mpi ? "mpirun" : "native"));
+    CHECK(doc["first_failure"].is_null());
+    CHECK(doc["np"] == 1);  // the plan's rank, never started
+    REQUIRE(doc["ranks"].size() == 1);
+    CHECK(doc["ranks"][0]["host"] == address);
+    CHECK(doc["ranks"][0]["pid"].is_null());
+    CHECK(doc["ranks"][0]["exit_code"].is_null());
+    REQUIRE(doc["error"].is_object());
+    CHECK(doc["error"]["kind"] == "ssh");
+    CHECK_THAT(doc["error"]["message"].get<std::string>(),
+               Contains(address + " (connection_refused)"));
+    CHECK_THAT(doc["error"]["hint"].get<std::string>(), Contains("check_ssh"));
+    REQUIRE(doc["check_ssh"].is_object());
+    CHECK(doc["check_ssh"]["ok"] == false);
+    REQUIRE(doc["check_ssh"]["hosts"].size() == 1);
+    CHECK(doc["check_ssh"]["hosts"][0]["host"] == address);
+    CHECK(doc["check_ssh"]["hosts"][0]["code"] == "connection_refused");
+    CHECK(doc.count("hosts") == 0);  // not --check-ssh's document
+  }
+}
+
 TEST_CASE("wait for hosts: a name that never resolves is tried until the deadline, then named",
           "[wait-for-hosts]") {
   const Clock::time_point start = Clock::now();

@@ -222,5 +222,12 @@ TEST_CASE("result codes have stable names", "[ssh]") {
   CHECK(to_string(CheckCode::kTooManyConnections) == "too_many_connections");
   CHECK(to_string(CheckCode::kRemoteCommandFailed) == "remote_command_failed");
   CHECK(to_string(CheckCode::kLoginPrintsText) == "login_prints_text");
+  CHECK(to_string(CheckCode::kAgentMissing) == "agent_missing");
+  CHECK(to_string(CheckCode::kAgentNotRunnable) == "agent_not_runnable");
+  CHECK(to_string(CheckCode::kAgentVersionMismatch) == "agent_version_mismatch");
+  // Every code has a name (a new one added without its name would say "unknown").
+  for (int c = 0; c < static_cast<int>(CheckCode::kCount); ++c) {
+    CHECK(to_string(static_cast<CheckCode>(c)) != "unknown");
+  }
   CHECK(to_string(Stage::kHostKey) == "host_key");
 }
