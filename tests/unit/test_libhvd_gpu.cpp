@@ -70,7 +70,7 @@ TEST_CASE("gpu: every hvd dtype and reduce op has its NCCL counterpart", "[libhv
   CHECK_FALSE(nccl_op(-1).has_value());
 }
 
-TEST_CASE("gpu: int16 moves as bytes; every other dtype moves as its own NCCL type", "[libhvd]") {
+TEST_CASE("gpu: int16 moves as bytes, every other dtype as its own NCCL type", "[libhvd]") {
   using hvd::nccl::nccl_move;
   const auto i16 = nccl_move(HVD_INT16, 5);
   REQUIRE(i16.has_value());

@@ -112,7 +112,7 @@ TEST_CASE("timeline: Horovod's names, phases, metadata and cycle marks", "[libhv
   CHECK(depth == 0);
 }
 
-TEST_CASE("timeline: stop without start, twice; the same file again; another file", "[libhvd]") {
+TEST_CASE("timeline: stop without start, twice, the same file again, another file", "[libhvd]") {
   TempDir dir;
   Timeline t;
   t.stop();  // nothing records: harmless
@@ -139,7 +139,7 @@ TEST_CASE("timeline: stop without start, twice; the same file again; another fil
   CHECK(seen(parse(dir / "b.json")).rows.size() == 3);  // untouched by the later file
 }
 
-TEST_CASE("timeline: a file that cannot be written is an error naming it; recording goes on",
+TEST_CASE("timeline: a file that cannot be written is an error naming it, recording goes on",
           "[libhvd]") {
   TempDir dir;
   Timeline t;
