@@ -2,7 +2,7 @@
 # Runs our pytest suite for hvd.torch (tests/python/test_*.py) with Debian's python3 (or
 # $HVD_PYTHON): alone (size 1), or under the built hvdrun at NP ranks on localhost, native or
 # --mpi. hvdrun's exit code is the first failed rank's, so the run passes only if every rank did.
-# Usage: run_pytest.sh BUILD_DIR alone|native|mpi [NP] [pytest args...]
+# Usage: run_pytest.sh BUILD_DIR alone|native|mpi|mpirun [NP] [pytest args...]
 # Exits 77 (ctest: skipped) with the reason when that Python lacks torch or pytest, or the
 # binding was not built.
 set -euo pipefail
@@ -36,5 +36,8 @@ case $mode in
   alone) exec "$py" "${args[@]}" ;;
   native) exec "$hvdrun" -np "$np" -H "localhost:$np" "${forward[@]}" "$py" "${args[@]}" ;;
   mpi) exec "$hvdrun" --mpi -np "$np" -H "localhost:$np" "${forward[@]}" "$py" "${args[@]}" ;;
-  *) echo "usage: run_pytest.sh BUILD_DIR alone|native|mpi [NP] [pytest args...]" >&2; exit 64 ;;
+  # Plain Open MPI, no hvdrun: libhvd reads mpirun's own variables (OMPI_COMM_WORLD_*).
+  mpirun) exec timeout 600 mpirun --allow-run-as-root --oversubscribe -bind-to none -np "$np" \
+            -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE "$py" "${args[@]}" ;;
+  *) echo "usage: run_pytest.sh BUILD_DIR alone|native|mpi|mpirun [NP] [pytest args...]" >&2; exit 64 ;;
 esac

@@ -1,6 +1,8 @@
 """Bad input is a Python exception of Horovod's type with a clear message, never a crash."""
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -89,3 +91,27 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt_within_the_signal_check(
     if hvd.rank() != 0:
         handle = hvd.allreduce_async_(t, name='interrupted', op=hvd.Sum)
     assert torch.equal(hvd.synchronize(handle), torch.full((4,), float(hvd.size())))
+
+
+def test_a_script_started_by_horovods_own_launcher_says_to_use_hvdrun():
+    # horovodrun sets HOROVOD_SIZE and friends and runs its own rendezvous, which libhvd does not
+    # speak: init() must refuse at once with the way out, not wait for peers that never come.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(('HVD_', 'HOROVOD_', 'OMPI_', 'PMIX_', 'SLURM_'))}
+    env.update(HOROVOD_SIZE='2', HOROVOD_RANK='1', HOROVOD_LOCAL_RANK='1', HOROVOD_LOCAL_SIZE='2',
+               HOROVOD_CROSS_RANK='0', HOROVOD_CROSS_SIZE='1', HOROVOD_CONTROLLER='gloo',
+               HOROVOD_GLOO_RENDEZVOUS_ADDR='127.0.0.1', HOROVOD_GLOO_RENDEZVOUS_PORT='9')
+    script = ('import horovod.torch as hvd\n'
+              'try:\n'
+              '    hvd.init()\n'
+              'except ValueError as e:\n'
+              '    print("ValueError:", e)\n'
+              'else:\n'
+              '    print("init worked")\n')
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith('ValueError: HOROVOD_SIZE=2 but neither hvdrun'), run.stdout
+    assert 'start the program with hvdrun or mpirun' in run.stdout
+    assert time.monotonic() - start < 60
