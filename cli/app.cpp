@@ -296,7 +296,6 @@ int execute(const Options& o) {
   if (o.check_build) return check_build(o.json);
   if (o.check_ssh && !checking_net(o)) return check_ssh(o);
   const launcher::PlanRequest request = plan_request(o);
-  if (!o.command.empty()) warn_if_command_looks_like_a_host(o);
   const AttemptContext context{
       .launch_options = [&o](const launcher::Plan& p) { return launch_options(o, p); },
       .new_job_id = random_job_id,
@@ -310,13 +309,6 @@ int execute(const Options& o) {
     plan.warnings.push_back(fmt::format(
         "--restart-backoff {:g}: a wait is at most {:g} s, so every restart waits {:g} s",
         o.restart_backoff_s, launcher::kMaxBackoffSeconds, launcher::kMaxBackoffSeconds));
-  }
-  for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
-  // Notices are defaults the user may want to change: said when the job starts; a dry run shows
-  // them in its plan (--json: "notices") instead.
-  if (!o.dry_run) {
-    for (const std::string& n : plan.notices) spdlog::info("{}", n);
-    if (!plan.forwarding_notice.empty()) spdlog::debug("{}", plan.forwarding_notice);
   }
   validate_elastic_plan(o, plan);
   if (o.output_ranks && !o.elastic()) {  // an elastic job may grow into more ranks
@@ -334,6 +326,18 @@ int execute(const Options& o) {
     throw UsageError(fmt::format("--blacklist-cooldown-range {:g} {:g}: MIN is above MAX",
                                  o.blacklist_cooldown[0], o.blacklist_cooldown[1]),
                      "e.g. --blacklist-cooldown-range 10 300");
+  }
+  // A refused command prints nothing but its error: the launch options' own refusals (-i or
+  // --ssh-config not readable, --launcher srun outside an allocation) come first too. One that
+  // goes on says its warnings and notices before anything else.
+  (void)launch_options(o, plan);
+  if (!o.command.empty()) warn_if_command_looks_like_a_host(o);
+  for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
+  // Notices are defaults the user may want to change: said when the job starts; a dry run shows
+  // them in its plan (--json: "notices") instead.
+  if (!o.dry_run) {
+    for (const std::string& n : plan.notices) spdlog::info("{}", n);
+    if (!plan.forwarding_notice.empty()) spdlog::debug("{}", plan.forwarding_notice);
   }
   if (checking_net(o)) return check_net(o, plan);
   if (o.dry_run) {

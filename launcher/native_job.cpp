@@ -182,7 +182,10 @@ void NativeJob::on_agent_error(AgentConn& agent, const std::string& payload) {
   };
   std::string message = text("message", payload);
   if (!agent.spec_sent) message = fmt::format("host {}: {}", host_of(agent), message);
-  sup_.fail({ErrorKind::kRemote, message, text("hint", "")});
+  // No port of --port-range for the agent's probes is hvdrun's own part failing (exit 71, as
+  // for the rendezvous server's port); anything else is the job not starting there (127).
+  const bool launcher_part = text("kind", "") == kind_name(ErrorKind::kLauncher);
+  sup_.fail({launcher_part ? ErrorKind::kLauncher : ErrorKind::kRemote, message, text("hint", "")});
 }
 
 void NativeJob::on_agent_log(AgentConn& agent) {

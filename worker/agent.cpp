@@ -36,10 +36,11 @@ bool Agent::send(FrameType type, std::string_view payload) {
   return !launcher_gone_;
 }
 
-void Agent::error(const std::string& message, const std::string& hint) {
+void Agent::error(const std::string& message, const std::string& hint, ErrorKind kind) {
   // Messages quote paths and peer bytes, which need not be UTF-8.
-  send(FrameType::kError, nlohmann::json{{"message", message}, {"hint", hint}}.dump(
-                              -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  send(FrameType::kError,
+       nlohmann::json{{"message", message}, {"hint", hint}, {"kind", kind_name(kind)}}.dump(
+           -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void Agent::drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "common/process.h"
 #include "common/signal_fd.h"
 #include "common/unique_fd.h"
@@ -47,7 +48,10 @@ class Agent {
   bool start_ranks();
   std::optional<std::pair<std::string, std::string>> start_rank(const RankSpec& rank);
   void start_more(const JobSpec& more);
-  void error(const std::string& message, const std::string& hint = "");
+  // kError: the agent gives up on the job. `kind` says whose part failed where that is not the
+  // job's (kLauncher: no port of --port-range for hvdrun's probes); the launcher takes only that.
+  void error(const std::string& message, const std::string& hint = "",
+             ErrorKind kind = ErrorKind::kRemote);
   std::vector<std::string> rank_environment(const RankSpec& rank) const;
   void handle_input();
   void handle_frames();

@@ -64,7 +64,7 @@ bool Agent::read_spec() {
         }
       }
     } catch (const Error& e) {
-      error(e.what(), e.hint());  // the launcher names the host
+      error(e.what(), e.hint(), e.kind());  // the launcher names the host
       return false;
     }
     // A launcher silent past the pings' limit (a link cut without a reset) sends no job: the

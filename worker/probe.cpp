@@ -270,7 +270,9 @@ ProbeListener::ProbeListener(PortRange range, const std::string& token)
   }
   const BindFailure f =
       bind_failure(range, outcome, "--port-range ", "hvdrun's network probes", "this host");
-  throw Error(f.message, f.hint);
+  // The launcher's own part (a port for hvdrun), not the job's: exit 71 as for the rendezvous
+  // server's port (docs/exit-codes.md).
+  throw LauncherError(f.message, f.hint);
 }
 
 void ProbeListener::add_pollfds(std::vector<pollfd>& fds) const {

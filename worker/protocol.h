@@ -31,7 +31,7 @@ enum class FrameType : uint8_t {
   kStarted = 2,       // rank u32, pid u32
   kOutput = 3,        // rank u32, stream u8 (1 stdout, 2 stderr), bytes
   kExited = 4,        // rank u32, flags u8 (1: a signal, else a code; 2: after a stop), value u32
-  kError = 5,         // JSON: message, hint; the agent gives up on the whole job
+  kError = 5,         // JSON: message, hint, kind; the agent gives up on the whole job
   kDone = 6,          // empty: every rank has exited and nothing of the job is left on the host
   kListening = 7,     // JSON: the port its probe listener got (answers kProbeListen)
   kProbeResult = 8,   // JSON: one outcome per probe target (answers kProbe)

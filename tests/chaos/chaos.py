@@ -316,6 +316,12 @@ class Round:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+        else:  # an orphan found (the ranks' `sleep 300` children): gone before the next round
+            for pid in marked(self.mark):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         return result
 
     def evaluate(self, injected, exit_time, deadline):

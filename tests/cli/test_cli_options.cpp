@@ -1,5 +1,6 @@
 // End-to-end tests of hvdrun's other options and of -x forwarding: the real binary, its exit
 // code, stdout and stderr (docs/cli.md, docs/environment.md).
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -26,6 +27,30 @@ TEST_CASE("unknown option points at help", "[cli]") {
 TEST_CASE("missing command", "[cli]") {
   expect_usage_error({"--dry-run", "-np", "2"}, {"no command to run", "hvdrun -np 2 ./train"});
   expect_usage_error({}, {"no command to run"});
+}
+
+TEST_CASE("a refused command prints nothing but its error", "[cli]") {
+  // Issue 55: the OMP_NUM_THREADS notice (2 local ranks) came before the usage error that then
+  // refused the command. The same commands with a valid value do print it: the notice is real.
+  const std::vector<std::vector<std::string>> refused{
+      {"-np", "2", "--output-ranks", "5", "true"},
+      {"-np", "2", "--min-np", "3", "true"},
+      {"-np", "2", "--blacklist-cooldown-range", "10", "5", "true"},
+      {"-np", "2", "-i", "/nonexistent/key", "true"}};
+  for (const auto& args : refused) {
+    const RunResult r = run_hvdrun(args);
+    INFO(show(r));
+    CHECK(r.exit_code == kUsage);
+    CHECK_THAT(r.err, StartsWith("hvdrun: error: "));
+    CHECK_THAT(r.err, !Contains("OMP_NUM_THREADS"));
+    CHECK_THAT(r.err, !Contains("info:"));
+  }
+  const RunResult ok = run_hvdrun({"-np", "2", "--output-ranks", "1", "true"});
+  INFO(show(ok));
+  CHECK(ok.exit_code == kSuccess);
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {  // set, it is forwarded and says nothing
+    CHECK_THAT(ok.err, Contains("hvdrun: info: OMP_NUM_THREADS=1"));
+  }
 }
 
 TEST_CASE("version", "[cli]") {

@@ -166,11 +166,12 @@ class Hvdrun {
     std::vector<std::pair<std::string, std::string>> env;  // added to this process's environment
     std::string out_path;                                  // empty: stdout is a pipe
     std::string err_path;
-    bool stdin_pipe = false;  // false: stdin is /dev/null
+    bool stdin_pipe = false;              // false: stdin is /dev/null
+    std::string program = HVDRUN_BINARY;  // another program: hvdrun-agent, beside hvdrun
   };
 
   explicit Hvdrun(const Setup& setup) {
-    std::vector<std::string> argv_strings{HVDRUN_BINARY};
+    std::vector<std::string> argv_strings{setup.program};
     argv_strings.insert(argv_strings.end(), setup.args.begin(), setup.args.end());
     std::map<std::string, std::string> env_map;
     for (char** p = environ; *p != nullptr; ++p) {
@@ -244,6 +245,8 @@ class Hvdrun {
   }
 
   pid_t pid() const { return pid_; }
+  // After wait(): whether a signal ended it (rather than an exit with 128 + N).
+  bool signaled() const { return signaled_; }
   int stdout_fd() const { return out_fd_; }  // only when stdout is a pipe
   int stdin_fd() const { return in_fd_; }    // only with stdin_pipe
   void close_stdin() {
@@ -261,6 +264,7 @@ class Hvdrun {
       const pid_t r = ::waitpid(pid_, &status, WNOHANG);
       if (r == pid_) {
         exit_code_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        signaled_ = WIFSIGNALED(status);
         break;
       }
       if (Clock::now() > deadline) {
@@ -279,6 +283,7 @@ class Hvdrun {
   int out_fd_ = -1;
   int in_fd_ = -1;
   std::optional<int> exit_code_;
+  bool signaled_ = false;
 };
 
 // The tagged lines `[1,R]<stream>:text` in `text`, per rank; `other` gets every line that does

@@ -2,9 +2,15 @@
 // and real rank processes (`sh -c ...`). What a rank sees (its environment), what the user sees
 // (exit code, tagged output, the failure report, the --json result), and that nothing is left
 // running. Signals and cleanup: test_launch_signals.cpp.
+#include <pwd.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -495,4 +501,80 @@ TEST_CASE("output-filename never follows a symbolic link below its folder", "[la
   CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs + "/rank.0/stdout"));
   CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs + "/rank.1/stdout"));
   CHECK_THAT(r.out, Contains("[1,0]<stdout>:out 0"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The README's samples are what hvdrun prints (issue 55: they left out its notice and info lines)
+
+namespace {
+
+// The README's sample after the line `command` (four spaces in front, as the page indents them):
+// the indented lines up to the next `    hvdrun -...` command or the first line not indented,
+// blank lines left out, the indentation removed.
+std::vector<std::string> readme_sample(const std::string& command) {
+  std::ifstream in(std::string(HVD_SOURCE_DIR) + "/README.md");
+  std::vector<std::string> out;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "    " + command) {
+      inside = true;
+      continue;
+    }
+    if (!inside || line.empty()) continue;
+    if (!line.starts_with("    ") || line.starts_with("    hvdrun -")) break;  // the next command
+    out.push_back(line.substr(4));
+  }
+  return out;
+}
+
+// hvdrun in an environment of PATH, HOME and LANG alone (a login has more: the dry run's notice
+// counts those it does not forward), its output lines without blank ones:
+// this binary's path shown as the README's, this user as root, and the count of variables
+// that are not forwarded as N.
+std::vector<std::string> printed(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/usr/bin/env", "-i",           "PATH=/usr/bin:/bin",
+                                "HOME=/",       "LANG=C.UTF-8", HVDRUN_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const RunResult r = run_program(argv, {}, kRunTimeout);
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  const passwd* pw = ::getpwuid(::getuid());
+  const std::string user = pw != nullptr ? pw->pw_name : "root";
+  std::vector<std::string> out;
+  std::istringstream lines(r.err + r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    for (size_t at; (at = line.find(HVDRUN_BINARY)) != std::string::npos;) {
+      line.replace(at, std::string(HVDRUN_BINARY).size(), "/usr/local/bin/hvdrun");
+    }
+    line = std::regex_replace(line, std::regex(user + "@"), "root@");
+    line = std::regex_replace(line, std::regex(R"(notice: \d+ variables? of)"),
+                              "notice: N variables of");
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("README: the dry-run sample is what hvdrun prints", "[launch][docs]") {
+  std::vector<std::string> sample = readme_sample("hvdrun --dry-run -np 3 -H w0:1,w1:2 ./train");
+  REQUIRE(!sample.empty());
+  for (std::string& line : sample) {
+    line = std::regex_replace(line, std::regex(R"(notice: \d+ variables? of)"),
+                              "notice: N variables of");
+  }
+  CHECK(printed({"--dry-run", "-np", "3", "-H", "w0:1,w1:2", "./train"}) == sample);
+}
+
+TEST_CASE("README: the local example's sample is what hvdrun prints", "[launch][docs]") {
+  const std::vector<std::string> sample =
+      readme_sample("hvdrun -np 2 sh -c 'echo \"rank $RANK of $WORLD_SIZE\"'");
+  REQUIRE(!sample.empty());
+  // stdout and stderr interleave as they come: the same lines, in any order.
+  std::multiset<std::string> want(sample.begin(), sample.end());
+  const std::vector<std::string> got_lines =
+      printed({"-np", "2", "sh", "-c", "echo \"rank $RANK of $WORLD_SIZE\""});
+  const std::multiset<std::string> got(got_lines.begin(), got_lines.end());
+  CHECK(got == want);
 }

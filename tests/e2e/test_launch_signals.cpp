@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -514,6 +515,57 @@ TEST_CASE("an agent pinged before its job leaves a launcher silent past the ping
   CHECK(pong[0].type == 10);  // kPong
   CHECK(code == 2);           // no job: it had nothing to stop
   CHECK(waited < 3s);
+}
+
+TEST_CASE(
+    "a lone agent SIGKILLed, as hvdrun --agent and as hvdrun-agent: what its rank started "
+    "ends, and its guard dies of the same signal",
+    "[launch]") {
+  // Every way an agent starts runs it under its guard (worker/agent_guard.h): hvdrun --agent
+  // (local and over SSH: the other tests) and hvdrun-agent (srun's; --agent-connect runs the
+  // same guard). The guard ends as its agent did, so the launcher reads the agent's own end.
+  ::signal(SIGPIPE, SIG_IGN);
+  const std::string agent_binary =
+      (std::filesystem::path(HVDRUN_BINARY).parent_path() / "hvdrun-agent").string();
+  for (const std::string& program : {std::string(HVDRUN_BINARY), agent_binary}) {
+    INFO(program);
+    JobMarker marker;
+    TempDir dir;
+    Hvdrun::Setup setup = lone_agent(dir);
+    setup.program = program;
+    Hvdrun agent(setup);
+    std::string buffer;
+    const auto hello = read_frames(agent.stdout_fd(), buffer, 1, 5s);
+    REQUIRE(hello.size() == 1);
+    json spec = {
+        {"protocol", json::parse(hello.back().payload).value("protocol", 1)},
+        {"host", "localhost"},
+        {"argv", {"sh", "-c", kRanksWithChildren}},
+        {"cwd", "/"},
+        {"grace_seconds", 1},
+        {"ranks",
+         json::array(
+             {{{"rank", 0},
+               {"env", json::array({json::array({"PATH", "/usr/bin:/bin"}),
+                                    json::array({"HVDTEST_RANK_MARKER", marker.value()})})}}})}};
+    REQUIRE(write_bytes(agent.stdin_fd(), encode(16, spec.dump())));
+    const bool up = wait_until([&] { return sleeping(marker) == 3; }, 10s);
+    pid_t agent_pid = 0;
+    for (pid_t pid : marker.ranks()) {
+      if (comm_of(pid) == "sh" && comm_of(parent_of(pid)) != "sh") agent_pid = parent_of(pid);
+    }
+    REQUIRE(up);
+    REQUIRE(agent_pid > 0);
+    CHECK(parent_of(agent_pid) == agent.pid());
+    CHECK(comm_of(agent.pid()) == "hvdrun-guard");
+    ::kill(agent_pid, SIGKILL);
+    const bool gone = wait_until([&] { return marker.ranks().empty(); }, 2s);
+    const int code = agent.wait(5s);
+    INFO(read_file(dir / "err"));
+    CHECK(gone);
+    CHECK(code == 137);
+    CHECK(agent.signaled());  // killed by SIGKILL, as its agent was: not an exit with 137
+  }
 }
 
 TEST_CASE("SIGUSR1 and SIGUSR2 to hvdrun are forwarded to every rank", "[launch]") {

@@ -312,6 +312,19 @@ TEST_CASE("error kinds: each has an exit code and a name, the exit codes are doc
     names.insert(std::string(hvd::kind_name(kind)));
   }
   CHECK(names.size() == static_cast<size_t>(hvd::ErrorKind::kCount));  // no two share a name
+  // docs/cli.md lists every `error.kind` of the --json result (issue 55: job_timeout was not).
+  std::ifstream cli_in(std::string(HVD_SOURCE_DIR) + "/docs/cli.md");
+  REQUIRE(cli_in.good());
+  std::stringstream cli_text;
+  cli_text << cli_in.rdbuf();
+  const std::string cli = cli_text.str();
+  const auto list_at = cli.find("`kind` says which (");
+  REQUIRE(list_at != std::string::npos);
+  const std::string list = cli.substr(list_at, cli.find(')', list_at) - list_at);
+  for (const std::string& name : names) {
+    INFO("error kind " << name << " is not in docs/cli.md's list: " << list);
+    CHECK(list.find("`" + name + "`") != std::string::npos);
+  }
   CHECK(hvd::exit_code_of(hvd::ErrorKind::kUsage) == hvd::ExitCode::kUsage);
   CHECK(hvd::exit_code_of(hvd::ErrorKind::kRemote) == hvd::ExitCode::kCannotStart);
   CHECK(hvd::exit_code_of(hvd::ErrorKind::kLauncher) == hvd::ExitCode::kLauncherFailed);
