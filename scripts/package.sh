@@ -2,8 +2,8 @@
 # Builds hvdrun's Debian packages: a Release build installed under /usr (build-release/, or
 # BUILD_DIR=...), then `cpack -G DEB` (cmake/HvdPackaging.cmake): hvdrun, libhvd0, libhvd-dev
 # and, when the build has NCCL, libhvd-nccl; when it has the Python binding (python3-dev and
-# pybind11-dev installed: install-deps.sh --torch), python3-hvd. The .deb files land in the build folder; their
-# paths are printed one per line at the end. A folder already configured so (CI's, where the
+# pybind11-dev installed: install-deps.sh --torch), python3-hvd. The .deb files land in the
+# build folder; their paths are printed one per line at the end. A folder already configured so (CI's, where the
 # suite ran on it) is only brought up to date.
 # Usage: bash scripts/package.sh   (then: sudo apt-get install ./build-release/*.deb)
 set -euo pipefail
