@@ -209,7 +209,7 @@ TEST_CASE("port range: a host with no free port in the range is named, and nothi
   // Issue 55: it exited 127 ("the job could not start on a host"); a port shortage is hvdrun's
   // own part failing, 71, wherever the port was wanted (the launcher or, here, an agent). Over
   // SSH and on the local host.
-  for (const std::string host : {h.addr(35), std::string("localhost")}) {
+  for (const std::string& host : {h.addr(35), std::string("localhost")}) {
     const auto r = hvd::test::run_hvdrun(h.args(
         {"--port-range", range(low, 3), "--json", "-H", host, "sh", "-c", "echo rank-started"}));
     INFO(show(r));
