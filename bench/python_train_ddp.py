@@ -7,11 +7,9 @@ WORLD_SIZE, MASTER_ADDR and MASTER_PORT hvdrun sets). Same arguments, same epoch
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'examples',
@@ -54,21 +52,10 @@ def main():
               f'{args.batch_size} per rank, {len(train_set)} training examples, '
               f'{torch.get_num_threads()} torch threads per rank', flush=True)
     for epoch in range(1, args.epochs + 1):
-        model.train()
         sampler.set_epoch(epoch)
-        start, steps, loss_sum = time.perf_counter(), 0, 0.0
-        for x, y in loader:
-            optimizer.zero_grad()
-            loss = F.nll_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            steps += 1
-            loss_sum += loss.item()
-        seconds = time.perf_counter() - start
-        model.eval()
-        with torch.no_grad():
-            accuracy = (model(test_x).argmax(1) == test_y).double().mean().item()
-        loss, accuracy = average(loss_sum / max(steps, 1)), average(accuracy)
+        steps, mean_loss, seconds = fashion_mnist.train_epoch(model, loader, optimizer)
+        accuracy = fashion_mnist.accuracy(model, test_x, test_y)
+        loss, accuracy = average(mean_loss), average(accuracy)
         steps_per_s = average(steps / seconds)
         if rank == 0:
             print(f'epoch {epoch}: loss {loss:.4f} test accuracy {accuracy:.4f} '

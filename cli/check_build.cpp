@@ -149,18 +149,6 @@ json probe_python(const std::string& python, const std::string& build_tree_dir) 
   return out;
 }
 
-// Where `name` resolves on PATH, or "".
-std::string which(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    const fs::path candidate = fs::path(dir) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return "";
-}
-
 json python_binding() {
   json out;
   const std::string built_for = HVD_BUILD_PYTHON;
@@ -174,7 +162,7 @@ json python_binding() {
     if (entry.path().filename().string().rfind("_native", 0) == 0) build_tree_dir = tree.string();
   }
   out["interpreters"] = json::array({probe_python(built_for, build_tree_dir)});
-  const std::string on_path = which("python3");
+  const std::string on_path = path_of("python3");
   if (!on_path.empty() &&
       fs::weakly_canonical(on_path, ec) != fs::weakly_canonical(built_for, ec)) {
     json other = probe_python(on_path, build_tree_dir);

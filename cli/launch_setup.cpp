@@ -156,15 +156,6 @@ launcher::LaunchOptions launch_options(const Options& o) {
   return options;
 }
 
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 // --launcher: srun inside an allocation whose hosts hvdrun took from Slurm, else SSH.
 launcher::AgentLaunch agent_launch(const Options& o, const launcher::Plan& plan) {
   if (o.agent_launch == "ssh") return launcher::AgentLaunch::kSsh;
@@ -176,11 +167,23 @@ launcher::AgentLaunch agent_launch(const Options& o, const launcher::Plan& plan)
     }
     return launcher::AgentLaunch::kSrun;
   }
-  return plan.hosts_origin.kind == "slurm" && on_path("srun") ? launcher::AgentLaunch::kSrun
-                                                              : launcher::AgentLaunch::kSsh;
+  return plan.hosts_origin.kind == "slurm" && !path_of("srun").empty()
+             ? launcher::AgentLaunch::kSrun
+             : launcher::AgentLaunch::kSsh;
 }
 
 }  // namespace
+
+std::string path_of(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
 
 // --check-net, or --check-net-full without a command.
 bool checking_net(const Options& o) {

@@ -22,6 +22,8 @@ launcher::HostsSource hosts_source(const Options& o);
 
 // This hvdrun's own path (the agent every host runs, unless --agent-path).
 std::string own_path();
+// Where `program` is on this process's PATH (the first executable match), or "".
+std::string path_of(const std::string& program);
 
 ssh::SshOptions ssh_options(const Options& o);
 

@@ -7,6 +7,7 @@ standard library and torch only (no torchvision, no download).
 import gzip
 import os
 import struct
+import time
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +56,27 @@ class Net(torch.nn.Module):
         x = F.relu(F.max_pool2d(self.conv2(x), 2))
         x = F.relu(self.fc1(x.flatten(1)))
         return F.log_softmax(self.fc2(x), dim=1)
+
+
+def train_epoch(model, loader, optimizer):
+    """One pass over `loader`: (steps, mean loss, seconds of training)."""
+    model.train()
+    start, steps, loss_sum = time.perf_counter(), 0, 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        steps += 1
+        loss_sum += loss.item()
+    return steps, loss_sum / max(steps, 1), time.perf_counter() - start
+
+
+def accuracy(model, x, y):
+    """The fraction of `x` the model classifies as `y`."""
+    model.eval()
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).double().mean().item()
 
 
 def checksum(model):

@@ -12,10 +12,8 @@ training steps per second and the parameter checksum, which every rank must shar
 import argparse
 import os
 import sys
-import time
 
 import torch
-import torch.nn.functional as F
 
 import horovod.torch as hvd
 
@@ -72,21 +70,10 @@ def main():
               f'{hvd.size()} ranks, batch {args.batch_size} per rank, {len(train_set)} training '
               f'examples, {torch.get_num_threads()} torch threads per rank', flush=True)
     for epoch in range(1, args.epochs + 1):
-        model.train()
         sampler.set_epoch(epoch)
-        start, steps, loss_sum = time.perf_counter(), 0, 0.0
-        for x, y in loader:
-            optimizer.zero_grad()
-            loss = F.nll_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            steps += 1
-            loss_sum += loss.item()
-        seconds = time.perf_counter() - start
-        model.eval()
-        with torch.no_grad():
-            accuracy = (model(test_x).argmax(1) == test_y).double().mean().item()
-        loss = average(loss_sum / max(steps, 1), 'metric.loss')
+        steps, mean_loss, seconds = fashion_mnist.train_epoch(model, loader, optimizer)
+        accuracy = fashion_mnist.accuracy(model, test_x, test_y)
+        loss = average(mean_loss, 'metric.loss')
         accuracy = average(accuracy, 'metric.accuracy')
         steps_per_s = average(steps / seconds, 'metric.steps_per_s')
         sums = hvd.allgather_object(fashion_mnist.checksum(model))
