@@ -247,9 +247,10 @@ std::shared_ptr<OpState> broadcast_op(const std::string& name, const Tensor& ino
   return op;
 }
 std::shared_ptr<OpState> reducescatter_op(const std::string& name, const Tensor& in,
-                                          ReduceOp op_kind, Allocator allocate = {}) {
+                                          const AllreduceOptions& options,
+                                          Allocator allocate = {}) {
   auto op = make_op(OpKind::kReducescatter, name, in, std::move(allocate));
-  op->request.op = op_kind;
+  op->options = options;
   return op;
 }
 std::shared_ptr<OpState> alltoall_op(const std::string& name, const Tensor& in,
@@ -274,8 +275,10 @@ Handle allgather_async(const std::string& name, const Tensor& in) {
   return start("allgather_async", make_op(OpKind::kAllgather, name, in), false);
 }
 
-Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp op_kind) {
-  return start("reducescatter_async", reducescatter_op(name, in, op_kind), false);
+Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp op_kind,
+                           double prescale, double postscale) {
+  return start("reducescatter_async", reducescatter_op(name, in, {op_kind, prescale, postscale}),
+               false);
 }
 
 Handle alltoall_async(const std::string& name, const Tensor& in,
@@ -303,12 +306,14 @@ Buffer allgather(const Tensor& in) {
   return std::move(HandleAccess::state(h).buffer);
 }
 
-void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind) {
-  start("reducescatter", reducescatter_op({}, in, op_kind, allocate), true).wait();
+void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind, double prescale,
+                   double postscale) {
+  start("reducescatter", reducescatter_op({}, in, {op_kind, prescale, postscale}, allocate), true)
+      .wait();
 }
 
-Buffer reducescatter(const Tensor& in, ReduceOp op) {
-  Handle h = start("reducescatter", reducescatter_op({}, in, op), true);
+Buffer reducescatter(const Tensor& in, ReduceOp op, double prescale, double postscale) {
+  Handle h = start("reducescatter", reducescatter_op({}, in, {op, prescale, postscale}), true);
   h.wait();
   return std::move(HandleAccess::state(h).buffer);
 }

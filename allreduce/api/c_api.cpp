@@ -107,12 +107,18 @@ hvd_status hvd_allgather(const void* in, size_t count, hvd_dtype dtype, hvd_allo
 
 hvd_status hvd_reducescatter(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
                              hvd_alloc_fn alloc, void* user, size_t* out_count) {
+  return hvd_reducescatter_scaled(in, count, dtype, op, 1.0, 1.0, alloc, user, out_count);
+}
+
+hvd_status hvd_reducescatter_scaled(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
+                                    double prescale, double postscale, hvd_alloc_fn alloc,
+                                    void* user, size_t* out_count) {
   if (alloc == nullptr || out_count == nullptr) {
     return bad_argument("hvd_reducescatter: alloc and out_count must not be NULL");
   }
   return guarded([&] {
     hvd::reducescatter(flat(in, count, dtype), c_allocator(alloc, user, out_count),
-                       static_cast<hvd::ReduceOp>(op));
+                       static_cast<hvd::ReduceOp>(op), prescale, postscale);
   });
 }
 

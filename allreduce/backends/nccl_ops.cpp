@@ -64,8 +64,15 @@ void check_gpu_submission(const detail::OpState& op, bool output_in_buffer) {
       break;
     case OpKind::kBroadcast:
       break;
-    case OpKind::kAllgather:
     case OpKind::kReducescatter:
+      if (op.options.prescale != 1.0 || op.options.postscale != 1.0) {
+        unsupported(fmt::format("reducescatter of a {}: prescale/postscale on GPU tensors is not "
+                                "supported yet",
+                                describe(t)),
+                    "scale the tensor yourself, or use ReduceOp::kAverage");
+      }
+      [[fallthrough]];
+    case OpKind::kAllgather:
       if (output_in_buffer) {
         unsupported(fmt::format("{} of a {} into an hvd::Buffer (host memory)", kind, describe(t)),
                     "use the form that takes an Allocator, and allocate device memory in it");

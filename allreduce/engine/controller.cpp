@@ -180,10 +180,11 @@ std::string Controller::mismatch(const std::string& name, int rank_a, const Requ
   if (a.kind == OpKind::kBroadcast && a.root != b.root) {
     return differs("root rank", std::to_string(a.root), std::to_string(b.root));
   }
-  if (a.kind == OpKind::kAllreduce && a.prescale != b.prescale) {
+  const bool scaled = a.kind == OpKind::kAllreduce || a.kind == OpKind::kReducescatter;
+  if (scaled && a.prescale != b.prescale) {
     return differs("prescale", fmt::format("{}", a.prescale), fmt::format("{}", b.prescale));
   }
-  if (a.kind == OpKind::kAllreduce && a.postscale != b.postscale) {
+  if (scaled && a.postscale != b.postscale) {
     return differs("postscale", fmt::format("{}", a.postscale), fmt::format("{}", b.postscale));
   }
   return {};

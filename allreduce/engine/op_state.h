@@ -25,6 +25,8 @@ struct OpState {
   Tensor in;
   Tensor out;             // only when not in place (out_is_in false): read it by output()
   bool out_is_in = true;  // the op writes its input (broadcast, in-place allreduce, ...)
+  // allreduce and reducescatter: the reduce op and scale factors (Runtime::submit copies them
+  // into `request`).
   AllreduceOptions options;
   Allocator allocate;                // allgather/reducescatter/alltoall output
   std::vector<std::int64_t> splits;  // alltoall

@@ -39,6 +39,16 @@ void check_rows(const char* op, const Tensor& t) {
   }
 }
 
+void check_scale_factors(const char* op, const Tensor& in, const AllreduceOptions& options) {
+  for (double s : {options.prescale, options.postscale}) {
+    if (!std::isfinite(s)) invalid(fmt::format("{}: scale factor {} is not finite", op, s));
+    if (s != 1.0 && !is_floating(in.dtype)) {
+      invalid(fmt::format("{}: prescale/postscale {} on a {}", op, s, describe(in)),
+              "scaling needs a floating-point dtype; scale integer data yourself");
+    }
+  }
+}
+
 void check_allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
   check_tensor("allreduce", "input", in);
   if (&out != &in) check_tensor("allreduce", "output", out);  // in place: checked just now
@@ -50,13 +60,7 @@ void check_allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions
   if (!is_valid(options.op)) {
     invalid(fmt::format("allreduce: invalid reduce op {}", static_cast<int>(options.op)));
   }
-  for (double s : {options.prescale, options.postscale}) {
-    if (!std::isfinite(s)) invalid(fmt::format("allreduce: scale factor {} is not finite", s));
-    if (s != 1.0 && !is_floating(in.dtype)) {
-      invalid(fmt::format("allreduce: prescale/postscale {} on a {}", s, describe(in)),
-              "scaling needs a floating-point dtype; scale integer data yourself");
-    }
-  }
+  check_scale_factors("allreduce", in, options);
 }
 
 void check_broadcast(const Tensor& t, int root, int size) {
@@ -67,13 +71,15 @@ void check_broadcast(const Tensor& t, int root, int size) {
   }
 }
 
-void check_reducescatter(const Tensor& in, ReduceOp op) {
+void check_reducescatter(const Tensor& in, const AllreduceOptions& options) {
   check_tensor("reducescatter", "input", in);
   check_rows("reducescatter", in);
+  const ReduceOp op = options.op;
   if (op != ReduceOp::kSum && op != ReduceOp::kAverage) {
     invalid(fmt::format("reducescatter supports sum and average, not {}",
                         is_valid(op) ? op_name(op) : "an invalid op"));
   }
+  check_scale_factors("reducescatter", in, options);
 }
 
 // The rows going to each rank: `splits`, or equal parts when empty.
@@ -120,7 +126,7 @@ void check_submission(const detail::OpState& op, int size) {
       check_rows("allgather", op.in);
       break;
     case OpKind::kReducescatter:
-      check_reducescatter(op.in, q.op);
+      check_reducescatter(op.in, op.options);
       break;
     case OpKind::kAlltoall:
       alltoall_splits(op.in, op.splits, size);

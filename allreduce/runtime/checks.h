@@ -19,9 +19,11 @@ inline constexpr std::size_t kMaxDims = 10;  // allgather/alltoall/reducescatter
 
 void check_tensor(const char* op, const char* role, const Tensor& t);
 void check_rows(const char* op, const Tensor& t);  // 1 to kMaxDims dimensions
+// Finite prescale/postscale, other than 1.0 on floating-point dtypes only (`op` names the call).
+void check_scale_factors(const char* op, const Tensor& in, const AllreduceOptions& options);
 void check_allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options);
 void check_broadcast(const Tensor& t, int root, int size);
-void check_reducescatter(const Tensor& in, ReduceOp op);
+void check_reducescatter(const Tensor& in, const AllreduceOptions& options);
 // The rows going to each rank: `splits`, or equal parts when empty; checked.
 std::vector<std::int64_t> alltoall_splits(const Tensor& in, std::span<const std::int64_t> splits,
                                           int size);

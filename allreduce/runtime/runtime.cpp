@@ -41,7 +41,7 @@ void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
   q.dtype = op->in.dtype;
   q.device = op->in.device;
   q.shape = op->in.shape;
-  if (q.kind == OpKind::kAllreduce) {
+  if (q.kind == OpKind::kAllreduce || q.kind == OpKind::kReducescatter) {
     q.op = op->options.op;
     q.prescale = op->options.prescale;
     q.postscale = op->options.postscale;
@@ -164,7 +164,7 @@ void Runtime::run_one(detail::OpState& op) {
     case OpKind::kAllgather:
       return allgather(op.in, op.allocate);
     case OpKind::kReducescatter:
-      return reducescatter(op.in, op.allocate, op.request.op);
+      return reducescatter(op.in, op.allocate, op.options);
     case OpKind::kAlltoall:
       op.received_splits = alltoall(op.in, op.splits, op.allocate);
       return;
@@ -326,7 +326,8 @@ void Runtime::allgather(const Tensor& in, const Allocator& allocate) {
   if (total > 0) backend_->allgatherv(in.data, out, bytes);
 }
 
-void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op) {
+void Runtime::reducescatter(const Tensor& in, const Allocator& allocate,
+                            const AllreduceOptions& options) {
   const auto shapes = exchange_shapes(in);
   for (std::size_t r = 0; r < shapes.size(); ++r) {
     if (shapes[r].dtype != in.dtype || shapes[r].shape != in.shape) {
@@ -348,8 +349,17 @@ void Runtime::reducescatter(const Tensor& in, const Allocator& allocate, ReduceO
   if (trailing == 0) out_shape[0] = rows / size + (topology_.rank < rows % size ? 1 : 0);
   void* out = allocate_output("reducescatter", allocate, out_shape, mine * element_size(in.dtype));
   if (in.num_elements() == 0) return;
-  backend_->reducescatter(in.data, out, counts, in.dtype, ReduceOp::kSum);
-  if (op == ReduceOp::kAverage) finish_average(out, mine, in.dtype);
+  const void* send = in.data;
+  std::vector<std::byte> scaled;  // the prescaled copy: the caller's input is never written
+  if (options.prescale != 1.0) {
+    scaled.resize(in.byte_size());
+    std::memcpy(scaled.data(), in.data, in.byte_size());
+    scale(scaled.data(), to_size(in.num_elements()), in.dtype, options.prescale);
+    send = scaled.data();
+  }
+  backend_->reducescatter(send, out, counts, in.dtype, ReduceOp::kSum);
+  if (options.op == ReduceOp::kAverage) finish_average(out, mine, in.dtype);
+  if (options.postscale != 1.0) scale(out, mine, in.dtype, options.postscale);
 }
 
 std::vector<std::int64_t> Runtime::alltoall(const Tensor& in, std::span<const std::int64_t> splits,

@@ -81,7 +81,7 @@ class Runtime final : public OpRunner {
                        Timeline* timeline);
   void broadcast(const Tensor& inout, int root);
   void allgather(const Tensor& in, const Allocator& allocate);
-  void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op);
+  void reducescatter(const Tensor& in, const Allocator& allocate, const AllreduceOptions& options);
   std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
                                      const Allocator& allocate);
   void run_one(detail::OpState& op);

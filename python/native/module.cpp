@@ -155,13 +155,18 @@ void define_ops(py::module_& m) {
     const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
     return submit([&] { return hvd::allgather_async(name, t); });
   });
-  m.def("reducescatter_async",
-        [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
-           int device, std::uintptr_t stream, int op) {
-          const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
-          return submit(
-              [&] { return hvd::reducescatter_async(name, t, static_cast<hvd::ReduceOp>(op)); });
+  m.def(
+      "reducescatter_async",
+      [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+         int device, std::uintptr_t stream, int op, double prescale, double postscale) {
+        const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+        return submit([&] {
+          return hvd::reducescatter_async(name, t, static_cast<hvd::ReduceOp>(op), prescale,
+                                          postscale);
         });
+      },
+      py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"), py::arg("device"),
+      py::arg("stream"), py::arg("op"), py::arg("prescale"), py::arg("postscale"));
   m.def("alltoall_async",
         [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
            int device, std::uintptr_t stream, std::vector<std::int64_t> splits) {

@@ -130,6 +130,12 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
       std::pair<std::string, std::string>{"postscale",
                                           "postscale mismatch: rank 0 submitted 1, rank 1 "
                                           "submitted 2"},
+      std::pair<std::string, std::string>{"scatter_prescale",
+                                          "prescale mismatch: rank 0 submitted 1, rank 1 "
+                                          "submitted 2"},
+      std::pair<std::string, std::string>{"scatter_postscale",
+                                          "postscale mismatch: rank 0 submitted 1, rank 1 "
+                                          "submitted 2"},
       std::pair<std::string, std::string>{"kind",
                                           "operation mismatch: rank 0 submitted allreduce, rank 1 "
                                           "submitted broadcast"});

@@ -192,7 +192,7 @@ fi
 rc=0
 LD_LIBRARY_PATH="$libdir" timeout 60 "$scratch/c_consumer" >"$scratch/c_consumer.out" 2>&1 || rc=$?
 [ $rc -eq 0 ] || fail "c_consumer exited with status $rc" "$scratch/c_consumer.out"
-grep -qE '^c_consumer: rank 0 of 1 backend [a-z]+ allreduce allgather OK$' "$scratch/c_consumer.out" ||
+grep -qE '^c_consumer: rank 0 of 1 backend [a-z]+ allreduce allgather reducescatter OK$' "$scratch/c_consumer.out" ||
   fail "c_consumer printed no OK line" "$scratch/c_consumer.out"
 sed 's/^/     /' "$scratch/c_consumer.out"
 ok "C99 consumer (pkg-config hvd) built and ran"

@@ -13,7 +13,8 @@
 //                              some while the others submit, checked after all joined
 //   libhvd_check delayed       rank 0 submits A, then B 2 s later; rank 1 submits B then A
 //   libhvd_check mismatch F    rank 1 submits a tensor that differs in field F (dtype, shape,
-//                              op, root, prescale, postscale, kind): every rank's handle fails
+//                              op, root, prescale, postscale, kind; scatter_prescale and
+//                              scatter_postscale: of a reducescatter): every rank's handle fails
 //   libhvd_check stall S       rank 1 sleeps S seconds before submitting its tensor
 //   libhvd_check cache         the response cache through hvd::engine_stats(): steady-state
 //                              hits, a checksum of the results, a cached name with another
@@ -110,6 +111,45 @@ void check_allgather() {
   }
 }
 
+// Reducescatter with prescale 0.5 and postscale 3 (as allreduce's factors): the input is left as
+// it was, the block is 1.5 times the plain result; an integer tensor with a factor is refused.
+void check_reducescatter_scaled() {
+  for (DataType t :
+       {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      const std::int64_t rows = 3 * g_size + 1, cols = 2;
+      Data in(t, static_cast<std::size_t>(rows * cols));
+      for (std::size_t i = 0; i < in.size(); ++i) in.set(i, input(ReduceOp::kSum, t, g_rank, i));
+      const Data before = in;
+      hvd::Buffer out = hvd::reducescatter(in.tensor({rows, cols}), op, 0.5, 3.0);
+      std::int64_t first = 0;
+      for (int r = 0; r < g_rank; ++r) first += rows / g_size + (r < rows % g_size ? 1 : 0);
+      const std::int64_t mine = rows / g_size + (g_rank < rows % g_size ? 1 : 0);
+      Data got(t, 0);
+      got.bytes = out.bytes;
+      const std::string what = "reducescatter " + name(op) + " prescale 0.5 postscale 3 " + name(t);
+      expect(out.shape == std::vector<std::int64_t>{mine, cols}, what + " output shape");
+      expect(in.bytes == before.bytes, what + ": the input is unchanged");
+      expect_elements(
+          got, static_cast<std::size_t>(mine * cols),
+          [&](std::size_t i) {
+            return expected_reduction(op, t, static_cast<std::size_t>(first * cols) + i, 0.5, 3.0);
+          },
+          what);
+    }
+  }
+  Data ints(DataType::kInt32, 4);
+  try {
+    hvd::reducescatter(ints.tensor({4}), ReduceOp::kSum, 2.0);
+    expect(false, "reducescatter of an int32 with prescale 2 was not refused");
+  } catch (const hvd::RuntimeError& e) {
+    expect(e.status() == HVD_ERR_INVALID_ARGUMENT &&
+               std::string(e.what()).find("reducescatter: prescale/postscale 2 on a") !=
+                   std::string::npos,
+           std::string("reducescatter int32 prescale refusal: ") + e.what());
+  }
+}
+
 void check_reducescatter() {
   for (DataType t : kMainTypes) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
@@ -136,6 +176,7 @@ void check_reducescatter() {
       }
     }
   }
+  check_reducescatter_scaled();
 }
 
 void check_alltoall() {

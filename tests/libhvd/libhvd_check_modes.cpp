@@ -178,6 +178,12 @@ int mismatch(const std::string& field) {
     hvd::AllreduceOptions o{ReduceOp::kSum};
     (field == "prescale" ? o.prescale : o.postscale) = odd ? 2.0 : 1.0;
     h = hvd::allreduce_async("x", hvd::tensor(f.data(), f.size()), o);
+  } else if (field == "scatter_prescale" || field == "scatter_postscale") {
+    const double two = odd ? 2.0 : 1.0;
+    h = field == "scatter_prescale"
+            ? hvd::reducescatter_async("x", hvd::tensor(f.data(), f.size()), ReduceOp::kSum, two)
+            : hvd::reducescatter_async("x", hvd::tensor(f.data(), f.size()), ReduceOp::kSum, 1.0,
+                                       two);
   } else if (field == "root") {
     h = hvd::broadcast_async("x", hvd::tensor(f.data(), f.size()), odd ? 1 : 0);
   } else if (field == "kind") {

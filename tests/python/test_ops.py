@@ -147,8 +147,19 @@ def test_reducescatter():
         sum(q + 1 for q in range(size))
     blocks = torch.tensor_split(total, size)  # the first (rows % size) blocks one row longer
     assert torch.equal(out, blocks[r])
+    before = t.clone()
     avg = hvd.reducescatter(t, op=hvd.Average, prescale_factor=2.0, postscale_factor=0.5)
     assert torch.allclose(avg, blocks[r] / size)
+    assert torch.equal(t, before)  # libhvd prescales a copy, never the input
+    scaled = hvd.reducescatter(t, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0)
+    assert torch.allclose(scaled, blocks[r] * 1.5)
+    # Integers are scaled in Python as Horovod does (float64, truncated); a group mixes both.
+    ints = torch.full((size, 2), 3, dtype=torch.int32)
+    i_out, f_out = hvd.grouped_reducescatter([ints, t], op=hvd.Sum, prescale_factor=2.0,
+                                             postscale_factor=0.25)
+    want = torch.full((1, 2), int(6 * size * 0.25), dtype=torch.int32)
+    assert i_out.dtype == torch.int32 and torch.equal(i_out, want)
+    assert torch.allclose(f_out, blocks[r] * 0.5)
 
 
 def test_int16_wraps_keeps_its_sign_and_moves_through_every_op():

@@ -85,6 +85,13 @@ TEST_CASE("controller: each mismatched field is named with both values and ranks
   rs_max.op = ReduceOp::kMax;
   CHECK(error_between(rs, rs_max) ==
         t + "reduce op mismatch: rank 0 submitted sum, rank 1 submitted max");
+  Request rs_pre = rs, rs_post = rs;
+  rs_pre.prescale = 0.5;
+  rs_post.postscale = 4;
+  CHECK(error_between(rs, rs_pre) ==
+        t + "prescale mismatch: rank 0 submitted 1, rank 1 submitted 0.5");
+  CHECK(error_between(rs_post, rs) ==
+        t + "postscale mismatch: rank 0 submitted 4, rank 1 submitted 1");
 
   // A barrier compares only the operation and the device.
   CHECK(error_between(op(OpKind::kBarrier, "T", {1}),

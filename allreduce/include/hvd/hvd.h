@@ -92,6 +92,12 @@ HVD_API hvd_status hvd_allgather(const void* in, size_t count, hvd_dtype dtype, 
  * receives block r. */
 HVD_API hvd_status hvd_reducescatter(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
                                      hvd_alloc_fn alloc, void* user, size_t* out_count);
+/* hvd_reducescatter with hvd_allreduce's factors: every rank's input is multiplied by `prescale`
+ * (in a copy: `in` is not written) before and the received block by `postscale` after the
+ * reduction (floating-point types only; pass 1.0 otherwise). */
+HVD_API hvd_status hvd_reducescatter_scaled(const void* in, size_t count, hvd_dtype dtype,
+                                            hvd_op op, double prescale, double postscale,
+                                            hvd_alloc_fn alloc, void* user, size_t* out_count);
 /* `splits[i]` elements (in order) go to rank i; splits == NULL sends count / size to each rank
  * (count must divide evenly). Received blocks are concatenated in rank order; if `recv_splits`
  * is not NULL it receives `size` entries: the elements received from each rank. */

@@ -234,10 +234,14 @@ std::vector<T> allgather(std::span<const T> data) {
 
 // The reduction (kSum or kAverage) of every rank's tensor (same shape everywhere), split along
 // the first dimension into size() blocks, the first (dim0 % size) one row longer; rank r gets
-// block r.
+// block r. As allreduce's options: the input is multiplied by `prescale` before the reduction (in
+// a copy: `in` is never written) and the block by `postscale` after it; floating-point types
+// only, and every rank passes the same factors.
 HVD_API void reducescatter(const Tensor& in, const Allocator& allocate,
-                           ReduceOp op = ReduceOp::kAverage);
-HVD_API Buffer reducescatter(const Tensor& in, ReduceOp op = ReduceOp::kAverage);
+                           ReduceOp op = ReduceOp::kAverage, double prescale = 1.0,
+                           double postscale = 1.0);
+HVD_API Buffer reducescatter(const Tensor& in, ReduceOp op = ReduceOp::kAverage,
+                             double prescale = 1.0, double postscale = 1.0);
 
 // Rows [offset_i, offset_i + splits[i]) of `in` go to rank i (empty splits: dim0 / size each).
 // Received blocks are concatenated in rank order; returns the rows received from each rank.
@@ -291,7 +295,8 @@ inline Handle allreduce_async(const std::string& name, const Tensor& inout,
 HVD_API Handle broadcast_async(const std::string& name, const Tensor& inout, int root);
 HVD_API Handle allgather_async(const std::string& name, const Tensor& in);
 HVD_API Handle reducescatter_async(const std::string& name, const Tensor& in,
-                                   ReduceOp op = ReduceOp::kAverage);
+                                   ReduceOp op = ReduceOp::kAverage, double prescale = 1.0,
+                                   double postscale = 1.0);
 HVD_API Handle alltoall_async(const std::string& name, const Tensor& in,
                               std::span<const std::int64_t> splits = {});
 

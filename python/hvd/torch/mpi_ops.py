@@ -591,7 +591,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return output if splits is None else (output, received)
 
 
-# ---- reducescatter (prescale and postscale applied here until libhvd takes them) ----
+# ---- reducescatter ----
 
 def _scatter_op(op, what):
     if op == Adasum:
@@ -622,20 +622,25 @@ def _finish_scattered(natives, keep):
 
 
 def _finish_scattered_group(natives, keep):
-    tensors, postscale = keep[0], keep[1]
+    tensors, postscales = keep[0], keep[1]
     outs = [_from_buffer(n.take_output(), t.dtype, t.device) for n, t in zip(natives, tensors)]
-    if postscale != 1.0:
-        for o in outs:
+    for o, postscale in zip(outs, postscales):
+        if postscale != 1.0:
             o.copy_(_scaled(o, postscale))
     return outs
 
 
-def _scatter_input(tensor, prescale_factor, what):
+def _scatter_input(tensor, prescale_factor, postscale_factor, what):
+    """(input, libhvd's prescale and postscale, the postscale left for Python). libhvd scales
+    floating-point host tensors itself; integer tensors are scaled here as Horovod does (and as
+    allreduce does), and so are GPU tensors (libhvd takes no factors on them yet)."""
     tensor = _dense(tensor, what)
     if not tensor.dim():
         raise ValueError(f'{what}: a scalar tensor cannot be scattered: it has no first '
                          f'dimension to split')
-    return _scaled(tensor, prescale_factor)
+    if tensor.dtype.is_floating_point and tensor.device.type == 'cpu':
+        return tensor, float(prescale_factor), float(postscale_factor), 1.0
+    return _scaled(tensor, prescale_factor), 1.0, 1.0, postscale_factor
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -644,12 +649,13 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     dimension across the ranks (the first dim0 % size ranks one row more)."""
     check_process_set(process_set)
     code = _scatter_op(op, 'reducescatter')
-    tensor = _scatter_input(tensor, prescale_factor, 'reducescatter')
+    tensor, prescale, postscale, after = _scatter_input(tensor, prescale_factor, postscale_factor,
+                                                        'reducescatter')
     ptr, dtype, shape, device, stream = _view(tensor, 'reducescatter')
     handle = next(_handles)
     native = _submit(_native.reducescatter_async, _op_name('reducescatter', name, handle), ptr,
-                     dtype, shape, device, stream, code)
-    return _register(handle, (native,), _finish_scattered, (tensor, postscale_factor))
+                     dtype, shape, device, stream, code, prescale, postscale)
+    return _register(handle, (native,), _finish_scattered, (tensor, after))
 
 
 class HorovodReducescatter(torch.autograd.Function):
@@ -686,14 +692,18 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 prescale_factor=1.0, postscale_factor=1.0):
     check_process_set(process_set)
     code = _scatter_op(op, 'grouped_reducescatter')
-    tensors = [_scatter_input(t, prescale_factor, 'grouped_reducescatter') for t in tensors]
+    inputs = [_scatter_input(t, prescale_factor, postscale_factor, 'grouped_reducescatter')
+              for t in tensors]
+    tensors = [i[0] for i in inputs]
     views = [_view(t, 'grouped_reducescatter') for t in tensors]
     handle = next(_handles)
     natives = _submit_group(
         _op_name('grouped_reducescatter', name, handle), views,
-        lambda member, i, view: _submit(_native.reducescatter_async, member, *view, code),
+        lambda member, i, view: _submit(_native.reducescatter_async, member, *view, code,
+                                        inputs[i][1], inputs[i][2]),
         (tensors,))
-    return _register(handle, natives, _finish_scattered_group, (tensors, postscale_factor))
+    return _register(handle, natives, _finish_scattered_group,
+                     (tensors, [i[3] for i in inputs]))
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):

@@ -1,7 +1,8 @@
 /* A C99 program outside the hvdrun tree that uses only the installed hvd/hvd.h, built with
  *   gcc -std=c99 -Wall -Werror c_consumer.c $(pkg-config --cflags --libs hvd)
  * Runs alone (size 1) or under hvdrun at any size. Prints "c_consumer: rank R of S backend B
- * allreduce allgather OK" when every check passes. Exit status: 0 passed, 1 a check failed. */
+ * allreduce allgather reducescatter OK" when every check passes. Exit status: 0 passed, 1 a check
+ * failed. */
 #include <hvd/hvd.h>
 
 #include <stdio.h>
@@ -28,6 +29,9 @@ int main(void) {
   double mine[2];
   double* gathered = NULL;
   size_t gathered_count = 0;
+  double* scattered = NULL;
+  size_t scattered_count = 0;
+  double* block = NULL;
   const char* backend;
 
   status = hvd_rank(&rank);
@@ -95,8 +99,35 @@ int main(void) {
   }
   free(gathered);
 
+  /* Every rank contributes {0, 1, .., 2S - 1}, prescaled by 0.5 and postscaled by 4 (summed: 2S
+   * times each value); rank r receives elements 2r and 2r + 1. The input stays as it was. */
+  block = malloc(2 * (size_t)size * sizeof *block);
+  if (block == NULL) return 1;
+  for (i = 0; i < 2 * size; ++i) block[i] = i;
+  status = hvd_reducescatter_scaled(block, 2 * (size_t)size, HVD_FLOAT64, HVD_SUM, 0.5, 4.0,
+                                    malloc_output, &scattered, &scattered_count);
+  if (status != HVD_OK) {
+    fail("hvd_reducescatter_scaled", status);
+  } else if (scattered == NULL || scattered_count != 2) {
+    fprintf(stderr, "c_consumer: hvd_reducescatter_scaled gave %lu elements, expected 2\n",
+            (unsigned long)scattered_count);
+    ++failures;
+  } else {
+    for (i = 0; i < 2; ++i) {
+      double want = 2.0 * size * (2 * rank + i);
+      if (scattered[i] != want || block[2 * rank + i] != 2 * rank + i) {
+        fprintf(stderr, "c_consumer: hvd_reducescatter_scaled element %d is %g, expected %g\n", i,
+                scattered[i], want);
+        ++failures;
+      }
+    }
+  }
+  free(scattered);
+  free(block);
+
   if (failures == 0) {
-    printf("c_consumer: rank %d of %d backend %s allreduce allgather OK\n", rank, size, backend);
+    printf("c_consumer: rank %d of %d backend %s allreduce allgather reducescatter OK\n", rank,
+           size, backend);
   }
   if ((status = hvd_shutdown()) != HVD_OK) fail("hvd_shutdown", status);
   return failures == 0 ? 0 : 1;
