@@ -105,8 +105,8 @@ void define_tuning_flags(CLI::App& app, Options& o) {
                  "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", 0, 1, false,
                  "horovodrun's autotune noise, 0 to 1");
   app.add_flag("--timeline-mark-cycles", o.timeline_mark_cycles,
-               "horovodrun's cycle marks in the timeline (with --timeline-filename; libhvd's "
-               "timeline has none: a warning says so)");
+               "Mark each negotiation cycle in the timeline (CYCLE_START; with "
+               "--timeline-filename, as in horovodrun)");
   app.add_flag_callback(
          "--stall-check", [&o] { set_knob(o, contract::kStallCheckDisable.name, "0"); }, "")
       ->group("")  // horovodrun's hidden opposite of --no-stall-check
@@ -216,7 +216,7 @@ void finish_horovod_flags(Options& o) {
       return k.first == contract::kTimeline.name;
     });
     if (timeline) {
-      set_unimplemented(o, "--timeline-mark-cycles", "HOROVOD_TIMELINE_MARK_CYCLES", "1");
+      set_knob(o, contract::kTimelineMarkCycles.name, "1");
     } else {
       o.warnings.emplace_back(
           "--timeline-mark-cycles: has no effect without --timeline-filename (as in "

@@ -45,11 +45,12 @@ constexpr std::array<const EnvVar*, 32> kTable{
     &kElasticGeneration,
 };
 
-constexpr std::array<const EnvVar*, 16> kKnobs{
+constexpr std::array<const EnvVar*, 17> kKnobs{
     &kCpuOperations,      &kGlooTimeout,    &kGlooLoopPolicy,    &kGlooSyncBytes,
     &kGlooSyncPieceBytes, &kLogLevel,       &kFusionThreshold,   &kCycleTime,
     &kCacheCapacity,      &kMpiCycles,      &kGlooCycles,        &kEagerBytes,
-    &kStallCheckDisable,  &kStallCheckTime, &kStallShutdownTime, &kTimeline};
+    &kStallCheckDisable,  &kStallCheckTime, &kStallShutdownTime, &kTimeline,
+    &kTimelineMarkCycles};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{
     &kNcclSocketIfname, &kGlooIface,        &kGlooSocketIfname, &kCudaVisibleDevices,
@@ -57,7 +58,7 @@ constexpr std::array<const EnvVar*, 7> kLibrary{
 
 constexpr std::string_view kNoAutotuner =
     "libhvd has no autotuner: the fusion threshold and cycle time stay as set";
-constexpr std::array<UnimplementedKnob, 14> kUnimplemented{{
+constexpr std::array<UnimplementedKnob, 13> kUnimplemented{{
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "libhvd runs one flat allreduce across all ranks"},
     {"HOROVOD_HIERARCHICAL_ALLGATHER", "libhvd runs one flat allgather across all ranks"},
     {"HOROVOD_TORUS_ALLREDUCE", "libhvd runs one flat allreduce across all ranks"},
@@ -67,7 +68,6 @@ constexpr std::array<UnimplementedKnob, 14> kUnimplemented{{
     {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kNoAutotuner},
     {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", kNoAutotuner},
     {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", kNoAutotuner},
-    {"HOROVOD_TIMELINE_MARK_CYCLES", "libhvd's timeline does not mark the engine's cycles"},
     {"HOROVOD_MPI_THREADS_DISABLE",
      "libhvd's engine thread calls MPI beside the program's threads: it always asks MPI for "
      "MPI_THREAD_MULTIPLE"},

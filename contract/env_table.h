@@ -252,6 +252,10 @@ inline constexpr EnvVar kStallShutdownTime{
 inline constexpr EnvVar kTimeline{"HOROVOD_TIMELINE", EnvKind::kKnob, EnvType::kString,
                                   "file rank 0 writes a Chrome trace of every tensor to",
                                   text_default("unset")};
+inline constexpr EnvVar kTimelineMarkCycles{
+    "HOROVOD_TIMELINE_MARK_CYCLES", EnvKind::kKnob, EnvType::kInt,
+    "1 marks each negotiation cycle (a CYCLE_START instant) in HOROVOD_TIMELINE's file",
+    integer_default(0)};
 
 // Horovod knobs libhvd knows by name but does not implement. horovodrun's flags for them set
 // them all the same (a Horovod build, or the program itself, may read them), with a warning

@@ -91,6 +91,7 @@ void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config)
   // Horovod's "DYNAMIC": no file until the program starts one (start_timeline), never a file
   // named DYNAMIC.
   if (config.timeline == "DYNAMIC") config.timeline.clear();
+  config.timeline_mark_cycles = read_integer(getenv, contract::kTimelineMarkCycles, 0, 1, "") == 1;
 }
 
 StartedBy detect_starter(const contract::EnvGetter& getenv) {

@@ -67,6 +67,7 @@ struct RuntimeConfig {
   // 0: stalls only warn
   std::chrono::seconds stall_shutdown{contract::kStallShutdownTime.default_value.integer};
   std::string timeline;  // HOROVOD_TIMELINE; written by rank 0
+  bool timeline_mark_cycles = false;  // HOROVOD_TIMELINE_MARK_CYCLES=1: CYCLE_START marks
   // Gloo's rendezvous scope: "<job id>.global", or one per generation in an elastic job.
   std::string gloo_scope;
   // Elastic jobs (HVD_ELASTIC_FD set): the channel to the agent and who this process is.

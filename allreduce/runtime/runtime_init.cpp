@@ -179,7 +179,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
     timeline_ = std::make_unique<Timeline>();
     if (!config_.timeline.empty()) {
       said_if_it_throws([&] {
-        timeline_->start(config_.timeline, false, HVD_ERR_CONFIG,
+        timeline_->start(config_.timeline, config_.timeline_mark_cycles, HVD_ERR_CONFIG,
                          fmt::format("HOROVOD_TIMELINE={:?}", config_.timeline));
         return true;
       });

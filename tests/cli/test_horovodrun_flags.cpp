@@ -362,8 +362,7 @@ const std::map<std::string, Check>& checks() {
        }},
       {"--timeline-mark-cycles",
        [](const std::string& f) {
-         knob({f, "--timeline-filename", "/tmp/tl.json"}, "HOROVOD_TIMELINE_MARK_CYCLES", "1",
-              "libhvd's timeline does not mark");
+         knob({f, "--timeline-filename", "/tmp/tl.json"}, "HOROVOD_TIMELINE_MARK_CYCLES", "1");
          const json without = plan_of({f});
          CHECK_FALSE(without["ranks"][0]["env"].contains("HOROVOD_TIMELINE_MARK_CYCLES"));
          CHECK_THAT(warnings_of(without), Contains("has no effect without --timeline-filename"));

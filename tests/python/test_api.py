@@ -55,9 +55,10 @@ def test_build_facts():
 
 
 def run_alone(code, env=None):
+    # A process of its own, outside the job (and outside srun's task, inside Slurm).
     full = dict(os.environ)
     for name in list(full):
-        if name.startswith(('HOROVOD_', 'HVD_', 'OMPI_', 'PMIX_')):
+        if name.startswith(('HOROVOD_', 'HVD_', 'OMPI_', 'PMIX_', 'SLURM_')):
             del full[name]
     full.update(env or {})
     return subprocess.run([sys.executable, '-c', code], env=full, capture_output=True, text=True,

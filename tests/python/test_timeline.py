@@ -100,3 +100,27 @@ def test_after_shutdown_a_value_error_and_a_timeline_left_running_is_closed(tmp_
         hvd.init()  # for the tests after this one
     if hvd.rank() == 0:
         assert _rows(_events(path)) == {'allreduce.tl.left.grad', 'broadcast.tl.left.w'}
+
+
+def test_horovod_timeline_mark_cycles_at_init(tmp_path, monkeypatch):
+    """HOROVOD_TIMELINE=FILE with HOROVOD_TIMELINE_MARK_CYCLES=1 (hvdrun --timeline-filename
+    --timeline-mark-cycles) read at init: the file has CYCLE_START marks; without the second, none."""
+    marked, plain = tmp_path / 'marked.json', tmp_path / 'plain.json'
+    try:
+        for path, marks in ((marked, '1'), (plain, '0')):
+            hvd.shutdown()
+            monkeypatch.setenv('HOROVOD_TIMELINE', str(path))
+            monkeypatch.setenv('HOROVOD_TIMELINE_MARK_CYCLES', marks)
+            hvd.init()
+            _ops(f'tl.env{marks}')
+    finally:
+        hvd.shutdown()  # closes the file
+        monkeypatch.delenv('HOROVOD_TIMELINE')
+        monkeypatch.delenv('HOROVOD_TIMELINE_MARK_CYCLES')
+        hvd.init()
+    if hvd.rank() != 0:
+        return
+    a, b = _events(marked), _events(plain)
+    assert _rows(a) == {'allreduce.tl.env1.grad', 'broadcast.tl.env1.w'}
+    assert any(e['name'] == 'CYCLE_START' for e in a if e['ph'] == 'i')
+    assert not any(e['ph'] == 'i' for e in b)
