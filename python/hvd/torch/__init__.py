@@ -26,3 +26,4 @@ from hvd.torch import functions, optimizer  # noqa: F401,E402
 from hvd.torch.functions import (allgather_object, broadcast_object,  # noqa: F401,E402
                                  broadcast_optimizer_state, broadcast_parameters)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401,E402
+from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401,E402
