@@ -75,7 +75,8 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
       out_.push_back({request.kind,
                       {request.name},
                       fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
-                                  request.name, ranks_text(gone))});
+                                  request.name, ranks_text(gone)),
+                      true});
       table_.erase(it);
       continue;
     }
@@ -133,7 +134,7 @@ void Controller::fail_waiting_for(int rank, const std::string& why) {
     auto it = table_.find(name);
     if (it->second.has(rank)) continue;
     const Request& any = it->second.by_rank.front().second;
-    out_.push_back({any.kind, {name}, fmt::format("tensor '{}': {}", name, why)});
+    out_.push_back({any.kind, {name}, fmt::format("tensor '{}': {}", name, why), true});
     table_.erase(it);
   }
 }

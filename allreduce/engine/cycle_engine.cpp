@@ -81,7 +81,7 @@ void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
     }
     if (stopping_) throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
     if (!gone_.empty()) {  // what the coordinator answers once a rank said goodbye
-      op->finish(op_failure(HVD_ERR_INVALID_ARGUMENT,
+      op->finish(op_failure(HVD_ERR_PEER_LOST,
                             fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
       return;
     }
@@ -324,7 +324,7 @@ void CycleEngine::finish(const Decision& reply) {
     }
     for (auto& [name, entry] : ops) {
       const auto& op = entry.op;
-      op->finish(op_failure(stopping_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_INVALID_ARGUMENT,
+      op->finish(op_failure(stopping_ ? HVD_ERR_NOT_INITIALIZED : HVD_ERR_PEER_LOST,
                             stopping_ ? fmt::format("{} '{}' failed: hvd::shutdown() was called "
                                                     "while it was pending",
                                                     op_kind_name(op->request.kind), name)
@@ -355,7 +355,8 @@ void CycleEngine::run_response(const Response& response, const Decision& decisio
   // rank submitted it; one that failed is negotiated in full next time.
   if (!response.error.empty()) {
     for (const std::string& name : response.names) cache_.erase(name);
-    for (auto& op : ops) op->finish(op_failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    const hvd_status status = response.departed ? HVD_ERR_PEER_LOST : HVD_ERR_INVALID_ARGUMENT;
+    for (auto& op : ops) op->finish(op_failure(status, response.error));
     return;
   }
   if (ops.size() != response.names.size()) {

@@ -432,7 +432,8 @@ void Engine::run_response(const Response& response) {
     }
   }
   if (!response.error.empty()) {
-    for (auto& op : ops) op->finish(op_failure(HVD_ERR_INVALID_ARGUMENT, response.error));
+    const hvd_status status = response.departed ? HVD_ERR_PEER_LOST : HVD_ERR_INVALID_ARGUMENT;
+    for (auto& op : ops) op->finish(op_failure(status, response.error));
     return;
   }
   run_ops(runner_, ops, options_.timeline);

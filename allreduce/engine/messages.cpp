@@ -212,6 +212,7 @@ std::string encode(const ResponseList& list) {
   w.put(static_cast<std::uint32_t>(list.responses.size()));
   for (const Response& r : list.responses) {
     w.put(static_cast<std::uint8_t>(r.kind));
+    w.put(static_cast<std::uint8_t>(r.departed ? 1 : 0));
     w.put_string(r.error);
     w.put(static_cast<std::uint32_t>(r.names.size()));
     for (const std::string& name : r.names) w.put_string(name);
@@ -225,10 +226,11 @@ ResponseList decode_responses(std::string_view bytes) {
   list.fatal = r.get_string();
   list.fatal_status =
       checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1 ? HVD_ERR_PEER_LOST : HVD_ERR_BACKEND;
-  const auto n = r.get_count(9);
+  const auto n = r.get_count(10);
   for (std::uint32_t i = 0; i < n; ++i) {
     Response p;
     p.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
+    p.departed = checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1;
     p.error = r.get_string();
     const auto names = r.get_count(4);
     for (std::uint32_t k = 0; k < names; ++k) p.names.push_back(r.get_string());

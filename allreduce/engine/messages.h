@@ -59,6 +59,9 @@ struct Response {
   OpKind kind = OpKind::kAllreduce;
   std::vector<std::string> names;
   std::string error;  // non-empty: every rank fails these names' handles with it
+  // The error is a rank's departure (it shut down before submitting these names): the handles
+  // fail with HVD_ERR_PEER_LOST, as when a peer dies, not HVD_ERR_INVALID_ARGUMENT.
+  bool departed = false;
   bool operator==(const Response&) const = default;
 };
 

@@ -18,10 +18,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "hvd/elastic.hpp"
 #include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
 
@@ -200,6 +202,104 @@ void define_ops(py::module_& m) {
   });
 }
 
+// hvd.elastic: libhvd's elastic loop (hvd::elastic::run) driving a Python State object
+// (hvd.common.elastic.State) and the Python function that hvd.elastic.run decorates. The loop
+// runs with the GIL released; each call into Python takes it. Python exceptions that mean "reset"
+// cross back into libhvd's types: HostsUpdatedInterrupt, and HorovodInternalError from an op
+// whose status was HVD_ERR_PEER_LOST (hvd.common.errors keeps the status on it). Any other
+// Python exception ends the loop and is raised again as it was.
+class PyState final : public hvd::elastic::State {
+ public:
+  explicit PyState(py::object state)
+      : state_(std::move(state)), seen_resets_(hvd::elastic::world().resets) {
+    py::module_ exceptions = py::module_::import("hvd.common.exceptions");
+    hosts_updated_ = exceptions.attr("HostsUpdatedInterrupt");
+    internal_error_ = exceptions.attr("HorovodInternalError");
+  }
+
+  void save() override { call([&] { state_.attr("save")(); }); }
+  void restore() override { call([&] { state_.attr("restore")(); }); }
+  // After a reset, Horovod's on_reset (the state's reset() and the registered callbacks) runs
+  // before the state is synchronised.
+  void sync() override {
+    const int resets = hvd::elastic::world().resets;
+    call([&] {
+      if (resets != seen_resets_) {
+        seen_resets_ = resets;
+        state_.attr("on_reset")();
+      }
+      state_.attr("sync")();
+    });
+  }
+  void run_fn(const py::object& fn) {
+    call([&] { fn(); });
+  }
+
+  // The Python exception that ended the loop, raised again by elastic_run.
+  std::optional<py::error_already_set> raised;
+
+ private:
+  struct PythonRaised {};  // the exception waits in `raised`
+
+  template <class F>
+  void call(F&& f) {
+    py::gil_scoped_acquire gil;
+    try {
+      f();
+    } catch (py::error_already_set& e) {
+      if (e.matches(hosts_updated_)) throw hvd::elastic::HostsUpdatedInterrupt();
+      if (e.matches(internal_error_)) {
+        const py::object status = py::getattr(e.value(), "hvd_status", py::none());
+        if (!status.is_none() && status.cast<int>() == HVD_ERR_PEER_LOST) {
+          throw hvd::RuntimeError(HVD_ERR_PEER_LOST, py::str(e.value()).cast<std::string>());
+        }
+      }
+      raised.emplace(std::move(e));
+      throw PythonRaised{};
+    }
+  }
+
+  py::object state_;
+  py::object hosts_updated_;
+  py::object internal_error_;
+  int seen_resets_;
+};
+
+// A State with nothing in it, for check_host_updates() called from Python's State.
+struct NoState final : hvd::elastic::State {
+  void save() override {}
+  void restore() override {}
+  void sync() override {}
+};
+
+void define_elastic(py::module_& m) {
+  m.def("elastic_run", [](py::object state, py::object fn) {
+    PyState s(std::move(state));
+    try {
+      py::gil_scoped_release unlocked;
+      hvd::elastic::run(s, [&] { s.run_fn(fn); });
+    } catch (...) {
+      if (!s.raised) throw;  // libhvd's own error (a reset that could not be done)
+    }
+    if (s.raised) throw std::move(*s.raised);
+  });
+  m.def("elastic_check_host_updates", [] {
+    py::gil_scoped_release unlocked;
+    NoState().check_host_updates();
+  });
+  m.def("elastic_world", [] {
+    const bool enabled = hvd::elastic::enabled();
+    const hvd::elastic::WorldInfo w = hvd::elastic::world();
+    py::dict d;
+    d["enabled"] = enabled;
+    d["generation"] = w.generation;
+    d["worker"] = w.worker;
+    d["sync_root"] = w.sync_root;
+    d["resets"] = w.resets;
+    return d;
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -213,11 +313,16 @@ PYBIND11_MODULE(_native, m) {
       if (p) std::rethrow_exception(p);
     } catch (const hvd::RuntimeError& e) {
       raise_hvd_error(e);
+    } catch (const hvd::elastic::HostsUpdatedInterrupt&) {
+      const py::object type =
+          py::module_::import("hvd.common.exceptions").attr("HostsUpdatedInterrupt");
+      PyErr_SetObject(type.ptr(), type().ptr());
     }
   });
   define_handle(m);
   define_topology(m);
   define_ops(m);
+  define_elastic(m);
 
   // libhvd's codes, for the Python layer's tables.
   py::dict dtypes;

@@ -131,6 +131,7 @@ inline ResponseList full_response_list() {
   list.responses.push_back({OpKind::kAllreduce, {"a", "b c", "\xE2\x88\x91"}, ""});
   list.responses.push_back({OpKind::kAlltoall, {"z"}, "tensor 'z': shape mismatch"});
   list.responses.push_back({OpKind::kBroadcast, {}, ""});
+  list.responses.push_back({OpKind::kAllgather, {"g"}, "tensor 'g': rank 1 left", true});
   return list;
 }
 

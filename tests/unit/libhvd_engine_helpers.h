@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "allreduce/api/status_error.h"
 #include "allreduce/engine/op_state.h"
 #include "common/unique_fd.h"
 
@@ -29,6 +30,21 @@ inline std::shared_ptr<hvd::detail::OpState> allreduce_op(const std::string& nam
 
 // Waits for the op's outcome (at most `limit`) and returns its error text, "" when it succeeded,
 // "timeout" when it did not finish.
+// The status a finished op failed with (HVD_OK when it succeeded).
+inline hvd_status outcome_status(hvd::detail::OpState& op) {
+  std::lock_guard<std::mutex> lock(op.mutex);
+  if (!op.error) return HVD_OK;
+  try {
+    std::rethrow_exception(op.error);
+  } catch (const hvd::RuntimeError& e) {  // op_failure()
+    return e.status();
+  } catch (const hvd::runtime::StatusError& e) {
+    return e.status();
+  } catch (...) {
+    return HVD_ERR_INTERNAL;
+  }
+}
+
 inline std::string outcome(hvd::detail::OpState& op,
                            std::chrono::seconds limit = std::chrono::seconds(10)) {
   std::unique_lock<std::mutex> lock(op.mutex);

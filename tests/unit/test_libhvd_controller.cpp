@@ -264,6 +264,7 @@ TEST_CASE("controller: a rank submitting a name twice gets an error response", "
     CHECK(out.responses[0].names == Names{"A"});
     CHECK(out.responses[0].kind == OpKind::kAllreduce);
     CHECK(out.responses[0].error == expected);
+    CHECK_FALSE(out.responses[0].departed);  // a caller's mistake: HVD_ERR_INVALID_ARGUMENT
   }
   SECTION("in one message") {
     Controller c = controller(3);
@@ -298,6 +299,7 @@ TEST_CASE("controller: a shutdown fails what still needs that rank", "[libhvd]")
   CHECK(out.responses[0].names == Names{"A"});
   CHECK(out.responses[0].kind == OpKind::kAllreduce);  // rank 0's op kind
   CHECK(out.responses[0].error == "tensor 'A': rank 2 called hvd::shutdown() before submitting it");
+  CHECK(out.responses[0].departed);  // its handles fail with HVD_ERR_PEER_LOST
   CHECK(out.fatal.empty());
   CHECK_FALSE(c.everyone_shut_down());
 
@@ -308,6 +310,7 @@ TEST_CASE("controller: a shutdown fails what still needs that rank", "[libhvd]")
   CHECK(later.responses[0].names == Names{"B"});
   CHECK(later.responses[0].kind == OpKind::kBroadcast);
   CHECK(later.responses[0].error == "tensor 'B' cannot run: rank(s) 2 already shut down");
+  CHECK(later.responses[0].departed);
   c.add(1, names_list({"D"}), at(2));
   const ResponseList d = c.take();
   REQUIRE(d.responses.size() == 1);

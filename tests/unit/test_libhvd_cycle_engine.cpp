@@ -32,6 +32,7 @@ using Catch::Matchers::Contains;
 using namespace hvd::runtime;
 using hvd::test::allreduce_op;
 using hvd::test::outcome;
+using hvd::test::outcome_status;
 using namespace hvd::test::cycles;
 
 TEST_CASE(
@@ -155,9 +156,12 @@ TEST_CASE(
   bye.join();
   CHECK_THAT(outcome(*pending), Contains("rank(s) 1 already shut down") ||
                                     Contains("rank 1 called hvd::shutdown() before submitting it"));
+  // A departed peer, as a dead one: elastic training resets on it (hvd::elastic::run).
+  CHECK(outcome_status(*pending) == HVD_ERR_PEER_LOST);
   auto later = allreduce_op("later");
   job.engines[0]->submit(later, true);
   CHECK_THAT(outcome(*later), Contains("tensor 'later' cannot run: rank(s) 1 already shut down"));
+  CHECK(outcome_status(*later) == HVD_ERR_PEER_LOST);
   CHECK_FALSE(job.engines[1]->broken());  // a goodbye, not a failure
   CHECK_FALSE(job.engines[0]->broken());
 }

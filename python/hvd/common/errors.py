@@ -13,16 +13,24 @@ _CALLER = {_NOT_INITIALIZED, _S['HVD_ERR_INVALID_ARGUMENT'], _S['HVD_ERR_UNSUPPO
 NOT_INITIALIZED = 'Horovod has not been initialized; use hvd.init().'
 
 
+def _internal(error):
+    """HorovodInternalError with libhvd's status kept (`hvd_status`): hvd.elastic.run resets
+    after HVD_ERR_PEER_LOST only."""
+    e = HorovodInternalError(str(error))
+    e.hvd_status = error.status
+    return e
+
+
 def submit_error(error):
     """The exception to raise for a libhvd error at submission (or a query)."""
     if error.status == _NOT_INITIALIZED:
         return ValueError(f'{NOT_INITIALIZED} ({error})')
     if error.status in _CALLER:
         return ValueError(str(error))
-    return HorovodInternalError(str(error))
+    return _internal(error)
 
 
 def wait_error(error):
     """The exception to raise for a failed op (at synchronize): always HorovodInternalError, as
     Horovod's synchronize raises."""
-    return HorovodInternalError(str(error))
+    return _internal(error)

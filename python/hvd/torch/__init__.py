@@ -27,3 +27,4 @@ from hvd.torch.functions import (allgather_object, broadcast_object,  # noqa: F4
                                  broadcast_optimizer_state, broadcast_parameters)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401,E402
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401,E402
+from hvd.torch import elastic  # noqa: F401,E402

@@ -1,0 +1,69 @@
+"""A rank program for hvd.elastic tests (tests/python/test_elastic.py): STEPS training steps of
+a one-weight model under hvd.DistributedOptimizer in hvd.elastic.run, committed after each step.
+Step s adds s to the weight (SGD, lr 1, gradient -s averaged over the ranks), so the weight ends
+at STEPS * (STEPS + 1) / 2 only when every step ran exactly once, whatever the world did.
+
+    elastic_check.py STEPS [--step-seconds S] [--die WORKER:STEP:HOW]
+
+HOW: kill (SIGKILL itself), raise (an uncaught exception), exit (exit code 3). A worker is its
+rank at the start (HOROVOD_RANK of generation 0); a joiner's is its first rank. Prints, per
+worker: `worker W: generation G rank R size N` at each (re)start of the loop and `worker W done:
+rank R size N resets K step S weight X` at the end.
+"""
+import argparse
+import os
+import signal
+import sys
+import time
+
+import torch
+
+import horovod.torch as hvd
+
+parser = argparse.ArgumentParser()
+parser.add_argument('steps', type=int)
+parser.add_argument('--step-seconds', type=float, default=0.0)
+parser.add_argument('--die', default='')
+args = parser.parse_args()
+
+hvd.init()
+worker = int(os.environ.get('HOROVOD_RANK', '0'))
+die_worker, die_step, how = (args.die.split(':') + ['', '', ''])[:3] if args.die else (-1, -1, '')
+die_worker, die_step = int(die_worker), int(die_step)
+
+model = torch.nn.Linear(1, 1, bias=False)
+with torch.no_grad():
+    model.weight.zero_()
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                     named_parameters=model.named_parameters())
+state = hvd.elastic.TorchState(model, optimizer, step=0)
+resets = []
+state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+
+
+@hvd.elastic.run
+def train(state):
+    print(f'worker {worker}: generation {len(resets)} rank {hvd.rank()} size {hvd.size()} '
+          f'from step {state.step}', flush=True)
+    while state.step < args.steps:
+        step = state.step + 1
+        if worker == die_worker and step == die_step:
+            print(f'worker {worker}: dying at step {step} ({how})', flush=True)
+            if how == 'kill':
+                os.kill(os.getpid(), signal.SIGKILL)
+            if how == 'raise':
+                raise RuntimeError(f'worker {worker} fails at step {step}')
+            sys.exit(3)
+        time.sleep(args.step_seconds)
+        optimizer.zero_grad()
+        loss = -(step * model.weight).sum()
+        loss.backward()
+        optimizer.step()
+        state.step = step
+        state.commit()
+    return model.weight.item()
+
+
+weight = train(state)
+print(f'worker {worker} done: rank {hvd.rank()} size {hvd.size()} resets {len(resets)} '
+      f'step {state.step} weight {weight:.1f}', flush=True)
