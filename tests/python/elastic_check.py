@@ -3,7 +3,7 @@ a one-weight model under hvd.DistributedOptimizer in hvd.elastic.run, committed 
 Step s adds s to the weight (SGD, lr 1, gradient -s averaged over the ranks), so the weight ends
 at STEPS * (STEPS + 1) / 2 only when every step ran exactly once, whatever the world did.
 
-    elastic_check.py STEPS [--step-seconds S] [--die WORKER:STEP:HOW]
+    elastic_check.py STEPS [--step-seconds S] [--die WORKER:STEP:HOW[,WORKER:STEP:HOW...]]
 
 HOW: kill (SIGKILL itself), raise (an uncaught exception), exit (exit code 3). A worker is its
 rank at the start (HOROVOD_RANK of generation 0); a joiner's is its first rank. Prints, per
@@ -28,8 +28,9 @@ args = parser.parse_args()
 
 hvd.init()
 worker = int(os.environ.get('HOROVOD_RANK', '0'))
-die_worker, die_step, how = (args.die.split(':') + ['', '', ''])[:3] if args.die else (-1, -1, '')
-die_worker, die_step = int(die_worker), int(die_step)
+# {(worker, step): how}: each listed worker dies when it is about to run that step.
+deaths = {(int(w), int(s)): how for w, s, how in
+          (item.split(':') for item in args.die.split(',') if item)}
 
 model = torch.nn.Linear(1, 1, bias=False)
 with torch.no_grad():
@@ -47,7 +48,8 @@ def train(state):
           f'from step {state.step}', flush=True)
     while state.step < args.steps:
         step = state.step + 1
-        if worker == die_worker and step == die_step:
+        how = deaths.get((worker, step))
+        if how:
             print(f'worker {worker}: dying at step {step} ({how})', flush=True)
             if how == 'kill':
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -74,6 +74,51 @@ def test_a_host_the_discovery_script_adds_joins_with_the_state(tmp_path):
     assert joined and int(joined.group(1)) > 0, out
 
 
+def test_a_host_added_then_removed_leaves_quietly(tmp_path):
+    """Horovod's scenario: a host joins, then the discovery script drops it; its worker leaves
+    (a line and exit 0, no traceback) and the others finish every step once."""
+    count = tmp_path / 'count'
+    script = tmp_path / 'discover.sh'
+    script.write_text('#!/bin/sh\n'
+                      f'n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n'
+                      'echo localhost:2\n'
+                      'if [ $n -ge 3 ] && [ $n -le 8 ]; then echo 127.0.0.1:1; fi\n')
+    script.chmod(0o755)
+    run, out = _run(['-np', '2', '--min-np', '2', '--host-discovery-script', str(script),
+                     '--discovery-interval', '0.5'],
+                    [CHECK, '40', '--step-seconds', '0.2'])
+    assert run.returncode == 0, out
+    assert 'growing: 127.0.0.1#0 free slot' in out, out
+    assert '127.0.0.1#0 no longer listed by the host discovery' in out, out
+    assert re.search(r'\[1,2\]<stderr>:hvd.elastic: worker 2 is not in generation \d+', out), out
+    assert 'Traceback' not in out, out
+    done = _done(out)
+    assert {w: (n, s, x) for w, (_, n, _, s, x) in done.items()} == \
+        {0: (2, 40, 820.0), 1: (2, 40, 820.0)}, out
+
+
+@pytest.mark.parametrize('limit', [1, 2])
+def test_reset_limit(limit):
+    """Two failures (worker 3 at step 5, worker 2 at step 10): --reset-limit 2 lives through
+    both; --reset-limit 1 ends the job at the second with the rank's code and the reason."""
+    run, out = _run(['-np', '4', '-H', 'localhost:4', '--min-np', '1', '--reset-limit',
+                     str(limit)], [CHECK, '20', '--die', '3:5:kill,2:10:kill'])
+    if limit == 2:
+        assert run.returncode == 0, out
+        assert _done(out) == {0: (0, 2, 2, 20, 210.0), 1: (1, 2, 2, 20, 210.0)}, out
+    else:
+        assert run.returncode == 137, out
+        assert 'elastic: --reset-limit 1 reached' in out, out
+        assert _done(out) == {}, out
+
+
+def test_every_rank_failing_ends_the_job_with_their_code():
+    run, out = _run(['-np', '2', '-H', 'localhost:2', '--min-np', '1'],
+                    [CHECK, '20', '--die', '0:5:exit,1:5:exit'])
+    assert run.returncode == 3, out
+    assert _done(out) == {}, out
+
+
 BAD_STATE = r'''
 import threading
 import horovod.torch as hvd

@@ -12,12 +12,16 @@
     train(state)
 """
 import functools
+import sys
 
 from hvd import _native
 from hvd.common import elastic as _common
+from hvd.common import errors
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from hvd.torch.elastic.sampler import ElasticSampler
 from hvd.torch.elastic.state import TorchState
+
+_REMOVED = _native.STATUSES['HVD_ERR_REMOVED']
 
 __all__ = ['run', 'TorchState', 'ElasticSampler', 'HorovodInternalError',
            'HostsUpdatedInterrupt']
@@ -28,7 +32,9 @@ def run(func):
     that has it, then `func` runs; when a peer is lost (a collective raises HorovodInternalError)
     the state goes back to its last commit, libhvd moves to hvdrun's next world, and `func` runs
     again from there; when hosts are added or removed (HostsUpdatedInterrupt from a commit) the
-    same without going back. Returns what `func` returns. Only in an elastic hvdrun job."""
+    same without going back. Returns what `func` returns. Only in an elastic hvdrun job. A worker
+    that hvdrun's new world leaves out (its host is gone from the discovery list) says so and
+    exits with code 0 (SystemExit)."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
@@ -49,6 +55,13 @@ def run(func):
         _common._running += 1
         try:
             _native.elastic_run(state, once)
+        except errors.HvdError as e:
+            if e.status == _REMOVED:
+                # Not an error: hvdrun's new world has no place for this worker (its host left
+                # the discovery list); it leaves, the job goes on without it.
+                print(f'hvd.elastic: {e}', file=sys.stderr, flush=True)
+                raise SystemExit(0) from None
+            raise errors.submit_error(e) from None  # a reset that could not be done
         finally:
             _common._running -= 1
         return result[0]
