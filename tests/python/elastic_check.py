@@ -3,7 +3,7 @@ a one-weight model under hvd.DistributedOptimizer in hvd.elastic.run, committed 
 Step s adds s to the weight (SGD, lr 1, gradient -s averaged over the ranks), so the weight ends
 at STEPS * (STEPS + 1) / 2 only when every step ran exactly once, whatever the world did.
 
-    elastic_check.py STEPS [--step-seconds S] [--die WORKER:STEP:HOW[,WORKER:STEP:HOW...]]
+    elastic_check.py STEPS [--step-seconds S] [--die WORKER:STEP:HOW[,...]] [--timestamps]
 
 HOW: kill (SIGKILL itself), raise (an uncaught exception), exit (exit code 3). A worker is its
 rank at the start (HOROVOD_RANK of generation 0); a joiner's is its first rank. Prints, per
@@ -24,6 +24,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument('steps', type=int)
 parser.add_argument('--step-seconds', type=float, default=0.0)
 parser.add_argument('--die', default='')
+parser.add_argument('--timestamps', action='store_true', help='a line per step (the bench)')
 args = parser.parse_args()
 
 hvd.init()
@@ -42,7 +43,6 @@ resets = []
 state.register_reset_callbacks([lambda: resets.append(hvd.size())])
 
 
-@hvd.elastic.run
 def train(state):
     print(f'worker {worker}: generation {len(resets)} rank {hvd.rank()} size {hvd.size()} '
           f'from step {state.step}', flush=True)
@@ -50,7 +50,8 @@ def train(state):
         step = state.step + 1
         how = deaths.get((worker, step))
         if how:
-            print(f'worker {worker}: dying at step {step} ({how})', flush=True)
+            print(f'worker {worker}: dying at step {step} ({how}) t={time.time():.4f}',
+                  flush=True)
             if how == 'kill':
                 os.kill(os.getpid(), signal.SIGKILL)
             if how == 'raise':
@@ -63,9 +64,16 @@ def train(state):
         optimizer.step()
         state.step = step
         state.commit()
+        if args.timestamps:
+            print(f'worker {worker}: step {step} done in generation {len(resets)} '
+                  f't={time.time():.4f}', flush=True)
     return model.weight.item()
 
 
+# hvdrun sets HOROVOD_ELASTIC=1 in an elastic job's ranks; without it (the restart bench's
+# plain job) the loop runs as it is: hvd.elastic.run refuses a job that is not elastic.
+if os.environ.get('HOROVOD_ELASTIC') == '1':
+    train = hvd.elastic.run(train)
 weight = train(state)
 print(f'worker {worker} done: rank {hvd.rank()} size {hvd.size()} resets {len(resets)} '
       f'step {state.step} weight {weight:.1f}', flush=True)
