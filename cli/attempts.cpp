@@ -148,11 +148,10 @@ int run_attempts(const Options& o, const launcher::PlanRequest& request,
         launcher::make_plan(r, launcher::local_identity(), launcher::current_environment());
     if (attempt == 1) np = static_cast<int>(plan.ranks.size());
     launcher::LaunchOptions options = context.launch_options(plan);
-    // Each attempt's files beside the others': DIR/attempt.K/rank.N/...
+    // Each attempt's files beside the others': DIR/attempt.K/rank.N/... (attempt.K is made and
+    // opened by the output router, never through a symbolic link).
     if (policy.enabled() && options.output_dir) {
-      options.output_dir = fmt::format("{}/attempt.{}", *options.output_dir, attempt);
-      std::error_code ec;
-      std::filesystem::create_directories(*options.output_dir, ec);
+      options.output_subdir = fmt::format("attempt.{}", attempt);
     }
     const launcher::LaunchResult result = launcher::make_launcher(o.launcher, options)->run(plan);
     if (o.elastic() && elastic_without_unreachable(o, plan, result, base)) {

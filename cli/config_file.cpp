@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <fstream>
-#include <sstream>
+#include <cstring>
+#include <unordered_map>
 
 #include "common/error.h"
+#include "common/fd_io.h"
 #include "common/nearest.h"
 
 namespace hvd::cli {
@@ -147,7 +148,12 @@ class Reader {
       } else {
         setting.conflicts.assign(known->family.begin(), known->family.end());
       }
-      out.push_back(std::move(setting));
+      // A key given again replaces its first setting (PyYAML's last-wins), found by name.
+      if (const auto [at, fresh] = index_.try_emplace(dotted, out.size()); !fresh) {
+        out[at->second] = std::move(setting);
+      } else {
+        out.push_back(std::move(setting));
+      }
     }
   }
 
@@ -192,6 +198,7 @@ class Reader {
   }
 
   std::string name_;
+  mutable std::unordered_map<std::string, size_t> index_;  // setting's key -> its place in out
 };
 
 }  // namespace
@@ -232,14 +239,19 @@ std::vector<ConfigSetting> parse_config_text(std::string_view text, const std::s
 }
 
 std::vector<ConfigSetting> load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError(fmt::format("--config-file {}: cannot read it", path),
-                     "check the path (and that this user may read it)");
+  const BoundedFile file = read_file_bounded(path, kMaxConfigFileBytes);
+  if (file.error != 0) {
+    throw UsageError(
+        fmt::format("--config-file {}: cannot read it: {}", path, std::strerror(file.error)),
+        "check the path (and that this user may read it)");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config_text(text.str(), path);
+  if (file.too_large) {
+    throw UsageError(fmt::format("--config-file {}: larger than {} MiB, the most hvdrun reads",
+                                 path, kMaxConfigFileBytes >> 20),
+                     "a config file holds a few sections of key: value lines; check that this is "
+                     "the file you meant");
+  }
+  return parse_config_text(file.bytes, path);
 }
 
 }  // namespace hvd::cli

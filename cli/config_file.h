@@ -10,6 +10,7 @@
 // the flag itself and reported at the key's place the same way (cli/options.cpp).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,10 +24,16 @@ struct ConfigSetting {
   std::vector<std::string> conflicts;  // command-line flags that override it (its own first)
 };
 
-// Reads YAML `text` (named `name` in errors). Throws UsageError.
+// Reads YAML `text` (named `name` in errors). A key given twice in a section: the last one wins,
+// as in horovodrun (PyYAML), one setting per key (linear in the file's size). Throws UsageError.
 std::vector<ConfigSetting> parse_config_text(std::string_view text, const std::string& name);
 
-// Reads the file. Throws UsageError (also when it cannot be read).
+// The largest file read (horovodrun's files are a few hundred bytes): a bigger one is a usage
+// error naming the file and the bound, before any parsing.
+inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
+
+// Reads the file. Throws UsageError (also when it cannot be read, or is over
+// kMaxConfigFileBytes).
 std::vector<ConfigSetting> load_config_file(const std::string& path);
 
 }  // namespace hvd::cli

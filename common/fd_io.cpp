@@ -1,7 +1,9 @@
 #include "common/fd_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace hvd {
@@ -23,6 +25,32 @@ long read_some(int fd, char* buf, size_t size) {
     const ssize_t n = ::read(fd, buf, size);
     if (n >= 0 || errno != EINTR) return n;
   }
+}
+
+BoundedFile read_file_bounded(const std::string& path, size_t max_bytes) {
+  BoundedFile out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out.error = errno;
+    return out;
+  }
+  char buf[64 * 1024];
+  while (true) {
+    const long n = read_some(fd, buf, sizeof buf);
+    if (n < 0) {
+      out.error = errno;
+      break;
+    }
+    if (n == 0) break;
+    const size_t room = max_bytes + 1 - out.bytes.size();
+    out.bytes.append(buf, std::min(static_cast<size_t>(n), room));
+    if (out.bytes.size() > max_bytes) {
+      out.too_large = true;
+      break;
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace hvd

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace hvd {
@@ -12,5 +13,14 @@ bool write_all(int fd, std::string_view bytes);
 
 // One read; 0 at EOF, negative on error.
 long read_some(int fd, char* buf, size_t size);
+
+// A whole file read with a bound: `too_large` when it holds more than `max_bytes` (then no more
+// than max_bytes + 1 bytes were read); `error` (an errno value) when it cannot be opened or read.
+struct BoundedFile {
+  std::string bytes;
+  bool too_large = false;
+  int error = 0;
+};
+BoundedFile read_file_bounded(const std::string& path, size_t max_bytes);
 
 }  // namespace hvd

@@ -136,6 +136,23 @@ bool DiscoveryRunner::on_readable() {
   return !process_->out().valid() && !process_->err().valid();
 }
 
+void DiscoveryRunner::take_what_is_left() {
+  for (auto [fd, text] : {std::pair{&process_->out(), &out_}, std::pair{&process_->err(), &err_}}) {
+    while (fd->valid() && !too_much_) {
+      pollfd p{fd->get(), POLLIN, 0};
+      char buf[65536];
+      const long n = ::poll(&p, 1, 0) > 0 ? read_some(fd->get(), buf, sizeof buf) : 0;
+      if (n <= 0) break;
+      text->append(buf, static_cast<std::size_t>(n));
+      if (text->size() > kMaxDiscoveryOutput) {
+        too_much_ = true;
+        text->resize(kMaxDiscoveryOutput);
+      }
+    }
+    fd->reset();
+  }
+}
+
 std::optional<DiscoveryRunner::Outcome> DiscoveryRunner::finish(Clock::time_point now) {
   const auto stderr_tail = [&] {
     std::string tail = err_.size() > 400 ? err_.substr(err_.size() - 400) : err_;
@@ -163,9 +180,11 @@ std::optional<DiscoveryRunner::Outcome> DiscoveryRunner::finish(Clock::time_poin
                                            path_, std::chrono::duration<double>(timeout_).count(),
                                            stderr_tail())};
   }
-  if (process_->out().valid() || process_->err().valid() || !process_->try_reap()) {
-    return std::nullopt;
-  }
+  // The script's exit ends the run, not its pipes' EOF: a background process it left behind may
+  // hold them open for good. What it wrote before it exited is in the pipes: taken now.
+  if (!process_->status() && !process_->try_reap()) return std::nullopt;
+  take_what_is_left();
+  if (too_much_) return finish(now);  // over the bound: the message above
   const ExitStatus status = *process_->status();
   process_.reset();
   deadline_.reset();
@@ -175,8 +194,12 @@ std::optional<DiscoveryRunner::Outcome> DiscoveryRunner::finish(Clock::time_poin
                                status.signaled ? "was killed by signal" : "exited with",
                                status.value, stderr_tail())};
   }
+  if (have_good_out_ && out_ == last_good_out_) return Outcome{std::nullopt, {}, true};
   try {
-    return Outcome{parse_discovery_output(out_, default_slots_), {}};
+    Outcome outcome{parse_discovery_output(out_, default_slots_), {}};
+    last_good_out_ = std::move(out_);
+    have_good_out_ = true;
+    return outcome;
   } catch (const Error& e) {
     return Outcome{std::nullopt, e.what()};
   }
@@ -188,7 +211,7 @@ std::vector<HostSpec> DiscoveryRunner::run_once(const std::string& path, int def
   runner.start(Clock::now());
   for (;;) {
     if (const auto outcome = runner.finish(Clock::now())) {
-      if (!outcome->hosts) {
+      if (!outcome->hosts) {  // a fresh runner: never `unchanged`
         throw Error(outcome->error,
                     "run the script by hand: it must exit 0 and print host[:slots] lines",
                     ErrorKind::kUsage);

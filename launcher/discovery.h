@@ -39,8 +39,12 @@ class DiscoveryRunner {
  public:
   using Clock = std::chrono::steady_clock;
   struct Outcome {
-    std::optional<std::vector<HostSpec>> hosts;  // nullopt: the run failed
+    std::optional<std::vector<HostSpec>> hosts;  // nullopt: the run failed, or is unchanged
     std::string error;                           // why it failed, with the tail of its stderr
+    // The script printed what its last good run printed, byte for byte (`hosts` is nullopt):
+    // nothing to do. An unchanged list costs a comparison, not a parse, a copy and a pass over
+    // thousands of hosts.
+    bool unchanged = false;
   };
 
   DiscoveryRunner(std::string path, int default_slots, std::chrono::milliseconds timeout)
@@ -55,8 +59,9 @@ class DiscoveryRunner {
   bool on_readable();
   // When the run must be over.
   std::optional<Clock::time_point> deadline() const { return deadline_; }
-  // Done when the pipes are closed and the process reaped, or at the deadline (then it is
-  // killed). nullopt while it still runs.
+  // Done once the script exited (what it wrote is read then; a background process it left
+  // holding its stdout is not waited for), or at the deadline (then it is killed). nullopt
+  // while it still runs.
   std::optional<Outcome> finish(Clock::time_point now);
 
   // Runs the script once, blocking, for the launch's first host list. Throws Error.
@@ -64,12 +69,16 @@ class DiscoveryRunner {
                                         std::chrono::milliseconds timeout);
 
  private:
+  void take_what_is_left();
+
   std::string path_;
   int default_slots_;
   std::chrono::milliseconds timeout_;
   std::optional<Process> process_;
   std::optional<Clock::time_point> deadline_;
   std::string out_, err_;
+  std::string last_good_out_;  // what the last run that parsed printed
+  bool have_good_out_ = false;
   bool too_much_ = false;
   bool failed_to_start_ = false;
 };

@@ -38,7 +38,7 @@ ElasticDriver::ElasticDriver(ElasticPolicy policy, std::vector<PoolHost> pool,
   }
   joined_ = members_;  // generation 0 is the launch itself
   formed_once_ = members_;
-  discovered_ = pool_;
+  set_discovered(pool_);
   for (const PoolHost& h : pool_) with_agent_.insert(h.host);
 }
 
@@ -65,7 +65,9 @@ WorldChoice ElasticDriver::choose(Clock::time_point now) const {
 std::vector<ElasticAction> ElasticDriver::start(const std::vector<PoolHost>& spare,
                                                 Clock::time_point now) {
   last_now_ = std::max(last_now_, now);
-  discovered_.insert(discovered_.end(), spare.begin(), spare.end());
+  std::vector<PoolHost> listed = discovered_;
+  listed.insert(listed.end(), spare.begin(), spare.end());
+  set_discovered(std::move(listed));
   std::vector<ElasticAction> out;
   request_agents(now, out);
   auto grow = maybe_grow(now);
@@ -230,7 +232,7 @@ std::vector<ElasticAction> ElasticDriver::next_generation(const std::string& rea
     const std::string left = fmt::format("elastic: {} left, fewer than --min-np {}",
                                          plural(choice.size(), "rank"), policy_.min_np);
     // Wait while a cooled slot may come back; fail at once when none can.
-    const auto back = health_.first_back(pool_keys(), now);
+    const auto back = health_.first_back(charged_pool_keys(), now);
     const auto deadline = shortfall_ ? shortfall_->deadline : now + policy_.elastic_timeout;
     // With a host discovery, hosts may come (back) at any time.
     if ((back && *back < deadline) || policy_.discovery) {
@@ -395,7 +397,7 @@ std::optional<ElasticDriver::Clock::time_point> ElasticDriver::next_deadline() c
   if (shortfall_) earlier(shortfall_->deadline);
   // A cooldown that ends may let the job grow (or leave a shortfall).
   if (!finishing_ && !growth_blocked_) {
-    earlier(health_.first_back(pool_keys(), last_now_));
+    earlier(health_.first_back(charged_pool_keys(), last_now_));
   }
   return next;
 }

@@ -25,6 +25,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -113,6 +115,9 @@ struct ElasticBlacklistEntry {
 class ElasticDriver {
  public:
   using Clock = std::chrono::steady_clock;
+  // A host not named by this many changed discovery lists in a row is forgotten: its failures
+  // (its blacklist entry, its slots' cooldowns) go; if it comes back it is a new host.
+  static constexpr int kForgetAfterLists = 10;
 
   // Generation 0: `workers` (by rank) on `pool`, rank 0's MASTER_* at master_addr:master_port.
   ElasticDriver(ElasticPolicy policy, std::vector<PoolHost> pool,
@@ -186,12 +191,22 @@ class ElasticDriver {
   bool charged_out(const std::string& key, Clock::time_point now) const;
   bool cooling(const SlotKey& slot, Clock::time_point now) const;
   WorldChoice choose(Clock::time_point now) const;
-  std::vector<std::string> pool_keys() const;
+  // The listed hosts: set_discovered() keeps discovered_ and its index in step.
+  void set_discovered(std::vector<PoolHost> hosts);
+  // Where `key` ("host" or "host#slot") is among the listed hosts' keys (the host's position, -1
+  // for the host itself or the slot); nullopt when it is no key of a listed host.
+  std::optional<std::pair<size_t, int>> pool_position(const std::string& key) const;
+  // The keys of the listed hosts and their slots that were ever charged, in list order (a host,
+  // then its slots). Its cost follows the failures, not the list: a discovery may list 4096
+  // hosts of 1024 slots, and the loop asks for this on every turn (next_deadline()).
+  std::vector<std::string> charged_pool_keys() const;
   const ElasticWorker& worker(int id) const;
 
   ElasticPolicy policy_;
   std::vector<PoolHost> pool_;           // the usable hosts: listed, with an agent; in order
   std::vector<PoolHost> discovered_;     // the hosts listed now (without discovery: the start's)
+  // discovered_ by host: its position and slots.
+  std::unordered_map<std::string, std::pair<size_t, int>> discovered_at_;
   std::set<std::string> with_agent_;     // hosts whose agent is up
   std::set<std::string> joining_;        // hosts whose agent is being started
   std::vector<std::string> retiring_;    // left the list, agent still up: stopped once G formed
@@ -199,6 +214,11 @@ class ElasticDriver {
   std::vector<int> alive_;               // workers whose process runs
   HostHealth health_;                    // failed slots, by "host#slot" (with a cooldown)
   std::map<std::string, int> failures_;  // without a cooldown: failures per slot or host
+  // Hosts that left the discovery's list, by how many lists since did not name them: at
+  // kForgetAfterLists their failures are forgotten, so that hosts that come and go (a scheduler
+  // handing out fresh names) are not kept for ever.
+  std::map<std::string, int> unlisted_for_;
+  void forget_unlisted(const std::vector<std::string>& removed);
   std::vector<int> dismissed_;           // never joined before the training finished: not counted
   std::vector<int> formed_once_;         // workers that were in a formed generation
   std::optional<Shortfall> shortfall_;   // below --min-np, waiting for slots

@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <unordered_map>
 
 #include "common/plural.h"
 
@@ -86,32 +88,30 @@ std::vector<ElasticAction> ElasticDriver::on_discovered(const std::vector<PoolHo
                                                         Clock::time_point now) {
   last_now_ = std::max(last_now_, now);
   if (done_) return {};
-  const auto listed = [&](const std::vector<PoolHost>& in, const std::string& host) {
-    return std::find_if(in.begin(), in.end(), [&](const PoolHost& p) { return p.host == host; });
-  };
+  // By host (first listing wins), so that a list of thousands costs n log n, not n^2.
+  std::unordered_map<std::string, const PoolHost*> listed;
+  for (const PoolHost& h : hosts) listed.emplace(h.host, &h);
   // Horovod's order: hosts already known keep their places, new ones follow in output order.
   std::vector<PoolHost> order;
   std::vector<std::string> added, removed;
+  bool slots_changed = false;
   for (const PoolHost& h : discovered_) {
-    if (const auto it = listed(hosts, h.host); it != hosts.end()) {
-      order.push_back(*it);
+    if (const auto it = listed.find(h.host); it != listed.end()) {
+      order.push_back(*it->second);
+      slots_changed |= it->second->slots != h.slots;
     } else {
       removed.push_back(h.host);
     }
   }
   for (const PoolHost& h : hosts) {
-    if (listed(order, h.host) == order.end()) {
+    if (discovered_at_.count(h.host) == 0 && listed.at(h.host) == &h) {
       order.push_back(h);
       added.push_back(h.host);
     }
   }
-  const bool slots_changed =
-      std::any_of(discovered_.begin(), discovered_.end(), [&](const PoolHost& h) {
-        const auto it = listed(hosts, h.host);
-        return it != hosts.end() && it->slots != h.slots;
-      });
   if (added.empty() && removed.empty() && !slots_changed) return {};
-  discovered_ = std::move(order);
+  set_discovered(std::move(order));
+  forget_unlisted(removed);
   std::vector<ElasticAction> out;
   out.push_back(elastic_action::Log{
       fmt::format("elastic: the host discovery lists {}{}{}", plural(discovered_.size(), "host"),
@@ -160,18 +160,70 @@ bool ElasticDriver::cooling(const SlotKey& slot, Clock::time_point now) const {
   return charged_out(slot_name(slot), now);
 }
 
-std::vector<std::string> ElasticDriver::pool_keys() const {
-  std::vector<std::string> keys;
-  for (const PoolHost& h : discovered_) {
-    keys.push_back(h.host);
-    for (int s = 0; s < h.slots; ++s) keys.push_back(slot_name({h.host, s}));
+void ElasticDriver::forget_unlisted(const std::vector<std::string>& removed) {
+  for (auto it = unlisted_for_.begin(); it != unlisted_for_.end();) {
+    const std::string& host = it->first;
+    if (discovered_at_.count(host) != 0 || with_agent_.count(host) != 0) {
+      it = unlisted_for_.erase(it);  // back, or its agent still runs
+      continue;
+    }
+    if (++it->second < kForgetAfterLists) {
+      ++it;
+      continue;
+    }
+    const auto of_host = [&](const std::string& key) {
+      return key == host || (key.size() > host.size() && key.starts_with(host) &&
+                             key[host.size()] == '#');  // "host#slot"
+    };
+    std::erase_if(failures_, [&](const auto& entry) { return of_host(entry.first); });
+    for (const std::string& key : health_.keys()) {
+      if (of_host(key)) health_.forget(key);
+    }
+    it = unlisted_for_.erase(it);
   }
+  for (const std::string& host : removed) unlisted_for_.emplace(host, 0);
+}
+
+void ElasticDriver::set_discovered(std::vector<PoolHost> hosts) {
+  discovered_ = std::move(hosts);
+  discovered_at_.clear();
+  for (size_t i = 0; i < discovered_.size(); ++i) {
+    discovered_at_.emplace(discovered_[i].host, std::pair{i, discovered_[i].slots});
+  }
+}
+
+std::optional<std::pair<size_t, int>> ElasticDriver::pool_position(const std::string& key) const {
+  if (const auto it = discovered_at_.find(key); it != discovered_at_.end()) {
+    return std::pair{it->second.first, -1};
+  }
+  const auto hash = key.rfind('#');  // slot_name(): "host#slot"
+  if (hash == std::string::npos) return std::nullopt;
+  const auto it = discovered_at_.find(key.substr(0, hash));
+  if (it == discovered_at_.end()) return std::nullopt;
+  int slot = -1;
+  const char* first = key.data() + hash + 1;
+  const char* last = key.data() + key.size();
+  const auto [end, error] = std::from_chars(first, last, slot);
+  if (error != std::errc() || end != last || slot < 0 || slot >= it->second.second) {
+    return std::nullopt;
+  }
+  return std::pair{it->second.first, slot};
+}
+
+std::vector<std::string> ElasticDriver::charged_pool_keys() const {
+  std::vector<std::pair<std::pair<size_t, int>, std::string>> keyed;
+  for (const std::string& key : health_.keys()) {
+    if (const auto at = pool_position(key)) keyed.emplace_back(*at, key);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::string> keys;
+  for (auto& [at, key] : keyed) keys.push_back(std::move(key));
   return keys;
 }
 
 std::vector<ElasticBlacklistEntry> ElasticDriver::blacklist(Clock::time_point now) const {
   std::vector<ElasticBlacklistEntry> out;
-  for (const std::string& key : pool_keys()) {
+  for (const std::string& key : charged_pool_keys()) {
     if (const int times = health_.times_blacklisted(key); times > 0) {
       out.push_back({key, health_.back_at(key, now), times});
     }

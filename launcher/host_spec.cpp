@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/error.h"
+#include "common/fd_io.h"
 
 namespace hvd::launcher {
 namespace {
@@ -158,16 +160,19 @@ std::string_view take_user(std::string_view text, HostSpec& spec, const std::str
   return text.substr(at + 1);
 }
 
+// Linear: a hostfile of 200,000 lines is checked by a hash lookup each, not pair by pair.
 void reject_duplicates(const std::vector<HostSpec>& hosts) {
+  std::unordered_map<std::string, size_t> first;  // "port host" -> its first entry
   for (size_t i = 0; i < hosts.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (hosts[i].host == hosts[j].host && hosts[i].port == hosts[j].port) {
-        throw UsageError(fmt::format("{}: host '{}' is listed again (first at {})", hosts[i].origin,
-                                     hosts[i].host, hosts[j].origin),
-                         fmt::format("list each host once with all its slots, e.g. {}:{}",
-                                     format_host(hosts[i].host), hosts[i].slots + hosts[j].slots));
-      }
-    }
+    const std::string key =
+        fmt::format("{} {}", hosts[i].port ? std::to_string(*hosts[i].port) : "-", hosts[i].host);
+    const auto [at, fresh] = first.emplace(key, i);
+    if (fresh) continue;
+    const HostSpec& earlier = hosts[at->second];
+    throw UsageError(fmt::format("{}: host '{}' is listed again (first at {})", hosts[i].origin,
+                                 hosts[i].host, earlier.origin),
+                     fmt::format("list each host once with all its slots, e.g. {}:{}",
+                                 format_host(hosts[i].host), hosts[i].slots + earlier.slots));
   }
 }
 
@@ -304,6 +309,10 @@ HostSpec parse_hostfile_line(const std::vector<Token>& tokens, std::string_view 
 
 }  // namespace
 
+void validate_listed_host(std::string_view host, const std::string& where) {
+  validate_host(host, is_ipv6_address(host), where);
+}
+
 std::string format_host(std::string_view host) {
   if (host.find(':') != std::string_view::npos) return fmt::format("[{}]", host);
   return std::string(host);
@@ -356,15 +365,19 @@ std::vector<HostSpec> read_hostfile(const std::string& path) {
     throw UsageError(fmt::format("--hostfile {}: is a directory", path),
                      "give the hostfile itself; it has lines 'host slots=N'");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    throw UsageError(fmt::format("--hostfile {}: cannot read it: {}", path, std::strerror(err)),
-                     "check the path; a hostfile has lines 'host slots=N'");
+  const BoundedFile file = read_file_bounded(path, kMaxHostfileBytes);
+  if (file.error != 0) {
+    throw UsageError(
+        fmt::format("--hostfile {}: cannot read it: {}", path, std::strerror(file.error)),
+        "check the path; a hostfile has lines 'host slots=N'");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_hostfile(text.str(), path);
+  if (file.too_large) {
+    throw UsageError(fmt::format("--hostfile {}: larger than {} MiB, the most hvdrun reads", path,
+                                 kMaxHostfileBytes >> 20),
+                     "a hostfile has one line 'host slots=N' per host; check that this is the "
+                     "file you meant");
+  }
+  return parse_hostfile(file.bytes, path);
 }
 
 }  // namespace hvd::launcher

@@ -30,7 +30,17 @@ std::vector<HostSpec> parse_host_list(std::string_view text);
 // Parses hostfile contents; `file_name` is used in messages only. Throws UsageError.
 std::vector<HostSpec> parse_hostfile(std::string_view text, std::string_view file_name);
 
-// Reads and parses a hostfile. Throws UsageError (unreadable file or bad contents).
+// The largest hostfile read (4 MiB: some 100,000 hosts); a bigger one is a usage error naming
+// the file and the bound, before any parsing.
+inline constexpr size_t kMaxHostfileBytes = 4 << 20;
+
+// A host name or address from a list hvdrun did not parse itself (a scheduler's node list): the
+// checks -H entries get (plain characters only, no leading '-', at most 253 characters; a bare
+// IPv6 address is taken as one). Throws UsageError naming `where`.
+void validate_listed_host(std::string_view host, const std::string& where);
+
+// Reads and parses a hostfile. Throws UsageError (unreadable file, over kMaxHostfileBytes, or bad
+// contents).
 std::vector<HostSpec> read_hostfile(const std::string& path);
 
 // `host` as it is written in an address position: IPv6 in brackets, others as they are.

@@ -66,6 +66,9 @@ struct LaunchOptions {
   // --timeout: the whole job (each attempt) is stopped this long after it started (0: never).
   std::chrono::milliseconds job_timeout{0};
   std::optional<std::string> output_dir;          // --output-filename
+  // --max-restarts: this attempt's folder ("attempt.K") in output_dir, made and opened there
+  // without following a symbolic link (as rank.N below it).
+  std::optional<std::string> output_subdir;
   LineFormat line_format;                         // --no-tag-output, --timestamp-output
   std::string hvdrun_path;                        // the local agent binary (this hvdrun)
   ssh::SshOptions ssh;                            // how remote hosts are reached

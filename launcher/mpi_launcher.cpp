@@ -104,9 +104,11 @@ class MpirunJob final : public Job {
         ranks_(ranks),
         grace_(grace),
         out_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
-             [this](std::string_view line) { own_line(line); }),
+             [this](std::string_view line, bool from_mpirun) { own_line(line, from_mpirun); },
+             ranks),
         err_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
-             [this](std::string_view line) { own_line(line); }) {}
+             [this](std::string_view line, bool from_mpirun) { own_line(line, from_mpirun); },
+             ranks) {}
 
   void add_pollfds(std::vector<pollfd>& fds, bool read_output) override {
     for (UniqueFd* fd : {&mpirun_.out(), &mpirun_.err()}) {
@@ -196,13 +198,19 @@ class MpirunJob final : public Job {
 
  private:
   void rank_bytes(int rank, bool is_stderr, std::string_view bytes) {
-    if (rank < 0 || rank >= ranks_) {  // not one of ours: say so rather than keep it
-      own_line(bytes);
+    if (rank < 0 || rank >= ranks_) {  // not one of ours (the splitter sends none): show it
+      own_line(bytes, false);
       return;
     }
     sup_.output().write(rank, is_stderr ? worker::Stream::kStderr : worker::Stream::kStdout, bytes);
   }
-  void own_line(std::string_view line) {
+  // `from_mpirun`: false for a line that starts with a tag of no rank of the job, which only a
+  // rank's text can be: shown, never read (a rank must not steer hvdrun by what it prints).
+  void own_line(std::string_view line, bool from_mpirun) {
+    if (!from_mpirun) {
+      spdlog::warn("mpirun passed on a line tagged for no rank of this job: {}", line);
+      return;
+    }
     // Kept for the failure report (which rank failed first), bounded.
     if (mpirun_text_.size() < kMaxOwnText) mpirun_text_.append(line).append("\n");
     spdlog::warn("mpirun: {}", line);

@@ -1,23 +1,47 @@
 #include "launcher/mpirun_output.h"
 
+#include <charconv>
 #include <regex>
 
 namespace hvd::launcher {
 
-std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
+namespace {
+
+// The number in `digits` if it is below `limit` (an int, so never out of range).
+std::optional<int> small_number(std::string_view digits, int limit) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc() || end != digits.data() + digits.size() || value >= limit) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+std::optional<TaggedLine> parse_tagged_line(std::string_view line, int ranks) {
   static const std::regex kTag(R"(^\[[0-9]+,([0-9]+)\]<(stdout|stderr)>:)");
   std::match_results<std::string_view::const_iterator> m;
   if (!std::regex_search(line.begin(), line.end(), m, kTag)) return std::nullopt;
-  return TaggedLine{std::stoi(m[1].str()), m[2].str() == "stderr",
+  const auto rank = small_number(std::string_view(&*m[1].first, static_cast<size_t>(m.length(1))),
+                                 ranks);
+  if (!rank) return std::nullopt;
+  return TaggedLine{*rank, m[2].str() == "stderr",
                     std::string(line.substr(static_cast<size_t>(m.length(0))))};
 }
 
 namespace {
 
+// Whether `line` starts with what reads as a tag, whatever its numbers (a rank's text).
+bool looks_like_tag(std::string_view line) {
+  static const std::regex kTag(R"(^\[[0-9]+,[0-9]+\]<(stdout|stderr)>:)");
+  return std::regex_search(line.begin(), line.end(), kTag);
+}
+
 // How much of `s` is one of mpirun's tags, "[J,R]<stdout>:" or "[J,R]<stderr>:", from its start:
 // the tag's length when `s` starts with a whole one, -1 when `s` (all of it) may still become one
 // as more bytes come, 0 when it cannot.
-long tag_at(std::string_view s) {
+long tag_at(std::string_view s, int ranks) {
   size_t i = 0;
   auto digits = [&] {
     const size_t from = i;
@@ -38,8 +62,10 @@ long tag_at(std::string_view s) {
   if (i == s.size()) return -1;
   if (int r = literal(","); r != 1) return r;
   if (i == s.size()) return -1;
+  const size_t rank_from = i;
   if (!digits()) return 0;
   if (i == s.size()) return -1;
+  if (!small_number(s.substr(rank_from, i - rank_from), ranks)) return 0;  // no rank of the job
   if (int r = literal("]<std"); r != 1) return r;
   if (i == s.size()) return -1;
   const char which = s[i];
@@ -71,10 +97,11 @@ void TagSplitter::consume(std::string_view segment, bool ended) {
     head_.append(segment.substr(0, room));
     own_truncated_ |= segment.size() > room;
     if (ended) {
-      on_own_line_(own_truncated_ ? head_ + " [...]" : head_);
+      on_own_line_(own_truncated_ ? head_ + " [...]" : head_, !forged_);
       head_.clear();
       own_line_ = false;
       own_truncated_ = false;
+      forged_ = false;
     }
     return;
   }
@@ -82,7 +109,7 @@ void TagSplitter::consume(std::string_view segment, bool ended) {
   const size_t take = std::min(segment.size(), kMaxTag + 1 - head_.size());
   head_.append(segment.substr(0, take));
   const std::string_view rest = segment.substr(take);
-  if (auto tagged = parse_tagged_line(head_)) {
+  if (auto tagged = parse_tagged_line(head_, ranks_)) {
     current_ = TaggedLine{tagged->rank, tagged->is_stderr, {}};
     head_.clear();
     consume(tagged->text + std::string(rest), ended);
@@ -91,6 +118,7 @@ void TagSplitter::consume(std::string_view segment, bool ended) {
   const bool cannot_be_a_tag = (!head_.empty() && head_.front() != '[') || head_.size() > kMaxTag ||
                                head_.find(">:") != std::string::npos;
   if (cannot_be_a_tag || ended) {
+    forged_ = looks_like_tag(head_);
     own_line_ = true;
     std::string start = std::move(head_);
     head_.clear();
@@ -113,7 +141,7 @@ void TagSplitter::pass_through(std::string_view segment, bool ended) {
     size_t at = rest.find('[');
     long len = 0;
     while (at != std::string_view::npos) {
-      len = tag_at(rest.substr(at));
+      len = tag_at(rest.substr(at), ranks_);
       if (len != 0) break;
       at = rest.find('[', at + 1);
     }
@@ -129,7 +157,7 @@ void TagSplitter::pass_through(std::string_view segment, bool ended) {
       held_ = std::string(rest.substr(at));
       return;
     }
-    const auto tagged = parse_tagged_line(rest.substr(at, static_cast<size_t>(len)));
+    const auto tagged = parse_tagged_line(rest.substr(at, static_cast<size_t>(len)), ranks_);
     current_ = TaggedLine{tagged->rank, tagged->is_stderr, {}};
     rest.remove_prefix(at + static_cast<size_t>(len));
   }
@@ -138,9 +166,12 @@ void TagSplitter::pass_through(std::string_view segment, bool ended) {
 void TagSplitter::finish() {
   if (current_ && !held_.empty()) on_rank_bytes_(current_->rank, current_->is_stderr, held_);
   held_.clear();
-  if (!head_.empty()) on_own_line_(head_);
+  if (!head_.empty()) {
+    on_own_line_(head_, !forged_ && !looks_like_tag(head_));
+  }
   head_.clear();
   own_line_ = false;
+  forged_ = false;
   current_.reset();
 }
 
@@ -148,7 +179,8 @@ std::optional<int> failed_rank_from_mpirun(std::string_view text) {
   static const std::regex kProcess(R"(Process name:\s*\[\[[0-9]+,[0-9]+\],([0-9]+)\])");
   std::match_results<std::string_view::const_iterator> m;
   if (!std::regex_search(text.begin(), text.end(), m, kProcess)) return std::nullopt;
-  return std::stoi(m[1].str());
+  return small_number(std::string_view(&*m[1].first, static_cast<size_t>(m.length(1))),
+                      std::numeric_limits<int>::max());
 }
 
 bool mpirun_reports_rank_failure(std::string_view text) {

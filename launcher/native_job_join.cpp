@@ -23,7 +23,14 @@ HostSpec NativeJob::listed_host(const std::string& host) const {
   return spec;
 }
 
+// At most --ssh-concurrency agents start at once (each an SSH login off the loop): a discovery
+// that lists hundreds of new hosts must not open hundreds of logins and thousands of
+// descriptors at one time. The others wait their turn in join_waiting_ (admit_agents()).
 void NativeJob::start_agent(const std::string& host) {
+  if (starters_.size() >= static_cast<size_t>(std::max(1, options_.ssh.concurrency))) {
+    join_waiting_.push_back(host);
+    return;
+  }
   const HostSpec spec = listed_host(host);
   const bool local = is_local_host(host, local_identity());
   spdlog::info("elastic: starting an agent on {}", host);
@@ -46,6 +53,14 @@ void NativeJob::admit_agents() {
     } else {
       ++it;
     }
+  }
+  // Logins that waited for a free place; a host the job no longer wants (it left the list, or
+  // the job ends) is skipped.
+  while (!join_waiting_.empty() &&
+         starters_.size() < static_cast<size_t>(std::max(1, options_.ssh.concurrency))) {
+    const std::string host = join_waiting_.front();
+    join_waiting_.pop_front();
+    if (elastic_running() && elastic_->joining(host)) start_agent(host);
   }
   for (const auto& starter : ready) {
     const std::string host = starter->host();
@@ -220,15 +235,25 @@ void NativeJob::discovery_turn(Clock::time_point now) {
   const auto outcome = discovery_->finish(now);
   if (!outcome) return;
   next_discovery_ = now + options_.elastic->discovery_interval;
+  if (outcome->unchanged) return;  // what the driver has: the cost follows changes only
   if (!outcome->hosts) {
     spdlog::warn("elastic: {}; keeping the last list", outcome->error);
     return;
   }
+  // The hosts as this list gives them, and those whose agent still runs (a host that left, its
+  // agent not ended yet): nothing else, so that hosts that come and go are not kept for ever.
+  std::map<std::string, HostSpec> listed;
   std::vector<PoolHost> pool;
   for (const HostSpec& h : *outcome->hosts) {
     pool.push_back({h.host, h.slots});
-    listed_[h.host] = h;
+    listed[h.host] = h;
   }
+  for (const AgentConn& a : agents_) {
+    const std::string& host = host_of(a);
+    if (a.eof || listed.count(host) != 0) continue;
+    if (const auto it = listed_.find(host); it != listed_.end()) listed.emplace(*it);
+  }
+  listed_ = std::move(listed);
   apply(elastic_->on_discovered(pool, now));
 }
 

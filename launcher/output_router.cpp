@@ -33,8 +33,12 @@ std::thread::id g_live_thread;
 }  // namespace
 
 OutputRouter::OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir,
-                           LineFormat format)
-    : out_fd_(out_fd), err_fd_(err_fd), dir_(std::move(dir)), format_(format) {
+                           LineFormat format, std::optional<std::string> subdir)
+    : out_fd_(out_fd),
+      err_fd_(err_fd),
+      dir_(std::move(dir)),
+      subdir_(std::move(subdir)),
+      format_(format) {
   g_live_router = this;
   g_live_thread = std::this_thread::get_id();
 }
@@ -93,6 +97,28 @@ std::vector<int> parse_rank_list(std::string_view text) {
   return ranks;
 }
 
+void OutputRouter::keep_stderr_line(int rank, std::string_view line) {
+  std::string kept(line.substr(0, kKeptStderrLineBytes));
+  if (line.size() > kKeptStderrLineBytes) kept += " [...]";
+  tail_bytes_ += kept.size();
+  stderr_tail_[rank].push_back(std::move(kept));
+  tail_seq_[rank].push_back(tail_next_);
+  tail_order_.emplace(tail_next_++, rank);
+  if (stderr_tail_[rank].size() > kKeptStderrLines) drop_oldest_stderr_line(rank);
+  while (tail_bytes_ > kKeptStderrBytes && tail_order_.size() > 1) {
+    drop_oldest_stderr_line(tail_order_.begin()->second);
+  }
+}
+
+void OutputRouter::drop_oldest_stderr_line(int rank) {
+  auto& tail = stderr_tail_[rank];
+  auto& seq = tail_seq_[rank];
+  tail_bytes_ -= tail.front().size();
+  tail_order_.erase(seq.front());
+  tail.pop_front();
+  seq.pop_front();
+}
+
 std::string OutputRouter::last_line(int rank) const {
   const auto it = last_line_.find(rank);
   return it == last_line_.end() ? std::string() : it->second;
@@ -100,11 +126,7 @@ std::string OutputRouter::last_line(int rank) const {
 
 void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std::string& batch) {
   last_line_[rank].assign(line.substr(0, 200));
-  if (stream == Stream::kStderr) {
-    auto& tail = stderr_tail_[rank];
-    tail.emplace_back(line);
-    if (tail.size() > kKeptStderrLines) tail.pop_front();
-  }
+  if (stream == Stream::kStderr) keep_stderr_line(rank, line);
   if (format_.ranks && !std::binary_search(format_.ranks->begin(), format_.ranks->end(), rank)) {
     return;  // not for the console (--output-ranks); the file and the tail have it
   }
@@ -123,12 +145,14 @@ void OutputRouter::emit_line(int rank, Stream stream, std::string_view line, std
   batch += '\n';
 }
 
-// DIR/rank.N/{stdout,stderr}. DIR is the user's; below it hvdrun never follows a symbolic link:
-// in a shared directory another user could otherwise point rank.N or its files at anything the
-// job's user may write, and have it truncated.
+// DIR/rank.N/{stdout,stderr} (DIR/attempt.K/rank.N/... with --max-restarts). DIR is the user's;
+// below it hvdrun never follows a symbolic link: in a shared directory another user could
+// otherwise point attempt.K, rank.N or its files at anything the job's user may write, and have
+// it truncated.
 UniqueFd OutputRouter::open_rank_file(int rank, Stream stream) {
   const char* name = stream == Stream::kStdout ? "stdout" : "stderr";
-  const std::string path = fmt::format("{}/rank.{}/{}", *dir_, rank, name);
+  const std::string sub = subdir_ ? *subdir_ + "/" : "";
+  const std::string path = fmt::format("{}/{}rank.{}/{}", *dir_, sub, rank, name);
   auto refuse = [&](const char* what) {
     const int e = errno;
     if (e == ELOOP || e == ENOTDIR) {
@@ -147,6 +171,18 @@ UniqueFd OutputRouter::open_rank_file(int rank, Stream stream) {
     std::filesystem::create_directories(*dir_, ec);
     dir_fd_.reset(::open(dir_->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir_fd_.valid()) return refuse("the folder");
+    if (subdir_) {
+      if (::mkdirat(dir_fd_.get(), subdir_->c_str(), 0755) != 0 && errno != EEXIST) {
+        dir_fd_.reset();
+        return refuse(subdir_->c_str());
+      }
+      UniqueFd sub_fd(::openat(dir_fd_.get(), subdir_->c_str(),
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      const int e = errno;
+      dir_fd_ = std::move(sub_fd);
+      errno = e;
+      if (!dir_fd_.valid()) return refuse(subdir_->c_str());
+    }
   }
   const std::string folder = fmt::format("rank.{}", rank);
   if (::mkdirat(dir_fd_.get(), folder.c_str(), 0755) != 0 && errno != EEXIST) {

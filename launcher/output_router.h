@@ -10,6 +10,7 @@
 // without growing memory, and signals are still handled while nobody reads.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -24,6 +25,11 @@
 namespace hvd::launcher {
 
 inline constexpr size_t kKeptStderrLines = 20;
+// The stderr tails (for the failure report) hold at most this much of each line and, all ranks
+// together, at most kKeptStderrBytes: a job's oldest kept lines go first. Outside the console
+// queue's cap, so bounded on their own (2 ranks x 25 lines of 1 MiB held 49 MB).
+inline constexpr size_t kKeptStderrLineBytes = 4096;
+inline constexpr size_t kKeptStderrBytes = 1 << 20;
 inline constexpr size_t kMaxLineBytes = 1 << 20;    // a longer "line" is cut into pieces
 inline constexpr size_t kMaxQueuedBytes = 8 << 20;  // above this, stop reading from agents
 
@@ -45,9 +51,11 @@ std::vector<int> parse_rank_list(std::string_view text);
 
 class OutputRouter {
  public:
-  // `out_fd`/`err_fd`: where tagged lines go. `dir`: also keep per-rank files there.
+  // `out_fd`/`err_fd`: where tagged lines go. `dir`: also keep per-rank files there (in its
+  // folder `subdir`, when given: `--max-restarts`' attempt.K).
   // The newest router is the live one (before_own_console_line), until it is destroyed.
-  OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir, LineFormat format = {});
+  OutputRouter(int out_fd, int err_fd, std::optional<std::string> dir, LineFormat format = {},
+               std::optional<std::string> subdir = std::nullopt);
   ~OutputRouter();
   OutputRouter(const OutputRouter&) = delete;
   OutputRouter& operator=(const OutputRouter&) = delete;
@@ -106,11 +114,20 @@ class OutputRouter {
   std::map<int, Queue> queues_;
   bool abandoned_ = false;
   std::optional<std::string> dir_;
+  std::optional<std::string> subdir_;
   UniqueFd dir_fd_;  // dir_, opened once
   LineFormat format_;
   std::map<int, std::string> last_line_;  // --timeout's report: each rank's last line, cut
   std::map<std::pair<int, int>, StreamState> streams_;
   std::map<int, std::deque<std::string>> stderr_tail_;
+  // Every kept tail line by the order it came in (its rank), and their bytes: what goes first
+  // when the job's tails are over kKeptStderrBytes.
+  std::map<uint64_t, int> tail_order_;
+  std::map<int, std::deque<uint64_t>> tail_seq_;  // per rank, beside stderr_tail_
+  uint64_t tail_next_ = 0;
+  size_t tail_bytes_ = 0;
+  void keep_stderr_line(int rank, std::string_view line);
+  void drop_oldest_stderr_line(int rank);
 };
 
 // hvdrun's log sink calls this before each line of its own: the live router, on the thread that

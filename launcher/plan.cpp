@@ -267,13 +267,21 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
     plan.hosts.push_back(std::move(host));
     used_counts.push_back(counts[i]);
   }
+  // The hosts without a rank, named up to a few dozen (a discovery may list thousands).
+  constexpr size_t kNamedUnused = 32;
+  const std::string unused_text =
+      unused.size() <= kNamedUnused
+          ? fmt::format("{}", fmt::join(unused, ", "))
+          : fmt::format("{} and {} more",
+                        fmt::join(unused.begin(), unused.begin() + kNamedUnused, ", "),
+                        unused.size() - kNamedUnused);
   if (!unused.empty() && request.elastic) {
     // Not a mistake in an elastic job: it may grow onto them (--max-np, a discovery script).
     plan.notices.push_back(fmt::format("-np {} starts on {} of {} slots; no rank on {} yet", np, np,
-                                       plan.total_slots, fmt::join(unused, ", ")));
+                                       plan.total_slots, unused_text));
   } else if (!unused.empty()) {
     plan.warnings.push_back(fmt::format("-np {} uses {} of {} slots; no rank on: {}", np, np,
-                                        plan.total_slots, fmt::join(unused, ", ")));
+                                        plan.total_slots, unused_text));
   }
   if (np > plan.total_slots) {
     plan.warnings.push_back(

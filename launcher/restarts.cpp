@@ -142,4 +142,11 @@ int HostHealth::times_blacklisted(const std::string& host) const {
   return it == hosts_.end() ? 0 : it->second.times_blacklisted;
 }
 
+std::vector<std::string> HostHealth::keys() const {
+  std::vector<std::string> out;
+  out.reserve(hosts_.size());
+  for (const auto& [key, state] : hosts_) out.push_back(key);
+  return out;
+}
+
 }  // namespace hvd::launcher

@@ -66,6 +66,10 @@ class HostHealth {
   // When `host` is back (nullopt: not blacklisted now), and how often it was blacklisted.
   std::optional<Clock::time_point> back_at(const std::string& host, Clock::time_point now) const;
   int times_blacklisted(const std::string& host) const;
+  // Every host (or key) with a failure recorded, in no particular order.
+  std::vector<std::string> keys() const;
+  // Drops what is recorded of `host` (as if it never failed).
+  void forget(const std::string& host) { hosts_.erase(host); }
 
  private:
   struct State {

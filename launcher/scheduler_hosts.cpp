@@ -290,6 +290,21 @@ std::vector<HostSpec> hosts_from_lsb_mcpu(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// A scheduler's names reach ssh's and mpirun's command lines as -H entries do: the same checks,
+// the message naming where the name came from (`variable`, and the entry or file line).
+void validate_scheduler_hosts(const HostsSource& source, std::string_view variable) {
+  for (const HostSpec& h : source.hosts) {
+    const bool named = h.origin.find(variable) != std::string::npos;
+    validate_listed_host(h.host, named ? h.origin : fmt::format("{} ({})", h.origin, variable));
+  }
+}
+
+HostsSource choose_scheduler_hosts(const EnvLookup& env, const FileLookup& read_file);
+
+}  // namespace
+
 HostsSource choose_hosts(const std::optional<std::string>& host_list,
                          const std::optional<std::string>& hostfile, const EnvLookup& getenv,
                          const FileLookup& read_file) {
@@ -308,12 +323,24 @@ HostsSource choose_hosts(const std::optional<std::string>& host_list,
     source.kind = "hostfile";
     source.hosts = read_hostfile(*hostfile);
     source.description = "--hostfile " + *hostfile;
-  } else if (const auto job = env("SLURM_JOB_ID")) {
-    return from_slurm(env, *job);
+  } else {
+    return choose_scheduler_hosts(env, read_file);
+  }
+  return source;
+}
+
+namespace {
+
+HostsSource choose_scheduler_hosts(const EnvLookup& env, const FileLookup& read_file) {
+  HostsSource source;
+  if (const auto job = env("SLURM_JOB_ID")) {
+    source = from_slurm(env, *job);
+    validate_scheduler_hosts(source, "SLURM_JOB_NODELIST");
   } else if (const auto nodefile = env("PBS_NODEFILE")) {
     const auto text = read_listed_file("PBS_NODEFILE", *nodefile, read_file);
     source.kind = "pbs";
     source.hosts = hosts_from_slot_lines(*text, *nodefile);
+    validate_scheduler_hosts(source, "PBS_NODEFILE");
     source.description =
         fmt::format("the PBS allocation{}: {}, {} (PBS_NODEFILE)",
                     env("PBS_JOBID") ? " " + *env("PBS_JOBID") : std::string(),
@@ -330,6 +357,7 @@ HostsSource choose_hosts(const std::optional<std::string>& host_list,
           hosts_from_slot_lines(*read_listed_file("LSB_DJOB_HOSTFILE", path, read_file), path);
       from = "LSB_DJOB_HOSTFILE";
     }
+    validate_scheduler_hosts(source, from);
     source.description =
         fmt::format("the LSF allocation{}: {}, {} ({})",
                     env("LSB_JOBID") ? " " + *env("LSB_JOBID") : std::string(),
@@ -347,6 +375,8 @@ HostsSource choose_hosts(const std::optional<std::string>& host_list,
   }
   return source;
 }
+
+}  // namespace
 
 std::optional<std::string> getenv_value(const std::string& name) {
   const char* v = std::getenv(name.c_str());

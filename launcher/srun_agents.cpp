@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -24,6 +25,7 @@
 #include "common/error.h"
 #include "common/fd_io.h"
 #include "common/port_range.h"
+#include "common/spare_fd.h"
 #include "launcher/rendezvous_server.h"  // random_token
 #include "launcher/tcp_listen.h"
 #include "worker/agent_connect.h"
@@ -106,6 +108,50 @@ struct Pending {
   std::string line;
   Clock::time_point until;
 };
+
+// Whether `p` has a whole preamble line, received or waiting to be read: an agent's arrives in
+// one write right after it connects, and is checked at the loop's next turn. Peeks; takes
+// nothing. Only the line's end is looked at, never its bytes: a choice that depended on how much
+// of the token a connection got right would tell a stranger the token a character at a time.
+bool has_whole_line(const Pending& p) {
+  char buf[worker::kMaxPreamble];
+  const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 &&
+         std::string_view(buf, static_cast<size_t>(n)).find('\n') != std::string_view::npos;
+}
+
+// Makes room for one more pending connection. Under a flood of connections that say nothing the
+// oldest pending one may be an agent whose preamble came but was not read yet (accepts come in
+// batches): the oldest without a whole line goes first; only when every one has one, the oldest
+// (those lines are checked at the next turn anyway, and a wrong one closes its connection).
+void evict_one(std::deque<Pending>& pending) {
+  const auto victim = std::find_if(pending.begin(), pending.end(),
+                                   [](const Pending& p) { return !has_whole_line(p); });
+  pending.erase(victim != pending.end() ? victim : pending.begin());
+}
+
+constexpr std::size_t kMaxPending = 1024;
+
+// Accepts every connection waiting on `listener` into `pending`. Out of descriptors, a pending
+// stranger makes room, else the waiting connection is dropped on the spare descriptor: never a
+// listener left readable with nothing accepted (a busy loop).
+void accept_pending(int listener, std::deque<Pending>& pending, SpareDescriptor& spare) {
+  for (;;) {
+    UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn.valid()) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (!SpareDescriptor::out_of_descriptors(errno)) return;  // EAGAIN: none left
+      if (!pending.empty()) {
+        evict_one(pending);
+        continue;
+      }
+      if (!spare.drop_pending(listener)) return;
+      continue;
+    }
+    if (pending.size() >= kMaxPending) evict_one(pending);
+    pending.push_back({std::move(conn), {}, Clock::now() + kPreambleTime});
+  }
+}
 
 // Reads what a connection sent of its preamble, a byte at a time so that nothing after its
 // newline (the agent's hello frame follows at once) is taken. The host index it proves; -1 to
@@ -223,6 +269,7 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
   SrunText srun_text;
   const auto deadline = Clock::now() + options.start_timeout;
   std::vector<bool> have(plan.hosts.size(), false);
+  SpareDescriptor spare;
   while (connected < plan.hosts.size()) {
     const auto now = Clock::now();
     if (now >= deadline) {
@@ -290,14 +337,7 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
       p.until = Clock::time_point{};  // taken or dropped
     }
     std::erase_if(pending, [](const Pending& p) { return p.until == Clock::time_point{}; });
-    if (fds[0].revents != 0) {
-      for (;;) {
-        UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (!conn.valid()) break;
-        if (pending.size() >= 1024) pending.pop_front();
-        pending.push_back({std::move(conn), {}, Clock::now() + kPreambleTime});
-      }
-    }
+    if (fds[0].revents != 0) accept_pending(listener.get(), pending, spare);
   }
   // srun's stderr from here on: the first node's agent carries it (every task's stderr).
   transports[0]->set_log(std::move(out.srun.err()));

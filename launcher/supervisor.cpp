@@ -16,7 +16,7 @@ namespace hvd::launcher {
 Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::string launcher_name)
     : plan_(plan),
       router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
-              options.output_dir, options.line_format),
+              options.output_dir, options.line_format, options.output_subdir),
       grace_(static_cast<long>(options.grace_seconds * 1000)) {
   if (options.job_timeout.count() > 0) {
     job_timeout_ = options.job_timeout;

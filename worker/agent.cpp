@@ -4,6 +4,7 @@
 // worker/agent_host.cpp.
 #include "worker/agent.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,8 +33,48 @@ constexpr int kSweepMs = 100;  // how often leftover descendants are looked for 
 
 bool Agent::send(FrameType type, std::string_view payload) {
   if (launcher_gone_) return false;
-  if (!write_all(out_fd_, encode_frame(type, payload))) launcher_gone_ = true;
+  out_queue_ += encode_frame(type, payload);
+  flush_output();
   return !launcher_gone_;
+}
+
+void Agent::flush_output() {
+  while (!out_queue_.empty() && !launcher_gone_) {
+    const ssize_t n = ::write(out_fd_, out_queue_.data(), out_queue_.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      launcher_gone_ = true;  // its end is closed: the input's EOF follows
+      break;
+    }
+    out_queue_.erase(0, static_cast<size_t>(n));
+  }
+  if (launcher_gone_) out_queue_.clear();
+}
+
+bool Agent::read_input() {
+  std::array<char, 4096> buf{};
+  const long n = read_some(in_fd_, buf.data(), buf.size());
+  // Stdin and stdout may be one socket (an agent that connected back, or sshd's socketpair),
+  // non-blocking for the output's sake: a wake-up without bytes is not the end.
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+  if (n <= 0) return false;
+  last_heard_ = std::chrono::steady_clock::now();
+  reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+  return true;
+}
+
+void Agent::finish_output() {
+  while (!out_queue_.empty() && !launcher_gone_) {
+    if (launcher_silent()) break;
+    std::array<pollfd, 2> fds{{{out_fd_, POLLOUT, 0}, {input_open_ ? in_fd_ : -1, POLLIN, 0}}};
+    if (::poll(fds.data(), fds.size(), silence_left_ms()) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) {
+      if (!read_input()) break;  // the launcher went away: nobody reads the rest
+      reader_ = FrameReader();   // the job is over: its frames need no answer now
+    }
+    if (fds[0].revents != 0) flush_output();
+  }
 }
 
 void Agent::error(const std::string& message, const std::string& hint, ErrorKind kind) {
@@ -45,16 +86,18 @@ void Agent::error(const std::string& message, const std::string& hint, ErrorKind
 
 void Agent::drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof) {
   std::array<char, kAgentReadChunk> buf{};
+  size_t taken = 0;
   while (fd.valid()) {
     if (!until_eof) {
       pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) return;
+      if (::poll(&p, 1, 0) <= 0 || taken >= kAgentLastOutput) return;
     }
     const long n = read_some(fd.get(), buf.data(), buf.size());
     if (n <= 0) {
       fd.reset();
       return;
     }
+    taken += static_cast<size_t>(n);
     send(FrameType::kOutput, encode_output({static_cast<uint32_t>(rank.rank), stream,
                                             std::string(buf.data(), static_cast<size_t>(n))}));
     if (until_eof) return;  // one chunk per poll wake-up keeps ranks fair
@@ -173,16 +216,13 @@ bool Agent::finished() const {
 }
 
 void Agent::handle_input() {
-  std::array<char, 4096> buf{};
-  const long n = read_some(in_fd_, buf.data(), buf.size());
-  if (n <= 0) {  // dead-man switch: the launcher or the link is gone
+  if (!read_input()) {  // dead-man switch: the launcher or the link is gone
     input_open_ = false;
     launcher_gone_ = true;
+    out_queue_.clear();
     stop(SIGTERM);
     return;
   }
-  last_heard_ = std::chrono::steady_clock::now();
-  reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
   handle_frames();
 }
 
@@ -260,7 +300,15 @@ int Agent::run() {
   ::signal(SIGPIPE, SIG_IGN);
   signals_.emplace(std::initializer_list<int>{SIGCHLD, SIGTERM, SIGINT, SIGHUP});
   timer_fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  // The agent is the only holder of its stdout (its guard dropped its copies, ranks get pipes of
+  // their own), so the flag is ours to set.
+  ::fcntl(out_fd_, F_SETFL, ::fcntl(out_fd_, F_GETFL) | O_NONBLOCK);
+  const int code = run_job();
+  finish_output();
+  return code;
+}
 
+int Agent::run_job() {
   if (!send(FrameType::kHello, hello_payload())) return 2;
   if (!read_spec()) return 2;
   if (!start_ranks()) {
@@ -285,6 +333,7 @@ int Agent::run() {
     fds.push_back({signals_->fd(), POLLIN, 0});
     fds.push_back({timer_fd_.get(), POLLIN, 0});
     fds.push_back({input_open_ ? in_fd_ : -1, POLLIN, 0});
+    fds.push_back({out_queue_.empty() ? -1 : out_fd_, POLLOUT, 0});
     std::vector<LiveRank*> channels;
     for (LiveRank& r : ranks_) {
       if (r.channel.valid()) {
@@ -298,7 +347,9 @@ int Agent::run() {
     const size_t first_listener = fds.size();
     if (listener_) listener_->add_pollfds(fds);
     const size_t first_output = fds.size();
+    // While the launcher has not taken the queue, the ranks' output waits in their pipes.
     for (LiveRank& r : ranks_) {
+      if (output_backed_up()) break;
       if (r.process.out().valid()) {
         fds.push_back({r.process.out().get(), POLLIN, 0});
         owners.emplace_back(&r, Stream::kStdout);
@@ -316,6 +367,7 @@ int Agent::run() {
       // cut off by a link that dropped without a reset. Nobody is left to tell: stop as the
       // dead-man switch does when the input closes.
       launcher_gone_ = true;
+      out_queue_.clear();  // nobody will read it: the ranks' output is drained and dropped
       stop(SIGTERM);
       continue;
     }
@@ -329,9 +381,10 @@ int Agent::run() {
       stop(SIGKILL);
     }
     if (fds[2].revents != 0) handle_input();
+    if (fds[3].revents != 0) flush_output();
     if (killing_) stop(SIGKILL);  // keep sweeping: strays re-parent to us after their parent dies
     for (size_t i = 0; i < channels.size(); ++i) {
-      if (fds[i + 3].revents != 0) read_channel(*channels[i]);
+      if (fds[i + 4].revents != 0) read_channel(*channels[i]);
     }
     if (fds[probe_done].revents != 0) finish_probes();
     if (listener_ && std::any_of(fds.begin() + static_cast<std::ptrdiff_t>(first_listener),

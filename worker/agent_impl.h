@@ -25,6 +25,15 @@
 namespace hvd::worker {
 
 constexpr size_t kAgentReadChunk = 64 * 1024;
+// The frames the agent has not handed to the launcher yet. Its output is never written with a
+// blocking write: a launcher that does not read (frozen, or its console backed up) must not stop
+// the agent's loop, which also hears the launcher's pings and runs the dead-man switch. Above
+// this much the agent stops reading its ranks' output (they block in their writes: the
+// back-pressure), and takes it up again once the launcher has taken the queue below it.
+constexpr size_t kAgentQueueCap = 256 * 1024;
+// A rank that ended: at most this much of what is left in each of its pipes is read (more than
+// a pipe holds; what a descendant that escaped with the pipe writes after is not waited for).
+constexpr size_t kAgentLastOutput = 1 << 20;
 
 struct LiveRank {
   int rank = 0;
@@ -43,7 +52,18 @@ class Agent {
   int run();
 
  private:
+  // Queues the frame and writes what the launcher takes now; false once the launcher is gone.
   bool send(FrameType type, std::string_view payload = {});
+  void flush_output();
+  bool output_backed_up() const {
+    return !launcher_gone_ && out_queue_.size() >= kAgentQueueCap;
+  }
+  // Before the agent exits: waits for the launcher to take the queue, while it is there (its
+  // input open, not silent past the pings' limit).
+  void finish_output();
+  // One read of the launcher's frames into `reader_`; false at EOF (or an error).
+  bool read_input();
+  int run_job();
   bool read_spec();
   bool start_ranks();
   std::optional<std::pair<std::string, std::string>> start_rank(const RankSpec& rank);
@@ -67,7 +87,8 @@ class Agent {
   std::vector<pid_t> strays() const;  // stray_children() of this agent's running ranks
 
   int in_fd_;   // borrowed: the agent's stdin (frames from the launcher)
-  int out_fd_;  // borrowed: its stdout (frames to the launcher)
+  int out_fd_;  // borrowed: its stdout (frames to the launcher), made non-blocking
+  std::string out_queue_;  // encoded frames not written yet (see kAgentQueueCap)
   JobSpec spec_;
   std::optional<ProbeListener> listener_;  // from kProbeListen until the ranks start
   FrameReader reader_;

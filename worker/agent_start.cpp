@@ -26,7 +26,6 @@ namespace hvd::worker {
 // Before the job: the launcher may have the agent probe the network (worker/probe.h), then
 // sends the spec. The probe listener keeps greeting other hosts' probes while this agent waits.
 bool Agent::read_spec() {
-  std::array<char, kAgentReadChunk> buf{};
   while (true) {
     try {
       while (auto frame = reader_.next()) {
@@ -70,18 +69,16 @@ bool Agent::read_spec() {
     // A launcher silent past the pings' limit (a link cut without a reset) sends no job: the
     // agent has nothing to stop and leaves.
     if (launcher_silent()) return false;
-    std::vector<pollfd> fds{{in_fd_, POLLIN, 0}};
+    std::vector<pollfd> fds{{in_fd_, POLLIN, 0}, {out_queue_.empty() ? -1 : out_fd_, POLLOUT, 0}};
     if (listener_) listener_->add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), silence_left_ms()) < 0 && errno != EINTR) return false;
     if (listener_ &&
-        std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& f) { return f.revents != 0; })) {
+        std::any_of(fds.begin() + 2, fds.end(), [](const pollfd& f) { return f.revents != 0; })) {
       listener_->serve();
     }
+    if (fds[1].revents != 0) flush_output();
     if (fds[0].revents == 0) continue;
-    const long n = read_some(in_fd_, buf.data(), buf.size());
-    if (n <= 0) return false;  // the launcher went away before sending a job
-    last_heard_ = std::chrono::steady_clock::now();
-    reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+    if (!read_input()) return false;  // the launcher went away before sending a job
   }
 }
 

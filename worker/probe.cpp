@@ -254,7 +254,7 @@ BindAttempt listen_any_address(int family, int port, UniqueFd& out) {
 }  // namespace
 
 ProbeListener::ProbeListener(PortRange range, const std::string& token)
-    : spare_(::open("/dev/null", O_RDONLY | O_CLOEXEC)), greeting_(probe_greeting(token)) {
+    : greeting_(probe_greeting(token)) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     max_connections_ = std::clamp<size_t>(limit.rlim_cur / 4, 16, kMaxConnections);
@@ -289,7 +289,7 @@ void ProbeListener::serve() {
     UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!conn.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EMFILE && errno != ENFILE) break;  // EAGAIN: nobody else is waiting
+      if (!SpareDescriptor::out_of_descriptors(errno)) break;  // EAGAIN: nobody else waits
       // Out of descriptors: make room (the oldest half of ours), and if that was not enough,
       // accept the pending one on the spare descriptor and drop it, so the listener is not
       // readable for ever with nothing accepted (a busy loop).
@@ -297,9 +297,7 @@ void ProbeListener::serve() {
         shed(std::max<size_t>(1, conns_.size() / 2));
         continue;
       }
-      spare_.reset();
-      UniqueFd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      spare_.drop_pending(listen_.get());
       break;
     }
     if (conns_.size() >= max_connections_) shed(1);

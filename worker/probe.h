@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/port_range.h"
+#include "common/spare_fd.h"
 #include "common/unique_fd.h"
 
 namespace hvd::worker {
@@ -74,7 +75,7 @@ class ProbeListener {
  private:
   void shed(size_t how_many);
   UniqueFd listen_;
-  UniqueFd spare_;              // /dev/null, given up to accept (and drop) when out of fds
+  SpareDescriptor spare_;       // given up to accept (and drop) when out of descriptors
   std::deque<UniqueFd> conns_;  // oldest first
   size_t max_connections_ = 1024;
   std::string greeting_;

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -24,6 +25,7 @@
 #include "common/bytes.h"  // same_secret
 #include "common/fd_io.h"  // read_some
 #include "common/port_range.h"
+#include "common/spare_fd.h"
 
 namespace hvd::runtime {
 namespace {
@@ -213,6 +215,7 @@ void ControlPlane::accept_ranks(int listener, const std::string& token, int size
     for (int r = 1; r < size; ++r) missing.insert(static_cast<int>(plane) * size + r);
   }
   std::deque<Pending> pending;
+  SpareDescriptor spare;
   ::fcntl(listener, F_SETFL, ::fcntl(listener, F_GETFL) | O_NONBLOCK);  // accept until EAGAIN
   while (!missing.empty()) {
     const auto now = Clock::now();
@@ -264,10 +267,34 @@ void ControlPlane::accept_ranks(int listener, const std::string& token, int size
     }
     std::erase_if(pending, [](const Pending& p) { return p.until == Clock::time_point{}; });
     if (fds[0].revents == 0) continue;
+    // Room for one more: the oldest connection without a whole hello (received, or waiting to be
+    // read) goes first, so that a flood of silent connections cannot push out a rank whose hello
+    // came in the same batch of accepts; only when all have one, the oldest. Only the hello's
+    // length counts, never its bytes: a choice by how much of the token a connection got right
+    // would tell a stranger the token a character at a time.
+    const auto evict_one = [&] {
+      const auto stranger = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) {
+        char buf[kHelloBytes];
+        const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+        return p.hello.size() + static_cast<std::size_t>(std::max<ssize_t>(n, 0)) < kHelloBytes;
+      });
+      pending.erase(stranger != pending.end() ? stranger : pending.begin());
+    };
     while (true) {
       UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (!conn.valid()) break;
-      if (pending.size() >= kMaxPendingHellos) pending.pop_front();
+      if (!conn.valid()) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        // Out of descriptors: a pending stranger makes room, else the waiting connection is
+        // dropped on the spare descriptor (never a readable listener left unaccepted: a spin).
+        if (!SpareDescriptor::out_of_descriptors(errno)) break;
+        if (!pending.empty()) {
+          evict_one();
+          continue;
+        }
+        if (!spare.drop_pending(listener)) break;
+        continue;
+      }
+      if (pending.size() >= kMaxPendingHellos) evict_one();
       pending.push_back({std::move(conn), {}, Clock::now() + kHelloTime});
     }
   }

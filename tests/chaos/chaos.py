@@ -64,6 +64,11 @@ FAULTS = {
     "kill_hvdrun": PHASES,
     "hostile_connections": ["agents", "netcheck", "rendezvous", "running"],
     "restart_sshd": PHASES,
+    # Output that stops flowing (issue 51): the console (the suite) stops reading hvdrun's stdout
+    # for twice --keepalive and more while the ranks print megabytes; hvdrun frozen (SIGSTOP)
+    # while they print, its agents must stop them anyway.
+    "pause_console": ["running"],
+    "stop_hvdrun": ["running"],
 }
 # Under --mpi, mpirun starts the ranks (its daemons log in with the system's ssh): hvdrun's agents
 # live only through the network check, so the agent and SSH-session faults are native only. So
@@ -71,6 +76,9 @@ FAULTS = {
 # are Open MPI's (unauthenticated by design, docs/security.md) and libhvd's control plane on an
 # ephemeral port among them.
 FAULTS_MPI = {f: FAULTS[f] for f in ("none", "kill_rank", "stop_rank", "kill_hvdrun")}
+# A rank that prints lines shaped like mpirun's tags and abort message (chaos_rank's CHAOS_FORGE):
+# its text, never mpirun's.
+FAULTS_MPI["forged_tags"] = ["running"]
 # Over network-namespace hosts (tests/netns/: real links, a firewall per host), native launches:
 # the link faults, which loopback hosts cannot have. h1 is the victim host.
 FAULTS_NETNS = {
@@ -80,7 +88,15 @@ FAULTS_NETNS = {
     "slow_link": ["agents", "netcheck", "rendezvous", "running"],
 }
 MODES = {"native": FAULTS, "mpi": FAULTS_MPI, "netns": FAULTS_NETNS}
-ALL_FAULTS = list(FAULTS) + [f for f in FAULTS_NETNS if f not in FAULTS]
+ALL_FAULTS = list(FAULTS) + [f for m in (FAULTS_MPI, FAULTS_NETNS) for f in m if f not in FAULTS]
+# pause_console, stop_hvdrun: each line padded to this many bytes more (chaos_rank's CHAOS_PAD),
+# 3.2 MB/s for the job: the console's 8 MiB queue and every buffer on the way fill in seconds.
+PAD_BYTES = 16384
+# How long the console stops reading: past twice --keepalive, when a blocked pump lost hosts.
+PAUSE_SECONDS = 2 * KEEPALIVE + 1
+# How long after hvdrun froze its agents must have stopped every rank: their silence limit (twice
+# --keepalive), the grace period and a margin.
+FROZEN_SECONDS = 2 * KEEPALIVE + GRACE + 4
 # slow_link: h1's every packet out leaves through a token bucket of this rate (the kernel here
 # has no netem for delays; a slow link is a narrow one).
 SLOW_RATE = "1mbit"
@@ -108,6 +124,8 @@ class Round:
         self.victim_rank = None
         self.agents, self.sessions, self.session_host = {}, set(), {}
         self.peak = 0
+        self.console_paused = threading.Event()  # pause_console: stdout is not read meanwhile
+        self.frozen_left = []  # stop_hvdrun: what still ran FROZEN_SECONDS after the freeze
         self.lock = threading.RLock()
         self.phase_event = threading.Event()
 
@@ -126,8 +144,10 @@ class Round:
         # Native ranks start children (a double-forked one too) that only hvdrun's agent and its
         # guard stop; under --mpi, what a rank starts is Open MPI's daemons' to stop.
         children = ["--children"] if self.mode != "mpi" else []
-        return cmd + ["--output-filename", os.path.join(self.dir, "out"), "-x", "CHAOS_MARK",
-                      a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")] + children
+        knobs = [x for name in ("CHAOS_PAD", "CHAOS_FORGE") if name in self.env()
+                 for x in ("-x", name)]
+        return cmd + ["--output-filename", os.path.join(self.dir, "out"), "-x", "CHAOS_MARK"] + \
+            knobs + [a.rank_program, str(JOB_SECONDS), os.path.join(self.dir, "ledger")] + children
 
     def set_phase(self, phase):
         with self.lock:
@@ -138,6 +158,8 @@ class Round:
 
     def read_stream(self, stream):
         for raw in stream:
+            while stream is self.proc.stdout and self.console_paused.is_set():
+                time.sleep(0.05)
             line = raw.decode(errors="replace").rstrip("\n")
             with self.lock:
                 self.lines.append(line)
@@ -190,6 +212,16 @@ class Round:
             return True
         if f == "kill_hvdrun":
             os.kill(self.proc.pid, signal.SIGKILL)
+            return True
+        if f == "forged_tags":  # the ranks printed them at their start (CHAOS_FORGE)
+            return True
+        if f == "pause_console":
+            self.console_paused.set()
+            threading.Timer(PAUSE_SECONDS, self.console_paused.clear).start()
+            return True
+        if f == "stop_hvdrun":
+            os.kill(self.proc.pid, signal.SIGSTOP)
+            threading.Thread(target=self.thaw_after_check, daemon=True).start()
             return True
         if f in ("kill_rank", "stop_rank"):
             rank = self.rng.randrange(RANKS)
@@ -252,8 +284,34 @@ class Round:
             return True
         raise ValueError(f)
 
-    def run(self):
+    def thaw_after_check(self):
+        """stop_hvdrun: while hvdrun stays frozen, its agents must stop the printing ranks (their
+        silence limit); what still runs then is recorded. Then hvdrun is killed (and let run,
+        so that the kill lands)."""
+        end = time.time() + FROZEN_SECONDS
+        left = marked(self.mark)
+        while time.time() < end:
+            left = [p for p in marked(self.mark) if p != self.proc.pid]
+            if not left:
+                break
+            time.sleep(0.2)
+        self.frozen_left = [b" ".join(cmdline_of(p)).decode(errors="replace") for p in left]
+        for sig in (signal.SIGKILL, signal.SIGCONT):
+            try:
+                os.kill(self.proc.pid, sig)
+            except OSError:
+                pass
+
+    def env(self):
         env = dict(os.environ, CHAOS_MARK=self.mark)
+        if self.fault in ("pause_console", "stop_hvdrun"):
+            env["CHAOS_PAD"] = str(PAD_BYTES)
+        if self.fault == "forged_tags":
+            env["CHAOS_FORGE"] = "1"
+        return env
+
+    def run(self):
+        env = self.env()
         start = time.time()
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=env, start_new_session=True)
@@ -286,6 +344,10 @@ class Round:
         timeout = PHASE_TIMEOUT.get(self.landed or target, 30)
         if self.fault == "slow_link":  # not a failure: the whole job, slower (3 x its length)
             timeout = 3 * (JOB_SECONDS + START_TIMEOUT)
+        if self.fault == "pause_console":  # the job waits for the console, then goes on
+            timeout += PAUSE_SECONDS
+        if self.fault == "stop_hvdrun":  # frozen until the suite's check, then killed
+            timeout += FROZEN_SECONDS
         deadline = (self.fault_time or start) + timeout + GRACE + 5
         if self.fault_time is None:
             deadline = start + 60
@@ -329,8 +391,11 @@ class Round:
         code = self.proc.returncode
         if not injected and code != 0:  # the job failed before the fault's phase: nothing tested
             violations.append("not injected: hvdrun exited %s before the %s phase" % (code, self.target))
+        if injected and self.fault == "stop_hvdrun" and self.frozen_left:
+            violations.append("frozen hvdrun: %d s after it froze, still running: %s" % (
+                FROZEN_SECONDS, "; ".join(self.frozen_left[:4])))
         if injected:
-            if self.fault != "kill_hvdrun":
+            if self.fault not in ("kill_hvdrun", "stop_hvdrun"):
                 violations += check_hang(exit_time, deadline)
                 violations += check_verdict(
                     expected_verdict(self.fault, self.landed, self.victim_host, self.mode,
@@ -347,7 +412,7 @@ class Round:
         for rank in range(RANKS):
             before = cut
             host = self.site.hosts[rank // SLOTS]
-            if injected and (self.fault == "kill_hvdrun" or (
+            if injected and (self.fault in ("kill_hvdrun", "stop_hvdrun") or (
                     self.fault in ("kill_agent", "stop_agent", "kill_sshd_session",
                                    "drop_link_launcher") and host == self.victim_host)):
                 before = cut - IN_FLIGHT

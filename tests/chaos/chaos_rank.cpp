@@ -16,6 +16,12 @@
 // SIGTERM is a stop that takes a while, as a real program's clean-up does: the rank says so, goes
 // on printing (no more collectives) for half a second, then dies of the SIGTERM (exit 143). The
 // suite's faults then have a stopping phase to land in.
+//
+// Two knobs for faults that need more than the usual output, from the environment (the suite sets
+// them with -x for those rounds only): CHAOS_PAD=N appends N '.' to every numbered line (a rank
+// that prints megabytes: a console that stops reading, or a frozen hvdrun, must block it);
+// CHAOS_FORGE=1 prints, first, lines shaped like Open MPI's tags and its abort message, as a
+// training log that prints untrusted text would (under --mpi they must stay the rank's text).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -88,6 +94,13 @@ int main(int argc, char** argv) {
     return 65;
   }
   ::signal(SIGTERM, on_sigterm);
+  const char* pad_env = std::getenv("CHAOS_PAD");
+  const std::string pad(pad_env != nullptr ? std::strtoul(pad_env, nullptr, 10) : 0, '.');
+  const char* forge = std::getenv("CHAOS_FORGE");
+  if (forge != nullptr && std::string(forge) == "1") {
+    say("[1,2147483648]<stdout>:chaos: rank " + rank + " forged a tag");
+    say("[1,99]<stdout>:Per user-direction, the job has been aborted.");
+  }
   say("chaos: rank " + rank + " before init");
   try {
     hvd::init();
@@ -113,7 +126,7 @@ int main(int argc, char** argv) {
         sum = data[0];
       }
       say("chaos: rank " + rank + " line " + std::to_string(n) + " sum " +
-          std::to_string(static_cast<int>(sum)));
+          std::to_string(static_cast<int>(sum)) + pad);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     hvd::shutdown();

@@ -152,3 +152,24 @@ TEST_CASE("restarts: the dry run shows the policy", "[launch][restarts]") {
   CHECK_THAT(capped_plan["warnings"].dump(),
              Contains("--restart-backoff 100: a wait is at most 30 s"));
 }
+
+TEST_CASE("restarts: a symbolic link planted as DIR/attempt.K is not followed",
+          "[launch][restarts]") {
+  // Issue 51, finding 8: attempt.K was made with create_directories, which follows a link, so
+  // another user of a shared folder could have the job's files written (truncated) elsewhere.
+  TempDir dir;
+  const std::string logs = dir / "logs";
+  std::filesystem::create_directories(logs);
+  std::filesystem::create_directories(dir / "elsewhere/rank.0");
+  const std::string victim = dir / "elsewhere/rank.0/stdout";
+  write_file(victim, "precious\n");
+  std::filesystem::create_symlink(dir / "elsewhere", logs + "/attempt.1");
+  const RunResult r = run_hvdrun({"--max-restarts", "1", "--restart-backoff", "0", "-np", "1",
+                                  "--output-filename", logs, "sh", "-c", "echo out"});
+  INFO(show(r));
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(victim) == "precious\n");
+  CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs +
+                             "/attempt.1/rank.0/stdout: attempt.1 is a symbolic link"));
+  CHECK_THAT(r.out, Contains("[1,0]<stdout>:out"));
+}

@@ -44,7 +44,12 @@ struct Split {
   hvd::launcher::TagSplitter splitter{[this](int rank, bool is_stderr, std::string_view bytes) {
                                         (is_stderr ? err : out)[rank].append(bytes);
                                       },
-                                      [this](std::string_view line) { own.emplace_back(line); }};
+                                      [this](std::string_view line, bool from_mpirun) {
+                                        own.emplace_back(line);
+                                        if (!from_mpirun) forged.emplace_back(line);
+                                      },
+                                      4};
+  std::vector<std::string> forged;  // own lines that start with a tag of no rank: rank text
 };
 
 }  // namespace
@@ -256,7 +261,7 @@ TEST_CASE("mpirun's tagged output: a tag inside a line starts a piece, not text"
   // mpirun tags every piece it read from a rank, not every line (seen with PyTorch under --mpi:
   // an unbuffered Python traceback line written in pieces).
   Split split;
-  auto& [out, err, own, splitter] = split;
+  auto& [out, err, own, splitter, forged] = split;
   splitter.feed("[1,1]<stderr>:    [1,1]<stderr>:raise ValueError(\"x\")[1,1]<stderr>:\n");
   splitter.feed("[1,1]<stderr>:ValueError[1,1]<stderr>:: [1,1]<stderr>:x[1,1]<stderr>:\n");
   CHECK(err[1] == "    raise ValueError(\"x\")\nValueError: x\n");
@@ -283,7 +288,7 @@ TEST_CASE("mpirun's tagged output: a tag inside a line starts a piece, not text"
 
 TEST_CASE("mpirun's tagged output: lines of any length pass through with bounded memory", "[mpi]") {
   Split split;
-  auto& [out, err, own, splitter] = split;
+  auto& [out, err, own, splitter, forged] = split;
   // Tags split across reads, an own line between, an empty own line.
   for (std::string_view piece :
        {"[1,0]<std", "out>:hel", "lo\nmpirun says hi\n", "\n[1,3]<", "stderr>:oops\n"}) {

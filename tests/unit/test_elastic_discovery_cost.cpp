@@ -1,0 +1,128 @@
+// Issue 51, finding 5: what a host discovery lists must cost by change, not by turn of the
+// launcher's loop. A list of 4096 hosts x 1024 slots (inside the parser's bounds) held hvdrun at
+// 320 MB and a full core: next_deadline(), asked every turn, built a key for every listed slot.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "launcher/discovery.h"
+#include "launcher/elastic_driver.h"
+
+using hvd::launcher::ElasticDriver;
+using hvd::launcher::ElasticPolicy;
+using hvd::launcher::PoolHost;
+using Clock = ElasticDriver::Clock;
+using namespace std::chrono_literals;
+
+TEST_CASE("elastic driver: 4096 listed hosts of 1024 slots cost nothing per turn", "[elastic]") {
+  const auto t0 = Clock::now();
+  ElasticPolicy p;
+  p.min_np = 1;
+  p.max_np = 2;
+  p.discovery = true;
+  p.cooldown = std::pair{5.0, 5.0};
+  p.elastic_timeout = 60s;
+  ElasticDriver d(p, {{"a", 2}}, {{0, {"a", 0}}, {1, {"a", 1}}}, "a", 29500, t0);
+  d.start({}, t0);
+  std::vector<PoolHost> many{{"a", 2}};
+  for (int i = 1; i < 4096; ++i) many.push_back({"h" + std::to_string(i), 1024});
+  d.on_discovered(many, t0);
+  d.on_exit(1, 1, "rank 1 exited with 1", t0);  // a#1 cools down for 5 s: a deadline to find
+  const auto start = Clock::now();
+  std::optional<Clock::time_point> next;
+  std::vector<hvd::launcher::ElasticBlacklistEntry> blacklist;
+  for (int turn = 0; turn < 200; ++turn) {  // what 200 turns of the loop ask
+    next = d.next_deadline();
+    blacklist = d.blacklist(t0);
+  }
+  for (int run = 0; run < 20; ++run) d.on_discovered(many, t0);  // the same list again
+  const auto took = Clock::now() - start;
+  CHECK(took < 2s);  // before: about a second per next_deadline()
+  REQUIRE(next.has_value());
+  CHECK(*next <= t0 + 5s);
+  REQUIRE(blacklist.size() == 1);
+  CHECK(blacklist[0].key == "a#1");
+  // A failure charged to a host no longer listed is not the pool's.
+  d.on_discovered({{"a", 2}}, t0);
+  CHECK(d.blacklist(t0).size() == 1);
+}
+
+TEST_CASE("host discovery: a run that prints what the last good one did is unchanged",
+          "[elastic]") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("hvd-discovery-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string script = (dir / "discover.sh").string();
+  const std::string list = (dir / "list").string();
+  std::ofstream(script) << "#!/bin/sh\ncat '" << list << "'\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  hvd::launcher::DiscoveryRunner runner(script, 1, 10s);
+  auto run = [&](const std::string& text) {
+    std::ofstream(list) << text;
+    runner.start(Clock::now());
+    for (;;) {
+      runner.on_readable();
+      if (auto outcome = runner.finish(Clock::now())) return *outcome;
+      std::this_thread::sleep_for(5ms);
+    }
+  };
+  const auto first = run("a:2\nb\n");
+  REQUIRE(first.hosts.has_value());
+  CHECK_FALSE(first.unchanged);
+  const auto same = run("a:2\nb\n");
+  CHECK(same.unchanged);
+  CHECK_FALSE(same.hosts.has_value());  // nothing to copy or to pass on
+  CHECK_FALSE(run("a:2\nb\nc\n").unchanged);
+  CHECK_FALSE(run("a:2\nb:x\n").hosts.has_value());  // a bad list is not remembered
+  CHECK(run("a:2\nb\nc\n").unchanged);               // the last good one is
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("host discovery: a background process left holding the script's stdout is not waited for",
+          "[elastic]") {
+  // Issue 51, finding 7: a valid list, then "ran longer than 10 s" (exit 64 before the launch),
+  // because the run waited for the pipe's EOF, which the background process held off.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("hvd-discovery-bg-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string script = (dir / "discover.sh").string();
+  std::ofstream(script) << "#!/bin/sh\necho a:2\necho b\nsleep 5 &\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  const auto start = Clock::now();
+  const auto hosts = hvd::launcher::DiscoveryRunner::run_once(script, 1, 2s);
+  CHECK(Clock::now() - start < 1500ms);
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0].host == "a");
+  CHECK(hosts[0].slots == 2);
+  CHECK(hosts[1].host == "b");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("elastic driver: hosts that come and go are forgotten after a while", "[elastic]") {
+  // Issue 51, finding 6: every host a discovery ever listed and that failed to join stayed
+  // charged for good (100 runs of fresh names: 100 entries, and growing).
+  const auto t0 = Clock::now();
+  ElasticPolicy p;
+  p.min_np = 1;
+  p.max_np = 1 << 20;
+  p.discovery = true;
+  ElasticDriver d(p, {{"a", 1}}, {{0, {"a", 0}}}, "a", 29500, t0);
+  d.start({}, t0);
+  for (int run = 0; run < 100; ++run) {
+    const std::string fresh = "fresh" + std::to_string(run);
+    d.on_discovered({{"a", 1}, {fresh, 1}}, t0);
+    d.on_join_failed(fresh, "connection_refused", t0);  // charged out (--host-failure-limit 1)
+  }
+  const auto kept = d.blacklist(t0);
+  CHECK(kept.size() <= static_cast<size_t>(ElasticDriver::kForgetAfterLists) + 1);
+  bool newest = false;
+  for (const auto& b : kept) newest |= b.key == "fresh99";
+  CHECK(newest);  // the recent ones are still out
+}
