@@ -26,6 +26,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  sparse_as_dense=False, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
         check_process_set(process_set)
+        self._process_set = process_set
         if op == mpi_ops.Adasum:
             mpi_ops._reduce_op(op, 'DistributedOptimizer')
         if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
@@ -97,8 +98,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grad = p.grad
         if grad.is_sparse:
             if not self._sparse_as_dense:
-                return mpi_ops.sparse_allreduce_async(grad, name=f'sparse.{name}',
-                                                      op=self._op), None
+                return mpi_ops.sparse_allreduce_async(grad, name=f'sparse.{name}', op=self._op,
+                                                      process_set=self._process_set), None
             grad = grad.to_dense()  # reduced dense; .grad stays sparse (synchronize)
         elif not grad.is_contiguous():
             p.grad = grad = grad.contiguous()
@@ -108,7 +109,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         else:
             prescale = postscale = 1.0
         handle = mpi_ops.allreduce_async_(tensor, name=name, op=self._op,
-                                          prescale_factor=prescale, postscale_factor=postscale)
+                                          prescale_factor=prescale, postscale_factor=postscale,
+                                          process_set=self._process_set)
         return handle, ctx
 
     def synchronize(self):
