@@ -46,8 +46,8 @@ struct ControllerOptions {
   // A process set's engine (the Runtime of a set, not the global one): its name in messages
   // ("process set 1 (ranks 0, 2)") and the global rank of each of its ranks, so that a stall
   // names the ranks the user knows. Empty: the global set, whose ranks are the global ones.
-  std::string set_label;
-  std::vector<int> global_ranks;
+  std::string set_label{};
+  std::vector<int> global_ranks{};
 };
 
 // One op ready to run, for fusion: its request (the lowest rank's) and its error (nullptr or
