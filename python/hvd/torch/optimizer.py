@@ -43,9 +43,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._grad_accs = {}
         self._synchronized = False
         self._should_synchronize = True
+        # A rank outside the process set trains on its own, as Horovod's does: no hooks, and
+        # synchronize() does nothing.
+        self._included = process_set is None or process_set.included() is not False
         for p in self._all_params():
             self._delay[p] = backward_passes_per_step
-            if p.requires_grad:
+            if p.requires_grad and self._included:
                 self._register_hook(p)
 
     def _all_params(self):
@@ -116,6 +119,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those whose hook did not run) and
         puts the results into the parameters' .grad."""
+        if not self._included:
+            self._synchronized = True
+            return
         for p in self._all_params():
             if p.requires_grad and p not in self._grad_accs:
                 self._delay.setdefault(p, self.backward_passes_per_step)
