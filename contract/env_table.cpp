@@ -45,12 +45,12 @@ constexpr std::array<const EnvVar*, 32> kTable{
     &kElasticGeneration,
 };
 
-constexpr std::array<const EnvVar*, 17> kKnobs{
+constexpr std::array<const EnvVar*, 18> kKnobs{
     &kCpuOperations,      &kGlooTimeout,    &kGlooLoopPolicy,    &kGlooSyncBytes,
     &kGlooSyncPieceBytes, &kLogLevel,       &kFusionThreshold,   &kCycleTime,
     &kCacheCapacity,      &kMpiCycles,      &kGlooCycles,        &kEagerBytes,
     &kStallCheckDisable,  &kStallCheckTime, &kStallShutdownTime, &kTimeline,
-    &kTimelineMarkCycles};
+    &kTimelineMarkCycles, &kDynamicProcessSets};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{
     &kNcclSocketIfname, &kGlooIface,        &kGlooSocketIfname, &kCudaVisibleDevices,
@@ -90,7 +90,7 @@ namespace {
 // Horovod's variables that are not runtime knobs: its build settings (pip install), what its
 // launchers set for its own workers, and knobs of engines libhvd does not have. A user's
 // environment may hold them; libhvd has nothing to say about them.
-constexpr std::array<std::string_view, 43> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
+constexpr std::array<std::string_view, 42> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
                                                        "HOROVOD_WITH_TENSORFLOW",
                                                        "HOROVOD_WITH_MXNET",
                                                        "HOROVOD_WITH_MPI",
@@ -129,7 +129,6 @@ constexpr std::array<std::string_view, 43> kHorovodOwn{"HOROVOD_WITH_PYTORCH",
                                                        "HOROVOD_ELASTIC_TIMEOUT",
                                                        "HOROVOD_SECRET_KEY",
                                                        "HOROVOD_ENABLE_XLA_OPS",
-                                                       "HOROVOD_DYNAMIC_PROCESS_SETS",
                                                        "HOROVOD_BATCH_D2D_MEMCOPIES",
                                                        "HOROVOD_ADASUM_MPI_CHUNK_SIZE",
                                                        "HOROVOD_DISABLE_GROUP_FUSION"};

@@ -238,6 +238,11 @@ inline constexpr EnvVar kEagerBytes{
     "2048 when every rank shares one host's memory under MPI, else 65536 / (size - 1), at most "
     "32768; 0 turns it off",
     integer_default(-1)};
+inline constexpr EnvVar kDynamicProcessSets{
+    "HOROVOD_DYNAMIC_PROCESS_SETS", EnvKind::kKnob, EnvType::kInt,
+    "1 lets the program add and remove process sets after init (hvd::add_process_set); as "
+    "hvd::init with dynamic process sets",
+    integer_default(0)};
 inline constexpr EnvVar kStallCheckDisable{"HOROVOD_STALL_CHECK_DISABLE", EnvKind::kKnob,
                                            EnvType::kInt, "1 turns the stall inspector off",
                                            integer_default(0)};

@@ -37,12 +37,20 @@ std::shared_ptr<Runtime> current(const char* call) {
   return p.runtime;
 }
 
+// The runtime of process set `set` (process_sets.cpp says which errors).
+std::shared_ptr<Runtime> current(const char* call, const ProcessSet& set) {
+  if (set.id() == 0) return current(call);
+  return api_detail::set_runtime(call, set.id());
+}
+
 }  // namespace
 
-void init() {
-  runtime::at_boundary([] {
+void init() { init(InitOptions{}); }
+
+void init(const InitOptions& options) {
+  runtime::at_boundary([&] {
     Process& p = process();
-    std::lock_guard<std::mutex> lock(p.mutex);
+    std::unique_lock<std::mutex> lock(p.mutex);
     if (p.runtime) return;
     auto config = runtime::read_config([](const char* name) { return std::getenv(name); },
                                        runtime::BuildFacts{.has_mpi = HVD_BUILD_HAS_MPI != 0,
@@ -68,18 +76,29 @@ void init() {
     p.master_addr = first ? first->master_addr : config.master_addr;
     p.master_port = first ? first->master_port : config.master_port;
     if (joining) api_detail::elastic_joined(config, config.elastic.generation);
+    p.dynamic_sets = options.dynamic_process_sets || config.dynamic_process_sets;
+    lock.unlock();
+    // Static sets: made as add_process_set makes them (every rank checks the others' lists).
+    for (const std::vector<int>& ranks : options.process_sets) {
+      api_detail::make_process_set(ranks, true);
+    }
   });
 }
 
 void shutdown() {
   std::shared_ptr<Runtime> last;
+  std::vector<std::shared_ptr<Runtime>> sets;
   {
     Process& p = process();
     std::lock_guard<std::mutex> lock(p.mutex);
     if (!p.runtime) return;
     last = std::move(p.runtime);
     p.shut_down = true;
+    // The sets go first, in id order on every rank (each says goodbye among its own ranks).
+    for (auto& [id, entry] : p.sets) sets.push_back(std::move(entry.runtime));
+    p.sets.clear();
   }
+  sets.clear();
   // `last` is destroyed here, or by the last op still running on another thread.
 }
 
@@ -167,8 +186,11 @@ std::shared_ptr<OpState> make_op(OpKind kind, const std::string& name, const Ten
 
 // Submits `op` to the current runtime, named automatically when it has no name (the synchronous
 // calls). `now`: the caller waits at once, so the batch goes out without the cycle time.
-Handle start(const char* call, std::shared_ptr<OpState> op, bool now) {
-  std::shared_ptr<Runtime> rt = current(call);
+Handle start(const char* call, std::shared_ptr<OpState> op, bool now, const ProcessSet& set) {
+  std::shared_ptr<Runtime> rt = current(call, set);
+  if (op->request.kind == OpKind::kBroadcast && set.id() != 0) {
+    op->request.root = api_detail::set_root(call, *rt, op->request.root);
+  }
   if (op->request.name.empty()) op->request.name = rt->auto_name(op->request.kind);
   op->runtime = rt;
   runtime::at_boundary([&] { rt->submit(op, now); });
@@ -263,77 +285,101 @@ std::shared_ptr<OpState> alltoall_op(const std::string& name, const Tensor& in,
 }  // namespace
 
 Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
-                       const AllreduceOptions& options) {
-  return start("allreduce_async", allreduce_op(name, in, out, options), false);
+                       const AllreduceOptions& options, const ProcessSet& set) {
+  return start("allreduce_async", allreduce_op(name, in, out, options), false, set);
 }
 
-Handle broadcast_async(const std::string& name, const Tensor& inout, int root) {
-  return start("broadcast_async", broadcast_op(name, inout, root), false);
+Handle broadcast_async(const std::string& name, const Tensor& inout, int root,
+                       const ProcessSet& set) {
+  return start("broadcast_async", broadcast_op(name, inout, root), false, set);
 }
 
-Handle allgather_async(const std::string& name, const Tensor& in) {
-  return start("allgather_async", make_op(OpKind::kAllgather, name, in), false);
+Handle allgather_async(const std::string& name, const Tensor& in, const ProcessSet& set) {
+  return start("allgather_async", make_op(OpKind::kAllgather, name, in), false, set);
 }
 
 Handle reducescatter_async(const std::string& name, const Tensor& in, ReduceOp op_kind,
-                           double prescale, double postscale) {
+                           double prescale, double postscale, const ProcessSet& set) {
   return start("reducescatter_async", reducescatter_op(name, in, {op_kind, prescale, postscale}),
-               false);
+               false, set);
 }
 
 Handle alltoall_async(const std::string& name, const Tensor& in,
-                      std::span<const std::int64_t> splits) {
-  return start("alltoall_async", alltoall_op(name, in, splits), false);
+                      std::span<const std::int64_t> splits, const ProcessSet& set) {
+  return start("alltoall_async", alltoall_op(name, in, splits), false, set);
 }
 
 // ---- The synchronous forms: submit under an automatic name, then wait ----
 
-void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options) {
-  start("allreduce", allreduce_op({}, in, out, options), true).wait();
+void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options,
+               const ProcessSet& set) {
+  start("allreduce", allreduce_op({}, in, out, options), true, set).wait();
 }
 
-void broadcast(const Tensor& inout, int root) {
-  start("broadcast", broadcast_op({}, inout, root), true).wait();
+void broadcast(const Tensor& inout, int root, const ProcessSet& set) {
+  start("broadcast", broadcast_op({}, inout, root), true, set).wait();
 }
 
-void allgather(const Tensor& in, const Allocator& allocate) {
-  start("allgather", make_op(OpKind::kAllgather, {}, in, allocate), true).wait();
+void allgather(const Tensor& in, const Allocator& allocate, const ProcessSet& set) {
+  start("allgather", make_op(OpKind::kAllgather, {}, in, allocate), true, set).wait();
 }
 
-Buffer allgather(const Tensor& in) {
-  Handle h = start("allgather", make_op(OpKind::kAllgather, {}, in), true);
+Buffer allgather(const Tensor& in, const ProcessSet& set) {
+  Handle h = start("allgather", make_op(OpKind::kAllgather, {}, in), true, set);
   h.wait();
   return std::move(HandleAccess::state(h).buffer);
 }
 
 void reducescatter(const Tensor& in, const Allocator& allocate, ReduceOp op_kind, double prescale,
-                   double postscale) {
-  start("reducescatter", reducescatter_op({}, in, {op_kind, prescale, postscale}, allocate), true)
+                   double postscale, const ProcessSet& set) {
+  start("reducescatter", reducescatter_op({}, in, {op_kind, prescale, postscale}, allocate), true,
+        set)
       .wait();
 }
 
-Buffer reducescatter(const Tensor& in, ReduceOp op, double prescale, double postscale) {
-  Handle h = start("reducescatter", reducescatter_op({}, in, {op, prescale, postscale}), true);
+Buffer reducescatter(const Tensor& in, ReduceOp op, double prescale, double postscale,
+                     const ProcessSet& set) {
+  Handle h = start("reducescatter", reducescatter_op({}, in, {op, prescale, postscale}), true, set);
   h.wait();
   return std::move(HandleAccess::state(h).buffer);
 }
 
 std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
-                                   const Allocator& allocate) {
-  Handle h = start("alltoall", alltoall_op({}, in, splits, allocate), true);
+                                   const Allocator& allocate, const ProcessSet& set) {
+  Handle h = start("alltoall", alltoall_op({}, in, splits, allocate), true, set);
   h.wait();
   return HandleAccess::state(h).received_splits;
 }
 
-AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits) {
-  Handle h = start("alltoall", alltoall_op({}, in, splits), true);
+AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits,
+                        const ProcessSet& set) {
+  Handle h = start("alltoall", alltoall_op({}, in, splits), true, set);
   h.wait();
   auto& s = HandleAccess::state(h);
   return AlltoallResult{std::move(s.buffer), s.received_splits};
 }
 
-void barrier() {
-  start("barrier", make_op(OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}), true)
+int join() {
+  const std::shared_ptr<Runtime> rt = current("join");
+  const bool first = runtime::at_boundary([&] { return rt->start_join(); });
+  if (!first) {
+    throw RuntimeError(HVD_ERR_INVALID_ARGUMENT,
+                       "hvd::join() was called again on this rank while its first call waits: "
+                       "a rank joins once per round, from one thread");
+  }
+  struct Done {
+    Runtime& rt;
+    ~Done() { rt.end_join(); }
+  } done{*rt};
+  Handle h = start("join", make_op(OpKind::kJoin, {}, Tensor{nullptr, DataType::kUInt8, {0}}), true,
+                   ProcessSet());
+  h.wait();
+  const auto& last = HandleAccess::state(h).received_splits;
+  return last.empty() ? -1 : static_cast<int>(last.front());
+}
+
+void barrier(const ProcessSet& set) {
+  start("barrier", make_op(OpKind::kBarrier, {}, Tensor{nullptr, DataType::kUInt8, {0}}), true, set)
       .wait();
 }
 

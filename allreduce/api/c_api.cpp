@@ -1,5 +1,7 @@
 // The C API (hvd/hvd.h): the C++ API with exceptions turned into a status and a per-thread
 // last-error message.
+#include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -86,58 +88,161 @@ const char* hvd_backend_name(void) {
 
 hvd_status hvd_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype, hvd_op op,
                          double prescale, double postscale) {
-  return guarded([&] {
-    hvd::allreduce(flat(in, count, dtype), flat(out, count, dtype),
-                   hvd::AllreduceOptions{static_cast<hvd::ReduceOp>(op), prescale, postscale});
-  });
+  return hvd_allreduce_on(0, in, out, count, dtype, op, prescale, postscale);
 }
 
 hvd_status hvd_broadcast(void* data, size_t count, hvd_dtype dtype, int root) {
-  return guarded([&] { hvd::broadcast(flat(data, count, dtype), root); });
+  return hvd_broadcast_on(0, data, count, dtype, root);
 }
 
 hvd_status hvd_allgather(const void* in, size_t count, hvd_dtype dtype, hvd_alloc_fn alloc,
                          void* user, size_t* out_count) {
-  if (alloc == nullptr || out_count == nullptr) {
-    return bad_argument("hvd_allgather: alloc and out_count must not be NULL");
-  }
-  return guarded(
-      [&] { hvd::allgather(flat(in, count, dtype), c_allocator(alloc, user, out_count)); });
+  return hvd_allgather_on(0, in, count, dtype, alloc, user, out_count);
 }
 
 hvd_status hvd_reducescatter(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
                              hvd_alloc_fn alloc, void* user, size_t* out_count) {
-  return hvd_reducescatter_scaled(in, count, dtype, op, 1.0, 1.0, alloc, user, out_count);
+  return hvd_reducescatter_on(0, in, count, dtype, op, 1.0, 1.0, alloc, user, out_count);
 }
 
 hvd_status hvd_reducescatter_scaled(const void* in, size_t count, hvd_dtype dtype, hvd_op op,
                                     double prescale, double postscale, hvd_alloc_fn alloc,
                                     void* user, size_t* out_count) {
+  return hvd_reducescatter_on(0, in, count, dtype, op, prescale, postscale, alloc, user, out_count);
+}
+
+hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* splits, hvd_dtype dtype,
+                        hvd_alloc_fn alloc, void* user, size_t* out_count, int64_t* recv_splits) {
+  return hvd_alltoall_on(0, in, count, splits, dtype, alloc, user, out_count, recv_splits);
+}
+
+hvd_status hvd_barrier(void) { return hvd_barrier_on(0); }
+
+// ---- Process sets ----
+
+hvd_status hvd_init_process_sets(const int* ranks, const int* set_sizes, int num_sets,
+                                 int dynamic) {
+  if (num_sets < 0 || (num_sets > 0 && (ranks == nullptr || set_sizes == nullptr))) {
+    return bad_argument("hvd_init_process_sets: ranks and set_sizes must hold num_sets sets");
+  }
+  hvd::InitOptions options;
+  options.dynamic_process_sets = dynamic != 0;
+  std::size_t at = 0;
+  for (int i = 0; i < num_sets; ++i) {
+    if (set_sizes[i] < 0) return bad_argument("hvd_init_process_sets: a negative set size");
+    options.process_sets.emplace_back(ranks + at, ranks + at + set_sizes[i]);
+    at += static_cast<std::size_t>(set_sizes[i]);
+  }
+  return guarded([&] { hvd::init(options); });
+}
+
+hvd_status hvd_add_process_set(const int* ranks, int count, int* out_id) {
+  if (out_id == nullptr || count < 0 || (count > 0 && ranks == nullptr)) {
+    return bad_argument("hvd_add_process_set: ranks must hold count ranks, out_id not NULL");
+  }
+  return guarded([&] {
+    *out_id = hvd::add_process_set(std::span<const int>(ranks, static_cast<size_t>(count))).id();
+  });
+}
+
+hvd_status hvd_remove_process_set(int id) {
+  return guarded([&] { hvd::remove_process_set(hvd::ProcessSet(id)); });
+}
+
+hvd_status hvd_process_set_rank(int id, int* out) {
+  return topology(out, [id] { return hvd::ProcessSet(id).rank(); });
+}
+
+hvd_status hvd_process_set_size(int id, int* out) {
+  return topology(out, [id] { return hvd::ProcessSet(id).size(); });
+}
+
+hvd_status hvd_process_set_ranks(int id, int* ranks, int capacity, int* out_count) {
+  if (out_count == nullptr || (capacity > 0 && ranks == nullptr)) {
+    return bad_argument("hvd_process_set_ranks: out_count is NULL, or ranks with a capacity");
+  }
+  return guarded([&] {
+    const std::vector<int> all = hvd::ProcessSet(id).ranks();
+    *out_count = static_cast<int>(all.size());
+    std::copy_n(all.begin(), std::min<std::size_t>(all.size(), std::max(capacity, 0)), ranks);
+  });
+}
+
+hvd_status hvd_process_set_ids(int* ids, int capacity, int* out_count) {
+  if (out_count == nullptr || (capacity > 0 && ids == nullptr)) {
+    return bad_argument("hvd_process_set_ids: out_count is NULL, or ids with a capacity");
+  }
+  return guarded([&] {
+    const std::vector<hvd::ProcessSet> sets = hvd::process_sets();
+    *out_count = static_cast<int>(sets.size());
+    for (std::size_t i = 0; i < sets.size() && i < static_cast<std::size_t>(std::max(capacity, 0));
+         ++i) {
+      ids[i] = sets[i].id();
+    }
+  });
+}
+
+hvd_status hvd_allreduce_on(int set, const void* in, void* out, size_t count, hvd_dtype dtype,
+                            hvd_op op, double prescale, double postscale) {
+  return guarded([&] {
+    hvd::allreduce(flat(in, count, dtype), flat(out, count, dtype),
+                   hvd::AllreduceOptions{static_cast<hvd::ReduceOp>(op), prescale, postscale},
+                   hvd::ProcessSet(set));
+  });
+}
+
+hvd_status hvd_broadcast_on(int set, void* data, size_t count, hvd_dtype dtype, int root) {
+  return guarded([&] { hvd::broadcast(flat(data, count, dtype), root, hvd::ProcessSet(set)); });
+}
+
+hvd_status hvd_allgather_on(int set, const void* in, size_t count, hvd_dtype dtype,
+                            hvd_alloc_fn alloc, void* user, size_t* out_count) {
+  if (alloc == nullptr || out_count == nullptr) {
+    return bad_argument("hvd_allgather: alloc and out_count must not be NULL");
+  }
+  return guarded([&] {
+    hvd::allgather(flat(in, count, dtype), c_allocator(alloc, user, out_count),
+                   hvd::ProcessSet(set));
+  });
+}
+
+hvd_status hvd_reducescatter_on(int set, const void* in, size_t count, hvd_dtype dtype, hvd_op op,
+                                double prescale, double postscale, hvd_alloc_fn alloc, void* user,
+                                size_t* out_count) {
   if (alloc == nullptr || out_count == nullptr) {
     return bad_argument("hvd_reducescatter: alloc and out_count must not be NULL");
   }
   return guarded([&] {
     hvd::reducescatter(flat(in, count, dtype), c_allocator(alloc, user, out_count),
-                       static_cast<hvd::ReduceOp>(op), prescale, postscale);
+                       static_cast<hvd::ReduceOp>(op), prescale, postscale, hvd::ProcessSet(set));
   });
 }
 
-hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* splits, hvd_dtype dtype,
-                        hvd_alloc_fn alloc, void* user, size_t* out_count, int64_t* recv_splits) {
+hvd_status hvd_alltoall_on(int set, const void* in, size_t count, const int64_t* splits,
+                           hvd_dtype dtype, hvd_alloc_fn alloc, void* user, size_t* out_count,
+                           int64_t* recv_splits) {
   if (alloc == nullptr || out_count == nullptr) {
     return bad_argument("hvd_alltoall: alloc and out_count must not be NULL");
   }
   return guarded([&] {
+    const hvd::ProcessSet ps(set);
     std::vector<std::int64_t> send;
-    if (splits != nullptr) send.assign(splits, splits + hvd::size());
+    if (splits != nullptr) send.assign(splits, splits + (set == 0 ? hvd::size() : ps.size()));
     const auto received =
-        hvd::alltoall(flat(in, count, dtype), send, c_allocator(alloc, user, out_count));
+        hvd::alltoall(flat(in, count, dtype), send, c_allocator(alloc, user, out_count), ps);
     if (recv_splits != nullptr) std::copy(received.begin(), received.end(), recv_splits);
   });
 }
 
-hvd_status hvd_barrier(void) {
-  return guarded([] { hvd::barrier(); });
+hvd_status hvd_join(int* last_rank) {
+  return guarded([&] {
+    const int last = hvd::join();
+    if (last_rank != nullptr) *last_rank = last;
+  });
+}
+
+hvd_status hvd_barrier_on(int set) {
+  return guarded([&] { hvd::barrier(hvd::ProcessSet(set)); });
 }
 
 hvd_status hvd_start_timeline(const char* file_path, int mark_cycles) {

@@ -134,11 +134,19 @@ int wait_for_newer(ProcessState& p) {
 void reset_generation() {
   ProcessState& p = elastic_process("run");
   std::shared_ptr<runtime::Runtime> old;
+  std::vector<std::shared_ptr<runtime::Runtime>> old_sets;
   {
     std::lock_guard<std::mutex> lock(p.mutex);
     old = std::move(p.runtime);
+    // Process sets name ranks of the old world: they end with it (docs/libhvd.md).
+    for (auto& [id, entry] : p.sets) old_sets.push_back(std::move(entry.runtime));
+    p.sets.clear();
   }
   const auto began = Clock::now();
+  for (auto& set : old_sets) {
+    if (set) set->abandon();
+  }
+  old_sets.clear();
   if (old) old->abandon();  // NCCL communicators of this world are aborted, not destroyed
   old.reset();              // the engine joins; Gloo's context and the control plane close
   const auto closed = Clock::now();

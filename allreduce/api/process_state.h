@@ -3,10 +3,13 @@
 // the configuration it was built from, and an elastic job's generation (api.cpp, elastic.cpp).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "allreduce/runtime/config.h"
 #include "allreduce/runtime/runtime.h"
@@ -34,6 +37,17 @@ struct ProcessState {
   int resets = 0;
   std::string channel_partial;
   bool channel_closed = false;
+
+  // Process sets (process_sets.cpp) other than the global one, by id: their ranks, and their
+  // runtime where this process is one of them.
+  struct SetEntry {
+    std::vector<int> ranks;
+    std::shared_ptr<runtime::Runtime> runtime;
+  };
+  std::map<int, SetEntry> sets;
+  bool dynamic_sets = false;  // add/remove after init
+  int set_serial = 0;         // sets made by this runtime (SetSpec::serial)
+  long set_calls = 0;         // add and remove calls: their negotiation's names
 };
 
 ProcessState& process_state();
@@ -43,5 +57,14 @@ ProcessState& process_state();
 // and says "joined G" on its channel once the runtime is built.
 contract::WorldDoc elastic_first_world(const runtime::RuntimeConfig& config, int generation);
 void elastic_joined(const runtime::RuntimeConfig& config, int generation);
+
+// Process sets (process_sets.cpp). The runtime of set `id` for a call of this process (throws
+// RuntimeError: not initialised, no such set, this rank not in it).
+std::shared_ptr<runtime::Runtime> set_runtime(const char* call, int id);
+// A broadcast's global root rank as a rank of `set`'s runtime (throws when not in the set).
+int set_root(const char* call, const runtime::Runtime& set, int root);
+// add_process_set's work; `at_init`: a static set (no dynamic mode needed, an existing set's
+// ranks give that set). Collective over every rank.
+ProcessSet make_process_set(std::span<const int> ranks, bool at_init);
 
 }  // namespace hvd::api_detail

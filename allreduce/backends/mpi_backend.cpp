@@ -150,11 +150,33 @@ MpiBackend::MpiBackend() {
   }
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  half_ops_[0] = make_half_ops<DataType::kFloat16>();
-  half_ops_[1] = make_half_ops<DataType::kBFloat16>();
-  compute_topology();
+  create_half_ops();
+  compute_topology(true);
   shared_memory_ = topology_.local_size == topology_.size &&
                    open_mpi_btl_shared_memory(mca_string("btl"), mca_string("btl_base_exclude"));
+}
+
+MpiBackend::MpiBackend(const std::vector<int>& world_ranks, int tag) {
+  MPI_Group world = MPI_GROUP_NULL;
+  MPI_Group group = MPI_GROUP_NULL;
+  check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  const int rc =
+      MPI_Group_incl(world, static_cast<int>(world_ranks.size()), world_ranks.data(), &group);
+  MPI_Group_free(&world);
+  check(rc, "MPI_Group_incl");
+  const int created = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &comm_);
+  MPI_Group_free(&group);
+  check(created, "MPI_Comm_create_group");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  create_half_ops();
+  compute_topology(false);
+  shared_memory_ = topology_.local_size == topology_.size &&
+                   open_mpi_btl_shared_memory(mca_string("btl"), mca_string("btl_base_exclude"));
+}
+
+void MpiBackend::create_half_ops() {
+  half_ops_[0] = make_half_ops<DataType::kFloat16>();
+  half_ops_[1] = make_half_ops<DataType::kBFloat16>();
 }
 
 void MpiBackend::abandon() {
@@ -178,13 +200,13 @@ MpiBackend::~MpiBackend() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiBackend::compute_topology() {
+void MpiBackend::compute_topology(bool world) {
   MPI_Comm_rank(comm_, &topology_.rank);
   MPI_Comm_size(comm_, &topology_.size);
   // mpirun knows the "hosts" by the names it was given, which the shared-memory split cannot
-  // tell apart on loopback test hosts: prefer its local numbering.
-  topology_.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
-  topology_.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", -1);
+  // tell apart on loopback test hosts: prefer its local numbering (the world's only).
+  topology_.local_rank = world ? env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1) : -1;
+  topology_.local_size = world ? env_int("OMPI_COMM_WORLD_LOCAL_SIZE", -1) : -1;
   if (topology_.local_rank < 0 || topology_.local_size < 1) {
     MPI_Comm local;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local),

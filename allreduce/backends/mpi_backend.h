@@ -19,6 +19,10 @@ namespace hvd::runtime {
 class MpiBackend : public Backend {
  public:
   MpiBackend();
+  // A process set's backend: a communicator of MPI_COMM_WORLD's ranks `world_ranks` (sorted;
+  // MPI_Comm_create_group, so only those ranks call it, each with the same `tag`, one per set).
+  // MPI must be initialised (the global set's backend did it); never finalises it.
+  MpiBackend(const std::vector<int>& world_ranks, int tag);
   ~MpiBackend() override;
 
   // Rank and size from MPI; local rank/size from OMPI_COMM_WORLD_LOCAL_* (else the shared-memory
@@ -45,7 +49,8 @@ class MpiBackend : public Backend {
 
  private:
   MPI_Op op_for(DataType dtype, ReduceOp op) const;
-  void compute_topology();
+  void compute_topology(bool world);
+  void create_half_ops();
 
   bool abandoned_ = false;  // the job broke: nothing collective at teardown
   bool shared_memory_ = false;

@@ -47,6 +47,15 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 Controller::Controller(ControllerOptions options) : options_(options) {}
 
+int Controller::shown(int rank) const {
+  const auto r = static_cast<std::size_t>(rank);
+  return r < options_.global_ranks.size() ? options_.global_ranks[r] : rank;
+}
+
+std::string Controller::where() const {
+  return options_.set_label.empty() ? std::string() : " in " + options_.set_label;
+}
+
 void Controller::add(int rank, RequestList list, Clock::time_point now) {
   // Once a rank has left without a shutdown the job is broken: the fatal error fails every
   // pending op on every rank with HVD_ERR_PEER_LOST. A request that arrives after it must not get
@@ -71,7 +80,8 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
       continue;
     }
     if (!shut_down_.empty()) {
-      std::vector<int> gone(shut_down_.begin(), shut_down_.end());
+      std::vector<int> gone;
+      for (int r : shut_down_) gone.push_back(shown(r));
       out_.push_back({request.kind,
                       {request.name},
                       fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
@@ -80,23 +90,38 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
       table_.erase(it);
       continue;
     }
+    if (!joined_.empty() && request.kind != OpKind::kAllreduce && request.kind != OpKind::kJoin) {
+      out_.push_back({request.kind, {request.name}, joined_error(request)});
+      table_.erase(it);
+      continue;
+    }
+    const bool join = request.kind == OpKind::kJoin;
     entry.submitted[static_cast<std::size_t>(rank)] = true;
     entry.by_rank.emplace_back(rank, std::move(request));
-    if (static_cast<int>(entry.by_rank.size()) == options_.size) {
+    if (join) {
+      last_joined_ = rank;
+      joined_.insert(rank);
+    }
+    if (static_cast<int>(entry.by_rank.size()) == options_.size ||
+        (!join && complete_with_joined(entry))) {
       complete(it->first, entry);
       table_.erase(it);
     }
+    if (join && !joined_.empty()) rank_joined();
   }
   if (list.shutdown) {
     shut_down_.insert(rank);
-    fail_waiting_for(rank,
-                     fmt::format("rank {} called hvd::shutdown() before submitting it", rank));
+    fail_waiting_for(
+        rank, fmt::format("rank {} called hvd::shutdown(){} before submitting it", shown(rank),
+                          options_.set_label.empty() ? "" : " or removed the process set"));
   }
   fuse_ready();
 }
 
 void Controller::add_unanimous(RequestList list, Clock::time_point now) {
-  if (!idle() || !shut_down_.empty() || list.shutdown) {
+  const bool join = std::any_of(list.requests.begin(), list.requests.end(),
+                                [](const Request& q) { return q.kind == OpKind::kJoin; });
+  if (!idle() || !shut_down_.empty() || list.shutdown || join || !joined_.empty()) {
     for (int r = 0; r < options_.size; ++r)
       add(r, r + 1 < options_.size ? list : std::move(list), now);
     return;
@@ -114,8 +139,8 @@ void Controller::rank_left(int rank) {
   if (fatal_.empty()) {
     fatal_ = fmt::format(
         "rank {} left the job without calling hvd::shutdown() (its control "
-        "connection closed): it probably crashed or was killed",
-        rank);
+        "connection{} closed): it probably crashed or was killed",
+        shown(rank), where());
     fatal_status_ = HVD_ERR_PEER_LOST;
   }
   shut_down_.insert(rank);
@@ -143,7 +168,64 @@ void Controller::complete(const std::string& name, Entry& entry) {
   std::sort(entry.by_rank.begin(), entry.by_rank.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string error = validate(name, entry);
+  const Request& lowest = entry.by_rank.front().second;
+  if (lowest.kind == OpKind::kJoin) {
+    join_results_[name] = shown(last_joined_);
+    joined_.clear();
+  } else if (static_cast<int>(entry.by_rank.size()) < options_.size && error.empty()) {
+    joined_requests_[name] = lowest;  // the joined ranks run it with zeros
+  }
   ready_.emplace_back(std::move(entry.by_rank.front().second), std::move(error));
+}
+
+bool Controller::complete_with_joined(const Entry& entry) const {
+  if (joined_.empty()) return false;
+  for (int r = 0; r < options_.size; ++r) {
+    if (!entry.has(r) && joined_.count(r) == 0) return false;
+  }
+  return true;
+}
+
+void Controller::rank_joined() {
+  for (const std::string& name : sorted_names()) {
+    auto it = table_.find(name);
+    Entry& entry = it->second;
+    const Request& any = entry.by_rank.front().second;
+    if (any.kind == OpKind::kJoin) continue;
+    if (any.kind != OpKind::kAllreduce) {
+      out_.push_back({any.kind, {name}, joined_error(any)});
+      table_.erase(it);
+    } else if (complete_with_joined(entry)) {
+      complete(name, entry);
+      table_.erase(it);
+    }
+  }
+}
+
+std::string Controller::joined_error(const Request& request) const {
+  std::vector<int> ranks;
+  for (int r : joined_) ranks.push_back(shown(r));
+  return fmt::format(
+      "{} '{}' cannot run: rank(s) {} called hvd::join(){}, and while a rank has joined only "
+      "allreduces run (the joined ranks add zeros)",
+      op_kind_name(request.kind), request.name, ranks_text(ranks), where());
+}
+
+std::optional<Request> Controller::take_joined_request(const std::string& name) {
+  if (joined_requests_.empty()) return std::nullopt;
+  auto it = joined_requests_.find(name);
+  if (it == joined_requests_.end()) return std::nullopt;
+  Request q = std::move(it->second);
+  joined_requests_.erase(it);
+  return q;
+}
+
+std::optional<int> Controller::take_join_result(const std::string& name) {
+  auto it = join_results_.find(name);
+  if (it == join_results_.end()) return std::nullopt;
+  const int last = it->second;
+  join_results_.erase(it);
+  return last;
 }
 
 std::string Controller::validate(const std::string& name, const Entry& entry) const {
@@ -276,21 +358,21 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
     std::vector<std::string> quoted;
     for (const std::string& n : stalled) quoted.push_back("'" + n + "'");
     warnings.push_back(fmt::format(
-        "stall: rank {} has not submitted {} {}, which other ranks have been waiting on for {} s "
-        "or more: is that rank stuck, or are the ranks submitting different tensors?",
-        rank, stalled.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
+        "stall{}: rank {} has not submitted {} {}, which other ranks have been waiting on for {} "
+        "s or more: is that rank stuck, or are the ranks submitting different tensors?",
+        where(), shown(rank), stalled.size() == 1 ? "tensor" : "tensors", fmt::join(quoted, ", "),
         options_.stall_warning.count() / 1000));
   }
   if (shutdown_name != nullptr) {
     const Entry& entry = table_.at(*shutdown_name);
     std::vector<int> absent;
     for (int r = 0; r < options_.size; ++r) {
-      if (!entry.has(r)) absent.push_back(r);
+      if (!entry.has(r)) absent.push_back(shown(r));
     }
     fatal_ = fmt::format(
-        "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}' was "
+        "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): tensor '{}'{} was "
         "never submitted by rank(s) {}",
-        options_.stall_shutdown.count() / 1000, *shutdown_name, ranks_text(absent));
+        options_.stall_shutdown.count() / 1000, *shutdown_name, where(), ranks_text(absent));
   }
   return warnings;
 }

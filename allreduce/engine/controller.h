@@ -10,7 +10,10 @@
 //   with the same root) are packed into one response up to the fusion threshold;
 // - stalls: ops some ranks submitted and others did not, for longer than the warning time, are
 //   reported by missing rank; past the shutdown time (if set) the job is failed;
-// - departures: a rank that shut down or left fails what still needs it.
+// - departures: a rank that shut down or left fails what still needs it;
+// - join (hvd::join, OpKind::kJoin): a rank that joined counts as having submitted every
+//   allreduce (it runs them with zeros: joined_request()); any other op fails while a rank is
+//   joined; once every rank joined, the join ops run and say who joined last (join_result()).
 // Not thread-safe: the engine's background thread owns it.
 #pragma once
 
@@ -40,6 +43,11 @@ struct ControllerOptions {
   // 0: stalls only warn
   std::chrono::milliseconds stall_shutdown =
       std::chrono::seconds(contract::kStallShutdownTime.default_value.integer);
+  // A process set's engine (the Runtime of a set, not the global one): its name in messages
+  // ("process set 1 (ranks 0, 2)") and the global rank of each of its ranks, so that a stall
+  // names the ranks the user knows. Empty: the global set, whose ranks are the global ones.
+  std::string set_label{};
+  std::vector<int> global_ranks{};
 };
 
 // One op ready to run, for fusion: its request (the lowest rank's) and its error (nullptr or
@@ -67,6 +75,12 @@ class Controller {
   void add_unanimous(RequestList list, Clock::time_point now);
   // `rank`'s connection closed without a shutdown message: the job is broken.
   void rank_left(int rank);
+
+  // Join: the request (the lowest submitting rank's) of an allreduce decided while some ranks had
+  // joined, which those ranks run with zeros; the last rank to join, for a join op decided. Each
+  // is taken once (nullopt when there is none), in the order the responses run.
+  std::optional<Request> take_joined_request(const std::string& name);
+  std::optional<int> take_join_result(const std::string& name);
 
   // Everything decided since the last call (responses in execution order, or a fatal error).
   ResponseList take();
@@ -104,12 +118,24 @@ class Controller {
   std::vector<std::string> sorted_names() const;  // the table's names, for stable messages
   void fail_waiting_for(int rank, const std::string& why);
   void fuse_ready();
+  // Join: every rank not joined has submitted `entry`.
+  bool complete_with_joined(const Entry& entry) const;
+  std::string joined_error(const Request& request) const;
+  // A rank joined: complete what waited only for it (allreduces), fail what cannot run.
+  void rank_joined();
+  // The rank users know (ControllerOptions::global_ranks) and "" or "in process set 1 (...): ".
+  int shown(int rank) const;
+  std::string where() const;
 
   ControllerOptions options_;
   std::unordered_map<std::string, Entry> table_;
   std::vector<std::pair<Request, std::string>> ready_;  // request of the lowest rank, error
   std::vector<Response> out_;
   std::set<int> shut_down_;
+  std::set<int> joined_;  // ranks whose join op waits for the others
+  int last_joined_ = -1;
+  std::unordered_map<std::string, Request> joined_requests_;
+  std::unordered_map<std::string, int> join_results_;
   std::string fatal_;
   hvd_status fatal_status_ = HVD_ERR_BACKEND;  // PEER_LOST when a rank left
   bool fatal_sent_ = false;

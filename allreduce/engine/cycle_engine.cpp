@@ -343,12 +343,32 @@ void CycleEngine::run_response(const Response& response, const Decision& decisio
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
     for (const std::string& name : response.names) {
+      // Decided while some ranks had joined: on those ranks the op is a zero tensor of its own
+      // (every rank takes the Controller's copy, so that none is left behind).
+      std::optional<Request> joined = controller_.take_joined_request(name);
       auto it = ops_.find(name);
-      if (it == ops_.end() || !it->second.announced) continue;
+      if (it == ops_.end() || !it->second.announced) {
+        if (joined && response.error.empty()) {
+          ops.push_back(zero_op(std::move(*joined)));
+          slots.push_back(ResponseCache::kNoSlot);
+        }
+        continue;
+      }
       OpsByName::node_type node = ops_.extract(it);
       ops.push_back(std::move(node.mapped().op));
       slots.push_back(node.mapped().cache_slot);
       if (spare_.size() < kSpareNodes) spare_.push_back(std::move(node));
+    }
+  }
+  if (response.kind == OpKind::kJoin) {
+    // No collective: every rank has joined; each join op says who joined last.
+    for (const std::string& name : response.names) {
+      const std::optional<int> last = controller_.take_join_result(name);
+      for (auto& op : ops) {
+        if (op->request.name == name && response.error.empty()) {
+          op->received_splits.assign(1, last.value_or(-1));
+        }
+      }
     }
   }
   // Every rank updates its cache here, in the same order: a tensor that ran is cached as this
@@ -376,6 +396,18 @@ void CycleEngine::run_response(const Response& response, const Decision& decisio
     return;
   }
   run_ops(runner_, ops, options_.timeline);
+}
+
+std::shared_ptr<detail::OpState> CycleEngine::zero_op(Request request) {
+  auto op = std::make_shared<detail::OpState>();
+  op->buffer.dtype = request.dtype;
+  op->buffer.shape = request.shape;
+  op->in = Tensor{nullptr, request.dtype, request.shape, request.device};
+  op->buffer.bytes.assign(op->in.byte_size(), std::byte{0});
+  op->in.data = op->buffer.bytes.data();
+  op->options = AllreduceOptions{request.op, request.prescale, request.postscale};
+  op->request = std::move(request);
+  return op;
 }
 
 void CycleEngine::ring(Clock::time_point now) {

@@ -119,6 +119,8 @@ class CycleEngine : public OpEngine {
   std::optional<Decision> decide_from_and(const std::vector<std::uint64_t>& anded);
   void finish(const Decision& decision);
   void run_response(const Response& response, const Decision& decision);
+  // hvd::join: a joined rank's part of an allreduce the others submitted, zeros of its shape.
+  static std::shared_ptr<detail::OpState> zero_op(Request request);
   // The allreduce each rank's contribution brought alone with its eager data (empty: none).
   std::string eager_name(const CycleContribution& c) const;
   void ring(Clock::time_point now);

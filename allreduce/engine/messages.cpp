@@ -106,6 +106,8 @@ const char* op_kind_name(OpKind kind) {
       return "alltoall";
     case OpKind::kBarrier:
       return "barrier";
+    case OpKind::kJoin:
+      return "join";
   }
   return "invalid op kind";
 }
@@ -127,8 +129,7 @@ bool is_automatic_name(std::string_view name) {
   if (dot == std::string_view::npos || dot + 1 == name.size()) return false;
   const std::string_view kind = name.substr(0, dot);
   bool known = false;
-  for (auto k = static_cast<int>(OpKind::kAllreduce); k <= static_cast<int>(OpKind::kBarrier);
-       ++k) {
+  for (auto k = static_cast<int>(OpKind::kAllreduce); k <= static_cast<int>(OpKind::kJoin); ++k) {
     known |= kind == op_kind_name(static_cast<OpKind>(k));
   }
   return known && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(dot) + 1, name.end(),
@@ -188,7 +189,7 @@ RequestList decode_requests(std::string_view bytes) {
   for (std::uint32_t i = 0; i < n; ++i) {
     Request q;
     q.name = r.get_string();
-    q.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
+    q.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kJoin));
     q.dtype = checked<DataType>(r.get<std::int32_t>(), kMaxDtype);
     q.device.kind = checked<Device::Kind>(r.get<std::int32_t>(), 1);
     q.device.id = r.get<std::int32_t>();
@@ -229,7 +230,7 @@ ResponseList decode_responses(std::string_view bytes) {
   const auto n = r.get_count(10);
   for (std::uint32_t i = 0; i < n; ++i) {
     Response p;
-    p.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kBarrier));
+    p.kind = checked<OpKind>(r.get<std::uint8_t>(), static_cast<int>(OpKind::kJoin));
     p.departed = checked<std::uint8_t>(r.get<std::uint8_t>(), 1) == 1;
     p.error = r.get_string();
     const auto names = r.get_count(4);

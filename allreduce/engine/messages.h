@@ -24,6 +24,9 @@ enum class OpKind : std::uint8_t {
   kReducescatter = 3,
   kAlltoall = 4,
   kBarrier = 5,
+  // hvd::join(): this rank has no more data (cycle_engine.h). No collective: once every rank
+  // joined, each join op finishes with the last rank to join.
+  kJoin = 6,
 };
 const char* op_kind_name(OpKind kind);
 

@@ -132,6 +132,7 @@ void check_submission(const detail::OpState& op, int size) {
       alltoall_splits(op.in, op.splits, size);
       break;
     case OpKind::kBarrier:
+    case OpKind::kJoin:
       break;
   }
 }

@@ -88,6 +88,7 @@ void read_engine_knobs(const contract::EnvGetter& getenv, RuntimeConfig& config)
   config.stall_shutdown = std::chrono::seconds(
       disabled ? 0 : read_integer(getenv, contract::kStallShutdownTime, 0, 86400, "seconds"));
   config.timeline = value_of(getenv, contract::kTimeline.name);
+  config.dynamic_process_sets = read_integer(getenv, contract::kDynamicProcessSets, 0, 1, "") == 1;
   // Horovod's "DYNAMIC": no file until the program starts one (start_timeline), never a file
   // named DYNAMIC.
   if (config.timeline == "DYNAMIC") config.timeline.clear();

@@ -68,6 +68,8 @@ struct RuntimeConfig {
   std::chrono::seconds stall_shutdown{contract::kStallShutdownTime.default_value.integer};
   std::string timeline;  // HOROVOD_TIMELINE; written by rank 0
   bool timeline_mark_cycles = false;  // HOROVOD_TIMELINE_MARK_CYCLES=1: CYCLE_START marks
+  // HOROVOD_DYNAMIC_PROCESS_SETS=1 (or hvd::init's option): add_process_set after init.
+  bool dynamic_process_sets = contract::kDynamicProcessSets.default_value.integer == 1;
   // Gloo's rendezvous scope: "<job id>.global", or one per generation in an elastic job.
   std::string gloo_scope;
   // Elastic jobs (HVD_ELASTIC_FD set): the channel to the agent and who this process is.

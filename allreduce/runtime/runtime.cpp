@@ -13,6 +13,7 @@
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/backends/nccl_ops.h"
+#include "allreduce/engine/cycle_engine.h"
 #include "allreduce/kernels/dtype.h"
 #include "allreduce/kernels/kernels.h"
 #include "allreduce/runtime/checks.h"
@@ -29,6 +30,16 @@ std::int64_t trailing_elements(const std::vector<std::int64_t>& shape) {
 }
 
 }  // namespace
+
+bool Runtime::start_join() {
+  if (dynamic_cast<CycleEngine*>(engine_.get()) == nullptr) {
+    throw StatusError(HVD_ERR_UNSUPPORTED,
+                      "hvd::join() needs libhvd's negotiation cycles, which this job turned off "
+                      "(HOROVOD_GLOO_CYCLES=0 or HOROVOD_MPI_CYCLES=0)",
+                      "unset that variable (1, the cycles, is the default)");
+  }
+  return !joining_.exchange(true);
+}
 
 std::string Runtime::auto_name(OpKind kind) {
   return automatic_name(kind, name_counters_[static_cast<std::size_t>(kind)]++);
@@ -170,6 +181,8 @@ void Runtime::run_one(detail::OpState& op) {
       return;
     case OpKind::kBarrier:
       return backend_->barrier();
+    case OpKind::kJoin:
+      return;  // no collective: the engine finished it (cycle_engine.cpp)
   }
 }
 

@@ -40,16 +40,33 @@ class OpsInTimeline {
   std::vector<const detail::OpState*> ops_;
 };
 
+// Which ranks a Runtime spans: the whole job (the global set, id 0), or a process set, whose
+// Runtime has a backend (a Gloo context, an MPI communicator), control plane and engine of its
+// own among its ranks, numbered 0..n-1 in the order of their global ranks.
+struct SetSpec {
+  int id = 0;
+  std::vector<int> ranks;         // global ranks, sorted; empty for the global set
+  contract::RankTopology parent;  // the global set's topology (this process's global rank)
+  // Sets made in this process's runtime before this one, the same count on every rank (every
+  // rank takes part in every add): the part of its Gloo rendezvous scope and MPI tag that no
+  // other set of this runtime has.
+  int serial = 0;
+  std::string label() const;  // "process set 1 (ranks 0, 2)"
+};
+
 class Runtime final : public OpRunner {
  public:
-  // Connects the backend and the engine's control plane; throws StatusError.
-  explicit Runtime(const RuntimeConfig& config);
+  // Connects the backend and the engine's control plane; throws StatusError. With a `set`
+  // (id > 0), among that set's ranks only: called by each of them, never by the others.
+  explicit Runtime(const RuntimeConfig& config, SetSpec set = {});
   ~Runtime();  // stops the engine first
   // An elastic reset leaves this world because a peer was lost: its NCCL communicators are
   // aborted at destruction instead of destroyed (ncclCommDestroy may wait for the dead peer).
   void abandon() { abandoned_ = true; }
 
+  // rank and size are the set's (topology_.rank is this process's rank inside it).
   const contract::RankTopology& topology() const { return topology_; }
+  const SetSpec& set() const { return set_; }
   std::string_view backend_name() const { return backend_->name(); }
 
   // Checks what this rank alone can check (throws StatusError at once), then queues the op;
@@ -58,6 +75,10 @@ class Runtime final : public OpRunner {
   // A thread waits on `op` until `deadline` (see OpEngine::wait). Never throws.
   void wait(detail::OpState& op, Clock::time_point deadline);
   EngineStats engine_stats() const { return engine_->stats(); }
+  // hvd::join(): false when a join already waits on this rank; throws StatusError where the
+  // engine cannot join (the TCP engine: its coordinator sends names, not what to add zeros to).
+  bool start_join();
+  void end_join() { joining_ = false; }
   // "hvd.allreduce.3": names for the synchronous calls, the same sequence on every rank.
   std::string auto_name(OpKind kind);
   // hvd::start_timeline / stop_timeline: rank 0 records (Timeline); the others check the path.
@@ -98,13 +119,15 @@ class Runtime final : public OpRunner {
   void finish_average(void* data, std::size_t count, DataType dtype);
 
   RuntimeConfig config_;
+  SetSpec set_;
   contract::RankTopology topology_;
   std::unique_ptr<Backend> backend_;
   std::vector<std::byte> fusion_buffer_;  // reused; grows up to the fusion threshold
   std::size_t eager_bytes_ = 0;           // HOROVOD_EAGER_BYTES as chosen at init
-  std::array<std::atomic<long long>, 6> name_counters_{};
+  std::array<std::atomic<long long>, 7> name_counters_{};
   std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
   bool abandoned_ = false;
+  std::atomic<bool> joining_{false};
   std::unique_ptr<Timeline> timeline_;  // rank 0's, recording or not
   std::unique_ptr<OpEngine> engine_;    // last: stopped before everything above
 };

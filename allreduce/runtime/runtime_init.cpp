@@ -3,6 +3,7 @@
 // collectives or over TCP, cycles of one rank, or the TCP engine), and the stop, engine first.
 // The collectives themselves are in runtime.cpp.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -62,6 +63,48 @@ std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopo
       return std::make_unique<GlooBackend>(options, store, store.where());
     }
     gloo::rendezvous::HashStore store;  // alone: size 1, nothing to meet
+    return std::make_unique<GlooBackend>(options, store, "an in-process store");
+#endif
+  }
+  throw StatusError(HVD_ERR_INTERNAL, "the configured backend is not built in");
+}
+
+// A process set's backend (SetSpec): an MPI communicator of its ranks, or a Gloo context of
+// their own, met under a scope of its own in hvdrun's rendezvous.
+std::unique_ptr<Backend> connect_set(const RuntimeConfig& config, const SetSpec& set,
+                                     contract::RankTopology& topology) {
+  topology = set.parent;
+  const auto at = std::find(set.ranks.begin(), set.ranks.end(), set.parent.rank);
+  if (at == set.ranks.end()) {
+    throw StatusError(HVD_ERR_INTERNAL, fmt::format("rank {} is not in {}: it cannot join it",
+                                                    set.parent.rank, set.label()));
+  }
+  topology.rank = static_cast<int>(at - set.ranks.begin());
+  topology.size = static_cast<int>(set.ranks.size());
+  if (config.backend == BackendKind::kMpi) {
+#if HVD_BUILD_HAS_MPI
+    // MPI tags are at least 0..32767; a set's serial picks one of the upper half.
+    return std::make_unique<MpiBackend>(set.ranks, 16384 + set.serial % 16384);
+#endif
+  } else {
+#if HVD_BUILD_HAS_GLOO
+    GlooOptions options{topology.rank,
+                        topology.size,
+                        config.advertise_addr,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout),
+                        config.gloo_loop_policy,
+                        config.gloo_sync_bytes,
+                        config.gloo_sync_piece_bytes};
+    if (config.started_by == StartedBy::kHvdrunNative && topology.size > 1) {
+      HttpStore store({.address = config.rendezvous_addr,
+                       .token = config.rendezvous_token,
+                       .scope = fmt::format("{}.ps{}", config.gloo_scope, set.serial),
+                       .rank = set.parent.rank,
+                       .timeout = options.timeout,
+                       .interrupted = config.superseded});
+      return std::make_unique<GlooBackend>(options, store, store.where());
+    }
+    gloo::rendezvous::HashStore store;  // a set of one: nothing to meet
     return std::make_unique<GlooBackend>(options, store, "an in-process store");
 #endif
   }
@@ -131,13 +174,16 @@ std::size_t eager_bytes(const RuntimeConfig& config, int size, const Backend& ba
 }
 
 EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTopology& topology,
-                             std::chrono::milliseconds timeout, Timeline* timeline) {
+                             const SetSpec& set, std::chrono::milliseconds timeout,
+                             Timeline* timeline) {
   return EngineOptions{.rank = topology.rank,
                        .size = topology.size,
                        .controller = {.size = topology.size,
                                       .fusion_threshold = config.fusion_threshold,
                                       .stall_warning = config.stall_warning,
-                                      .stall_shutdown = config.stall_shutdown},
+                                      .stall_shutdown = config.stall_shutdown,
+                                      .set_label = set.id == 0 ? std::string() : set.label(),
+                                      .global_ranks = set.ranks},
                        .cycle_time = config.cycle_time,
                        .timeline = timeline,
                        .coordinator_timeout = timeout};
@@ -145,22 +191,36 @@ EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTo
 
 }  // namespace
 
-Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(config.topology) {
-  configure_logger(topology_.rank, config.log_level);
+std::string SetSpec::label() const {
+  return fmt::format("process set {} (ranks {})", id, fmt::join(ranks, ", "));
+}
+
+Runtime::Runtime(const RuntimeConfig& config, SetSpec set)
+    : config_(config), set_(std::move(set)), topology_(config.topology) {
+  const bool global = set_.id == 0;
+  if (global) configure_logger(topology_.rank, config.log_level);
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config_.gloo_timeout);
   // Nothing else bounds the whole of init()'s waits on the other ranks (init_watchdog.h).
   std::optional<InitWatchdog> watchdog;
-  if (topology_.size != 1 || config_.backend == BackendKind::kMpi) {
+  const bool alone = global ? topology_.size == 1 : set_.ranks.size() == 1;
+  // The watchdog keeps the pointer: the text lives as long as it does.
+  const std::string first_stage =
+      (config_.backend == BackendKind::kMpi
+           ? std::string(global ? "MPI_Init_thread or MPI_Comm_dup" : "MPI_Comm_create_group")
+           : std::string("Gloo's rendezvous and connection of the ranks (one TCP connection per "
+                         "pair of ranks, each with the timeout on its own)")) +
+      (global ? std::string() : " for " + set_.label());
+  if (!alone || config_.backend == BackendKind::kMpi) {
     watchdog.emplace(timeout);
-    watchdog->stage(config_.backend == BackendKind::kMpi
-                        ? "MPI_Init_thread or MPI_Comm_dup"
-                        : "Gloo's rendezvous and connection of the ranks (one TCP connection per "
-                          "pair of ranks, each with the timeout on its own)");
+    watchdog->stage(first_stage.c_str());
   }
-  backend_ = connect(config_, topology_);
+  backend_ = global ? connect(config_, topology_) : connect_set(config_, set_, topology_);
   if (watchdog) watchdog->stage("the engine's control-plane connect");
-  configure_logger(topology_.rank, config.log_level);
-  warn_about_horovod_variables(topology_.rank);
+  if (global) {
+    configure_logger(topology_.rank, config.log_level);
+    warn_about_horovod_variables(topology_.rank);
+    set_.parent = topology_;
+  }
   // hvdrun's advertised address, else (under mpirun) one in the networks Open MPI uses; never
   // every interface when either is known.
   const std::string bind = config_.advertise_addr.empty()
@@ -175,7 +235,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
                                         topology_.size, bind, timeout, config_.port_range,
                                         config_.master_port);
   });
-  if (topology_.rank == 0) {
+  if (topology_.rank == 0 && global) {
     timeline_ = std::make_unique<Timeline>();
     if (!config_.timeline.empty()) {
       said_if_it_throws([&] {
@@ -188,7 +248,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config), topology_(confi
   if (watchdog) watchdog->stage("the engine's start");
   auto transport = cycle_transport(config_, topology_.size, tcp_cycles, timeout, *backend_, planes);
   eager_bytes_ = eager_bytes(config_, topology_.size, *backend_);
-  const EngineOptions engine = engine_options(config_, topology_, timeout, timeline_.get());
+  const EngineOptions engine = engine_options(config_, topology_, set_, timeout, timeline_.get());
   if (transport) {
     engine_ = std::make_unique<CycleEngine>(*this, std::move(planes[0]), std::move(transport),
                                             engine, config_.cache_capacity);

@@ -111,10 +111,13 @@ void define_handle(py::module_& m) {
 }
 
 void define_topology(py::module_& m) {
-  m.def("init", [] {
-    py::gil_scoped_release unlocked;
-    hvd::init();
-  });
+  m.def(
+      "init",
+      [](std::vector<std::vector<int>> process_sets, bool dynamic) {
+        py::gil_scoped_release unlocked;
+        hvd::init(hvd::InitOptions{std::move(process_sets), dynamic});
+      },
+      py::arg("process_sets") = std::vector<std::vector<int>>{}, py::arg("dynamic") = false);
   m.def("shutdown", [] {
     py::gil_scoped_release unlocked;
     hvd::shutdown();
@@ -129,6 +132,27 @@ void define_topology(py::module_& m) {
   m.def("backend_name", &hvd::backend_name);
   m.def("gpu_device", &hvd::gpu_device);
   m.def("build_report", &build_report, "hvd_build_report() as JSON text (needs no init).");
+  // Process sets by id (hvd::ProcessSet); adding and removing are collectives over every rank.
+  m.def("add_process_set", [](std::vector<int> ranks) {
+    py::gil_scoped_release unlocked;
+    return hvd::add_process_set(ranks).id();
+  });
+  m.def("remove_process_set", [](int id) {
+    py::gil_scoped_release unlocked;
+    hvd::remove_process_set(hvd::ProcessSet(id));
+  });
+  m.def("join", [] {
+    py::gil_scoped_release unlocked;
+    return hvd::join();
+  });
+  m.def("process_set_ids", [] {
+    std::vector<int> ids;
+    for (const hvd::ProcessSet& s : hvd::process_sets()) ids.push_back(s.id());
+    return ids;
+  });
+  m.def("process_set_ranks", [](int id) { return hvd::ProcessSet(id).ranks(); });
+  m.def("process_set_rank", [](int id) { return hvd::ProcessSet(id).rank(); });
+  m.def("process_set_size", [](int id) { return hvd::ProcessSet(id).size(); });
 }
 
 void define_ops(py::module_& m) {
@@ -136,45 +160,60 @@ void define_ops(py::module_& m) {
       "allreduce_async",
       [](const std::string& name, std::uintptr_t in, std::uintptr_t out, int dtype,
          std::vector<std::int64_t> shape, int device, std::uintptr_t stream, int op,
-         double prescale, double postscale) {
+         double prescale, double postscale, int process_set) {
         hvd::Tensor input = view(in, dtype, std::move(shape), device, stream);
         hvd::Tensor output = input;
         output.data = reinterpret_cast<void*>(out);
         const hvd::AllreduceOptions options{static_cast<hvd::ReduceOp>(op), prescale, postscale};
-        return submit([&] { return hvd::allreduce_async(name, input, output, options); });
+        const hvd::ProcessSet set(process_set);
+        return submit([&] { return hvd::allreduce_async(name, input, output, options, set); });
       },
       py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
       py::arg("device"), py::arg("stream"), py::arg("op"), py::arg("prescale"),
-      py::arg("postscale"));
-  m.def("broadcast_async",
-        [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
-           int device, std::uintptr_t stream, int root) {
-          const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
-          return submit([&] { return hvd::broadcast_async(name, t, root); });
-        });
-  m.def("allgather_async", [](const std::string& name, std::uintptr_t data, int dtype,
-                              std::vector<std::int64_t> shape, int device, std::uintptr_t stream) {
-    const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
-    return submit([&] { return hvd::allgather_async(name, t); });
-  });
+      py::arg("postscale"), py::arg("process_set") = 0);
+  m.def(
+      "broadcast_async",
+      [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+         int device, std::uintptr_t stream, int root, int process_set) {
+        const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+        return submit(
+            [&] { return hvd::broadcast_async(name, t, root, hvd::ProcessSet(process_set)); });
+      },
+      py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("device"),
+      py::arg("stream"), py::arg("root"), py::arg("process_set") = 0);
+  m.def(
+      "allgather_async",
+      [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+         int device, std::uintptr_t stream, int process_set) {
+        const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+        return submit([&] { return hvd::allgather_async(name, t, hvd::ProcessSet(process_set)); });
+      },
+      py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("device"),
+      py::arg("stream"), py::arg("process_set") = 0);
   m.def(
       "reducescatter_async",
       [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
-         int device, std::uintptr_t stream, int op, double prescale, double postscale) {
+         int device, std::uintptr_t stream, int op, double prescale, double postscale,
+         int process_set) {
         const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
         return submit([&] {
           return hvd::reducescatter_async(name, t, static_cast<hvd::ReduceOp>(op), prescale,
-                                          postscale);
+                                          postscale, hvd::ProcessSet(process_set));
         });
       },
       py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"), py::arg("device"),
-      py::arg("stream"), py::arg("op"), py::arg("prescale"), py::arg("postscale"));
-  m.def("alltoall_async",
-        [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
-           int device, std::uintptr_t stream, std::vector<std::int64_t> splits) {
-          const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
-          return submit([&] { return hvd::alltoall_async(name, t, splits); });
-        });
+      py::arg("stream"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
+      py::arg("process_set") = 0);
+  m.def(
+      "alltoall_async",
+      [](const std::string& name, std::uintptr_t data, int dtype, std::vector<std::int64_t> shape,
+         int device, std::uintptr_t stream, std::vector<std::int64_t> splits, int process_set) {
+        const hvd::Tensor t = view(data, dtype, std::move(shape), device, stream);
+        return submit(
+            [&] { return hvd::alltoall_async(name, t, splits, hvd::ProcessSet(process_set)); });
+      },
+      py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("device"),
+      py::arg("stream"), py::arg("splits"), py::arg("process_set") = 0);
   // The C++ API's own cost, for bench/python_allreduce_bench.py: `iterations` allreduces (sum,
   // in place, float32) of `count` floats at `data` under one name, each waited for at once (what
   // hvd.allreduce_(t, name=...) does from Python), timed in C++.
@@ -186,10 +225,13 @@ void define_ops(py::module_& m) {
     for (int i = 0; i < iterations; ++i) hvd::allreduce_async("bench.cpp", t, sum).wait();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
-  m.def("barrier", [] {
-    py::gil_scoped_release unlocked;
-    hvd::barrier();
-  });
+  m.def(
+      "barrier",
+      [](int process_set) {
+        py::gil_scoped_release unlocked;
+        hvd::barrier(hvd::ProcessSet(process_set));
+      },
+      py::arg("process_set") = 0);
   // stop_timeline waits for rank 0's writer to finish the file; start_timeline for the file it
   // replaces.
   m.def("start_timeline", [](const std::string& path, bool mark_cycles) {

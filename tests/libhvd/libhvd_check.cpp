@@ -308,11 +308,14 @@ int main(int argc, char** argv) {
       rc = cache_mode();
     } else if (mode == "timeline" && argc > 2) {
       rc = timeline(argv[2]);
+    } else if (mode == "sets" && argc > 2) {
+      rc = process_sets_mode(argv[2]);
     } else {
       std::fprintf(stderr,
                    "usage: libhvd_check [collectives | die RANK | freeze RANK | info | async | "
                    "threads | delayed | "
-                   "mismatch FIELD | stall SECONDS | cache | timeline DIR]\n");
+                   "mismatch FIELD | stall SECONDS | cache | timeline DIR | sets "
+                   "dynamic|static|stall]\n");
     }
     hvd::shutdown();
     return rc;

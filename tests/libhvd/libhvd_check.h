@@ -208,6 +208,7 @@ int stall(int seconds);
 int cache_mode();  // libhvd_check_cache.cpp
 int gpu_without_device();
 int timeline(const std::string& dir);
-int die(int victim, int signal);  // SIGKILL or SIGSTOP
+int die(int victim, int signal);                 // SIGKILL or SIGSTOP
+int process_sets_mode(const std::string& kind);  // libhvd_check_sets.cpp
 
 }  // namespace libhvd_check

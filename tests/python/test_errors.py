@@ -32,14 +32,15 @@ def test_a_non_contiguous_tensor_in_place_is_a_value_error():
     assert out.shape == (6, 4) and out.is_contiguous()
 
 
-def test_adasum_join_and_process_sets_say_what_is_missing():
+def test_adasum_says_what_is_missing():
     with pytest.raises(NotImplementedError, match='Adasum'):
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
     with pytest.raises(RuntimeError, match='Adasum'):  # Horovod's tests catch RuntimeError
         hvd.reducescatter(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(NotImplementedError, match='join'):
-        hvd.join()
-    with pytest.raises(NotImplementedError, match='process set'):
+
+
+def test_an_unregistered_process_set_is_a_value_error():
+    with pytest.raises(ValueError, match='not registered'):
         hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]))
 
 

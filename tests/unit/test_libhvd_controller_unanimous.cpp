@@ -69,3 +69,48 @@ TEST_CASE(
   REQUIRE_FALSE(gone.responses.empty());
   CHECK_THAT(gone.responses[0].error, Catch::Contains("already shut down"));
 }
+
+TEST_CASE("controller: a process set's stalls and shutdowns name the set and global ranks",
+          "[libhvd]") {
+  Controller c(ControllerOptions{.size = 2,
+                                 .stall_warning = std::chrono::seconds(1),
+                                 .stall_shutdown = std::chrono::seconds(3),
+                                 .set_label = "process set 1 (ranks 0, 2)",
+                                 .global_ranks = {0, 2}});
+  c.add(0, names_list({"A"}), at(0));
+  const std::vector<std::string> warnings = c.check_stalls(at(1.5));
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Matchers::StartsWith("stall in process set 1 (ranks 0, 2): rank "
+                                                      "2 has not submitted tensor 'A'"));
+  c.check_stalls(at(3));
+  CHECK(c.fatal() ==
+        "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (3 s): tensor 'A' in process "
+        "set 1 (ranks 0, 2) was never submitted by rank(s) 2");
+}
+
+TEST_CASE("controller: a joined rank completes allreduces, fails the rest, names the last to join",
+          "[libhvd]") {
+  Controller c = controller(3);
+  c.add(1, list_of({op(OpKind::kJoin, "hvd.join.0", {0})}), at(0));
+  c.add(0, list_of({allreduce("A"), op(OpKind::kAllgather, "G")}), at(0));
+  ResponseList out = c.take();
+  REQUIRE(out.responses.size() == 1);  // the allgather, at once; A waits for rank 2
+  CHECK(out.responses[0].names == Names{"G"});
+  CHECK_THAT(out.responses[0].error,
+             Catch::Matchers::Contains("rank(s) 1 called hvd::join(), and while a rank has "
+                                       "joined only allreduces run"));
+  c.add(2, list_of({allreduce("A")}), at(0));
+  CHECK(names_of(c.take()) == std::vector<Names>{{"A"}});
+  const std::optional<Request> zeros = c.take_joined_request("A");
+  REQUIRE(zeros.has_value());  // rank 1 runs it with zeros of this shape
+  CHECK(zeros->shape == std::vector<std::int64_t>{4});
+  CHECK_FALSE(c.take_joined_request("A").has_value());
+  c.add(2, list_of({op(OpKind::kJoin, "hvd.join.0", {0})}), at(1));
+  CHECK(c.take().responses.empty());
+  c.add(0, list_of({op(OpKind::kJoin, "hvd.join.0", {0})}), at(2));
+  CHECK(names_of(c.take()) == std::vector<Names>{{"hvd.join.0"}});
+  CHECK(c.take_join_result("hvd.join.0") == 0);  // rank 0 joined last
+  // After the round, an allreduce needs every rank again.
+  c.add(0, list_of({allreduce("B")}), at(3));
+  CHECK(c.take().responses.empty());
+}

@@ -106,6 +106,41 @@ HVD_API hvd_status hvd_alltoall(const void* in, size_t count, const int64_t* spl
                                 int64_t* recv_splits);
 HVD_API hvd_status hvd_barrier(void);
 
+/* Process sets (hvd/hvd.hpp and docs/libhvd.md say the rules): collectives among a subset of the
+ * ranks. Set 0 is the global set (every rank). hvd_init_process_sets is hvd_init with static
+ * sets: `num_sets` lists, set i being set_sizes[i] ranks, one list after the other in `ranks`
+ * (ids 1, 2, ... in that order); `dynamic` non-zero allows hvd_add_process_set and
+ * hvd_remove_process_set later (as HOROVOD_DYNAMIC_PROCESS_SETS=1 does). Adding and removing are
+ * collective over every rank, in the same order with the same ranks (a difference is
+ * HVD_ERR_INVALID_ARGUMENT on every rank). A rank outside a set that submits to it gets
+ * HVD_ERR_INVALID_ARGUMENT; broadcast roots are global ranks. */
+HVD_API hvd_status hvd_init_process_sets(const int* ranks, const int* set_sizes, int num_sets,
+                                         int dynamic);
+HVD_API hvd_status hvd_add_process_set(const int* ranks, int count, int* out_id);
+HVD_API hvd_status hvd_remove_process_set(int id);
+HVD_API hvd_status hvd_process_set_rank(int id, int* out); /* error when not in the set */
+HVD_API hvd_status hvd_process_set_size(int id, int* out);
+/* The set's global ranks (sorted): at most `capacity` into `ranks`, the count into *out_count. */
+HVD_API hvd_status hvd_process_set_ranks(int id, int* ranks, int capacity, int* out_count);
+/* Every set's id (0 first): at most `capacity` into `ids`, the count into *out_count. */
+HVD_API hvd_status hvd_process_set_ids(int* ids, int capacity, int* out_count);
+/* The collectives above on process set `set` (alltoall's splits: one per rank of the set). */
+HVD_API hvd_status hvd_allreduce_on(int set, const void* in, void* out, size_t count,
+                                    hvd_dtype dtype, hvd_op op, double prescale, double postscale);
+HVD_API hvd_status hvd_broadcast_on(int set, void* data, size_t count, hvd_dtype dtype, int root);
+HVD_API hvd_status hvd_allgather_on(int set, const void* in, size_t count, hvd_dtype dtype,
+                                    hvd_alloc_fn alloc, void* user, size_t* out_count);
+HVD_API hvd_status hvd_reducescatter_on(int set, const void* in, size_t count, hvd_dtype dtype,
+                                        hvd_op op, double prescale, double postscale,
+                                        hvd_alloc_fn alloc, void* user, size_t* out_count);
+HVD_API hvd_status hvd_alltoall_on(int set, const void* in, size_t count, const int64_t* splits,
+                                   hvd_dtype dtype, hvd_alloc_fn alloc, void* user,
+                                   size_t* out_count, int64_t* recv_splits);
+HVD_API hvd_status hvd_barrier_on(int set);
+/* hvd::join (hvd/hvd.hpp): waits until every rank joined, adding zeros to the others' allreduces
+ * meanwhile; *last_rank (may be NULL) receives the last rank to join. */
+HVD_API hvd_status hvd_join(int* last_rank);
+
 /* The timeline (docs/libhvd.md): rank 0 records every tensor's negotiation and collectives into
  * `file_path`, a Chrome trace (JSON) with Horovod's names, until hvd_stop_timeline(); with
  * `mark_cycles` non-zero, each negotiation cycle is marked (CYCLE_START). Not collective: only

@@ -155,8 +155,52 @@ struct Buffer {
 // Returns `bytes` bytes of storage for an output of `shape` (on the input's device).
 using Allocator = std::function<void*(const std::vector<std::int64_t>& shape, std::size_t bytes)>;
 
+// ---- Process sets ----
+// A process set is a sorted list of global ranks that run collectives among themselves
+// (Horovod's process sets): every op takes one, the global set (id 0, every rank) by default.
+// Each set has its own negotiation, fusion, response cache and stall inspector, and its own
+// connections: a Gloo context (native launch) or an MPI communicator (--mpi), plus its control
+// plane. A rank outside a set that submits to it gets HVD_ERR_INVALID_ARGUMENT at once.
+// Broadcast roots stay global ranks (Horovod's rule); ranks in an op's output (allgather's order,
+// alltoall's splits, reducescatter's blocks) follow the set's order.
+class HVD_API ProcessSet {
+ public:
+  ProcessSet() = default;  // the global set
+  explicit ProcessSet(int id) : id_(id) {}
+  int id() const { return id_; }
+  // Throw RuntimeError (HVD_ERR_INVALID_ARGUMENT) for a set that does not exist (removed).
+  std::vector<int> ranks() const;  // global ranks, sorted
+  int size() const;
+  bool included() const;  // this process is one of ranks()
+  int rank() const;       // this process's rank in the set; throws when not included()
+  bool operator==(const ProcessSet&) const = default;
+
+ private:
+  int id_ = 0;
+};
+inline ProcessSet global_process_set() { return ProcessSet(); }
+
+struct InitOptions {
+  // Static sets, made at init in this order (ids 1, 2, ...; a list met twice is made once).
+  // Every rank passes the same lists.
+  std::vector<std::vector<int>> process_sets;
+  // add_process_set / remove_process_set allowed after init (or HOROVOD_DYNAMIC_PROCESS_SETS=1).
+  bool dynamic_process_sets = false;
+};
+
 // ---- Lifecycle and topology ----
-HVD_API void init();      // idempotent; throws RuntimeError on a bad environment or engine
+HVD_API void init();  // idempotent; throws RuntimeError on a bad environment or engine
+// init() with process sets (the options count only when this call initialises).
+HVD_API void init(const InitOptions& options);
+// Collective over every rank of the job, in the same order with the same ranks everywhere (a
+// difference is HVD_ERR_INVALID_ARGUMENT on every rank, naming what each passed); only in dynamic
+// mode (HVD_ERR_INVALID_ARGUMENT otherwise). The ranks need not be sorted; a duplicate or
+// out-of-range rank, an empty list, or the ranks of an existing set are errors.
+HVD_API ProcessSet add_process_set(std::span<const int> ranks);
+// Collective over every rank; ops submitted to the set afterwards fail. The global set cannot be
+// removed.
+HVD_API void remove_process_set(const ProcessSet& set);
+HVD_API std::vector<ProcessSet> process_sets();  // every set, by id (the global one first)
 HVD_API void shutdown();  // idempotent; nothing but init() may be called after it
 HVD_API bool is_initialized();
 HVD_API int rank();
@@ -202,9 +246,11 @@ struct AllreduceOptions {
 
 // out = reduce over ranks of (prescale * in), times postscale. `out` may be `in` (in place);
 // both must have the same dtype, element count and device.
-HVD_API void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options = {});
-inline void allreduce(const Tensor& inout, const AllreduceOptions& options = {}) {
-  allreduce(inout, inout, options);
+HVD_API void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options = {},
+                       const ProcessSet& set = {});
+inline void allreduce(const Tensor& inout, const AllreduceOptions& options = {},
+                      const ProcessSet& set = {}) {
+  allreduce(inout, inout, options, set);
 }
 template <class T>
 void allreduce(std::span<T> data, ReduceOp op = ReduceOp::kAverage) {
@@ -212,7 +258,7 @@ void allreduce(std::span<T> data, ReduceOp op = ReduceOp::kAverage) {
 }
 
 // Root's data to every rank, in place. Every rank passes the same root, dtype and shape.
-HVD_API void broadcast(const Tensor& inout, int root);
+HVD_API void broadcast(const Tensor& inout, int root, const ProcessSet& set = {});
 template <class T>
 void broadcast(std::span<T> data, int root) {
   broadcast(tensor(data), root);
@@ -220,8 +266,8 @@ void broadcast(std::span<T> data, int root) {
 
 // Every rank's tensor concatenated along the first dimension, in rank order. The first
 // dimension may differ between ranks; the others must match.
-HVD_API void allgather(const Tensor& in, const Allocator& allocate);
-HVD_API Buffer allgather(const Tensor& in);
+HVD_API void allgather(const Tensor& in, const Allocator& allocate, const ProcessSet& set = {});
+HVD_API Buffer allgather(const Tensor& in, const ProcessSet& set = {});
 template <class T>
 std::vector<T> allgather(std::span<const T> data) {
   std::vector<T> out;
@@ -239,21 +285,31 @@ std::vector<T> allgather(std::span<const T> data) {
 // only, and every rank passes the same factors.
 HVD_API void reducescatter(const Tensor& in, const Allocator& allocate,
                            ReduceOp op = ReduceOp::kAverage, double prescale = 1.0,
-                           double postscale = 1.0);
+                           double postscale = 1.0, const ProcessSet& set = {});
 HVD_API Buffer reducescatter(const Tensor& in, ReduceOp op = ReduceOp::kAverage,
-                             double prescale = 1.0, double postscale = 1.0);
+                             double prescale = 1.0, double postscale = 1.0,
+                             const ProcessSet& set = {});
 
 // Rows [offset_i, offset_i + splits[i]) of `in` go to rank i (empty splits: dim0 / size each).
 // Received blocks are concatenated in rank order; returns the rows received from each rank.
 HVD_API std::vector<std::int64_t> alltoall(const Tensor& in, std::span<const std::int64_t> splits,
-                                           const Allocator& allocate);
+                                           const Allocator& allocate, const ProcessSet& set = {});
 struct AlltoallResult {
   Buffer output;
   std::vector<std::int64_t> received_splits;
 };
-HVD_API AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits = {});
+HVD_API AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits = {},
+                                const ProcessSet& set = {});
 
-HVD_API void barrier();
+HVD_API void barrier(const ProcessSet& set = {});
+
+// Horovod's join, for ranks with uneven data: this rank has no more to submit. Until every rank
+// has joined, it takes part in the others' allreduces with zeros (Average still divides by the
+// full size); any other collective submitted meanwhile fails on the ranks that submitted it
+// (HVD_ERR_INVALID_ARGUMENT) and the job goes on. Returns, on every rank, the last rank to join.
+// The global set only; HVD_ERR_INVALID_ARGUMENT when this rank already waits in join();
+// HVD_ERR_UNSUPPORTED with the negotiation cycles turned off (HOROVOD_*_CYCLES=0).
+HVD_API int join();
 
 // ---- Named asynchronous ops ----
 namespace detail {
@@ -286,18 +342,22 @@ class HVD_API Handle {
 
 // `name` identifies the op across ranks: every rank submits the same names (in any order), and
 // a name cannot be submitted again until its op finished.
+// Names are per process set: the same name may be in flight on two sets at once.
 HVD_API Handle allreduce_async(const std::string& name, const Tensor& in, const Tensor& out,
-                               const AllreduceOptions& options = {});
+                               const AllreduceOptions& options = {}, const ProcessSet& set = {});
 inline Handle allreduce_async(const std::string& name, const Tensor& inout,
-                              const AllreduceOptions& options = {}) {
-  return allreduce_async(name, inout, inout, options);
+                              const AllreduceOptions& options = {}, const ProcessSet& set = {}) {
+  return allreduce_async(name, inout, inout, options, set);
 }
-HVD_API Handle broadcast_async(const std::string& name, const Tensor& inout, int root);
-HVD_API Handle allgather_async(const std::string& name, const Tensor& in);
+HVD_API Handle broadcast_async(const std::string& name, const Tensor& inout, int root,
+                               const ProcessSet& set = {});
+HVD_API Handle allgather_async(const std::string& name, const Tensor& in,
+                               const ProcessSet& set = {});
 HVD_API Handle reducescatter_async(const std::string& name, const Tensor& in,
                                    ReduceOp op = ReduceOp::kAverage, double prescale = 1.0,
-                                   double postscale = 1.0);
+                                   double postscale = 1.0, const ProcessSet& set = {});
 HVD_API Handle alltoall_async(const std::string& name, const Tensor& in,
-                              std::span<const std::int64_t> splits = {});
+                              std::span<const std::int64_t> splits = {},
+                              const ProcessSet& set = {});
 
 }  // namespace hvd

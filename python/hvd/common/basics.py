@@ -8,58 +8,139 @@ from hvd.common import errors
 
 
 class ProcessSet:
-    """Horovod's process set. Only the global one exists until libhvd has process sets (a
-    later step of issue 49): passing any other raises NotImplementedError."""
+    """Horovod's process set: a sorted list of ranks that run collectives among themselves
+    (libhvd's hvd::ProcessSet). Pass it to hvd.init(process_sets=[...]) or hvd.add_process_set();
+    once registered, process_set_id is its id (the global set's is 0)."""
 
-    def __init__(self, ranks_or_comm=None):
-        self.ranks = ranks_or_comm
-        self.process_set_id = 0 if ranks_or_comm is None else None
+    process_set_id = None
+    ranks = None
+    mpi_comm = None
+
+    def __init__(self, ranks_or_comm):
+        try:
+            ranks = sorted(ranks_or_comm)
+        except TypeError:
+            raise ValueError('ProcessSet should be initialized with a list of process ranks; '
+                             'hvdrun\'s libhvd does not take an MPI communicator') from None
+        if any(not isinstance(r, int) for r in ranks):
+            raise ValueError('ProcessSet should be initialized with a list of process ranks or an '
+                             'mpi4py Comm object')
+        self.ranks = ranks
+
+    def _invalidate(self):
+        self.process_set_id = None
 
     def size(self):
-        return size()
+        """The set's size, or None when it is not registered."""
+        if self.process_set_id is None:
+            return None
+        return _set_query(_native.process_set_size, self.process_set_id)
 
     def rank(self):
-        return rank()
+        """This process's rank inside the set (None when not registered; ValueError when this
+        process is not in it). Ops still take global ranks (a broadcast's root)."""
+        if self.process_set_id is None:
+            return None
+        return _set_query(_native.process_set_rank, self.process_set_id)
 
     def included(self):
-        return True
+        """Whether this process is in the set (None when its ranks are not known)."""
+        if self.ranks is None:
+            return None
+        return rank() in self.ranks
 
-    def __repr__(self):
-        return 'ProcessSet(process_set_id=0, ranks=all)' if self.ranks is None else \
-            f'ProcessSet(ranks={self.ranks})'
+    def __str__(self):
+        return f'ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks}, ' \
+               f'mpi_comm={self.mpi_comm})'
+
+    __repr__ = __str__
 
 
-global_process_set = ProcessSet()
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+
+
+def _set_query(fn, *args):
+    try:
+        return fn(*args)
+    except errors.HvdError as e:
+        raise errors.submit_error(e) from None
 
 
 def check_process_set(process_set):
-    if process_set is not global_process_set and process_set is not None:
-        raise NotImplementedError(
-            'process sets are not supported yet by hvdrun\'s libhvd (only the global process set '
-            'exists): call the op without process_set=')
+    """The id libhvd knows `process_set` by; ValueError when it is not registered (never added,
+    or removed)."""
+    if process_set is None:
+        return 0
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError(f'process_set must be an hvd.ProcessSet, not {type(process_set).__name__}')
+    if process_set.process_set_id is None:
+        raise ValueError(f'{process_set} is not registered: pass it to hvd.init(process_sets=...) '
+                         f'or hvd.add_process_set() first (or it was removed)')
+    return process_set.process_set_id
+
+
+def _init_process_sets(process_sets):
+    """After init: the ids of the sets passed to init (a list met twice gets the id once: the
+    later objects are invalidated, as Horovod does), and the global set's ranks."""
+    ids = _native.process_set_ids()
+    by_ranks = {tuple(_native.process_set_ranks(i)): i for i in ids}
+    seen = {0}
+    for ps in process_sets:
+        ps.process_set_id = by_ranks.get(tuple(ps.ranks))
+        if ps.process_set_id in seen:
+            ps._invalidate()
+        else:
+            seen.add(ps.process_set_id)
+    global_process_set.ranks = list(range(size()))
 
 
 def add_process_set(process_set):
-    raise NotImplementedError('hvd.add_process_set: process sets are not supported yet by '
-                              'hvdrun\'s libhvd; only the global process set exists')
+    """Adds a process set after init and returns it, registered (collective over every rank, in
+    the same order with the same ranks). Needs hvd.init(process_sets="dynamic") or
+    HOROVOD_DYNAMIC_PROCESS_SETS=1; a set with the same ranks may not exist already."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    try:
+        process_set.process_set_id = _native.add_process_set(list(process_set.ranks))
+    except errors.HvdError as e:
+        raise errors.submit_error(e) from None
+    return process_set
 
 
 def remove_process_set(process_set):
-    raise NotImplementedError('hvd.remove_process_set: process sets are not supported yet by '
-                              'hvdrun\'s libhvd; only the global process set exists')
+    """Removes a process set (collective over every rank); False when it is not registered or is
+    the global set, True once removed (the object is then invalidated)."""
+    ps_id = process_set.process_set_id
+    if ps_id is None or ps_id == 0:
+        return False
+    process_set._invalidate()
+    try:
+        _native.remove_process_set(ps_id)
+    except errors.HvdError as e:
+        if 'does not exist' in str(e):
+            return False
+        raise errors.submit_error(e) from None
+    return True
 
 
 def init(comm=None, process_sets=None):
     """Starts libhvd from hvdrun's or mpirun's environment (size 1 when started alone). Safe to
-    call again; `comm` (an MPI communicator) and process sets are not supported."""
+    call again. `process_sets`: a list of ProcessSet (or rank lists) made at init, or "dynamic"
+    to allow add_process_set/remove_process_set later. `comm` (an MPI communicator) is not
+    supported."""
     if comm is not None:
         raise NotImplementedError('hvd.init(comm=...): libhvd uses MPI_COMM_WORLD under mpirun; '
-                                  'sub-communicators are not supported')
-    if process_sets:
-        raise NotImplementedError('hvd.init(process_sets=...): process sets are not supported '
-                                  'yet by hvdrun\'s libhvd')
+                                  'sub-communicators are not supported: use process_sets=')
+    dynamic = isinstance(process_sets, str)
+    if dynamic and process_sets != 'dynamic':
+        raise ValueError(f'hvd.init(process_sets={process_sets!r}): pass a list of ProcessSet or '
+                         f'"dynamic"')
+    static = [] if dynamic or process_sets is None else \
+        [ps if isinstance(ps, ProcessSet) else ProcessSet(ps) for ps in process_sets]
     try:
-        _native.init()
+        _native.init([list(ps.ranks) for ps in static], dynamic)
+        _init_process_sets(static)
     except errors.HvdError as e:
         raise errors.submit_error(e) from None
 

@@ -33,9 +33,9 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
         if p is None:
             continue
         if p.is_contiguous():
-            pending.append((mpi_ops.broadcast_async_(p, root_rank, name), None))
+            pending.append((mpi_ops.broadcast_async_(p, root_rank, name, process_set), None))
         else:  # e.g. a transposed view in a state_dict: broadcast a copy, then write it back
-            pending.append((mpi_ops.broadcast_async(p, root_rank, name), p))
+            pending.append((mpi_ops.broadcast_async(p, root_rank, name, process_set), p))
     for handle, target in pending:
         out = mpi_ops.synchronize(handle)
         if target is not None:
@@ -83,12 +83,12 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
                 else:
                     scalars[(pid, key)] = value
     options, scalars = broadcast_object((options, scalars), root_rank,
-                                        name='optimizer_state.options')
+                                        name='optimizer_state.options', process_set=process_set)
     for group, values in zip(optimizer.param_groups, options):
         group.update(values)
     for (pid, key), value in scalars.items():
         state['state'][pid][key] = value  # the optimizer's own per-parameter dict
-    broadcast_parameters(tensors, root_rank)
+    broadcast_parameters(tensors, root_rank, process_set)
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
@@ -98,14 +98,14 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if mpi_ops.rank() == root_rank:
         data = _pickler.dumps(obj)
         length = torch.tensor([len(data)], dtype=torch.int64)
-        mpi_ops.broadcast_(length, root_rank, name=f'{name}.sz')
+        mpi_ops.broadcast_(length, root_rank, name=f'{name}.sz', process_set=process_set)
         payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        mpi_ops.broadcast_(payload, root_rank, name=f'{name}.t')
+        mpi_ops.broadcast_(payload, root_rank, name=f'{name}.t', process_set=process_set)
         return obj
     length = torch.zeros(1, dtype=torch.int64)
-    mpi_ops.broadcast_(length, root_rank, name=f'{name}.sz')
+    mpi_ops.broadcast_(length, root_rank, name=f'{name}.sz', process_set=process_set)
     payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    mpi_ops.broadcast_(payload, root_rank, name=f'{name}.t')
+    mpi_ops.broadcast_(payload, root_rank, name=f'{name}.t', process_set=process_set)
     return _pickler.loads(payload.numpy().tobytes())
 
 
@@ -115,8 +115,8 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     name = name or type(obj).__name__
     data = torch.frombuffer(bytearray(_pickler.dumps(obj)), dtype=torch.uint8)
     lengths = mpi_ops.allgather(torch.tensor([data.numel()], dtype=torch.int64),
-                                name=f'{name}.sz')
-    gathered = mpi_ops.allgather(data, name=f'{name}.t').numpy().tobytes()
+                                name=f'{name}.sz', process_set=process_set)
+    gathered = mpi_ops.allgather(data, name=f'{name}.t', process_set=process_set).numpy().tobytes()
     out, offset = [], 0
     for n in lengths.tolist():
         out.append(_pickler.loads(gathered[offset:offset + n]))

@@ -7,8 +7,8 @@ handles counted per process from 1), so every rank must make its unnamed calls i
 Outputs whose size libhvd learns during the op (allgather, reducescatter, alltoall) are libhvd's
 own buffers, wrapped as tensors without a copy.
 
-Not yet here (issue 49's later steps): process sets (process_set= other than the global set),
-join(), Adasum.
+Process sets (process_set=) and join() are libhvd's: each set negotiates and runs on connections of
+its own. Not yet here: Adasum.
 """
 import itertools
 import warnings
@@ -49,6 +49,17 @@ Adasum = 2
 Min = 3
 Max = 4
 Product = 5
+
+def _set_size(ps_id):
+    """The size of the process set with id `ps_id` (check_process_set's result)."""
+    return size() if ps_id == 0 else _native.process_set_size(ps_id)
+
+
+def _set_rank(process_set):
+    """This rank's position in `process_set` (the order of an allgather's output)."""
+    ps_id = check_process_set(process_set)
+    return rank() if ps_id == 0 else _native.process_set_rank(ps_id)
+
 
 _OPS = {Average: _native.OPS['average'], Sum: _native.OPS['sum'], Min: _native.OPS['min'],
         Max: _native.OPS['max'], Product: _native.OPS['product']}
@@ -215,7 +226,7 @@ def _finish_output_scaled(natives, keep):
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     code = _reduce_op(op, 'allreduce')
     scale_after = 1.0
     if (prescale_factor != 1.0 or postscale_factor != 1.0) and tensor.dtype in _DTYPES and \
@@ -226,14 +237,14 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
             tensor.copy_(_scaled(tensor, prescale_factor))
         else:
             tensor = _scaled(tensor, prescale_factor)
-        scale_after = postscale_factor / size() if op == Average else postscale_factor
+        scale_after = postscale_factor / _set_size(ps) if op == Average else postscale_factor
         code = _OPS[Sum] if op == Average else code
         prescale_factor = postscale_factor = 1.0
     ptr, dtype, shape, device, stream = _view(tensor, 'allreduce')
     handle = next(_handles)
     native = _submit(_native.allreduce_async, _op_name('allreduce', name, handle), ptr,
                      output.data_ptr(), dtype, shape, device, stream, code,
-                     float(prescale_factor), float(postscale_factor))
+                     float(prescale_factor), float(postscale_factor), ps)
     if scale_after != 1.0:
         return _register(handle, (native,), _finish_output_scaled, (tensor, scale_after, output))
     return _register(handle, (native,), _finish_output, (tensor, output))
@@ -311,7 +322,7 @@ def _submit_group(base, views, submit_one, keep_alive):
 
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
                              process_set):
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     code = _reduce_op(op, 'grouped_allreduce')
     views = [_view(t, 'grouped_allreduce') for t in tensors]
     if len({v[3] for v in views}) > 1:
@@ -321,7 +332,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     def submit(member, i, view):
         ptr, dtype, shape, device, stream = view
         return _submit(_native.allreduce_async, member, ptr, outputs[i].data_ptr(), dtype, shape,
-                       device, stream, code, float(prescale_factor), float(postscale_factor))
+                       device, stream, code, float(prescale_factor), float(postscale_factor), ps)
 
     natives = _submit_group(_op_name('grouped_allreduce', name, handle), views, submit,
                             (tensors, outputs))
@@ -384,18 +395,20 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Starts the allreduce of a sparse tensor as two allgathers (indices, values); the handle is
     a callable that synchronize() (or the caller) calls for the summed (or averaged) result."""
-    check_process_set(process_set)
+    world = _set_size(check_process_set(process_set))
     if op not in (Average, Sum):
         raise ValueError('sparse_allreduce_async: op must be hvd.Average or hvd.Sum')
     sparse = tensor.coalesce() if not tensor.is_coalesced() else tensor
-    indices = allgather_async(sparse._indices().t().contiguous(), name=f'{name}.indices')
-    values = allgather_async(sparse._values().contiguous(), name=f'{name}.values')
+    indices = allgather_async(sparse._indices().t().contiguous(), name=f'{name}.indices',
+                              process_set=process_set)
+    values = allgather_async(sparse._values().contiguous(), name=f'{name}.values',
+                             process_set=process_set)
 
     def handle():
         all_values = synchronize(values)
         all_indices = synchronize(indices)
         if op == Average:
-            all_values = all_values / size()
+            all_values = all_values / world
         return torch.sparse_coo_tensor(all_indices.t(), all_values, sparse.size())
     return handle
 
@@ -405,7 +418,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts the concatenation of every rank's `tensor` along the first dimension (which may
     differ between ranks)."""
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     tensor = _dense(tensor, 'allgather')
     ptr, dtype, shape, device, stream = _view(tensor, 'allgather')
     if not shape:
@@ -413,13 +426,13 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
                          'pass tensor.reshape(1)')
     handle = next(_handles)
     native = _submit(_native.allgather_async, _op_name('allgather', name, handle), ptr, dtype,
-                     shape, device, stream)
+                     shape, device, stream, ps)
     return _register(handle, (native,), _finish_gathered, (tensor,))
 
 
 def _gather_rows_offset(rows, process_set):
     counts = allgather(torch.tensor([rows], dtype=torch.int64), process_set=process_set)
-    return int(counts[:rank()].sum())
+    return int(counts[:_set_rank(process_set)].sum())
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -443,12 +456,13 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     tensors = [_dense(t, 'grouped_allgather') for t in tensors]
     views = [_view(t, 'grouped_allgather') for t in tensors]
     handle = next(_handles)
     natives = _submit_group(_op_name('grouped_allgather', name, handle), views,
-                            lambda member, i, view: _submit(_native.allgather_async, member, *view),
+                            lambda member, i, view: _submit(_native.allgather_async, member, *view,
+                                                            ps),
                             (tensors,))
     return _register(handle, natives, _finish_gathered_group, (tensors,))
 
@@ -466,7 +480,8 @@ class HorovodGroupedAllgather(torch.autograd.Function):
         grads = grouped_allreduce(list(grad_output), op=Average, process_set=ctx.process_set)
         counts = allgather(torch.tensor([ctx.rows], dtype=torch.int64),
                            process_set=ctx.process_set)
-        offsets = counts[:rank()].sum(dim=0) if rank() else torch.zeros(len(ctx.rows))
+        me = _set_rank(ctx.process_set)
+        offsets = counts[:me].sum(dim=0) if me else torch.zeros(len(ctx.rows))
         return (None, None, *[g.narrow(0, int(o), r)
                               for g, o, r in zip(grads, offsets, ctx.rows)])
 
@@ -478,11 +493,11 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 # ---- broadcast ----
 
 def _broadcast_async(tensor, root_rank, name, process_set):
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     ptr, dtype, shape, device, stream = _view(tensor, 'broadcast')
     handle = next(_handles)
     native = _submit(_native.broadcast_async, _op_name('broadcast', name, handle), ptr, dtype,
-                     shape, device, stream, int(root_rank))
+                     shape, device, stream, int(root_rank), ps)
     return _register(handle, (native,), _finish_output, (tensor,))
 
 
@@ -525,12 +540,11 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # ---- alltoall ----
 
-def _splits_list(tensor, splits):
+def _splits_list(tensor, splits, world):
     """The splits as a list of ints, checked here so a mistake is a ValueError on this rank."""
     rows = tensor.shape[0] if tensor.dim() else 0
     if not tensor.dim():
         raise ValueError('alltoall: a scalar tensor has no first dimension to split')
-    world = size()
     if splits is None:
         if rows % world:
             raise ValueError(f'alltoall: the first dimension ({rows}) is not a multiple of the '
@@ -559,13 +573,13 @@ def _finish_alltoall(natives, keep):
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall: rows [offset_i, offset_i + splits[i]) of `tensor` go to rank i (equal
     parts without splits); synchronize() returns (output, received_splits)."""
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     tensor = _dense(tensor, 'alltoall')
-    split_list = _splits_list(tensor, splits)
+    split_list = _splits_list(tensor, splits, _set_size(ps))
     ptr, dtype, shape, device, stream = _view(tensor, 'alltoall')
     handle = next(_handles)
     native = _submit(_native.alltoall_async, _op_name('alltoall', name, handle), ptr, dtype,
-                     shape, device, stream, split_list)
+                     shape, device, stream, split_list, ps)
     return _register(handle, (native,), _finish_alltoall, (tensor,))
 
 
@@ -647,14 +661,14 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts the reduction (Average or Sum) of every rank's `tensor`, split along the first
     dimension across the ranks (the first dim0 % size ranks one row more)."""
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     code = _scatter_op(op, 'reducescatter')
     tensor, prescale, postscale, after = _scatter_input(tensor, prescale_factor, postscale_factor,
                                                         'reducescatter')
     ptr, dtype, shape, device, stream = _view(tensor, 'reducescatter')
     handle = next(_handles)
     native = _submit(_native.reducescatter_async, _op_name('reducescatter', name, handle), ptr,
-                     dtype, shape, device, stream, code, prescale, postscale)
+                     dtype, shape, device, stream, code, prescale, postscale, ps)
     return _register(handle, (native,), _finish_scattered, (tensor, after))
 
 
@@ -672,7 +686,7 @@ class HorovodReducescatter(torch.autograd.Function):
     def backward(ctx, grad_output):
         grad = grad_output
         if ctx.op == Sum:
-            grad = grad * size()
+            grad = grad * _set_size(check_process_set(ctx.process_set))
         if ctx.prescale_factor != 1.0:
             grad = grad * ctx.prescale_factor
         if ctx.postscale_factor != 1.0:
@@ -690,7 +704,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    check_process_set(process_set)
+    ps = check_process_set(process_set)
     code = _scatter_op(op, 'grouped_reducescatter')
     inputs = [_scatter_input(t, prescale_factor, postscale_factor, 'grouped_reducescatter')
               for t in tensors]
@@ -700,7 +714,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     natives = _submit_group(
         _op_name('grouped_reducescatter', name, handle), views,
         lambda member, i, view: _submit(_native.reducescatter_async, member, *view, code,
-                                        inputs[i][1], inputs[i][2]),
+                                        inputs[i][1], inputs[i][2], ps),
         (tensors,))
     return _register(handle, natives, _finish_scattered_group,
                      (tensors, [i[3] for i in inputs]))
@@ -717,7 +731,8 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_output):
-        scale = (size() if ctx.op == Sum else 1) * ctx.prescale_factor * ctx.postscale_factor
+        world = _set_size(check_process_set(ctx.process_set))
+        scale = (world if ctx.op == Sum else 1) * ctx.prescale_factor * ctx.postscale_factor
         grads = [g * scale if scale != 1 else g for g in grad_output]
         return (None, None, None, None, None,
                 *grouped_allgather(grads, process_set=ctx.process_set))
@@ -735,12 +750,13 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 # ---- synchronisation points and what is not there yet ----
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank called barrier()."""
-    check_process_set(process_set)
-    _submit(_native.barrier)
+    """Returns once every rank (of `process_set`) called barrier()."""
+    _submit(_native.barrier, check_process_set(process_set))
 
 
 def join(device=-1):
-    raise NotImplementedError('hvd.join() is not supported yet by hvdrun\'s libhvd (it needs '
-                              'ranks that stop early to take part in the others\' allreduces): '
-                              'give every rank the same number of steps')
+    """This rank has no more data: until every rank joined it adds zeros to the others'
+    allreduces (Average still divides by the full size; other collectives submitted meanwhile
+    raise on the ranks that submitted them). Returns the last rank to join, the same on every
+    rank. `device` is accepted for Horovod's signature (libhvd's join needs no device)."""
+    return _submit(_native.join)

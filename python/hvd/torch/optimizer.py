@@ -26,6 +26,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  sparse_as_dense=False, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
         check_process_set(process_set)
+        self._process_set = process_set
         if op == mpi_ops.Adasum:
             mpi_ops._reduce_op(op, 'DistributedOptimizer')
         if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
@@ -42,9 +43,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._grad_accs = {}
         self._synchronized = False
         self._should_synchronize = True
+        # A rank outside the process set trains on its own, as Horovod's does: no hooks, and
+        # synchronize() does nothing.
+        self._included = process_set is None or process_set.included() is not False
         for p in self._all_params():
             self._delay[p] = backward_passes_per_step
-            if p.requires_grad:
+            if p.requires_grad and self._included:
                 self._register_hook(p)
 
     def _all_params(self):
@@ -97,8 +101,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grad = p.grad
         if grad.is_sparse:
             if not self._sparse_as_dense:
-                return mpi_ops.sparse_allreduce_async(grad, name=f'sparse.{name}',
-                                                      op=self._op), None
+                return mpi_ops.sparse_allreduce_async(grad, name=f'sparse.{name}', op=self._op,
+                                                      process_set=self._process_set), None
             grad = grad.to_dense()  # reduced dense; .grad stays sparse (synchronize)
         elif not grad.is_contiguous():
             p.grad = grad = grad.contiguous()
@@ -108,12 +112,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         else:
             prescale = postscale = 1.0
         handle = mpi_ops.allreduce_async_(tensor, name=name, op=self._op,
-                                          prescale_factor=prescale, postscale_factor=postscale)
+                                          prescale_factor=prescale, postscale_factor=postscale,
+                                          process_set=self._process_set)
         return handle, ctx
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those whose hook did not run) and
         puts the results into the parameters' .grad."""
+        if not self._included:
+            self._synchronized = True
+            return
         for p in self._all_params():
             if p.requires_grad and p not in self._grad_accs:
                 self._delay.setdefault(p, self.backward_passes_per_step)
