@@ -102,44 +102,51 @@ def test_collectives_on_a_set(dynamic):
     hvd.barrier()
 
 
-def test_gradients_through_a_set(dynamic):
+def own_set():
+    """The even or the odd ranks' set, whichever holds this rank: every rank then makes the same
+    calls (unnamed ops are named by a per-process count, so ranks must make as many)."""
     evens = hvd.add_process_set(even_ranks())
-    if evens.included():
-        t = torch.full((4, 2), float(hvd.rank()), requires_grad=True)
-        g = hvd.allgather(t, process_set=evens)
-        g.sum().backward()
-        assert t.grad.tolist() == [[1.0, 1.0]] * 4
+    odds = hvd.add_process_set(list(range(1, hvd.size(), 2)))
+    return evens if evens.included() else odds
+
+
+def test_gradients_through_a_set(dynamic):
+    mine = own_set()
+    t = torch.full((4, 2), float(hvd.rank()), requires_grad=True)
+    g = hvd.allgather(t, process_set=mine)
+    g.sum().backward()
+    assert t.grad.tolist() == [[1.0, 1.0]] * 4
     hvd.barrier()
 
 
 def test_distributed_optimizer_on_a_set(dynamic):
-    evens = hvd.add_process_set(even_ranks())
-    if evens.included():
-        torch.manual_seed(hvd.rank())
-        model = torch.nn.Linear(3, 1)
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0, process_set=evens)
-        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                       named_parameters=model.named_parameters(),
-                                       process_set=evens)
-        hvd.broadcast_optimizer_state(opt, root_rank=0, process_set=evens)
-        model(torch.full((2, 3), float(hvd.rank()))).sum().backward()
-        opt.step()
-        weights = hvd.allgather(model.weight.detach(), process_set=evens)
-        assert all(torch.equal(weights[0], w) for w in weights)
+    mine = own_set()
+    torch.manual_seed(hvd.rank())
+    model = torch.nn.Linear(3, 1)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=mine.ranks[0], process_set=mine)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), process_set=mine)
+    hvd.broadcast_optimizer_state(opt, root_rank=mine.ranks[0], process_set=mine)
+    model(torch.full((2, 3), float(hvd.rank()))).sum().backward()
+    opt.step()
+    weights = hvd.allgather(model.weight.detach(), process_set=mine)
+    assert all(torch.equal(weights[0], w) for w in weights)
     hvd.barrier()
 
 
 def test_static_sets_without_dynamic_mode():
     if hvd.size() < 2:
         pytest.skip('process sets need 2 or more ranks')
+    rest = hvd.ProcessSet(range(1, hvd.size()))
     hvd.shutdown()
     first, clone = hvd.ProcessSet([0]), hvd.ProcessSet([0])
-    hvd.init(process_sets=[first, clone])
+    hvd.init(process_sets=[first, clone, rest])
     try:
         assert first.process_set_id == 1 and clone.process_set_id is None
-        if hvd.rank() == 0:
-            assert hvd.allreduce(torch.ones(2), op=hvd.Sum, process_set=first).tolist() == \
-                [1.0, 1.0]
+        assert rest.process_set_id == 2
+        mine = first if hvd.rank() == 0 else rest  # every rank makes the same calls
+        assert hvd.allreduce(torch.ones(2), op=hvd.Sum, process_set=mine).tolist() == \
+            [float(mine.size())] * 2
         with pytest.raises(ValueError, match='dynamic process sets'):
             hvd.add_process_set([0])
         with pytest.raises(ValueError, match='process_sets='):
