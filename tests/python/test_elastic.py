@@ -1,5 +1,6 @@
 """hvd.elastic (horovod.torch.elastic) under hvdrun's elastic launch: a rank killed, failing by
-exception or exiting mid-training; a host added by the discovery script; the bad input of the
+exception or exiting mid-training; a host added by the discovery script, and removed; the reset
+limit; a failed slot back after --blacklist-cooldown-range; the bad input of the
 issue (a state that cannot be pickled, a reset callback that raises, commit() outside run, run()
 outside an elastic job). The jobs are our own hvdrun runs of tests/python/elastic_check.py on
 this machine (127.0.0.1 stands for a second host), so they run only in the size-1 pytest run,
@@ -110,6 +111,24 @@ def test_reset_limit(limit):
         assert run.returncode == 137, out
         assert 'elastic: --reset-limit 1 reached' in out, out
         assert _done(out) == {}, out
+
+
+def test_a_failed_slot_comes_back_after_its_cooldown():
+    """--blacklist-cooldown-range 1 2: worker 2's slot is out after its death, then back; the new
+    process there joins with the others' state and every rank finishes every step once."""
+    run, out = _run(['-np', '3', '-H', 'localhost:3', '--min-np', '2',
+                     '--blacklist-cooldown-range', '1', '2'],
+                    [CHECK, '40', '--step-seconds', '0.2', '--die', '2:5:kill'])
+    assert run.returncode == 0, out
+    assert re.search(r'slot localhost#2 cools down for [12]\.\d s', out), out
+    assert 'growing: localhost#2 back after its cooldown' in out, out
+    done = _done(out)
+    assert sorted(done) == [0, 1, 2], out
+    assert all((n, s, x) == (3, 40, 820.0) for _, n, _, s, x in done.values()), out
+    # Worker 2 started twice: at step 0, then again in its slot after the cooldown, from the
+    # others' state.
+    starts = re.findall(r'worker 2: generation 0 rank 2 size 3 from step (\d+)', out)
+    assert len(starts) == 2 and int(starts[0]) == 0 and int(starts[1]) > 0, out
 
 
 def test_every_rank_failing_ends_the_job_with_their_code():
