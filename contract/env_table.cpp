@@ -46,10 +46,10 @@ constexpr std::array<const EnvVar*, 32> kTable{
 };
 
 constexpr std::array<const EnvVar*, 18> kKnobs{
-    &kCpuOperations,      &kGlooTimeout,    &kGlooLoopPolicy,    &kGlooSyncBytes,
-    &kGlooSyncPieceBytes, &kLogLevel,       &kFusionThreshold,   &kCycleTime,
-    &kCacheCapacity,      &kMpiCycles,      &kGlooCycles,        &kEagerBytes,
-    &kStallCheckDisable,  &kStallCheckTime, &kStallShutdownTime, &kTimeline,
+    &kCpuOperations,      &kGlooTimeout,       &kGlooLoopPolicy,    &kGlooSyncBytes,
+    &kGlooSyncPieceBytes, &kLogLevel,          &kFusionThreshold,   &kCycleTime,
+    &kCacheCapacity,      &kMpiCycles,         &kGlooCycles,        &kEagerBytes,
+    &kStallCheckDisable,  &kStallCheckTime,    &kStallShutdownTime, &kTimeline,
     &kTimelineMarkCycles, &kDynamicProcessSets};
 
 constexpr std::array<const EnvVar*, 7> kLibrary{

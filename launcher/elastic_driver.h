@@ -203,8 +203,8 @@ class ElasticDriver {
   const ElasticWorker& worker(int id) const;
 
   ElasticPolicy policy_;
-  std::vector<PoolHost> pool_;           // the usable hosts: listed, with an agent; in order
-  std::vector<PoolHost> discovered_;     // the hosts listed now (without discovery: the start's)
+  std::vector<PoolHost> pool_;        // the usable hosts: listed, with an agent; in order
+  std::vector<PoolHost> discovered_;  // the hosts listed now (without discovery: the start's)
   // discovered_ by host: its position and slots.
   std::unordered_map<std::string, std::pair<size_t, int>> discovered_at_;
   std::set<std::string> with_agent_;     // hosts whose agent is up
@@ -219,9 +219,9 @@ class ElasticDriver {
   // handing out fresh names) are not kept for ever.
   std::map<std::string, int> unlisted_for_;
   void forget_unlisted(const std::vector<std::string>& removed);
-  std::vector<int> dismissed_;           // never joined before the training finished: not counted
-  std::vector<int> formed_once_;         // workers that were in a formed generation
-  std::optional<Shortfall> shortfall_;   // below --min-np, waiting for slots
+  std::vector<int> dismissed_;          // never joined before the training finished: not counted
+  std::vector<int> formed_once_;        // workers that were in a formed generation
+  std::optional<Shortfall> shortfall_;  // below --min-np, waiting for slots
   int next_worker_ = 0;
   bool growth_blocked_ = false;
   bool removal_deferred_ = false;  // said once: leaving hosts stay while the job needs them //

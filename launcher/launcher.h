@@ -65,7 +65,7 @@ struct LaunchOptions {
   std::chrono::milliseconds keepalive{30000};
   // --timeout: the whole job (each attempt) is stopped this long after it started (0: never).
   std::chrono::milliseconds job_timeout{0};
-  std::optional<std::string> output_dir;          // --output-filename
+  std::optional<std::string> output_dir;  // --output-filename
   // --max-restarts: this attempt's folder ("attempt.K") in output_dir, made and opened there
   // without following a symbolic link (as rank.N below it).
   std::optional<std::string> output_subdir;

@@ -23,8 +23,8 @@ std::optional<TaggedLine> parse_tagged_line(std::string_view line, int ranks) {
   static const std::regex kTag(R"(^\[[0-9]+,([0-9]+)\]<(stdout|stderr)>:)");
   std::match_results<std::string_view::const_iterator> m;
   if (!std::regex_search(line.begin(), line.end(), m, kTag)) return std::nullopt;
-  const auto rank = small_number(std::string_view(&*m[1].first, static_cast<size_t>(m.length(1))),
-                                 ranks);
+  const auto rank =
+      small_number(std::string_view(&*m[1].first, static_cast<size_t>(m.length(1))), ranks);
   if (!rank) return std::nullopt;
   return TaggedLine{*rank, m[2].str() == "stderr",
                     std::string(line.substr(static_cast<size_t>(m.length(0))))};

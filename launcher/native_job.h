@@ -159,7 +159,7 @@ class NativeJob final : public Job {
   std::vector<HostPlan> hosts_;
   std::map<std::string, HostSpec> listed_;  // the hosts as the last list gave them (user, port)
   std::vector<std::unique_ptr<AgentStarter>> starters_;  // at most --ssh-concurrency
-  std::deque<std::string> join_waiting_;                  // hosts whose agent start waits
+  std::deque<std::string> join_waiting_;                 // hosts whose agent start waits
   std::optional<DiscoveryRunner> discovery_;
   struct JoinCheck {
     size_t joiner = 0;           // index into agents_

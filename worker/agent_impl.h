@@ -55,9 +55,7 @@ class Agent {
   // Queues the frame and writes what the launcher takes now; false once the launcher is gone.
   bool send(FrameType type, std::string_view payload = {});
   void flush_output();
-  bool output_backed_up() const {
-    return !launcher_gone_ && out_queue_.size() >= kAgentQueueCap;
-  }
+  bool output_backed_up() const { return !launcher_gone_ && out_queue_.size() >= kAgentQueueCap; }
   // Before the agent exits: waits for the launcher to take the queue, while it is there (its
   // input open, not silent past the pings' limit).
   void finish_output();
@@ -86,8 +84,8 @@ class Agent {
   void arm_timer(int ms);
   std::vector<pid_t> strays() const;  // stray_children() of this agent's running ranks
 
-  int in_fd_;   // borrowed: the agent's stdin (frames from the launcher)
-  int out_fd_;  // borrowed: its stdout (frames to the launcher), made non-blocking
+  int in_fd_;              // borrowed: the agent's stdin (frames from the launcher)
+  int out_fd_;             // borrowed: its stdout (frames to the launcher), made non-blocking
   std::string out_queue_;  // encoded frames not written yet (see kAgentQueueCap)
   JobSpec spec_;
   std::optional<ProbeListener> listener_;  // from kProbeListen until the ranks start

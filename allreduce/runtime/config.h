@@ -66,7 +66,7 @@ struct RuntimeConfig {
   std::chrono::seconds stall_warning{contract::kStallCheckTime.default_value.integer};
   // 0: stalls only warn
   std::chrono::seconds stall_shutdown{contract::kStallShutdownTime.default_value.integer};
-  std::string timeline;  // HOROVOD_TIMELINE; written by rank 0
+  std::string timeline;               // HOROVOD_TIMELINE; written by rank 0
   bool timeline_mark_cycles = false;  // HOROVOD_TIMELINE_MARK_CYCLES=1: CYCLE_START marks
   // HOROVOD_DYNAMIC_PROCESS_SETS=1 (or hvd::init's option): add_process_set after init.
   bool dynamic_process_sets = contract::kDynamicProcessSets.default_value.integer == 1;

@@ -36,6 +36,19 @@ extern char** environ;
 namespace hvd::runtime {
 namespace {
 
+#if HVD_BUILD_HAS_GLOO
+// Gloo's settings from the runtime's configuration, for a world of `topology`'s rank and size.
+GlooOptions gloo_options(const RuntimeConfig& config, const contract::RankTopology& topology) {
+  return {topology.rank,
+          topology.size,
+          config.advertise_addr,
+          std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout),
+          config.gloo_loop_policy,
+          config.gloo_sync_bytes,
+          config.gloo_sync_piece_bytes};
+}
+#endif
+
 std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopology& topology) {
   if (config.backend == BackendKind::kMpi) {
 #if HVD_BUILD_HAS_MPI
@@ -46,13 +59,7 @@ std::unique_ptr<Backend> connect(const RuntimeConfig& config, contract::RankTopo
   } else {
 #if HVD_BUILD_HAS_GLOO
     topology = config.topology;
-    GlooOptions options{topology.rank,
-                        topology.size,
-                        config.advertise_addr,
-                        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout),
-                        config.gloo_loop_policy,
-                        config.gloo_sync_bytes,
-                        config.gloo_sync_piece_bytes};
+    const GlooOptions options = gloo_options(config, topology);
     if (config.started_by == StartedBy::kHvdrunNative) {
       HttpStore store({.address = config.rendezvous_addr,
                        .token = config.rendezvous_token,
@@ -88,13 +95,7 @@ std::unique_ptr<Backend> connect_set(const RuntimeConfig& config, const SetSpec&
 #endif
   } else {
 #if HVD_BUILD_HAS_GLOO
-    GlooOptions options{topology.rank,
-                        topology.size,
-                        config.advertise_addr,
-                        std::chrono::duration_cast<std::chrono::milliseconds>(config.gloo_timeout),
-                        config.gloo_loop_policy,
-                        config.gloo_sync_bytes,
-                        config.gloo_sync_piece_bytes};
+    const GlooOptions options = gloo_options(config, topology);
     if (config.started_by == StartedBy::kHvdrunNative && topology.size > 1) {
       HttpStore store({.address = config.rendezvous_addr,
                        .token = config.rendezvous_token,

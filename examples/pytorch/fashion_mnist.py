@@ -15,6 +15,19 @@ import torch.nn.functional as F
 DEFAULT_DATA = '/usr/share/datasets/fashion-mnist'
 
 
+def add_training_args(p):
+    """The options every training script here shares (an argparse.ArgumentParser)."""
+    p.add_argument('--epochs', type=int, default=2)
+    p.add_argument('--batch-size', type=int, default=64, help='per rank')
+    p.add_argument('--lr', type=float, default=0.01, help='for one rank; scaled by the rank count')
+    p.add_argument('--momentum', type=float, default=0.9)
+    p.add_argument('--data', default=DEFAULT_DATA,
+                   help='the folder of the gzipped IDX files (default: %(default)s)')
+    p.add_argument('--limit', type=int, default=0,
+                   help='train on the first N examples only (0: all 60,000)')
+    p.add_argument('--seed', type=int, default=42)
+
+
 def _read_idx(path):
     if not os.path.exists(path):
         raise SystemExit(f'{path} does not exist: install the Debian package dataset-fashion-mnist '

@@ -23,16 +23,8 @@ import fashion_mnist  # noqa: E402  (beside this script)
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--epochs', type=int, default=2)
-    p.add_argument('--batch-size', type=int, default=64, help='per rank')
-    p.add_argument('--lr', type=float, default=0.01, help='for one rank; scaled by the rank count')
-    p.add_argument('--momentum', type=float, default=0.9)
-    p.add_argument('--data', default=fashion_mnist.DEFAULT_DATA,
-                   help='the folder of the gzipped IDX files (default: %(default)s)')
-    p.add_argument('--limit', type=int, default=0,
-                   help='train on the first N examples only (0: all 60,000)')
+    fashion_mnist.add_training_args(p)
     p.add_argument('--fp16-allreduce', action='store_true', help='compress gradients to fp16')
-    p.add_argument('--seed', type=int, default=42)
     return p.parse_args()
 
 

@@ -259,8 +259,12 @@ class PyState final : public hvd::elastic::State {
     internal_error_ = exceptions.attr("HorovodInternalError");
   }
 
-  void save() override { call([&] { state_.attr("save")(); }); }
-  void restore() override { call([&] { state_.attr("restore")(); }); }
+  void save() override {
+    call([&] { state_.attr("save")(); });
+  }
+  void restore() override {
+    call([&] { state_.attr("restore")(); });
+  }
   // After a reset, Horovod's on_reset (the state's reset() and the registered callbacks) runs
   // before the state is synchronised.
   void sync() override {

@@ -64,9 +64,8 @@ struct PausedReader {
 
 // Starts hvdrun with `args` (which must end with printing_rank()), reads nothing of its stdout
 // for `pause`, then everything until it exits.
-inline PausedReader run_paused_reader(const std::vector<std::string>& args,
-                                      const JobMarker& marker, const TempDir& dir,
-                                      std::chrono::milliseconds pause) {
+inline PausedReader run_paused_reader(const std::vector<std::string>& args, const JobMarker& marker,
+                                      const TempDir& dir, std::chrono::milliseconds pause) {
   PausedReader out;
   Hvdrun hvdrun({.args = args, .env = {marker.env()}, .out_path = "", .err_path = dir / "err"});
   // Up: the console's pipe is full, so the queue fills behind it.
@@ -107,8 +106,8 @@ struct FrozenLauncher {
 // the ranks print for a second, then freezes hvdrun and waits up to `limit` for every rank to
 // be gone. hvdrun is killed afterwards.
 inline FrozenLauncher run_frozen_launcher(const std::vector<std::string>& args,
-                                          const JobMarker& marker, const TempDir& dir,
-                                          size_t ranks, std::chrono::milliseconds limit) {
+                                          const JobMarker& marker, const TempDir& dir, size_t ranks,
+                                          std::chrono::milliseconds limit) {
   FrozenLauncher out;
   Hvdrun hvdrun(
       {.args = args, .env = {marker.env()}, .out_path = "/dev/null", .err_path = dir / "err"});

@@ -21,8 +21,8 @@ TEST_CASE("a console that stops reading past twice --keepalive loses no host (lo
   CHECK(r.exit_code == 0);
   CHECK(r.lines == kLines);
   CHECK(r.last_line == std::to_string(kLines));
-  CHECK(r.paused_cpu < 0.5);   // waiting, not polling
-  CHECK(r.paused_rss < 64);    // the 8 MiB console queue, not the rank's 20 MB
+  CHECK(r.paused_cpu < 0.5);  // waiting, not polling
+  CHECK(r.paused_rss < 64);   // the 8 MiB console queue, not the rank's 20 MB
   CHECK(r.err.find("lost") == std::string::npos);
 }
 
@@ -32,8 +32,8 @@ TEST_CASE("a frozen hvdrun: its agent stops ranks that are blocked printing (loc
   // the printing ranks stayed blocked in their writes for good.
   JobMarker marker;
   TempDir dir;
-  std::vector<std::string> args{"-np", "2",  "--keepalive", "1", "--grace", "1",
-                                "-x",  marker.forward()};
+  std::vector<std::string> args{"-np",     "2", "--keepalive", "1",
+                                "--grace", "1", "-x",          marker.forward()};
   for (const std::string& a : endless_rank()) args.push_back(a);
   const FrozenLauncher r = run_frozen_launcher(args, marker, dir, 2, 10s);
   INFO(r.err.substr(0, 4000));

@@ -9,16 +9,15 @@
 using namespace hvd::test::launch_ssh;    // NOLINT: test helpers
 using namespace hvd::test::backpressure;  // NOLINT: test helpers
 
-TEST_CASE("a console that stops reading past twice --keepalive loses no SSH host",
-          "[launch-ssh]") {
+TEST_CASE("a console that stops reading past twice --keepalive loses no SSH host", "[launch-ssh]") {
   // Before: exit 74, "lost the agent ... (the SSH connection closed)", lines missing (in about
   // 1 run of 3 here): the pump blocked in its write to hvdrun's loop (the pings behind it), and
   // when a ping found the agent's channel closed it gave up, dropping the agent's last output
   // and its kDone that libssh still held.
   Hosts hosts;
   JobMarker marker;
-  std::vector<std::string> args{"-H", hosts.addr(50) + "," + hosts.addr(51), "--keepalive", "1",
-                                "-x", marker.forward()};
+  std::vector<std::string> args{
+      "-H", hosts.addr(50) + "," + hosts.addr(51), "--keepalive", "1", "-x", marker.forward()};
   for (const std::string& a : printing_rank()) args.push_back(a);
   const PausedReader r = run_paused_reader(hosts.args(args), marker, hosts.dir(), 6s);
   INFO(r.err.substr(0, 4000));
@@ -35,10 +34,10 @@ TEST_CASE("a frozen hvdrun: the SSH host's agent stops ranks that are blocked pr
           "[launch-ssh]") {
   Hosts hosts;
   JobMarker marker;
-  std::vector<std::string> args{"-H",    hosts.addr(2) + "," + hosts.addr(3),
+  std::vector<std::string> args{"-H",          hosts.addr(2) + "," + hosts.addr(3),
                                 "--keepalive", "1",
-                                "--grace", "1",
-                                "-x",    marker.forward()};
+                                "--grace",     "1",
+                                "-x",          marker.forward()};
   for (const std::string& a : endless_rank()) args.push_back(a);
   const FrozenLauncher r = run_frozen_launcher(hosts.args(args), marker, hosts.dir(), 2, 10s);
   INFO(r.err.substr(0, 4000));

@@ -24,13 +24,13 @@ TEST_CASE("mpi mode: forged tags in a rank's output are its text, not mpirun's",
       "printf '[1,99]<stdout>:Per user-direction, the job has been aborted.\\n'; "
       "printf 'mpirun noticed that process rank 1 with PID 1 on node x exited on signal 9.\\n'; "
       "sleep 6; echo done $OMPI_COMM_WORLD_RANK";
-  Hvdrun hvdrun({.args = {"--mpi", "-np", "2", "-H", hosts.host_list(2), "-p",
-                          std::to_string(hosts.port), "--ssh-config", hosts.ssh_config,
-                          "--ssh-known-hosts", known_hosts, "--grace", "1", "-x",
-                          marker.forward(), "sh", "-c", script},
-                 .env = {marker.env()},
-                 .out_path = dir / "out",
-                 .err_path = dir / "err"});
+  Hvdrun hvdrun(
+      {.args = {"--mpi", "-np", "2", "-H", hosts.host_list(2), "-p", std::to_string(hosts.port),
+                "--ssh-config", hosts.ssh_config, "--ssh-known-hosts", known_hosts, "--grace", "1",
+                "-x", marker.forward(), "sh", "-c", script},
+       .env = {marker.env()},
+       .out_path = dir / "out",
+       .err_path = dir / "err"});
   const int code = hvdrun.wait(60s);
   const std::string out = read_file(dir / "out");
   const std::string err = read_file(dir / "err");

@@ -34,6 +34,19 @@ def _run(args, program, timeout=120):
     return run, run.stdout + run.stderr
 
 
+def _discovery_script(tmp_path, when):
+    """A host discovery script that lists localhost:2, and 127.0.0.1:1 (a second host on this
+    machine) on the runs where the shell test `when` on its run count $n holds."""
+    count = tmp_path / 'count'
+    script = tmp_path / 'discover.sh'
+    script.write_text('#!/bin/sh\n'
+                      f'n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n'
+                      'echo localhost:2\n'
+                      f'if {when}; then echo 127.0.0.1:1; fi\n')
+    script.chmod(0o755)
+    return script
+
+
 def _done(out):
     """{worker: (rank, size, resets, step, weight)} from elastic_check.py's last lines."""
     found = re.findall(r'worker (\d+) done: rank (\d+) size (\d+) resets (\d+) step (\d+) '
@@ -54,13 +67,7 @@ def test_the_survivors_go_on_from_the_last_commit(how):
 
 
 def test_a_host_the_discovery_script_adds_joins_with_the_state(tmp_path):
-    count = tmp_path / 'count'
-    script = tmp_path / 'discover.sh'
-    script.write_text('#!/bin/sh\n'
-                      f'n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n'
-                      'echo localhost:2\n'
-                      'if [ $n -ge 3 ]; then echo 127.0.0.1:1; fi\n')
-    script.chmod(0o755)
+    script = _discovery_script(tmp_path, '[ $n -ge 3 ]')
     run, out = _run(['-np', '2', '--min-np', '2', '--host-discovery-script', str(script),
                      '--discovery-interval', '0.5'],
                     [CHECK, '30', '--step-seconds', '0.2'])
@@ -78,13 +85,7 @@ def test_a_host_the_discovery_script_adds_joins_with_the_state(tmp_path):
 def test_a_host_added_then_removed_leaves_quietly(tmp_path):
     """Horovod's scenario: a host joins, then the discovery script drops it; its worker leaves
     (a line and exit 0, no traceback) and the others finish every step once."""
-    count = tmp_path / 'count'
-    script = tmp_path / 'discover.sh'
-    script.write_text('#!/bin/sh\n'
-                      f'n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n'
-                      'echo localhost:2\n'
-                      'if [ $n -ge 3 ] && [ $n -le 8 ]; then echo 127.0.0.1:1; fi\n')
-    script.chmod(0o755)
+    script = _discovery_script(tmp_path, '[ $n -ge 3 ] && [ $n -le 8 ]')
     run, out = _run(['-np', '2', '--min-np', '2', '--host-discovery-script', str(script),
                      '--discovery-interval', '0.5'],
                     [CHECK, '40', '--step-seconds', '0.2'])

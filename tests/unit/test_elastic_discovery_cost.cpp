@@ -8,8 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launcher/discovery.h"
@@ -56,8 +56,8 @@ TEST_CASE("elastic driver: 4096 listed hosts of 1024 slots cost nothing per turn
 
 TEST_CASE("host discovery: a run that prints what the last good one did is unchanged",
           "[elastic]") {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("hvd-discovery-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("hvd-discovery-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string script = (dir / "discover.sh").string();
   const std::string list = (dir / "list").string();
@@ -89,8 +89,8 @@ TEST_CASE("host discovery: a background process left holding the script's stdout
           "[elastic]") {
   // Issue 51, finding 7: a valid list, then "ran longer than 10 s" (exit 64 before the launch),
   // because the run waited for the pipe's EOF, which the background process held off.
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("hvd-discovery-bg-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("hvd-discovery-bg-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string script = (dir / "discover.sh").string();
   std::ofstream(script) << "#!/bin/sh\necho a:2\necho b\nsleep 5 &\n";

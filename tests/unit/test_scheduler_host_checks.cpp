@@ -49,9 +49,9 @@ TEST_CASE("hosts source: a scheduler's host names get -H's checks, naming the so
   World pbs;
   pbs.env = {{"PBS_NODEFILE", "/var/spool/pbs/aux/7"}};
   pbs.files = {{"/var/spool/pbs/aux/7", "n1\n" + evil + "\n"}};
-  CHECK_THAT(usage_error([&] { pbs.choose(); }),
-             Contains("/var/spool/pbs/aux/7:2 (PBS_NODEFILE): host '" + evil +
-                      "' starts with '-'"));
+  CHECK_THAT(
+      usage_error([&] { pbs.choose(); }),
+      Contains("/var/spool/pbs/aux/7:2 (PBS_NODEFILE): host '" + evil + "' starts with '-'"));
   World lsf;
   lsf.env = {{"LSB_MCPU_HOSTS", "n1 2 " + evil + " 2"}};
   CHECK_THAT(usage_error([&] { lsf.choose(); }),
