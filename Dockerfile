@@ -23,7 +23,7 @@ RUN bash /tmp/install-deps.sh
 COPY CMakeLists.txt /src/
 COPY cmake /src/cmake
 COPY common /src/common
-COPY worker /src/worker
+COPY agent /src/agent
 COPY ssh /src/ssh
 COPY launcher /src/launcher
 COPY cli /src/cli

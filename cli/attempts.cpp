@@ -14,8 +14,9 @@
 
 #include "common/signal_fd.h"
 #include "contract/env_table.h"
-#include "launcher/launch_report.h"
-#include "launcher/ssh_check.h"
+#include "launcher/core/launch_report.h"
+#include "launcher/core/ssh_check.h"
+#include "launcher/registry.h"
 
 namespace hvd::cli {
 namespace {

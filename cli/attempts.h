@@ -1,7 +1,7 @@
 // A launch and, with --max-restarts, the attempts after it: each attempt's plan (a new job id,
 // torchrun's restart variables, without the blacklisted hosts), its report, the banner and the
 // wait between attempts, and the result. What is retried, the backoff and host health are the
-// policy's (launcher/restarts.h); this is the loop that applies it.
+// policy's (launcher/core/restarts.h); this is the loop that applies it.
 #pragma once
 
 #include <functional>
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "cli/options.h"
-#include "launcher/launcher.h"
-#include "launcher/plan.h"
-#include "launcher/restarts.h"
+#include "launcher/core/launcher.h"
+#include "launcher/core/restarts.h"
+#include "launcher/plan/plan.h"
 
 namespace hvd::cli {
 

@@ -18,9 +18,9 @@
 #include "common/error.h"
 #include "common/process.h"
 #include "common/user_account.h"
-#include "launcher/discovery.h"
-#include "launcher/scheduler_hosts.h"
-#include "launcher/status_line.h"
+#include "launcher/core/status_line.h"
+#include "launcher/plan/discovery.h"
+#include "launcher/plan/scheduler_hosts.h"
 
 namespace hvd::cli {
 namespace {

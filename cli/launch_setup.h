@@ -5,9 +5,9 @@
 #include <string>
 
 #include "cli/options.h"
-#include "launcher/launcher.h"
-#include "launcher/plan.h"
-#include "launcher/scheduler_hosts.h"
+#include "launcher/core/launcher.h"
+#include "launcher/plan/plan.h"
+#include "launcher/plan/scheduler_hosts.h"
 #include "ssh/options.h"
 
 namespace hvd::cli {

@@ -5,17 +5,17 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/agent.h"
+#include "agent/agent_connect.h"
+#include "agent/agent_guard.h"
 #include "cli/app.h"
 #include "common/process.h"
-#include "launcher/rank_shim.h"
-#include "worker/agent.h"
-#include "worker/agent_connect.h"
-#include "worker/agent_guard.h"
+#include "launcher/mpirun/rank_shim.h"
 
 int main(int argc, char** argv) {
   const std::string_view mode = argc >= 2 ? argv[1] : "";
-  // Under --mpi, in front of the user's command on every rank (launcher/rank_shim.h): it execs,
-  // with the process as mpirun made it (no raised descriptor limit, SIGPIPE as it was).
+  // Under --mpi, in front of the user's command on every rank (launcher/mpirun/rank_shim.h): it
+  // execs, with the process as mpirun made it (no raised descriptor limit, SIGPIPE as it was).
   if (mode == "--rank-shim") {
     const int first = argc >= 3 && std::string_view(argv[2]) == "--" ? 3 : 2;
     return hvd::launcher::exec_rank_shim(std::vector<std::string>(argv + first, argv + argc));
@@ -28,14 +28,14 @@ int main(int argc, char** argv) {
   // default soft limit of 1024 is a few hundred hosts. Ranks get the old limit back.
   hvd::raise_descriptor_limit();
   // The host agent is this binary in a hidden mode; it takes no other arguments. It runs under
-  // its guard (worker/agent_guard.h): nothing a rank started outlives it.
+  // its guard (agent/agent_guard.h): nothing a rank started outlives it.
   if (argc == 2 && mode == "--agent") {
-    return hvd::worker::run_guarded(
-        [] { return hvd::worker::run_agent(STDIN_FILENO, STDOUT_FILENO); });
+    return hvd::agent::run_guarded(
+        [] { return hvd::agent::run_agent(STDIN_FILENO, STDOUT_FILENO); });
   }
-  // The same agent started by srun: it connects back to the launcher (worker/agent_connect.h).
+  // The same agent started by srun: it connects back to the launcher (agent/agent_connect.h).
   if (argc == 2 && mode == "--agent-connect") {
-    return hvd::worker::run_guarded(hvd::worker::run_connecting_agent);
+    return hvd::agent::run_guarded(hvd::agent::run_connecting_agent);
   }
   return hvd::cli::run(argc, argv);
 }

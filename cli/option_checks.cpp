@@ -4,7 +4,7 @@
 
 #include "cli/elastic_flags.h"
 #include "common/error.h"
-#include "launcher/output_router.h"
+#include "launcher/core/output_router.h"
 
 namespace hvd::cli {
 namespace {

@@ -126,7 +126,7 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvdrun on the hosts (default: this hvdrun's own path)")
       ->type_name("PATH");
-  // The launcher flags: each names a launcher of the registry (launcher/launcher.cpp).
+  // The launcher flags: each names a launcher of the registry (launcher/registry.cpp).
   auto* mpi = app.add_flag_callback(
       "--mpi", [&o] { o.launcher = "mpirun"; },
       "Launch through Open MPI's mpirun (same checks, output and exit codes)");

@@ -1,9 +1,9 @@
 // The one table of every environment variable that passes between hvdrun and a rank.
 //
-// The launcher writes these (launcher/plan.cpp, launcher/job_specs.cpp), the runtime reads them
-// (contract/topology.cpp, allreduce/runtime/config.cpp), and docs/environment.md documents them; a
-// unit test checks that the table and the docs list the same names, defaults and meanings. Add a
-// variable here first, then write and read it.
+// The launcher writes these (launcher/plan/plan.cpp, launcher/native/job_specs.cpp), the runtime
+// reads them (contract/topology.cpp, allreduce/runtime/config.cpp), and docs/environment.md
+// documents them; a unit test checks that the table and the docs list the same names, defaults and
+// meanings. Add a variable here first, then write and read it.
 #pragma once
 
 #include <chrono>
@@ -120,7 +120,8 @@ inline constexpr EnvVar kPortRange{
     "HVD_PORT_RANGE", EnvKind::kInternal, EnvType::kString,
     "LOW-HIGH from `hvdrun --port-range`: libhvd's control plane listens inside it (unset: any "
     "free port)"};
-// --mpi: what hvdrun --rank-shim needs to give each rank the contract (launcher/rank_shim.h).
+// --mpi: what hvdrun --rank-shim needs to give each rank the contract
+// (launcher/mpirun/rank_shim.h).
 inline constexpr EnvVar kRankLayout{
     "HVD_RANK_LAYOUT", EnvKind::kInternal, EnvType::kString,
     "--mpi: ranks per host in host order (2,2), for hvdrun --rank-shim; unset before the command"};

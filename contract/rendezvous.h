@@ -1,6 +1,6 @@
-// The rendezvous protocol between hvdrun's server (launcher/rendezvous_server.h) and the ranks'
-// client (allreduce/backends/http_store.h; the benchmarks' raw Gloo store too): HTTP/1.1 with
-// PUT/GET/DELETE /<scope>/<key>, 404 for a key not there yet, every request carrying the job's
+// The rendezvous protocol between hvdrun's server (launcher/native/rendezvous_server.h) and the
+// ranks' client (allreduce/backends/http_store.h; the benchmarks' raw Gloo store too): HTTP/1.1
+// with PUT/GET/DELETE /<scope>/<key>, 404 for a key not there yet, every request carrying the job's
 // token as a bearer token and the rank in X-Hvd-Rank. Both sides read these definitions, so the
 // paths, headers and limits are written once.
 #pragma once

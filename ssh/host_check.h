@@ -17,7 +17,7 @@ inline constexpr std::string_view kRemoteCommandFailedHint =
     "~/.bashrc that exits or prints errors";
 
 // login_prints_text's hint, in the words a launch uses when the agent's first bytes are such
-// text (worker/protocol.cpp).
+// text (agent/protocol.cpp).
 inline constexpr std::string_view kLoginPrintsTextHint =
     "a login script (~/.bashrc, /etc/profile) printing text for non-interactive sessions: the "
     "hvdrun agent speaks on stdout, so a launch fails on it. Print only in interactive shells "

@@ -29,9 +29,9 @@ struct SshOptions {
   std::chrono::milliseconds wait_for_hosts{0};
   int concurrency = 16;    // hosts in key exchange + authentication at once
   std::string agent_path;  // where the hvdrun agent must be on each host
-  // Called by check_hosts() and the launch's logins (launcher/remote_start.h) from their waiting
-  // thread, at the start, at most every kProgressEvery and when done: hosts finished (of which
-  // failed) and total. For a live line on a terminal.
+  // Called by check_hosts() and the launch's logins (launcher/native/remote_start.h) from their
+  // waiting thread, at the start, at most every kProgressEvery and when done: hosts finished (of
+  // which failed) and total. For a live line on a terminal.
   std::function<void(std::size_t done, std::size_t failed, std::size_t total)> on_progress;
 };
 

@@ -15,7 +15,7 @@
 
 namespace hvd::runtime {
 
-// Who started this process (not to be confused with hvdrun's launchers, launcher/launcher.h).
+// Who started this process (not to be confused with hvdrun's launchers, launcher/core/launcher.h).
 enum class StartedBy {
   kHvdrunNative,  // hvdrun's native launch: HOROVOD_* topology and a rendezvous (HVD_*)
   kMpirun,        // Open MPI's mpirun (also hvdrun --mpi): OMPI_COMM_WORLD_*

@@ -26,7 +26,7 @@ from checks import (agent_pids, check_hang, check_lost, check_memory, check_orph
 from faults import Site, heal_netns, hostile, in_netns, read_env_file, restart_sshd
 
 PHASES = ["ssh", "agents", "netcheck", "rendezvous", "running", "stopping"]
-# hvdrun's debug lines that start a phase (launcher/native_launcher.cpp, native_job*.cpp,
+# hvdrun's debug lines that start a phase (launcher/native/native_launcher.cpp, native_job*.cpp,
 # supervisor.cpp); "rendezvous" starts with the ranks and ends when every rank said "ready".
 PHASE_LINES = {
     "hvdrun: debug: phase: ssh": "ssh",

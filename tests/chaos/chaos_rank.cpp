@@ -9,7 +9,7 @@
 // as a DataLoader's workers or a shell wrapper's jobs would be: one a plain child, one
 // double-forked into a session of its own (a daemon: its parent gone, it escaped the rank's
 // process group). Nothing waits for them: whatever ends the rank or its agent must end them too
-// (the suite's orphan check; worker/agent_guard.h).
+// (the suite's orphan check; agent/agent_guard.h).
 //
 // Lines: "chaos: rank R before init", "chaos: rank R ready", "chaos: rank R line N sum S", and
 // "chaos: rank R done" before it exits 0. A failed collective prints its error and exits 3.

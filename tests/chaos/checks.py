@@ -49,7 +49,7 @@ def comm_of(pid):
         return ""
 
 
-GUARD_COMM = "hvdrun-guard"  # the agent's parent (worker/agent_guard.h): same cmdline, same env
+GUARD_COMM = "hvdrun-guard"  # the agent's parent (agent/agent_guard.h): same cmdline, same env
 
 
 def session_of(agent):
@@ -91,7 +91,7 @@ def agent_pids(addresses, hvdrun):
     """Agents started over SSH on these test hosts by this build's hvdrun: `HVDRUN --agent` whose
     SSH_CONNECTION ends at one of the addresses (its server side). Another checkout's suite on
     the same machine (its own test hosts, the same addresses) is not ours. The agents' guards
-    (worker/agent_guard.h: the agent's parent, same command line and environment) are not
+    (agent/agent_guard.h: the agent's parent, same command line and environment) are not
     agents: session_of() finds them."""
     out = {}
     for p in pids():

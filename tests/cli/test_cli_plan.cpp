@@ -340,7 +340,7 @@ TEST_CASE("dry run: native mode shows each host's agent command", "[cli]") {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hosts from a scheduler (launcher/scheduler_hosts.h): inside a Slurm allocation, with no -H.
+// Hosts from a scheduler (launcher/plan/scheduler_hosts.h): inside a Slurm allocation, with no -H.
 
 TEST_CASE("inside a Slurm allocation the plan takes its nodes, tasks and -np from it", "[cli]") {
   const std::vector<std::pair<std::string, std::string>> slurm{{"SLURM_JOB_ID", "1234"},

@@ -5,6 +5,10 @@ targets themselves). "hvd/build_config.h" (generated) is open to all; the other 
 are libhvd's public API, open to allreduce/ alone among the layered folders. Language bindings
 (python/) sit on that public API only: they may include "hvd/..." but nothing under allreduce/.
 
+A rules folder may be nested (launcher/native): a file belongs to the longest rules folder its
+path starts with, and an include names the longest rules folder its path starts with, so the
+parts inside launcher/ are checked against each other as the top-level folders are.
+
 Usage: include_check.py RULES_FILE ROOT      exit 0 clean, 1 with one line per violation
 """
 import os
@@ -14,6 +18,16 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Folders that link libhvd but may use only its public headers (hvd/hvd.hpp, hvd/hvd.h).
 PUBLIC_API_ONLY = {"python"}
+
+
+def rules_folder(path, folders):
+    """The longest rules folder `path` (a/b/c.h) lies in, or its first component."""
+    parts = path.split("/")
+    for n in range(len(parts) - 1, 0, -1):
+        candidate = "/".join(parts[:n])
+        if candidate in folders:
+            return candidate
+    return parts[0]
 
 
 def main():
@@ -32,13 +46,17 @@ def main():
                 if not name.endswith((".h", ".hpp", ".cpp", ".c")):
                     continue
                 path = os.path.join(dirpath, name)
+                # A file in a nested rules folder is checked under that folder's rule.
+                if rules_folder(os.path.relpath(path, root).replace(os.sep, "/"),
+                                folders) != folder:
+                    continue
                 with open(path, errors="replace") as f:
                     for number, text in enumerate(f, 1):
                         m = INCLUDE.match(text)
                         if not m:
                             continue
                         target = m.group(1)
-                        top = target.split("/", 1)[0]
+                        top = rules_folder(target, folders)
                         if folder in PUBLIC_API_ONLY and top == "allreduce":
                             rel = os.path.relpath(path, root)
                             bad.append(f'{rel}:{number}: includes "{target}", libhvd\'s '
@@ -53,7 +71,7 @@ def main():
                             rel = os.path.relpath(path, root)
                             bad.append(f'{rel}:{number}: includes "{target}", but {folder}/ '
                                        f'links only {", ".join(sorted(allowed))}: link the '
-                                       f'target of {top}/ in {folder}/CMakeLists.txt (if the '
+                                       f'target of {top}/ where {folder}/ is built (if the '
                                        f'dependency is right), or move the code')
     for line in bad:
         print(line)

@@ -312,8 +312,8 @@ inline TaggedLines split_tagged(const std::string& text, const std::string& stre
   return out;
 }
 
-// The lines hvdrun makes of a rank's bytes (launcher/output_router.h): '\n', '\r' and "\r\n" end
-// a line, a last partial line is flushed at exit.
+// The lines hvdrun makes of a rank's bytes (launcher/core/output_router.h): '\n', '\r' and "\r\n"
+// end a line, a last partial line is flushed at exit.
 inline std::vector<std::string> expected_lines(const std::string& bytes) {
   std::vector<std::string> lines;
   std::string partial;

@@ -155,7 +155,7 @@ inline std::string environ_value(pid_t pid, const std::string& name) {
   return "";
 }
 
-// An agent (`AGENT --agent`), not its guard (worker/agent_guard.h: the agent's parent, with the
+// An agent (`AGENT --agent`), not its guard (agent/agent_guard.h: the agent's parent, with the
 // same command line and environment, named hvdrun-guard).
 inline bool is_guard(pid_t pid) { return comm_of(pid) == "hvdrun-guard"; }
 

@@ -1,6 +1,7 @@
-// --max-restarts (launcher/restarts.h): a failed attempt worth another is followed by a new launch
-// of the same plan, up to N times, with torchrun's restart variables on every rank; failures that
-// would repeat are not retried; Ctrl-C during the wait ends it. Localhost launches, real ranks.
+// --max-restarts (launcher/core/restarts.h): a failed attempt worth another is followed by a new
+// launch of the same plan, up to N times, with torchrun's restart variables on every rank; failures
+// that would repeat are not retried; Ctrl-C during the wait ends it. Localhost launches, real
+// ranks.
 #include <signal.h>
 
 #include <catch2/catch.hpp>

@@ -118,7 +118,7 @@ const char* const kRanksWithChildren = "sleep 300 & sleep 300 & (setsid sleep 30
 TEST_CASE("SIGKILL to the local agent: every process its ranks started ends with it (74)",
           "[launch]") {
   // Issue 55: the ranks died with their agent (their parent-death signal), their children lived
-  // on under PID 1. The agent's guard (worker/agent_guard.h) kills what re-parents to it.
+  // on under PID 1. The agent's guard (agent/agent_guard.h) kills what re-parents to it.
   JobMarker marker;
   TempDir dir;
   Hvdrun hvdrun({.args = {"-np", "2", "--grace", "2", "--json", "-x", marker.forward(), "sh", "-c",
@@ -390,7 +390,7 @@ TEST_CASE("SIGTERM stops the job even when nobody reads hvdrun's stdout", "[laun
 }
 
 // ---------------------------------------------------------------------------------------------
-// The agent on its own (`hvdrun --agent`), driven by hand-written frames (worker/protocol.h):
+// The agent on its own (`hvdrun --agent`), driven by hand-written frames (agent/protocol.h):
 // 4-byte big-endian length, 1-byte type, payload.
 
 namespace {
@@ -521,7 +521,7 @@ TEST_CASE(
     "a lone agent SIGKILLed, as hvdrun --agent and as hvdrun-agent: what its rank started "
     "ends, and its guard dies of the same signal",
     "[launch]") {
-  // Every way an agent starts runs it under its guard (worker/agent_guard.h): hvdrun --agent
+  // Every way an agent starts runs it under its guard (agent/agent_guard.h): hvdrun --agent
   // (local and over SSH: the other tests) and hvdrun-agent (srun's; --agent-connect runs the
   // same guard). The guard ends as its agent did, so the launcher reads the agent's own end.
   ::signal(SIGPIPE, SIG_IGN);

@@ -11,7 +11,7 @@
 // Finding a job's processes: hvdrun carries the job marker (LC_HVDJOB) and the ranks carry it
 // through -x HVDTEST_RANK_MARKER (launch_helpers.h). A remote agent does not (sshd does not pass
 // LC_* here): it is found as the parent of a rank (`AGENT --agent`, SSH_CONNECTION in its
-// environment), its guard (`hvdrun-guard`, worker/agent_guard.h) as the agent's parent, and its
+// environment), its guard (`hvdrun-guard`, agent/agent_guard.h) as the agent's parent, and its
 // sshd session (`sshd: USER@notty`) as the guard's parent.
 #include "tests/e2e/launch_ssh_helpers.h"
 

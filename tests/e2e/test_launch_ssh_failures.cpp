@@ -173,7 +173,7 @@ TEST_CASE(
     "(74)",
     "[launch-ssh]") {
   // Issue 55: the ranks died with their agent, their children (a shell's jobs, a double-forked
-  // daemon) lived on under PID 1. The agent's guard (worker/agent_guard.h), its parent below
+  // daemon) lived on under PID 1. The agent's guard (agent/agent_guard.h), its parent below
   // the sshd session, kills what re-parents to it.
   Hosts hosts;
   JobMarker marker;

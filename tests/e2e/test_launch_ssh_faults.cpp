@@ -98,7 +98,7 @@ TEST_CASE("a host silent past --keepalive is lost: exit 74 naming it, the others
 }
 
 // ---------------------------------------------------------------------------------------------
-// Restarts and host health (launcher/restarts.h)
+// Restarts and host health (launcher/core/restarts.h)
 
 TEST_CASE(
     "restarts: a host whose SSH is refused is blacklisted and the next attempt runs without it",

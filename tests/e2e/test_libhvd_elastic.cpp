@@ -17,7 +17,7 @@
 
 #include "common/unique_fd.h"
 #include "contract/elastic.h"
-#include "launcher/rendezvous_server.h"
+#include "launcher/native/rendezvous_server.h"
 #include "tests/cli/process.h"
 #include "tests/e2e/rank_env.h"
 

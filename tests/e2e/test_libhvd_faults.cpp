@@ -1,7 +1,7 @@
 // libhvd's failures across real processes, with the launcher's part played by the test: a real
-// rendezvous server (launcher/rendezvous_server.h) in this process and rank processes started
-// with the env contract hvdrun would give them. This way the test can hand a rank a wrong token,
-// leave a rank out, or watch the survivors after one rank is SIGKILLed (hvdrun itself would
+// rendezvous server (launcher/native/rendezvous_server.h) in this process and rank processes
+// started with the env contract hvdrun would give them. This way the test can hand a rank a wrong
+// token, leave a rank out, or watch the survivors after one rank is SIGKILLed (hvdrun itself would
 // stop them at once, which is right for users but hides what libhvd says).
 #include <catch2/catch.hpp>
 
@@ -9,7 +9,7 @@
 #include <future>
 #include <regex>
 
-#include "launcher/rendezvous_server.h"
+#include "launcher/native/rendezvous_server.h"
 #include "tests/cli/process.h"
 #include "tests/e2e/rank_env.h"
 

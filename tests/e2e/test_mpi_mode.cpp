@@ -313,7 +313,7 @@ TEST_CASE("mpi mode: --max-restarts starts a new mpirun after a failed rank, not
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
   // Which rank mpirun reports first is its own business (rank 0 is stopped by it meanwhile), and
-  // under load it may end before naming it at all (launcher/mpi_launcher.cpp).
+  // under load it may end before naming it at all (launcher/mpirun/mpi_launcher.cpp).
   const bool named = r.err.find("attempt 2 of 2 after rank ") != std::string::npos;
   const bool unnamed =
       r.err.find("attempt 2 of 2 after a rank exited with code 4; mpirun did not say which") !=
@@ -405,7 +405,7 @@ TEST_CASE("mpi mode: --json timings: total is mpirun's run, start is null (not k
 
 TEST_CASE("mpi mode: every rank gets the native launch's contract through the rank shim", "[mpi]") {
   // A script that reads RANK, LOCAL_RANK, MASTER_ADDR, ... runs the same under --mpi: mpirun
-  // starts hvdrun --rank-shim in front of it (launcher/rank_shim.h). 4 ranks, 2 hosts x 2.
+  // starts hvdrun --rank-shim in front of it (launcher/mpirun/rank_shim.h). 4 ranks, 2 hosts x 2.
   const auto hosts = hvd::test::TestHosts::load();
   const fs::path known_hosts = fs::temp_directory_path() / "hvd_mpi_shim_known_hosts";
   fs::copy_file(hosts.known_hosts, known_hosts, fs::copy_options::overwrite_existing);

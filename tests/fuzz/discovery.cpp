@@ -1,12 +1,12 @@
 // Elastic training's host discovery script output, as the launcher reads it every interval
-// (launcher/discovery.h, parse_discovery_output). hvd::Error is the documented refusal.
+// (launcher/plan/discovery.h, parse_discovery_output). hvd::Error is the documented refusal.
 // Properties: an accepted list has each host once, 1..1024 slots per host, at most
 // kMaxDiscoveryHosts hosts; written back one `[user@]host:slots` line each, it parses to the same
 // hosts and slots.
 #include <set>
 
 #include "common/error.h"
-#include "launcher/discovery.h"
+#include "launcher/plan/discovery.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace l = hvd::launcher;

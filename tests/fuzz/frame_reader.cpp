@@ -1,16 +1,16 @@
-// The agent protocol's frame decoder and packed payloads (worker/protocol.h), as the launcher and
+// The agent protocol's frame decoder and packed payloads (agent/protocol.h), as the launcher and
 // the agent read each other's bytes. The input is fed to a FrameReader in pieces whose sizes the
 // first bytes choose; every frame that comes out is decoded by its type. hvd::Error is the
 // documented refusal (a bad frame header, a malformed payload). Properties: each frame is the
 // bytes encode_frame() would write for it, and every accepted payload decodes to the same value
 // after being encoded again.
+#include "agent/protocol.h"
 #include "common/error.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "worker/protocol.h"
 
 namespace {
 
-namespace w = hvd::worker;
+namespace w = hvd::agent;
 
 bool same(const w::OutputChunk& a, const w::OutputChunk& b) {
   return a.rank == b.rank && a.stream == b.stream && a.bytes == b.bytes;

@@ -1,11 +1,11 @@
-// -H host lists and hostfiles (launcher/host_spec.h). The first byte picks the grammar (even: -H,
-// odd: hostfile); the rest is the text. UsageError is the documented refusal. What is accepted
+// -H host lists and hostfiles (launcher/plan/host_spec.h). The first byte picks the grammar (even:
+// -H, odd: hostfile); the rest is the text. UsageError is the documented refusal. What is accepted
 // must survive being written back: each host as format_host() writes it in an address position
 // (with its user and slots), parsed again, gives the same hosts.
 #include <fmt/format.h>
 
 #include "common/error.h"
-#include "launcher/host_spec.h"
+#include "launcher/plan/host_spec.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -1,8 +1,8 @@
-// `--output-ranks` lists (launcher/output_router.h, parse_rank_list). UsageError is the
+// `--output-ranks` lists (launcher/core/output_router.h, parse_rank_list). UsageError is the
 // documented refusal. Properties: sorted, each rank once, 0..1048575; written back as a comma
 // list it parses to the same ranks.
 #include "common/error.h"
-#include "launcher/output_router.h"
+#include "launcher/core/output_router.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

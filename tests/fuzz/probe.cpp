@@ -1,14 +1,14 @@
-// The network probe's frame payloads (worker/probe.h): the listen request and the probe request
+// The network probe's frame payloads (agent/probe.h): the listen request and the probe request
 // the agent reads, the listening port and the probe results the launcher reads. The first byte
 // picks the decoder. hvd::Error is the documented refusal. Property: what is accepted decodes to
 // the same value after being encoded again.
-#include "worker/probe.h"
+#include "agent/probe.h"
 #include "common/error.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
 
-namespace w = hvd::worker;
+namespace w = hvd::agent;
 
 bool same(const w::ProbeTarget& a, const w::ProbeTarget& b) {
   return a.id == b.id && a.address == b.address && a.port == b.port && a.token == b.token;

@@ -1,5 +1,5 @@
-// The rendezvous server's request handling (launcher/rendezvous_server.h), without sockets: the
-// bytes a client sent, as the front end (http_front.h) would hand them over, go to a fresh
+// The rendezvous server's request handling (launcher/native/rendezvous_server.h), without sockets:
+// the bytes a client sent, as the front end (http_front.h) would hand them over, go to a fresh
 // server's serve() through an in-memory stream, one request after another while the server keeps
 // the connection open (pipelined requests). cpp-httplib parses; the server checks the token and
 // the names and answers. Nothing may throw. Properties: every request gets an HTTP answer, an
@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "launcher/rendezvous_server.h"
+#include "launcher/native/rendezvous_server.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// The scheduler host-list grammars (launcher/scheduler_hosts.h). The first byte picks one:
+// The scheduler host-list grammars (launcher/plan/scheduler_hosts.h). The first byte picks one:
 // 0 Slurm's hostlist (SLURM_JOB_NODELIST), 1 its per-node counts (SLURM_TASKS_PER_NODE, for as
 // many nodes as the second byte says), 2 one host per slot a line (PBS_NODEFILE,
 // LSB_DJOB_HOSTFILE), 3 LSB_MCPU_HOSTS, 4 the whole choice of hosts from an environment
@@ -8,7 +8,7 @@
 #include <map>
 
 #include "common/error.h"
-#include "launcher/scheduler_hosts.h"
+#include "launcher/plan/scheduler_hosts.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace l = hvd::launcher;

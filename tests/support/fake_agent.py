@@ -2,7 +2,7 @@
 """A misbehaving hvdrun agent for the launcher's protocol tests (tests/e2e/test_launch_protocol.cpp).
 
 Started over SSH as `fake_agent.py MODE VERSION --agent` (through a wrapper the test writes as
---agent-path). It speaks worker/protocol.h's frames: a correct hello, then what MODE says:
+--agent-path). It speaks agent/protocol.h's frames: a correct hello, then what MODE says:
   listening-twice  answers the probe-listen request with two Listening frames
   bad-json         answers it with a Listening frame whose port is a string
   early-started    sends a Started frame right after its hello (no job was sent)

@@ -6,7 +6,7 @@
 #include "cli/options.h"
 #include "common/error.h"
 #include "common/user_account.h"
-#include "launcher/output_router.h"
+#include "launcher/core/output_router.h"
 #include "test_helpers.h"
 
 using hvd::cli::EarlyExit;

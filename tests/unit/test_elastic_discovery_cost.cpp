@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/discovery.h"
-#include "launcher/elastic_driver.h"
+#include "launcher/elastic/elastic_driver.h"
+#include "launcher/plan/discovery.h"
 
 using hvd::launcher::ElasticDriver;
 using hvd::launcher::ElasticPolicy;

@@ -1,14 +1,14 @@
 // Elastic training's pure parts: the world document every rank reads per generation
-// (contract/elastic.h) and which slots a generation takes (launcher/elastic_world.h).
+// (contract/elastic.h) and which slots a generation takes (launcher/elastic/elastic_world.h).
 #include <catch2/catch.hpp>
 
 #include <string>
 
 #include "common/error.h"
 #include "contract/elastic.h"
-#include "launcher/discovery.h"
-#include "launcher/elastic_driver.h"
-#include "launcher/elastic_world.h"
+#include "launcher/elastic/elastic_driver.h"
+#include "launcher/elastic/elastic_world.h"
+#include "launcher/plan/discovery.h"
 
 using Catch::Matchers::Contains;
 using hvd::contract::decode_world;
@@ -190,7 +190,7 @@ TEST_CASE("elastic slots: max-np, removed hosts and cooling slots", "[elastic]")
   CHECK(c.size() == 0);
 }
 
-// ---- the driver (launcher/elastic_driver.h) ----
+// ---- the driver (launcher/elastic/elastic_driver.h) ----
 
 namespace {
 

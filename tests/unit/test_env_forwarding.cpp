@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "launcher/env_forwarding.h"
+#include "launcher/plan/env_forwarding.h"
 #include "test_helpers.h"
 
 using namespace hvd::launcher;

@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/host_spec.h"
+#include "launcher/plan/host_spec.h"
 #include "test_helpers.h"
 
 using hvd::launcher::format_host;

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "cli/config_file.h"
-#include "launcher/host_spec.h"
+#include "launcher/plan/host_spec.h"
 #include "test_helpers.h"
 
 using hvd::test::require_usage_error;

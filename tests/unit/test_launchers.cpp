@@ -8,10 +8,11 @@
 #include <set>
 
 #include "contract/rendezvous.h"
-#include "launcher/job_specs.h"
-#include "launcher/launcher.h"
-#include "launcher/plan.h"
-#include "launcher/srun_agents.h"
+#include "launcher/core/launcher.h"
+#include "launcher/native/job_specs.h"
+#include "launcher/native/srun_agents.h"
+#include "launcher/plan/plan.h"
+#include "launcher/registry.h"
 
 using Catch::Matchers::Contains;
 using namespace hvd::launcher;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/mpi_command.h"
-#include "launcher/mpi_launcher.h"
+#include "launcher/mpirun/mpi_command.h"
+#include "launcher/mpirun/mpi_launcher.h"
 #include "test_helpers.h"
 
 using namespace hvd::launcher;

@@ -1,11 +1,11 @@
 // mpirun's output under `hvdrun --mpi` when a rank prints text shaped like mpirun's own
-// (launcher/mpirun_output.h), issue 51 finding 4: only mpirun's lines may steer hvdrun.
+// (launcher/mpirun/mpirun_output.h), issue 51 finding 4: only mpirun's lines may steer hvdrun.
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "launcher/mpirun_output.h"
+#include "launcher/mpirun/mpirun_output.h"
 
 using hvd::launcher::failed_rank_from_mpirun;
 using hvd::launcher::parse_tagged_line;

@@ -1,18 +1,18 @@
-// Choosing each host's address by CIDR or interface name (launcher/network_choice.h), and how
+// Choosing each host's address by CIDR or interface name (launcher/plan/network_choice.h), and how
 // the choice reaches the plan and Open MPI's command line.
 #include <catch2/catch.hpp>
 
-#include "launcher/agent_conn.h"
-#include "launcher/mpi_command.h"
-#include "launcher/network_choice.h"
-#include "launcher/plan.h"
+#include "launcher/mpirun/mpi_command.h"
+#include "launcher/native/agent_conn.h"
+#include "launcher/plan/network_choice.h"
+#include "launcher/plan/plan.h"
 #include "tests/unit/test_helpers.h"
 
+using hvd::agent::NetInterface;
 using hvd::launcher::choose_address;
 using hvd::launcher::NetworkChoice;
 using hvd::launcher::parse_cidr;
 using hvd::launcher::parse_interface_list;
-using hvd::worker::NetInterface;
 
 namespace {
 

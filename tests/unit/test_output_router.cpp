@@ -11,10 +11,10 @@
 #include <sstream>
 #include <thread>
 
-#include "launcher/output_router.h"
+#include "launcher/core/output_router.h"
 
+using hvd::agent::Stream;
 using hvd::launcher::OutputRouter;
-using hvd::worker::Stream;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 

@@ -1,13 +1,13 @@
-// The stderr tails the output router keeps for the failure report (launcher/output_router.h),
+// The stderr tails the output router keeps for the failure report (launcher/core/output_router.h),
 // issue 51 finding 11: bounded in bytes for the whole job.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 
-#include "launcher/output_router.h"
+#include "launcher/core/output_router.h"
 
+using hvd::agent::Stream;
 using hvd::launcher::OutputRouter;
-using hvd::worker::Stream;
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "launcher/plan.h"
+#include "launcher/plan/plan.h"
 #include "test_helpers.h"
 
 using namespace hvd::launcher;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "launcher/json_text.h"
-#include "launcher/plan_output.h"
+#include "launcher/core/json_text.h"
+#include "launcher/core/plan_output.h"
 
 using namespace hvd::launcher;
 using nlohmann::json;

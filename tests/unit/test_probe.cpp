@@ -1,5 +1,5 @@
-// The network probes (worker/probe.h) on real loopback sockets in this process, and the
-// launcher's probe plan and reports (launcher/net_check.h).
+// The network probes (agent/probe.h) on real loopback sockets in this process, and the
+// launcher's probe plan and reports (launcher/core/net_check.h).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -14,13 +14,13 @@
 #include <optional>
 #include <thread>
 
+#include "agent/probe.h"
 #include "common/error.h"
 #include "common/unique_fd.h"
-#include "launcher/net_check.h"
-#include "worker/probe.h"
+#include "launcher/core/net_check.h"
 
 using namespace hvd;
-using namespace hvd::worker;
+using namespace hvd::agent;
 using namespace hvd::launcher;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;

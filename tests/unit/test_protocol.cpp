@@ -1,4 +1,4 @@
-// The launcher <-> agent wire format (worker/protocol.h, worker/job_spec.h): frames survive any
+// The launcher <-> agent wire format (agent/protocol.h, agent/job_spec.h): frames survive any
 // chunking, garbage is refused with a message, and argv / environment values are bytes, not text
 // (nlohmann-json throws on invalid UTF-8). The byte helpers under it are tested in test_bytes.cpp.
 #include <signal.h>
@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "agent/job_spec.h"
+#include "agent/protocol.h"
 #include "common/bytes.h"
 #include "common/error.h"
-#include "worker/job_spec.h"
-#include "worker/protocol.h"
 
 using Catch::Matchers::Contains;
-using hvd::worker::FrameReader;
-using hvd::worker::FrameType;
-using hvd::worker::kMaxFramePayload;
+using hvd::agent::FrameReader;
+using hvd::agent::FrameType;
+using hvd::agent::kMaxFramePayload;
 
 namespace {
 
@@ -43,7 +43,7 @@ std::string header(uint32_t length, uint8_t type) {
 }
 
 struct TestFrames {
-  std::vector<hvd::worker::Frame> frames;
+  std::vector<hvd::agent::Frame> frames;
   std::string wire;
 };
 
@@ -59,7 +59,7 @@ TestFrames test_frames() {
       FrameType::kListening,   FrameType::kProbe,      FrameType::kProbeListen,
       FrameType::kProbeResult, FrameType::kProbeClose, FrameType::kProbeClosed};
   for (int i = 0; i < 1500; ++i) {
-    hvd::worker::Frame f;
+    hvd::agent::Frame f;
     f.type = types[static_cast<size_t>(i) % types.size()];
     const size_t size = i % 7 == 0 ? 0 : rng() % 200;
     for (size_t k = 0; k < size; ++k) f.payload += static_cast<char>(rng() & 0xff);
@@ -67,12 +67,12 @@ TestFrames test_frames() {
   }
   t.frames.push_back({FrameType::kOutput, std::string(300000, '\0') + "end\n"});
   t.frames.push_back({FrameType::kDone, ""});
-  for (const auto& f : t.frames) t.wire += hvd::worker::encode_frame(f.type, f.payload);
+  for (const auto& f : t.frames) t.wire += hvd::agent::encode_frame(f.type, f.payload);
   return t;
 }
 
-void check_same_frames(const std::vector<hvd::worker::Frame>& got,
-                       const std::vector<hvd::worker::Frame>& want) {
+void check_same_frames(const std::vector<hvd::agent::Frame>& got,
+                       const std::vector<hvd::agent::Frame>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("frame " << i);
@@ -87,16 +87,16 @@ void check_same_frames(const std::vector<hvd::worker::Frame>& got,
 // Frames
 
 TEST_CASE("encode_frame writes a big-endian length and the type", "[protocol]") {
-  CHECK(hvd::worker::encode_frame(FrameType::kDone, "") == header(0, 6));
-  CHECK(hvd::worker::encode_frame(FrameType::kSpec, "abc") == header(3, 16) + "abc");
+  CHECK(hvd::agent::encode_frame(FrameType::kDone, "") == header(0, 6));
+  CHECK(hvd::agent::encode_frame(FrameType::kSpec, "abc") == header(3, 16) + "abc");
   const std::string big(0x010203, 'x');
-  CHECK(hvd::worker::encode_frame(FrameType::kOutput, big).substr(0, 5) == header(0x010203, 3));
+  CHECK(hvd::agent::encode_frame(FrameType::kOutput, big).substr(0, 5) == header(0x010203, 3));
 }
 
 TEST_CASE("FrameReader fed byte by byte gives back the same frames", "[protocol]") {
   const TestFrames t = test_frames();
   FrameReader reader;
-  std::vector<hvd::worker::Frame> got;
+  std::vector<hvd::agent::Frame> got;
   for (char c : t.wire) {
     reader.feed(std::string_view(&c, 1));
     while (auto f = reader.next()) got.push_back(std::move(*f));
@@ -112,7 +112,7 @@ TEST_CASE("FrameReader fed random chunks gives back the same frames", "[protocol
     INFO("seed " << seed);
     std::mt19937 rng(seed);
     FrameReader reader;
-    std::vector<hvd::worker::Frame> got;
+    std::vector<hvd::agent::Frame> got;
     size_t at = 0;
     while (at < t.wire.size()) {
       // Mostly small chunks, sometimes large ones that hold many frames at once.
@@ -135,7 +135,7 @@ TEST_CASE("FrameReader fed random chunks gives back the same frames", "[protocol
 
 TEST_CASE("FrameReader waits for the rest of a header and of a payload", "[protocol]") {
   FrameReader reader;
-  const std::string wire = hvd::worker::encode_frame(FrameType::kError, R"({"message":"x"})");
+  const std::string wire = hvd::agent::encode_frame(FrameType::kError, R"({"message":"x"})");
   reader.feed(wire.substr(0, 4));
   CHECK_FALSE(reader.next().has_value());
   reader.feed(wire.substr(4, 3));
@@ -186,7 +186,7 @@ TEST_CASE("FrameReader refuses unknown frame types", "[protocol]") {
     INFO("type " << static_cast<int>(type));
     FrameReader reader;
     reader.feed(header(0, type));
-    std::optional<hvd::worker::Frame> frame;
+    std::optional<hvd::agent::Frame> frame;
     REQUIRE_NOTHROW(frame = reader.next());
     REQUIRE(frame.has_value());
     CHECK(static_cast<int>(frame->type) == type);
@@ -195,7 +195,7 @@ TEST_CASE("FrameReader refuses unknown frame types", "[protocol]") {
 
 TEST_CASE("FrameReader refuses a bad frame after good ones", "[protocol]") {
   FrameReader reader;
-  reader.feed(hvd::worker::encode_frame(FrameType::kDone, "") + header(3, 99) + "abc");
+  reader.feed(hvd::agent::encode_frame(FrameType::kDone, "") + header(3, 99) + "abc");
   const auto first = reader.next();
   REQUIRE(first.has_value());
   CHECK(first->type == FrameType::kDone);
@@ -207,17 +207,17 @@ TEST_CASE("FrameReader refuses a bad frame after good ones", "[protocol]") {
 
 TEST_CASE("output payloads round-trip bytes of both streams", "[protocol]") {
   std::string bytes = "line\n\0\xff\xfe\r partial"s;
-  for (auto stream : {hvd::worker::Stream::kStdout, hvd::worker::Stream::kStderr}) {
+  for (auto stream : {hvd::agent::Stream::kStdout, hvd::agent::Stream::kStderr}) {
     for (uint32_t rank : {0u, 1u, 4095u, 0xffffffffu}) {
       const auto decoded =
-          hvd::worker::decode_output(hvd::worker::encode_output({rank, stream, bytes}));
+          hvd::agent::decode_output(hvd::agent::encode_output({rank, stream, bytes}));
       CHECK(decoded.rank == rank);
       CHECK(decoded.stream == stream);
       CHECK(decoded.bytes == bytes);
     }
   }
   const auto empty =
-      hvd::worker::decode_output(hvd::worker::encode_output({7, hvd::worker::Stream::kStderr, ""}));
+      hvd::agent::decode_output(hvd::agent::encode_output({7, hvd::agent::Stream::kStderr, ""}));
   CHECK(empty.rank == 7);
   CHECK(empty.bytes.empty());
 }
@@ -225,13 +225,13 @@ TEST_CASE("output payloads round-trip bytes of both streams", "[protocol]") {
 TEST_CASE("started and exited payloads round-trip", "[protocol]") {
   for (uint32_t v : {0u, 1u, 255u, 256u, 65536u, 0x7fffffffu, 0xffffffffu}) {
     const auto started =
-        hvd::worker::decode_started(hvd::worker::encode_started({v, v ^ 0x5a5a5a5au}));
+        hvd::agent::decode_started(hvd::agent::encode_started({v, v ^ 0x5a5a5a5au}));
     CHECK(started.rank == v);
     CHECK(started.pid == (v ^ 0x5a5a5a5au));
     for (bool signaled : {false, true}) {
       for (bool stopped : {false, true}) {
-        const auto exited = hvd::worker::decode_exited(
-            hvd::worker::encode_exited({v, signaled, 255 - (v & 0xff), stopped}));
+        const auto exited = hvd::agent::decode_exited(
+            hvd::agent::encode_exited({v, signaled, 255 - (v & 0xff), stopped}));
         CHECK(exited.rank == v);
         CHECK(exited.signaled == signaled);
         CHECK(exited.value == 255 - (v & 0xff));
@@ -242,29 +242,29 @@ TEST_CASE("started and exited payloads round-trip", "[protocol]") {
 }
 
 TEST_CASE("short or malformed packed payloads throw", "[protocol]") {
-  const std::string output = hvd::worker::encode_output({1, hvd::worker::Stream::kStdout, ""});
-  const std::string started = hvd::worker::encode_started({1, 2});
-  const std::string exited = hvd::worker::encode_exited({1, true, 9});
+  const std::string output = hvd::agent::encode_output({1, hvd::agent::Stream::kStdout, ""});
+  const std::string started = hvd::agent::encode_started({1, 2});
+  const std::string exited = hvd::agent::encode_exited({1, true, 9});
   for (size_t n = 0; n < output.size(); ++n) {
-    require_error([&] { hvd::worker::decode_output(output.substr(0, n)); }, {"output", "short"});
+    require_error([&] { hvd::agent::decode_output(output.substr(0, n)); }, {"output", "short"});
   }
   for (size_t n = 0; n < started.size(); ++n) {
-    require_error([&] { hvd::worker::decode_started(started.substr(0, n)); }, {"started", "short"});
+    require_error([&] { hvd::agent::decode_started(started.substr(0, n)); }, {"started", "short"});
   }
   for (size_t n = 0; n < exited.size(); ++n) {
-    require_error([&] { hvd::worker::decode_exited(exited.substr(0, n)); }, {"exited", "short"});
+    require_error([&] { hvd::agent::decode_exited(exited.substr(0, n)); }, {"exited", "short"});
   }
   // A stream other than stdout (1) or stderr (2).
   for (char stream : {'\0', '\3', '\xff'}) {
     std::string bad = output;
     bad[4] = stream;
-    require_error([&] { hvd::worker::decode_output(bad); }, {"stream"});
+    require_error([&] { hvd::agent::decode_output(bad); }, {"stream"});
   }
   // Flags other than 1 (a signal) and 2 (after a stop).
   for (char flags : {'\4', '\x83', '\xff'}) {
     std::string bad = exited;
     bad[4] = flags;
-    require_error([&] { hvd::worker::decode_exited(bad); }, {"exited", "flags"});
+    require_error([&] { hvd::agent::decode_exited(bad); }, {"exited", "flags"});
   }
 }
 
@@ -273,20 +273,20 @@ TEST_CASE("short or malformed packed payloads throw", "[protocol]") {
 
 namespace {
 
-hvd::worker::JobSpec sample_spec() {
-  hvd::worker::JobSpec spec;
-  spec.protocol = hvd::worker::kProtocolVersion;
+hvd::agent::JobSpec sample_spec() {
+  hvd::agent::JobSpec spec;
+  spec.protocol = hvd::agent::kProtocolVersion;
   spec.host = "worker-1";
   spec.argv = {"./train", "--name=caf\xc3\xa9",        "\xff\xfe not utf-8", "two\nlines",
                "",        "tab\tand \"quotes\" and \\"};
   spec.cwd = "/data/run-\xe9";  // latin-1 directory name
   spec.grace_seconds = 2.5;
-  hvd::worker::RankSpec r0;
+  hvd::agent::RankSpec r0;
   r0.rank = 0;
   r0.env = {{"HOROVOD_RANK", "0"},    {"BINARY", "\x80\x81\x82\0\xc0\xaf"s},
             {"MULTI", "a\nb\r\nc\n"}, {"EMPTY", ""},
             {"HAS_EQUALS", "k=v=w"},  {"_lower_ok9", "\xf0\x9f\x98\x80"}};
-  hvd::worker::RankSpec r1;
+  hvd::agent::RankSpec r1;
   r1.rank = 5;
   r1.env = {{"HOROVOD_RANK", "5"}, {"SURROGATE", "\xed\xa0\x80"}};
   spec.ranks = {r0, r1};
@@ -294,7 +294,7 @@ hvd::worker::JobSpec sample_spec() {
 }
 
 std::string spec_with(const std::function<void(nlohmann::json&)>& change) {
-  nlohmann::json doc = nlohmann::json::parse(hvd::worker::encode_spec(sample_spec()));
+  nlohmann::json doc = nlohmann::json::parse(hvd::agent::encode_spec(sample_spec()));
   change(doc);
   return doc.dump();
 }
@@ -302,8 +302,8 @@ std::string spec_with(const std::function<void(nlohmann::json&)>& change) {
 }  // namespace
 
 TEST_CASE("job spec round-trips argv and env bytes that are not UTF-8", "[protocol]") {
-  const hvd::worker::JobSpec spec = sample_spec();
-  const std::string text = hvd::worker::encode_spec(spec);
+  const hvd::agent::JobSpec spec = sample_spec();
+  const std::string text = hvd::agent::encode_spec(spec);
   // The text itself is valid JSON (and UTF-8), whatever the bytes inside.
   CHECK(hvd::is_valid_utf8(text));
   nlohmann::json doc;
@@ -313,7 +313,7 @@ TEST_CASE("job spec round-trips argv and env bytes that are not UTF-8", "[protoc
   CHECK(doc["ranks"][0]["env"][1][1].contains("base64"));
   CHECK(text.find('\n') == std::string::npos);  // one line of JSON
 
-  const hvd::worker::JobSpec back = hvd::worker::decode_spec(text);
+  const hvd::agent::JobSpec back = hvd::agent::decode_spec(text);
   CHECK(back == spec);
   CHECK(back.argv[2] == "\xff\xfe not utf-8");
   CHECK(back.ranks[0].env[1].second == "\x80\x81\x82\0\xc0\xaf"s);
@@ -324,27 +324,27 @@ TEST_CASE("job spec round-trips argv and env bytes that are not UTF-8", "[protoc
 
 TEST_CASE("elastic frames: rank events and generation notices round-trip, bad ones throw",
           "[protocol]") {
-  using hvd::worker::decode_generation;
-  using hvd::worker::decode_rank_event;
-  const auto event = decode_rank_event(hvd::worker::encode_rank_event({7, "joined 3"}));
+  using hvd::agent::decode_generation;
+  using hvd::agent::decode_rank_event;
+  const auto event = decode_rank_event(hvd::agent::encode_rank_event({7, "joined 3"}));
   CHECK(event.worker == 7);
   CHECK(event.line == "joined 3");
-  const auto notice = decode_generation(hvd::worker::encode_generation({4, {0, 2, 65536}}));
+  const auto notice = decode_generation(hvd::agent::encode_generation({4, {0, 2, 65536}}));
   CHECK(notice.generation == 4);
   CHECK(notice.workers == std::vector<uint32_t>{0, 2, 65536});
-  CHECK(decode_generation(hvd::worker::encode_generation({1, {}})).workers.empty());
+  CHECK(decode_generation(hvd::agent::encode_generation({1, {}})).workers.empty());
 
   require_error([] { decode_rank_event("abc"); }, {"too short"});
   require_error([] { decode_rank_event(std::string(4, '\0') + "two\nlines"); }, {"one line"});
   require_error(
       [] {
         decode_rank_event(std::string(4, '\0') +
-                          std::string(hvd::worker::kMaxRankEventLine + 1, 'x'));
+                          std::string(hvd::agent::kMaxRankEventLine + 1, 'x'));
       },
       {"at most 256"});
   // A count that does not match the payload (a lie or a truncated frame) is refused, and a huge
   // count allocates nothing.
-  std::string lying = hvd::worker::encode_generation({1, {5}});
+  std::string lying = hvd::agent::encode_generation({1, {5}});
   lying[7] = 2;
   require_error([&] { decode_generation(lying); }, {"for 2 workers"});
   lying[4] = '\xff';
@@ -353,28 +353,28 @@ TEST_CASE("elastic frames: rank events and generation notices round-trip, bad on
 }
 
 TEST_CASE("job spec carries the elastic flag, absent when false", "[protocol]") {
-  hvd::worker::JobSpec spec = sample_spec();
-  CHECK_FALSE(nlohmann::json::parse(hvd::worker::encode_spec(spec)).contains("elastic"));
-  CHECK_FALSE(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)).elastic);
+  hvd::agent::JobSpec spec = sample_spec();
+  CHECK_FALSE(nlohmann::json::parse(hvd::agent::encode_spec(spec)).contains("elastic"));
+  CHECK_FALSE(hvd::agent::decode_spec(hvd::agent::encode_spec(spec)).elastic);
   spec.elastic = true;
-  CHECK(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)) == spec);
+  CHECK(hvd::agent::decode_spec(hvd::agent::encode_spec(spec)) == spec);
   require_error(
-      [] { hvd::worker::decode_spec(spec_with([](nlohmann::json& d) { d["elastic"] = 1; })); },
+      [] { hvd::agent::decode_spec(spec_with([](nlohmann::json& d) { d["elastic"] = 1; })); },
       {"'elastic' is not true or false"});
 }
 
 TEST_CASE("a ping carries the agent's silence limit in ms, any other size is refused",
           "[protocol]") {
-  CHECK(hvd::worker::decode_ping(hvd::worker::encode_ping(60000)) == 60000);
-  CHECK(hvd::worker::decode_ping(hvd::worker::encode_ping(0)) == 0);
-  CHECK(hvd::worker::encode_ping(0x01020304) == std::string("\x01\x02\x03\x04", 4));
-  require_error([] { hvd::worker::decode_ping(""); }, {"ping"});
-  require_error([] { hvd::worker::decode_ping(std::string(5, '\0')); }, {"a ping of 5 bytes"});
+  CHECK(hvd::agent::decode_ping(hvd::agent::encode_ping(60000)) == 60000);
+  CHECK(hvd::agent::decode_ping(hvd::agent::encode_ping(0)) == 0);
+  CHECK(hvd::agent::encode_ping(0x01020304) == std::string("\x01\x02\x03\x04", 4));
+  require_error([] { hvd::agent::decode_ping(""); }, {"ping"});
+  require_error([] { hvd::agent::decode_ping(std::string(5, '\0')); }, {"a ping of 5 bytes"});
 }
 
 TEST_CASE("job spec round-trips random binary values", "[protocol]") {
   std::mt19937 rng(99);
-  hvd::worker::JobSpec spec = sample_spec();
+  hvd::agent::JobSpec spec = sample_spec();
   for (int i = 0; i < 50; ++i) {
     std::string value;
     const size_t size = rng() % 40;
@@ -382,17 +382,17 @@ TEST_CASE("job spec round-trips random binary values", "[protocol]") {
     spec.argv.push_back(value);
     spec.ranks[1].env.emplace_back("V" + std::to_string(i), value);
   }
-  CHECK(hvd::worker::decode_spec(hvd::worker::encode_spec(spec)) == spec);
+  CHECK(hvd::agent::decode_spec(hvd::agent::encode_spec(spec)) == spec);
 }
 
 TEST_CASE("decode_spec rejects a wrong protocol version", "[protocol]") {
   const std::string text = spec_with([](nlohmann::json& d) { d["protocol"] = 99; });
   try {
-    hvd::worker::decode_spec(text);
+    hvd::agent::decode_spec(text);
     FAIL("expected an hvd::Error");
   } catch (const hvd::Error& e) {
     CHECK_THAT(e.what(), Contains("protocol 99"));
-    CHECK_THAT(e.what(), Contains(std::to_string(hvd::worker::kProtocolVersion)));
+    CHECK_THAT(e.what(), Contains(std::to_string(hvd::agent::kProtocolVersion)));
     CHECK_THAT(e.hint(), Contains("same hvdrun version"));
   }
 }
@@ -400,32 +400,32 @@ TEST_CASE("decode_spec rejects a wrong protocol version", "[protocol]") {
 TEST_CASE("decode_spec rejects an empty command", "[protocol]") {
   require_error(
       [] {
-        hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"] = nlohmann::json::array(); }));
+        hvd::agent::decode_spec(spec_with([](auto& d) { d["argv"] = nlohmann::json::array(); }));
       },
       {"job spec", "command"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"] = {""}; })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d["argv"] = {""}; })); },
                 {"job spec", "command"});
 }
 
 TEST_CASE("decode_spec rejects a relative working directory", "[protocol]") {
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["cwd"] = "data/run"; })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d["cwd"] = "data/run"; })); },
                 {"working directory", "data/run", "absolute"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["cwd"] = ""; })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d["cwd"] = ""; })); },
                 {"working directory", "absolute"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d.erase("cwd"); })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d.erase("cwd"); })); },
                 {"cwd"});
 }
 
 TEST_CASE("decode_spec rejects a spec without ranks", "[protocol]") {
   require_error(
       [] {
-        hvd::worker::decode_spec(spec_with([](auto& d) { d["ranks"] = nlohmann::json::array(); }));
+        hvd::agent::decode_spec(spec_with([](auto& d) { d["ranks"] = nlohmann::json::array(); }));
       },
       {"no ranks"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d.erase("ranks"); })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d.erase("ranks"); })); },
                 {"'ranks'", "missing"});
   require_error(
-      [] { hvd::worker::decode_spec(spec_with([](auto& d) { d["ranks"][0]["rank"] = "0"; })); },
+      [] { hvd::agent::decode_spec(spec_with([](auto& d) { d["ranks"][0]["rank"] = "0"; })); },
       {"rank"});
 }
 
@@ -435,12 +435,11 @@ TEST_CASE("decode_spec rejects bad environment variable names", "[protocol]") {
     const std::string text = spec_with([&](nlohmann::json& d) {
       d["ranks"][1]["env"].push_back({name, "value"});
     });
-    require_error([&] { hvd::worker::decode_spec(text); }, {"rank 5", "not a valid variable name"});
+    require_error([&] { hvd::agent::decode_spec(text); }, {"rank 5", "not a valid variable name"});
   }
   require_error(
       [] {
-        hvd::worker::decode_spec(
-            spec_with([](auto& d) { d["ranks"][0]["env"] = {{"ONLY_NAME"}}; }));
+        hvd::agent::decode_spec(spec_with([](auto& d) { d["ranks"][0]["env"] = {{"ONLY_NAME"}}; }));
       },
       {"rank 0", "env"});
 }
@@ -448,35 +447,35 @@ TEST_CASE("decode_spec rejects bad environment variable names", "[protocol]") {
 TEST_CASE("decode_spec rejects text that is not a JSON object", "[protocol]") {
   for (const std::string text : {"", "not json", "{\"protocol\": 1", "[]", "42", "null"}) {
     INFO("text '" << text << "'");
-    require_error([&] { hvd::worker::decode_spec(text); }, {"job spec", "JSON"});
+    require_error([&] { hvd::agent::decode_spec(text); }, {"job spec", "JSON"});
   }
 }
 
 TEST_CASE("decode_spec names a missing or mistyped field", "[protocol]") {
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d.erase("argv"); })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d.erase("argv"); })); },
                 {"'argv'", "missing"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"] = "./train"; })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d["argv"] = "./train"; })); },
                 {"'argv'", "wrong type"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["protocol"] = "1"; })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d["protocol"] = "1"; })); },
                 {"'protocol'", "wrong type"});
-  require_error([] { hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"][0] = 7; })); },
+  require_error([] { hvd::agent::decode_spec(spec_with([](auto& d) { d["argv"][0] = 7; })); },
                 {"argv"});
   require_error(
       [] {
-        hvd::worker::decode_spec(spec_with([](auto& d) { d["argv"][0] = {{"base64", "!!"}}; }));
+        hvd::agent::decode_spec(spec_with([](auto& d) { d["argv"][0] = {{"base64", "!!"}}; }));
       },
       {"argv"});
   require_error(
-      [] { hvd::worker::decode_spec(spec_with([](auto& d) { d["grace_seconds"] = -1; })); },
+      [] { hvd::agent::decode_spec(spec_with([](auto& d) { d["grace_seconds"] = -1; })); },
       {"grace"});
 }
 
 TEST_CASE("signal frames carry SIGUSR1 or SIGUSR2 and nothing else", "[protocol]") {
-  CHECK(hvd::worker::decode_signal(hvd::worker::encode_signal(SIGUSR1)) == SIGUSR1);
-  CHECK(hvd::worker::decode_signal(hvd::worker::encode_signal(SIGUSR2)) == SIGUSR2);
+  CHECK(hvd::agent::decode_signal(hvd::agent::encode_signal(SIGUSR1)) == SIGUSR1);
+  CHECK(hvd::agent::decode_signal(hvd::agent::encode_signal(SIGUSR2)) == SIGUSR2);
   for (const std::string& bad :
-       {hvd::worker::encode_signal(SIGKILL), hvd::worker::encode_signal(SIGTERM), std::string(),
-        hvd::worker::encode_signal(SIGUSR1) + "x"}) {
-    require_error([&] { hvd::worker::decode_signal(bad); }, {"signal"});
+       {hvd::agent::encode_signal(SIGKILL), hvd::agent::encode_signal(SIGTERM), std::string(),
+        hvd::agent::encode_signal(SIGUSR1) + "x"}) {
+    require_error([&] { hvd::agent::decode_signal(bad); }, {"signal"});
   }
 }

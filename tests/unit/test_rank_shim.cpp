@@ -1,5 +1,5 @@
-// hvdrun --rank-shim's pure part (launcher/rank_shim.h): Open MPI's per-rank variables and the
-// plan's layout become the contract a native launch sets; a broken contract is named. And the
+// hvdrun --rank-shim's pure part (launcher/mpirun/rank_shim.h): Open MPI's per-rank variables and
+// the plan's layout become the contract a native launch sets; a broken contract is named. And the
 // mpirun command that puts the shim in front of the user's command.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "launcher/mpi_command.h"
-#include "launcher/rank_shim.h"
+#include "launcher/mpirun/mpi_command.h"
+#include "launcher/mpirun/rank_shim.h"
 
 using hvd::launcher::rank_shim_env;
 using Vars = std::map<std::string, std::string>;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "contract/rendezvous.h"
-#include "launcher/rendezvous_server.h"
+#include "launcher/native/rendezvous_server.h"
 
 using hvd::launcher::RendezvousServer;
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "launcher/rendezvous_server.h"
+#include "launcher/native/rendezvous_server.h"
 
 using hvd::UniqueFd;
 using hvd::launcher::HttpLimits;

@@ -1,7 +1,8 @@
-// The restart policy (launcher/restarts.h), pure: which failures get another attempt, the backoff.
+// The restart policy (launcher/core/restarts.h), pure: which failures get another attempt, the
+// backoff.
 #include <catch2/catch.hpp>
 
-#include "launcher/restarts.h"
+#include "launcher/core/restarts.h"
 
 using hvd::ErrorKind;
 using hvd::launcher::backoff_before;

@@ -1,11 +1,12 @@
-// Host names from a scheduler get -H's checks (launcher/scheduler_hosts.h), issue 51 finding 15.
+// Host names from a scheduler get -H's checks (launcher/plan/scheduler_hosts.h), issue 51
+// finding 15.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <map>
 #include <string>
 
 #include "common/error.h"
-#include "launcher/scheduler_hosts.h"
+#include "launcher/plan/scheduler_hosts.h"
 
 using Catch::Matchers::Contains;
 using hvd::launcher::HostsSource;

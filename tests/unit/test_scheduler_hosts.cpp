@@ -1,4 +1,4 @@
-// Hosts from a scheduler's allocation or an operator's hostfile (launcher/scheduler_hosts.h):
+// Hosts from a scheduler's allocation or an operator's hostfile (launcher/plan/scheduler_hosts.h):
 // Slurm's hostlist and per-node count grammars, PBS/Torque, LSF and Open MPI's default hostfile,
 // and which source wins. Pure: the environment and the files are maps.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "launcher/scheduler_hosts.h"
+#include "launcher/plan/scheduler_hosts.h"
 
 using Catch::Matchers::Contains;
 using hvd::launcher::choose_hosts;

@@ -1,0 +1,99 @@
+#include "agent/agent_connect.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "agent/agent.h"
+#include "common/fd_io.h"
+#include "common/unique_fd.h"
+
+namespace hvd::agent {
+namespace {
+
+// One connect with a deadline; an invalid fd when it did not work.
+UniqueFd connect_to(const std::string& host, const std::string& port,
+                    std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0) return {};
+  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  bool ok = fd.valid();
+  if (ok && ::connect(fd.get(), res->ai_addr, res->ai_addrlen) != 0) {
+    pollfd p{fd.get(), POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    ok = errno == EINPROGRESS && ::poll(&p, 1, static_cast<int>(timeout.count())) == 1 &&
+         ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  }
+  ::freeaddrinfo(res);
+  if (!ok) return {};
+  ::fcntl(fd.get(), F_SETFL, 0);  // blocking, as a pipe would be
+  int yes = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+  return fd;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+std::string agent_preamble(std::string_view token, std::string_view node) {
+  std::string out(kAgentPreambleMagic);
+  out += ' ';
+  out += token;
+  out += ' ';
+  out += node;
+  out += '\n';
+  return out;
+}
+
+int run_connecting_agent() {
+  const std::string target = env_or(std::string(kAgentConnectVar).c_str(), "");
+  const std::string token = env_or(std::string(kAgentTokenVar).c_str(), "");
+  ::unsetenv(std::string(kAgentConnectVar).c_str());
+  ::unsetenv(std::string(kAgentTokenVar).c_str());
+  // srun passes the user's environment on: a login session's SSH_CONNECTION says nothing about
+  // how this agent was reached, and the hello must not claim it.
+  ::unsetenv("SSH_CONNECTION");
+  std::istringstream words(target);
+  std::string addresses, port;
+  if (!(words >> addresses >> port) || token.empty()) {
+    std::fprintf(stderr, "hvdrun agent: %s and %s must be set by the launcher\n",
+                 std::string(kAgentConnectVar).c_str(), std::string(kAgentTokenVar).c_str());
+    return 2;
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string node = env_or("SLURMD_NODENAME", host);
+  UniqueFd fd;
+  std::stringstream list(addresses);
+  for (std::string address; !fd.valid() && std::getline(list, address, ',');) {
+    if (address == kAgentConnectSrunHost) address = env_or("SLURM_SRUN_COMM_HOST", "");
+    if (!address.empty()) fd = connect_to(address, port, std::chrono::milliseconds(5000));
+  }
+  if (!fd.valid()) {
+    std::fprintf(stderr, "hvdrun agent on %s: cannot connect to the launcher at %s port %s\n",
+                 node.c_str(), addresses.c_str(), port.c_str());
+    return 2;
+  }
+  if (!write_all(fd.get(), agent_preamble(token, node))) return 2;
+  return run_agent(fd.get(), fd.get());
+}
+
+}  // namespace hvd::agent

@@ -1,0 +1,159 @@
+// Launchers: one interface, several ways to start the ranks of a Plan.
+//
+// A launcher takes the same Plan (launcher/plan/plan.h) and options and returns the same kind of
+// result; it also says what it would run, which `hvdrun --dry-run` prints. Today's launchers are
+// "native" (hvdrun's agent on every host: a local child, or over one SSH session per host;
+// native_launcher.h) and "mpirun" (Open MPI's mpirun; mpi_launcher.h). Both run on the same core
+// (supervisor.h): tagged output, fail-fast, signal forwarding, the root-cause report.
+//
+// Adding one: a file pair implementing Launcher (its own folder under launcher/), one line in the
+// registry (launcher/registry.cpp), and the flag that names it (cli/options.cpp);
+// docs/architecture.md has the recipe.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "common/port_range.h"
+#include "launcher/core/net_check.h"
+#include "launcher/core/output_router.h"
+#include "launcher/plan/plan.h"
+#include "ssh/host_check.h"
+#include "ssh/options.h"
+
+namespace hvd::launcher {
+
+// How the native launcher starts its agents on remote hosts (--launcher).
+enum class AgentLaunch {
+  kSsh,   // one SSH session per host (and a local child for this machine)
+  kSrun,  // one srun step with a task per node, which connects back (srun_agents.h)
+};
+
+// Elastic training (--min-np; docs/elastic.md): a failed rank leaves the job, which goes on with
+// the others in a new generation, while at least min_np remain.
+struct ElasticOptions {
+  int min_np = 1;
+  int max_np = 1;                  // above -np: the job grows onto its hosts' free slots
+  std::optional<int> reset_limit;  // --reset-limit: new generations allowed after the first
+  std::chrono::milliseconds timeout{600000};  // --elastic-timeout
+  int failure_limit = 1;                      // --host-failure-limit, per slot
+  // --blacklist-cooldown-range MIN MAX (seconds); nullopt: a failed slot is out for good.
+  std::optional<std::pair<double, double>> cooldown;
+  // --host-discovery-script: run every `discovery_interval` (its first list made the plan).
+  std::optional<std::string> discovery_script;
+  std::chrono::milliseconds discovery_interval{1000};
+  int slots_per_host = 1;
+};
+
+// --max-np without a bound (horovodrun's default with a discovery script).
+inline constexpr int kUnboundedNp = 1 << 20;
+
+// Everything a launcher needs besides the plan. Each launcher reads what concerns it.
+struct LaunchOptions {
+  AgentLaunch agents = AgentLaunch::kSsh;          // native: ssh or srun
+  std::string cwd;                                 // absolute; the ranks' working directory
+  double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
+  std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
+  // --keepalive: a host whose agent is silent this long while the job runs is lost (0: never).
+  std::chrono::milliseconds keepalive{30000};
+  // --timeout: the whole job (each attempt) is stopped this long after it started (0: never).
+  std::chrono::milliseconds job_timeout{0};
+  std::optional<std::string> output_dir;  // --output-filename
+  // --max-restarts: this attempt's folder ("attempt.K") in output_dir, made and opened there
+  // without following a symbolic link (as rank.N below it).
+  std::optional<std::string> output_subdir;
+  LineFormat line_format;                         // --no-tag-output, --timestamp-output
+  std::string hvdrun_path;                        // the local agent binary (this hvdrun)
+  ssh::SshOptions ssh;                            // how remote hosts are reached
+  bool stdout_to_stderr = false;                  // --json keeps stdout for the result document
+  PortRange port_range;                           // --port-range: rendezvous, probes, MASTER_PORT
+  bool check_net_full = false;                    // --check-net-full: probe every pair of hosts
+  std::chrono::milliseconds probe_timeout{5000};  // each network probe's connect and greeting
+  std::string mpirun = "mpirun";                  // mpirun: the program
+  std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
+  std::optional<std::vector<std::string>> binding_args;  // mpirun: --binding-args, in words
+  std::optional<ElasticOptions> elastic;                 // native, local hosts only for now
+};
+
+struct RankOutcome {
+  int rank = 0;
+  int host_index = 0;
+  std::string host;  // the host's name as the plan (or, elastic, the discovery) has it
+  int local_rank = 0;
+  bool started = false;
+  long pid = 0;
+  bool exited = false;
+  bool signaled = false;
+  int value = 0;                   // exit code, or signal number
+  bool stopped_by_hvdrun = false;  // it ended because hvdrun stopped the job
+  std::deque<std::string> last_stderr;
+
+  bool failed() const { return exited && (signaled || value != 0); }
+  int exit_code() const { return signaled ? 128 + value : value; }
+};
+
+// What a launch learned about a host, once every agent said hello.
+struct HostFacts {
+  // A remote host: the address hvdrun's SSH session connected to, or (through srun) the node's
+  // NodeAddr.
+  std::string address;
+  std::string boot_id;
+};
+
+struct LaunchResult {
+  std::string launcher;              // the launcher's name
+  std::vector<std::string> command;  // what it ran (the agent command, mpirun's argv)
+  std::vector<RankOutcome> ranks;
+  std::optional<int> first_failure;  // index into ranks
+  // A rank failed, but which is not known (mpirun said so without naming it); `error` says it.
+  bool unnamed_rank_failed = false;
+  std::optional<Failure> error;       // a host-level failure (could not start, agent lost, ...)
+  int interrupted_by = 0;             // the signal that interrupted hvdrun, or 0
+  std::string stopped_by = "hvdrun";  // who stopped the other ranks after the first failure
+  // Elastic jobs: why first_failure ended the job when other failures did not ("elastic: 1 rank
+  // left, fewer than --min-np 2"); empty when it was simply the first failure.
+  std::string elastic_end;
+  // From when the launcher's job began (after the SSH logins) until every rank was started;
+  // nullopt when not known: a rank never started, or mpirun, which does not say when its ranks
+  // start.
+  std::optional<std::chrono::milliseconds> start_time;
+  std::chrono::milliseconds total_time{0};   // from the same point until the job ended
+  std::vector<ssh::HostCheck> ssh_failures;  // hosts that failed an SSH stage: nothing ran
+  // Hosts whose agent did not end within the grace period and margin of the stop: hvdrun
+  // stopped waiting for them (their ranks are stopped by the agent's dead-man switch).
+  std::vector<std::string> abandoned;
+  // Hosts lost while the job ran (their link closed or went silent, their agent died).
+  std::vector<std::string> lost_hosts;
+  std::optional<NetCheck> net;   // once every host probed
+  std::vector<HostFacts> hosts;  // by host, once every agent said hello
+  // The launcher's own facts for the --json result, as top-level keys (native: "rendezvous").
+  nlohmann::ordered_json details = nlohmann::ordered_json::object();
+  int exit_code = 0;
+};
+
+// What a launcher would run, for `--dry-run`: one line per command (each as argv words, values
+// known only at launch shown as "<set at launch: ...>").
+struct LaunchCommand {
+  std::string where;  // "on 10.0.0.2 over SSH", "mpirun on this machine"
+  std::vector<std::string> argv;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual std::string_view name() const = 0;
+  // What run() would start, without touching the network.
+  virtual std::vector<LaunchCommand> describe(const Plan& plan) const = 0;
+  // Runs the plan to the end. Throws hvd::Error only for what stops it before anything started.
+  virtual LaunchResult run(const Plan& plan) = 0;
+};
+
+}  // namespace hvd::launcher

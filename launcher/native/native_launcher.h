@@ -1,0 +1,34 @@
+// The native launcher (the default): hvdrun's own agent on every host (`hvdrun --agent`: a local
+// child, or over one SSH session per remote host, which is also that host's SSH check), the
+// network check between the hosts before any rank starts, the rendezvous server the ranks
+// bootstrap from, then the ranks; their output tagged on the console, the first failing rank
+// stops the job, Ctrl-C and SIGTERM forwarded, and an honest result (docs/exit-codes.md).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "launcher/core/launcher.h"
+
+namespace hvd::launcher {
+
+class NativeLauncher final : public Launcher {
+ public:
+  explicit NativeLauncher(LaunchOptions options) : options_(std::move(options)) {}
+  static std::unique_ptr<Launcher> make(LaunchOptions options);
+
+  std::string_view name() const override { return "native"; }
+  std::vector<LaunchCommand> describe(const Plan& plan) const override;
+  LaunchResult run(const Plan& plan) override;
+  // The network check alone (`--check-net`, and the mpirun launcher's check across hosts): the
+  // agents start and probe each other; no rank starts. The result's `net` and `hosts` say what
+  // they found.
+  LaunchResult check_network(const Plan& plan);
+
+ private:
+  LaunchResult launch(const Plan& plan, bool check_net_only);
+  LaunchResult launch_through_srun(const Plan& plan, bool check_net_only);
+  LaunchOptions options_;
+};
+
+}  // namespace hvd::launcher

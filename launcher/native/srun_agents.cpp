@@ -1,0 +1,350 @@
+#include "launcher/native/srun_agents.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <sstream>
+
+#include "agent/agent_connect.h"
+#include "common/bytes.h"
+#include "common/error.h"
+#include "common/fd_io.h"
+#include "common/port_range.h"
+#include "common/spare_fd.h"
+#include "launcher/core/tcp_listen.h"
+#include "launcher/native/rendezvous_server.h"  // random_token
+
+namespace hvd::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPreambleTime = std::chrono::seconds(5);
+constexpr const char* kLeanAgent = "hvdrun-agent";
+
+// An agent on a Slurm node, on its connection back to the launcher.
+class TcpAgent final : public AgentTransport {
+ public:
+  TcpAgent(UniqueFd fd, std::string reached_at, std::string launcher_address)
+      : fd_(std::move(fd)),
+        reached_at_(std::move(reached_at)),
+        launcher_address_(std::move(launcher_address)) {}
+  int read_fd() const override { return fd_.get(); }
+  int write_fd() const override { return fd_.get(); }
+  // The first node's agent carries srun's own stderr: every task's stderr comes out there.
+  UniqueFd& log() override { return log_; }
+  void set_log(UniqueFd log) { log_ = std::move(log); }
+  std::string log_label(const std::string&) const override { return ""; }  // "srun: ..." lines
+
+  void close_input() override { ::shutdown(fd_.get(), SHUT_WR); }
+  void abandon() override { ::shutdown(fd_.get(), SHUT_RDWR); }
+  bool gone(bool frames_ended) override { return frames_ended; }
+  bool remote() const override { return true; }
+  std::string lost_detail() const override { return " (its connection to the launcher closed)"; }
+  std::optional<AgentAddresses> addresses() const override {
+    return AgentAddresses{launcher_address_, reached_at_};
+  }
+
+ private:
+  UniqueFd fd_;
+  std::string reached_at_;
+  std::string launcher_address_;
+  UniqueFd log_;
+};
+
+std::string local_address_of(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
+  return text;
+}
+
+std::vector<std::string> node_names(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const HostPlan& h : plan.hosts) out.push_back(h.spec.host);
+  return out;
+}
+
+// What srun said so far, kept short for the error message.
+struct SrunText {
+  std::string partial;
+  std::deque<std::string> tail;
+  void feed(std::string_view bytes) {
+    partial.append(bytes);
+    for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
+      const std::string line = partial.substr(0, nl);
+      partial.erase(0, nl + 1);
+      spdlog::warn("{}{}", line.starts_with("srun:") ? "" : "srun: ", line);
+      tail.push_back(line);
+      if (tail.size() > 5) tail.pop_front();
+    }
+  }
+  std::string said() const {
+    std::string out;
+    for (const std::string& l : tail) out += (out.empty() ? "" : " / ") + l;
+    return out.empty() ? partial : out;
+  }
+};
+
+struct Pending {
+  UniqueFd fd;
+  std::string line;
+  Clock::time_point until;
+};
+
+// Whether `p` has a whole preamble line, received or waiting to be read: an agent's arrives in
+// one write right after it connects, and is checked at the loop's next turn. Peeks; takes
+// nothing. Only the line's end is looked at, never its bytes: a choice that depended on how much
+// of the token a connection got right would tell a stranger the token a character at a time.
+bool has_whole_line(const Pending& p) {
+  char buf[agent::kMaxPreamble];
+  const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 &&
+         std::string_view(buf, static_cast<size_t>(n)).find('\n') != std::string_view::npos;
+}
+
+// Makes room for one more pending connection. Under a flood of connections that say nothing the
+// oldest pending one may be an agent whose preamble came but was not read yet (accepts come in
+// batches): the oldest without a whole line goes first; only when every one has one, the oldest
+// (those lines are checked at the next turn anyway, and a wrong one closes its connection).
+void evict_one(std::deque<Pending>& pending) {
+  const auto victim = std::find_if(pending.begin(), pending.end(),
+                                   [](const Pending& p) { return !has_whole_line(p); });
+  pending.erase(victim != pending.end() ? victim : pending.begin());
+}
+
+constexpr std::size_t kMaxPending = 1024;
+
+// Accepts every connection waiting on `listener` into `pending`. Out of descriptors, a pending
+// stranger makes room, else the waiting connection is dropped on the spare descriptor: never a
+// listener left readable with nothing accepted (a busy loop).
+void accept_pending(int listener, std::deque<Pending>& pending, SpareDescriptor& spare) {
+  for (;;) {
+    UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn.valid()) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (!SpareDescriptor::out_of_descriptors(errno)) return;  // EAGAIN: none left
+      if (!pending.empty()) {
+        evict_one(pending);
+        continue;
+      }
+      if (!spare.drop_pending(listener)) return;
+      continue;
+    }
+    if (pending.size() >= kMaxPending) evict_one(pending);
+    pending.push_back({std::move(conn), {}, Clock::now() + kPreambleTime});
+  }
+}
+
+// Reads what a connection sent of its preamble, a byte at a time so that nothing after its
+// newline (the agent's hello frame follows at once) is taken. The host index it proves; -1 to
+// drop the connection, -2 to wait for more.
+int take_preamble(Pending& p, const std::string& token, const Plan& plan,
+                  const std::vector<bool>& have) {
+  for (;;) {
+    char c = 0;
+    const ssize_t n = ::recv(p.fd.get(), &c, 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -2;
+    if (n <= 0) return -1;
+    if (c == '\n') break;
+    p.line += c;
+    if (p.line.size() >= agent::kMaxPreamble) return -1;
+  }
+  std::istringstream words(p.line);
+  std::string magic, got_token, node;
+  if (!(words >> magic >> got_token >> node) || magic != agent::kAgentPreambleMagic ||
+      !same_secret(got_token, token)) {
+    return -1;
+  }
+  for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+    if (plan.hosts[h].spec.host == node && !have[h]) return static_cast<int>(h);
+  }
+  spdlog::warn("an agent for node {} connected, which the plan does not have or has already", node);
+  return -1;
+}
+
+}  // namespace
+
+std::vector<std::string> srun_agent_argv(const Plan& plan, const LaunchOptions& options) {
+  const std::string n = std::to_string(plan.hosts.size());
+  std::vector<std::string> argv{"srun",
+                                "--nodes=" + n,
+                                "--ntasks=" + n,
+                                "--ntasks-per-node=1",
+                                fmt::format("--nodelist={}", fmt::join(node_names(plan), ",")),
+                                "--whole",  // the node's whole allocation: ranks run in it
+                                "--kill-on-bad-exit=1",
+                                "--input=none",
+                                "--job-name=hvdrun-agents"};
+  // No --cpu-bind: the one task per node holds the node's whole allocation (--whole), so any
+  // binding Slurm applies covers every CPU the ranks (the agent's children) may use.
+  argv.insert(argv.end(), {srun_agent_program(options.hvdrun_path), "--agent-connect"});
+  return argv;
+}
+
+std::string srun_agent_program(const std::string& hvdrun_path) {
+  const std::filesystem::path lean = std::filesystem::path(hvdrun_path).parent_path() / kLeanAgent;
+  if (hvdrun_path.find('/') != std::string::npos && ::access(lean.c_str(), X_OK) == 0) {
+    return lean.string();
+  }
+  return hvdrun_path;
+}
+
+std::map<std::string, std::string> parse_scontrol_nodes(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name, addr;
+    for (std::string w; words >> w;) {
+      if (w.starts_with("NodeName=")) name = w.substr(9);
+      if (w.starts_with("NodeAddr=")) addr = w.substr(9);
+    }
+    if (!name.empty() && !addr.empty()) out[name] = addr;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> slurm_node_addresses(const std::vector<std::string>& nodes) {
+  ProcessSpec spec;
+  spec.argv = {"scontrol", "-o", "show", "node", fmt::format("{}", fmt::join(nodes, ","))};
+  spec.env = environ_strings();
+  spec.lookup_in_our_path = true;
+  const auto run = run_and_capture(spec);
+  if (!run || run->status.code() != 0) return {};
+  return parse_scontrol_nodes(run->output);
+}
+
+SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
+  const std::string token = random_token();
+  const std::vector<std::string> nodes = node_names(plan);
+  // Every address: the agents connect to where srun itself runs as the nodes see it
+  // (SLURM_SRUN_COMM_HOST in each task's environment), which only srun knows. The listener
+  // lives only until every agent has connected, and only the token makes a connection one.
+  auto [listener, port] =
+      listen_in_range("0.0.0.0", options.port_range, "the listener for the srun agents");
+  ::fcntl(listener.get(), F_SETFL, ::fcntl(listener.get(), F_GETFL) | O_NONBLOCK);
+  ProcessSpec spec;
+  spec.argv = srun_agent_argv(plan, options);
+  spec.env = environ_strings();
+  spec.env.push_back(
+      fmt::format("{}={} {}", agent::kAgentConnectVar, agent::kAgentConnectSrunHost, port));
+  spec.env.push_back(fmt::format("{}={}", agent::kAgentTokenVar, token));
+  spec.lookup_in_our_path = true;
+  spec.parent_death_signal = SIGKILL;  // srun killed alone cancels its step (its helper asks)
+  SrunAgents out;
+  out.srun = Process::spawn(spec);
+  if (!out.srun.started()) {
+    throw LauncherError("cannot start srun: " + out.srun.error(),
+                        "--launcher srun needs Slurm's srun on PATH (or use --launcher ssh)");
+  }
+
+  // The nodes' addresses while the step starts (srun takes tens of milliseconds; scontrol a few).
+  const std::map<std::string, std::string> node_addr = slurm_node_addresses(nodes);
+  if (node_addr.size() < nodes.size()) {
+    spdlog::warn(
+        "scontrol did not give every node's NodeAddr; those nodes are advertised at the "
+        "address their agent connected from");
+  }
+  std::vector<std::unique_ptr<TcpAgent>> transports(plan.hosts.size());
+  std::size_t connected = 0;
+  std::deque<Pending> pending;
+  SrunText srun_text;
+  const auto deadline = Clock::now() + options.start_timeout;
+  std::vector<bool> have(plan.hosts.size(), false);
+  SpareDescriptor spare;
+  while (connected < plan.hosts.size()) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      std::vector<std::string> late;
+      for (std::size_t h = 0; h < nodes.size(); ++h) {
+        if (!have[h]) late.push_back(nodes[h]);
+      }
+      throw TimeoutError(
+          fmt::format("start-up timed out after {:.0f} s in the agent handshake (srun); no agent "
+                      "connected from: {}{}",
+                      std::chrono::duration<double>(options.start_timeout).count(),
+                      fmt::join(late, ", "),
+                      srun_text.said().empty() ? "" : "; srun said: " + srun_text.said()),
+          "the step may wait for resources (squeue -s shows it), or the nodes cannot reach this "
+          "machine: raise --start-timeout, or check the network between them");
+    }
+    if (out.srun.try_reap()) {
+      throw RemoteError(
+          fmt::format("srun ended ({}) before every node's agent connected{}",
+                      out.srun.status()->signaled
+                          ? fmt::format("killed by signal {}", out.srun.status()->value)
+                          : fmt::format("exit {}", out.srun.status()->value),
+                      srun_text.said().empty() ? "" : "; srun said: " + srun_text.said()),
+          fmt::format("run hvdrun inside the allocation (salloc, sbatch), check that every node "
+                      "has {} at the same path, or use --launcher ssh",
+                      spec.argv[spec.argv.size() - 2]));
+    }
+    std::erase_if(pending, [&](const Pending& p) { return p.until <= now; });
+    std::vector<pollfd> fds{{listener.get(), POLLIN, 0}, {out.srun.err().get(), POLLIN, 0}};
+    for (const Pending& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
+    const int wait_ms = static_cast<int>(std::clamp<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count(), 1, 200));
+    if (::poll(fds.data(), fds.size(), wait_ms) <= 0) continue;
+    if (fds[1].revents != 0) {
+      char buf[4096];
+      const long n = read_some(out.srun.err().get(), buf, sizeof buf);
+      if (n > 0) srun_text.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    }
+    for (std::size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Pending& p = pending[i - 2];
+      const int h = take_preamble(p, token, plan, have);
+      if (h == -2) continue;
+      if (h >= 0 && !have[static_cast<std::size_t>(h)]) {
+        const std::size_t host = static_cast<std::size_t>(h);
+        have[host] = true;
+        ++connected;
+        ::fcntl(p.fd.get(), F_SETFL, 0);
+        int yes = 1;
+        ::setsockopt(p.fd.get(), IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+        const std::string launcher_address = local_address_of(p.fd.get());
+        const auto addr = node_addr.find(nodes[host]);
+        std::string reached = addr != node_addr.end() ? addr->second : "";
+        if (reached.empty()) {
+          sockaddr_in peer{};
+          socklen_t len = sizeof peer;
+          char text[INET_ADDRSTRLEN] = {};
+          if (::getpeername(p.fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
+            ::inet_ntop(AF_INET, &peer.sin_addr, text, sizeof text);
+          }
+          reached = text;
+        }
+        transports[host] = std::make_unique<TcpAgent>(std::move(p.fd), reached, launcher_address);
+      }
+      p.until = Clock::time_point{};  // taken or dropped
+    }
+    std::erase_if(pending, [](const Pending& p) { return p.until == Clock::time_point{}; });
+    if (fds[0].revents != 0) accept_pending(listener.get(), pending, spare);
+  }
+  // srun's stderr from here on: the first node's agent carries it (every task's stderr).
+  transports[0]->set_log(std::move(out.srun.err()));
+  for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+    out.agents.emplace_back(static_cast<int>(h), std::move(transports[h]));
+  }
+  return out;
+}
+
+}  // namespace hvd::launcher

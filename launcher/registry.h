@@ -1,0 +1,24 @@
+// The registry: every launcher by name. registry.cpp is the only file of the launcher wing that
+// names the concrete launchers (launcher/native/, launcher/mpirun/); the CLI builds a launcher
+// through it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "launcher/core/launcher.h"
+
+namespace hvd::launcher {
+
+// The registry: every launcher by name.
+struct LauncherEntry {
+  std::string_view name;
+  std::string_view summary;
+  std::unique_ptr<Launcher> (*make)(LaunchOptions options);
+};
+std::span<const LauncherEntry> launchers();
+// Throws UsageError for a name no launcher has.
+std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options);
+
+}  // namespace hvd::launcher
