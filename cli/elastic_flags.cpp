@@ -143,10 +143,6 @@ void validate_elastic(const Options& o) {
         "change size",
         "drop --mpi; libhvd then runs its collectives over Gloo");
   }
-  if (o.agent_launch == "srun") {
-    throw UsageError("elastic training (--min-np) through srun is not built yet",
-                     "run it with --launcher ssh, on this machine's hosts");
-  }
   if (o.max_restarts > 0) {
     throw UsageError("--max-restarts and --min-np were both given",
                      "use one: --min-np keeps the job running without the failed ranks, "

@@ -19,6 +19,7 @@
 #include "common/process.h"
 #include "common/user_account.h"
 #include "launcher/core/status_line.h"
+#include "launcher/native/agent_launch.h"
 #include "launcher/plan/discovery.h"
 #include "launcher/plan/scheduler_hosts.h"
 
@@ -156,22 +157,6 @@ launcher::LaunchOptions launch_options(const Options& o) {
   return options;
 }
 
-// --launcher: srun inside an allocation whose hosts hvdrun took from Slurm, else SSH.
-launcher::AgentLaunch agent_launch(const Options& o, const launcher::Plan& plan) {
-  if (o.agent_launch == "ssh") return launcher::AgentLaunch::kSsh;
-  const bool in_allocation = std::getenv("SLURM_JOB_ID") != nullptr;
-  if (o.agent_launch == "srun") {
-    if (!in_allocation) {
-      throw UsageError("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set)",
-                       "run hvdrun in salloc or an sbatch script, or use --launcher ssh");
-    }
-    return launcher::AgentLaunch::kSrun;
-  }
-  return plan.hosts_origin.kind == "slurm" && !path_of("srun").empty()
-             ? launcher::AgentLaunch::kSrun
-             : launcher::AgentLaunch::kSsh;
-}
-
 }  // namespace
 
 std::string path_of(const std::string& program) {
@@ -258,7 +243,14 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
   launcher::LaunchOptions options = launch_options(o);
   // Under --mpi (where --launcher is refused) the same choice says whether the network check's
   // agents and mpirun's daemons start through Slurm.
-  options.agents = agent_launch(o, plan);
+  options.agent_launch = o.agent_launch;
+  const launcher::AgentLaunchEntry& agents = launcher::choose_agent_launch(options, plan);
+  if (o.elastic() && !agents.elastic) {
+    throw UsageError(
+        fmt::format("elastic training (--min-np) through {} is not built yet{}", agents.name,
+                    o.agent_launch == "auto" ? " (chosen because the hosts came from Slurm)" : ""),
+        "run it with --launcher ssh");
+  }
   if (o.elastic()) {
     const int np = static_cast<int>(plan.ranks.size());
     options.elastic = launcher::ElasticOptions{

@@ -31,12 +31,6 @@
 
 namespace hvd::launcher {
 
-// How the native launcher starts its agents on remote hosts (--launcher).
-enum class AgentLaunch {
-  kSsh,   // one SSH session per host (and a local child for this machine)
-  kSrun,  // one srun step with a task per node, which connects back (srun_agents.h)
-};
-
 // Elastic training (--min-np; docs/elastic.md): a failed rank leaves the job, which goes on with
 // the others in a new generation, while at least min_np remain.
 struct ElasticOptions {
@@ -58,7 +52,9 @@ inline constexpr int kUnboundedNp = 1 << 20;
 
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
-  AgentLaunch agents = AgentLaunch::kSsh;          // native: ssh or srun
+  // How the agents start (--launcher; launcher/native/agent_launch.h): "ssh", "srun", or "auto"
+  // (srun inside an allocation whose hosts came from Slurm, else ssh).
+  std::string agent_launch = "auto";
   std::string cwd;                                 // absolute; the ranks' working directory
   double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
   std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started

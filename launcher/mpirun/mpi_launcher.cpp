@@ -19,6 +19,7 @@
 #include "launcher/core/supervisor.h"
 #include "launcher/core/tcp_listen.h"
 #include "launcher/mpirun/mpi_command.h"
+#include "launcher/native/agent_launch.h"
 #include "launcher/native/native_launcher.h"
 #include "ssh/check.h"
 
@@ -292,7 +293,7 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   return true;
 }
 
-MpiCommandInput command_input(const LaunchOptions& options) {
+MpiCommandInput command_input(const LaunchOptions& options, const Plan& plan) {
   MpiCommandInput input;
   input.mpirun = options.mpirun;
   input.as_root = ::geteuid() == 0;
@@ -302,7 +303,7 @@ MpiCommandInput command_input(const LaunchOptions& options) {
   input.binding_args = options.binding_args;
   // Inside the Slurm allocation the hosts came from: the network check's agents go through srun,
   // and so do mpirun's daemons.
-  input.through_slurm = options.agents == AgentLaunch::kSrun;
+  input.through_slurm = choose_agent_launch(options, plan).name == "srun";
   input.shim = options.ssh.agent_path;
   return input;
 }
@@ -327,7 +328,7 @@ std::unique_ptr<Launcher> MpiLauncher::make(LaunchOptions options) {
 }
 
 std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
-  MpiCommandInput input = command_input(options_);
+  MpiCommandInput input = command_input(options_, plan);
   input.placeholders = true;
   if (!has_remote_host(plan)) input.host_addresses = {"127.0.0.1"};
   input.shim_env = shim_environment(plan, "<set at launch>", "<set at launch>");
@@ -420,7 +421,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
     checked = std::move(check.net);
     known = std::move(check.hosts);
   }
-  MpiCommandInput input = command_input(options_);
+  MpiCommandInput input = command_input(options_, plan);
   LaunchResult before;
   if (!learn_hosts(plan, options_, known, input, before)) {
     before.launcher = std::string(name());

@@ -1,15 +1,10 @@
 #include "launcher/native/agent_starter.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include "common/error.h"
-#include "common/shell_quote.h"
-#include "launcher/native/remote_start.h"
-#include "ssh/connection.h"
-#include "ssh/remote_agent.h"
 
 namespace hvd::launcher {
 
@@ -17,65 +12,48 @@ struct AgentStarter::Shared {
   std::mutex mutex;
   Result result;
   UniqueFd ready_write;
-  ssh::CheckControl control;  // cancel() ends a login still running
+
+  void post(Result r) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      result = std::move(r);
+    }
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t n = ::write(ready_write.get(), &byte, 1);
+  }
 };
 
-namespace {
-
-void post(AgentStarter::Result& slot, std::mutex& mutex, AgentStarter::Result result,
-          const UniqueFd& ready) {
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    slot = std::move(result);
-  }
-  const char byte = 1;
-  [[maybe_unused]] const ssize_t n = ::write(ready.get(), &byte, 1);
-}
-
-}  // namespace
-
-AgentStarter::AgentStarter(ssh::SshTarget target, bool local, const ssh::SshOptions& options,
-                           const std::string& hvdrun_path)
-    : host_(target.host), shared_(std::make_shared<Shared>()) {
+void AgentStarter::open_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw LauncherError("no pipe for a joining host's agent");
   ready_read_.reset(fds[0]);
   shared_->ready_write.reset(fds[1]);
-  if (local) {
+}
+
+AgentStarter::AgentStarter(std::string host, Work work, std::function<void()> cancel)
+    : host_(std::move(host)), shared_(std::make_shared<Shared>()), cancel_(std::move(cancel)) {
+  open_pipe();
+  thread_ = std::jthread([shared = shared_, work = std::move(work)] {
     Result r;
     try {
-      r.transport = start_local_agent(hvdrun_path);
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    post(shared_->result, shared_->mutex, std::move(r), shared_->ready_write);
-    return;
-  }
-  thread_ = std::jthread([shared = shared_, target = std::move(target), options] {
-    Result r;
-    try {
-      ssh::CpuSlots slots(1);
-      ssh::Login login =
-          ssh::connect_and_login(target, options, slots, shared->control, ssh::Clock::now());
-      if (!login.connection) {
-        r.error = fmt::format("{}: {}{}", ssh::to_string(login.result.code), login.result.message,
-                              login.result.hint.empty() ? "" : " (" + login.result.hint + ")");
-      } else {
-        shared->control.unwatch();
-        login.connection->control = nullptr;
-        r.transport = ssh_agent_transport(ssh::RemoteAgent(
-            std::move(login.connection), shell_join(remote_agent_argv(options.agent_path))));
-      }
+      r = work();
     } catch (const std::exception& e) {
+      r.transport.reset();
       r.error = e.what();
     }
-    post(shared->result, shared->mutex, std::move(r), shared->ready_write);
+    shared->post(std::move(r));
   });
+}
+
+AgentStarter::AgentStarter(std::string host, Result result)
+    : host_(std::move(host)), shared_(std::make_shared<Shared>()) {
+  open_pipe();
+  shared_->post(std::move(result));
 }
 
 AgentStarter::~AgentStarter() {
   if (thread_.joinable()) {
-    shared_->control.cancel();
+    if (cancel_) cancel_();
     thread_.join();
   }
 }

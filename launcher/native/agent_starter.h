@@ -1,10 +1,11 @@
 // Elastic training: one host's agent started while the job runs (a host the discovery script
-// listed, or one whose cooldown ended), without stopping the launcher's loop. The SSH login (the
-// stages and codes of --check-ssh) and the agent's start run on a thread of their own; the loop
-// polls fd() and takes the result once it is readable. A local host's agent is a child process,
-// started at once.
+// listed, or one whose cooldown ended), without stopping the launcher's loop. What starting means
+// is the agent launch's (agent_launch.h: an SSH login with the stages and codes of --check-ssh,
+// a local child, a command of the user's); here it runs on a thread of its own, and the loop
+// polls fd() and takes the result once it is readable.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,7 +13,6 @@
 
 #include "common/unique_fd.h"
 #include "launcher/native/agent_transport.h"
-#include "ssh/options.h"
 
 namespace hvd::launcher {
 
@@ -22,11 +22,14 @@ class AgentStarter {
     std::unique_ptr<AgentTransport> transport;  // null when it failed
     std::string error;                          // why, with what to do
   };
+  using Work = std::function<Result()>;
 
-  // `target`: the host as the discovery listed it (user@ and its ssh config apply).
-  AgentStarter(ssh::SshTarget target, bool local, const ssh::SshOptions& options,
-               const std::string& hvdrun_path);
-  ~AgentStarter();  // cancels a login still running and joins its thread
+  // `work` runs on a thread of its own; `cancel` (may be empty) makes a `work` still running
+  // return soon: the destructor calls it, then joins.
+  AgentStarter(std::string host, Work work, std::function<void()> cancel);
+  // Already done (a child started at once): ready() from the start.
+  AgentStarter(std::string host, Result result);
+  ~AgentStarter();
   AgentStarter(const AgentStarter&) = delete;
   AgentStarter& operator=(const AgentStarter&) = delete;
 
@@ -37,9 +40,11 @@ class AgentStarter {
 
  private:
   struct Shared;
+  void open_pipe();
   std::string host_;
   UniqueFd ready_read_;
   std::shared_ptr<Shared> shared_;
+  std::function<void()> cancel_;
   std::jthread thread_;
 };
 

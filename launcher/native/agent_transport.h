@@ -8,7 +8,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "agent/interfaces.h"
+#include "common/error.h"
 #include "common/unique_fd.h"
 #include "ssh/remote_agent.h"
 
@@ -45,7 +48,20 @@ class AgentTransport {
   virtual std::string lost_detail() const = 0;
   // Who the lines of log() come from, for the launcher's log ("": the lines say it themselves).
   virtual std::string log_label(const std::string& host) const { return "agent on " + host; }
-  virtual std::optional<AgentAddresses> addresses() const { return std::nullopt; }
+  // Where the host's ranks listen and reach the launcher, when the transport decides it (an
+  // agent that connected back knows; --rsh-agent's chooses from the interfaces of the agent's
+  // hello); nullopt: the hello's SSH_CONNECTION says it. Throws hvd::Error when it cannot.
+  virtual std::optional<AgentAddresses> addresses(
+      const std::vector<agent::NetInterface>& /*agent_interfaces*/) const {
+    return std::nullopt;
+  }
+  // Why the agent is gone before its hello, when the transport can say it better than the
+  // launch's SSH-worded messages (`said`: its last stderr lines, " / "-joined); nullopt: those.
+  virtual std::optional<Failure> failed_before_hello(const std::string& /*said*/) const {
+    return std::nullopt;
+  }
+  // The command line that reproduces this agent's start, for messages ("": none to show).
+  virtual std::string command_line() const { return ""; }
 };
 
 // `hvdrun_path --agent` as a local child with pipes, and a login-like environment (HOME, USER,

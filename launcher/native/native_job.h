@@ -24,6 +24,7 @@
 #include "launcher/core/supervisor.h"
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/native/agent_conn.h"
+#include "launcher/native/agent_launch.h"
 #include "launcher/native/agent_starter.h"
 #include "launcher/native/job_specs.h"
 #include "launcher/native/native_launcher.h"
@@ -39,12 +40,14 @@ std::string spec_value(const agent::RankSpec& rank, std::string_view name);
 
 class NativeJob final : public Job {
  public:
+  // `launch` started `agents` and starts a joining host's (elastic jobs).
   NativeJob(const Plan& plan, const LaunchOptions& options, bool check_net_only,
-            Supervisor& supervisor, std::vector<AgentConn> agents)
+            Supervisor& supervisor, AgentLaunch& launch, std::vector<AgentConn> agents)
       : plan_(plan),
         options_(options),
         check_net_only_(check_net_only),
         sup_(supervisor),
+        launch_(launch),
         agents_(std::move(agents)),
         hosts_(plan.hosts) {}
   ~NativeJob() override;
@@ -141,6 +144,7 @@ class NativeJob final : public Job {
   const LaunchOptions& options_;
   const bool check_net_only_;  // --check-net: probe, then start nothing
   Supervisor& sup_;
+  AgentLaunch& launch_;
   std::vector<AgentConn> agents_;
   std::unique_ptr<RendezvousServer> rendezvous_;  // from the network check to the end
   LaunchFacts facts_;                             // known once every agent said hello

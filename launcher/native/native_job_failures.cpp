@@ -24,6 +24,16 @@ void NativeJob::agent_lost(AgentConn& agent) {
   }
   std::string said;
   for (const std::string& line : agent.log_tail) said += (said.empty() ? "" : " / ") + line;
+  // A transport that knows better (--rsh-agent's command) says why, with its command line.
+  if (!agent.hello) {
+    if (auto failure = agent.transport->failed_before_hello(said)) {
+      if (failure->kind == ErrorKind::kHostLost && !sup_.stopping()) {
+        sup_.result().lost_hosts.push_back(host);
+      }
+      sup_.fail(std::move(*failure));
+      return;
+    }
+  }
   // The login worked, but something else ran instead of the agent and failed (a forced
   // command= in authorized_keys): the same code and words as --check-ssh's probe gets. 126 and
   // 127 are the shell's "cannot run" and "not found": a missing agent, below.
@@ -122,9 +132,20 @@ void NativeJob::on_start_timeout() {
     late = &not_probed;
     hint = "those agents did not report their probes: an overloaded host; raise --start-timeout";
   }
+  // Agents a command of the user's starts (--rsh-agent): the command that hangs, to run by hand.
+  std::string commands;
+  if (!no_hello.empty()) {
+    for (const AgentConn& a : agents_) {
+      if (a.hello || a.transport->command_line().empty()) continue;
+      commands += fmt::format("; the command for {}: {}", host_of(a), a.transport->command_line());
+      hint =
+          "the --rsh-agent command did not start hvdrun's agent in time: run it by hand (it "
+          "should print nothing and wait for its job on stdin), or raise --start-timeout";
+    }
+  }
   sup_.fail({ErrorKind::kTimeout,
-             fmt::format("start-up timed out after {:.0f} s in the {} phase; late: {}", seconds,
-                         phase, fmt::join(*late, ", ")),
+             fmt::format("start-up timed out after {:.0f} s in the {} phase; late: {}{}", seconds,
+                         phase, fmt::join(*late, ", "), commands),
              hint});
 }
 

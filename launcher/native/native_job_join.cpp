@@ -35,9 +35,9 @@ void NativeJob::start_agent(const std::string& host) {
   const bool local = is_local_host(host, local_identity());
   spdlog::info("elastic: starting an agent on {}", host);
   try {
-    starters_.push_back(
-        std::make_unique<AgentStarter>(ssh::SshTarget{spec.host, spec.port, spec.user}, local,
-                                       options_.ssh, options_.hvdrun_path));
+    std::unique_ptr<AgentStarter> starter = launch_.start_one(spec, local);
+    if (!starter) throw LauncherError("this agent launch cannot start a host's agent mid-job");
+    starters_.push_back(std::move(starter));
   } catch (const Error& e) {
     apply(elastic_->on_join_failed(host, e.what(), Clock::now()));
   }
@@ -83,8 +83,13 @@ void NativeJob::admit_agents() {
 
 // A joining host's agent said hello (version checked): its slots are usable.
 void NativeJob::on_joiner_hello(AgentConn& agent) {
-  learn_addresses(agent);
   const std::string& host = host_of(agent);
+  try {
+    learn_addresses(agent);
+  } catch (const Error& e) {
+    joiner_lost(agent, e.what());
+    return;
+  }
   if (!elastic_running() || !elastic_->joining(host)) {  // the job moved on without it
     agent.retired = true;
     agent.transport->close_input();

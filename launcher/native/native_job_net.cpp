@@ -46,7 +46,12 @@ void NativeJob::on_hello(AgentConn& agent, const std::string& payload) {
 bool NativeJob::choose_addresses() {
   facts_.launcher_address_of.assign(plan_.hosts.size(), "127.0.0.1");
   facts_.reached_at.assign(plan_.hosts.size(), "");
-  for (const AgentConn& a : agents_) learn_addresses(a);
+  try {
+    for (const AgentConn& a : agents_) learn_addresses(a);
+  } catch (const Error& e) {
+    sup_.fail({e.kind(), e.what(), e.hint()});
+    return false;
+  }
   if (!plan_.network.active()) return true;
   facts_.chosen.resize(plan_.hosts.size());
   for (const AgentConn& a : agents_) {
@@ -68,7 +73,8 @@ void NativeJob::learn_addresses(const AgentConn& a) {
   const auto h = static_cast<size_t>(a.host_index);
   if (facts_.launcher_address_of.size() <= h) facts_.launcher_address_of.resize(h + 1, "127.0.0.1");
   if (facts_.reached_at.size() <= h) facts_.reached_at.resize(h + 1);
-  if (const auto known = a.transport->addresses()) {  // an agent that connected back
+  // An agent that connected back, or one that --rsh-agent started (from its interfaces).
+  if (const auto known = a.transport->addresses(a.hello->interfaces)) {
     facts_.launcher_address_of[h] = known->launcher_address;
     facts_.reached_at[h] = known->reached_at;
     if (facts_.launcher_address.empty()) facts_.launcher_address = known->launcher_address;

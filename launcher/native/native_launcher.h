@@ -1,5 +1,6 @@
 // The native launcher (the default): hvdrun's own agent on every host (`hvdrun --agent`: a local
-// child, or over one SSH session per remote host, which is also that host's SSH check), the
+// child, or over one SSH session per remote host, which is also that host's SSH check; or
+// through srun, or a command of the user's: agent_launch.h), the
 // network check between the hosts before any rank starts, the rendezvous server the ranks
 // bootstrap from, then the ranks; their output tagged on the console, the first failing rank
 // stops the job, Ctrl-C and SIGTERM forwarded, and an honest result (docs/exit-codes.md).
@@ -27,7 +28,6 @@ class NativeLauncher final : public Launcher {
 
  private:
   LaunchResult launch(const Plan& plan, bool check_net_only);
-  LaunchResult launch_through_srun(const Plan& plan, bool check_net_only);
   LaunchOptions options_;
 };
 

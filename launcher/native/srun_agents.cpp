@@ -56,7 +56,7 @@ class TcpAgent final : public AgentTransport {
   bool gone(bool frames_ended) override { return frames_ended; }
   bool remote() const override { return true; }
   std::string lost_detail() const override { return " (its connection to the launcher closed)"; }
-  std::optional<AgentAddresses> addresses() const override {
+  std::optional<AgentAddresses> addresses(const std::vector<agent::NetInterface>&) const override {
     return AgentAddresses{launcher_address_, reached_at_};
   }
 

@@ -4,6 +4,8 @@
 // error, 70 internal error or missing feature; `--json` is the only thing on stdout and parses;
 // human messages go to stderr and say what, where and what to do. Only --dry-run and the
 // early-exit flags are exercised: they touch no network, so these tests need no sshd fixture.
+#include <sys/stat.h>
+
 #include "tests/cli/cli_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
@@ -421,4 +423,35 @@ TEST_CASE("the dry run shows the port and user the ssh config gives a host", "[c
   INFO(show(table));
   CHECK_THAT(table.out, Contains("alice@h1:2222"));
   CHECK_THAT(table.out, !Contains("@h1:22\n"));
+}
+
+TEST_CASE("elastic training through srun is refused, also when auto chose srun", "[cli]") {
+  // A stand-in srun on PATH: auto's choice only looks for it (nothing runs in a dry run).
+  std::string bin = "/tmp/hvd-cli-srun-XXXXXX";
+  REQUIRE(::mkdtemp(bin.data()) != nullptr);
+  const TempFile srun("#!/bin/sh\nexit 0\n");
+  REQUIRE(std::rename(srun.path().c_str(), (bin + "/srun").c_str()) == 0);
+  REQUIRE(::chmod((bin + "/srun").c_str(), 0755) == 0);
+  const char* path = std::getenv("PATH");
+  const std::vector<std::pair<std::string, std::string>> slurm{
+      {"SLURM_JOB_ID", "5"},
+      {"SLURM_JOB_NODELIST", "n[1-2]"},
+      {"SLURM_TASKS_PER_NODE", "1(x2)"},
+      {"PATH", bin + ":" + (path != nullptr ? path : "/usr/bin:/bin")}};
+  const RunResult chosen = run_hvdrun({"--dry-run", "--min-np", "1", "true"}, slurm);
+  INFO(show(chosen));
+  CHECK(chosen.exit_code == kUsage);
+  CHECK_THAT(chosen.err, Contains("elastic training (--min-np) through srun is not built yet "
+                                  "(chosen because the hosts came from Slurm)"));
+  CHECK_THAT(chosen.err, Contains("--launcher ssh"));
+  const RunResult typed =
+      run_hvdrun({"--dry-run", "--launcher", "srun", "--min-np", "1", "true"}, slurm);
+  CHECK(typed.exit_code == kUsage);
+  CHECK_THAT(typed.err, Contains("elastic training (--min-np) through srun is not built yet"));
+  // The same job over SSH is planned.
+  const RunResult ssh =
+      run_hvdrun({"--dry-run", "--launcher", "ssh", "--min-np", "1", "true"}, slurm);
+  INFO(show(ssh));
+  CHECK(ssh.exit_code == kSuccess);
+  std::filesystem::remove_all(bin);
 }
