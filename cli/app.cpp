@@ -26,6 +26,7 @@
 #include "cli/check_build.h"
 #include "cli/engine_flags.h"
 #include "cli/launch_setup.h"
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "common/error.h"
 #include "common/process.h"
@@ -306,6 +307,7 @@ int execute(const Options& o) {
       launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
                           launcher::local_identity(), launcher::current_environment());
   plan.warnings.insert(plan.warnings.begin(), o.warnings.begin(), o.warnings.end());
+  if (auto moot = rsh_agent_warning(o)) plan.warnings.push_back(*moot);
   if (o.restart_backoff_s > launcher::kMaxBackoffSeconds) {
     plan.warnings.push_back(fmt::format(
         "--restart-backoff {:g}: a wait is at most {:g} s, so every restart waits {:g} s",

@@ -244,6 +244,7 @@ launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& p
   // Under --mpi (where --launcher is refused) the same choice says whether the network check's
   // agents and mpirun's daemons start through Slurm.
   options.agent_launch = o.agent_launch;
+  options.rsh_agent = o.rsh_agent;
   const launcher::AgentLaunchEntry& agents = launcher::choose_agent_launch(options, plan);
   if (o.elastic() && !agents.elastic) {
     throw UsageError(

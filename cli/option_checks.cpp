@@ -1,10 +1,13 @@
 #include "cli/option_checks.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "cli/elastic_flags.h"
 #include "common/error.h"
 #include "launcher/core/output_router.h"
+#include "launcher/native/rsh_launch.h"
 
 namespace hvd::cli {
 namespace {
@@ -45,9 +48,53 @@ void validate_checks(const Options& o) {
   }
 }
 
+// --rsh-agent: its template is valid and nothing contradicts it.
+void validate_rsh_agent(const Options& o) {
+  if (!o.rsh_agent) return;
+  launcher::parse_rsh_template(*o.rsh_agent);  // a usage error when it is not valid
+  if (o.agent_launch != "auto") {
+    throw UsageError(
+        fmt::format("--rsh-agent and --launcher {} were both given", o.agent_launch),
+        "use one: --rsh-agent starts each host's agent with your command, --launcher ssh or "
+        "srun with hvdrun's own way");
+  }
+  if (o.check_ssh) {
+    throw UsageError(
+        "--rsh-agent and --check-ssh were both given: with --rsh-agent no host is "
+        "reached over SSH",
+        "drop --check-ssh; --check-net starts every host's agent through the "
+        "--rsh-agent command and checks the network between them");
+  }
+  if (o.mpi()) {
+    throw UsageError("--rsh-agent with --mpi is not built yet (mpirun's plm_rsh_agent)",
+                     "drop --mpi: the native launch runs the job through --rsh-agent, with "
+                     "libhvd over Gloo");
+  }
+}
+
 }  // namespace
 
+std::optional<std::string> rsh_agent_warning(const Options& o) {
+  if (!o.rsh_agent) return std::nullopt;
+  const launcher::RshTemplate tmpl = launcher::parse_rsh_template(*o.rsh_agent);
+  const auto uses = [&](std::string_view placeholder) {
+    for (const std::string& w : tmpl.words) {
+      if (w.find(placeholder) != std::string::npos) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> moot;
+  if (o.ssh_port && !uses("{port}")) moot.emplace_back("-p");
+  if (o.ssh_identity_file) moot.emplace_back("-i");
+  if (o.ssh_config) moot.emplace_back("--ssh-config");
+  if (o.ssh_known_hosts) moot.emplace_back("--ssh-known-hosts");
+  if (moot.empty()) return std::nullopt;
+  return fmt::format("--rsh-agent starts the agents without SSH: {} {} no effect",
+                     fmt::join(moot, ", "), moot.size() == 1 ? "has" : "have");
+}
+
 void validate_options(const Options& o) {
+  validate_rsh_agent(o);
   if (o.hosts && o.hostfile) {
     throw UsageError("-H and --hostfile were both given", "use one of them");
   }

@@ -145,6 +145,13 @@ void define_options(CLI::App& app, Options& o) {
                      ->type_name("auto|ssh|srun")
                      ->check(CLI::IsMember({"auto", "ssh", "srun"}));
   agents->excludes(mpi);
+  app.add_option("--rsh-agent", o.rsh_agent,
+                 "Start each host's agent with this command instead of SSH, e.g. 'kubectl exec "
+                 "-i {host} --', 'docker exec -i {host}', 'ip netns exec {host}': split into "
+                 "words (quotes honoured, never run through a shell), {host}, {user} and {port} "
+                 "replaced (without {host} the host is appended), then hvdrun's agent command; "
+                 "the job spec goes to its stdin (docs/rsh-agent.md)")
+      ->type_name("TEMPLATE");
   app.add_option("--mpi-args", o.mpi_args,
                  "Extra mpirun options, split on spaces and appended as given (with --mpi); a -mca "
                  "parameter set here replaces hvdrun's own (plm_rsh_args excepted: use the SSH "

@@ -53,8 +53,10 @@ inline constexpr int kUnboundedNp = 1 << 20;
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
   // How the agents start (--launcher; launcher/native/agent_launch.h): "ssh", "srun", or "auto"
-  // (srun inside an allocation whose hosts came from Slurm, else ssh).
+  // (srun inside an allocation whose hosts came from Slurm, else ssh); --rsh-agent's template,
+  // when given, instead.
   std::string agent_launch = "auto";
+  std::optional<std::string> rsh_agent;
   std::string cwd;                                 // absolute; the ranks' working directory
   double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
   std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "launcher/native/agent_launch.h"
+#include "launcher/native/rsh_launch.h"
 #include "launcher/native/srun_launch.h"
 #include "launcher/native/ssh_launch.h"
 
@@ -16,11 +17,13 @@ namespace hvd::launcher {
 namespace {
 
 // One line each: --launcher's value, what it is, whether a joining host can be started mid-job.
-constexpr std::array<AgentLaunchEntry, 2> kAgentLaunches{{
+constexpr std::array<AgentLaunchEntry, 3> kAgentLaunches{{
     {"ssh", "one SSH session per remote host, a local child for this machine", true,
      &make_ssh_launch},
     {"srun", "one Slurm step with an agent task per node, which connects back", false,
      &make_srun_launch},
+    {"rsh", "--rsh-agent TEMPLATE: a command of the user's per host (kubectl exec, ...)", true,
+     &make_rsh_launch},
 }};
 
 const AgentLaunchEntry& entry(std::string_view name) {
@@ -28,7 +31,7 @@ const AgentLaunchEntry& entry(std::string_view name) {
     if (e.name == name) return e;
   }
   throw UsageError("--launcher " + std::string(name) + ": no such way to start agents",
-                   "use --launcher ssh, srun or auto");
+                   "use --launcher ssh, srun or auto, or --rsh-agent TEMPLATE");
 }
 
 bool on_path(const std::string& program) {
@@ -45,6 +48,7 @@ bool on_path(const std::string& program) {
 std::span<const AgentLaunchEntry> agent_launches() { return kAgentLaunches; }
 
 const AgentLaunchEntry& choose_agent_launch(const LaunchOptions& options, const Plan& plan) {
+  if (options.rsh_agent) return entry("rsh");
   const bool in_allocation = std::getenv("SLURM_JOB_ID") != nullptr;
   if (options.agent_launch == "srun") {
     if (!in_allocation) {

@@ -22,7 +22,8 @@ import time
 
 from checks import (agent_pids, check_hang, check_lost, check_memory, check_orphans,
                     check_verdict, cmdline_of, expected_verdict, marked, parent_of, peak_rss_kib,
-                    rank_pid, read_ledger, self_test, session_of)
+                    rank_pid, read_ledger, rsh_agent_pids, rsh_command_pids, self_test,
+                    session_of)
 from faults import Site, heal_netns, hostile, in_netns, read_env_file, restart_sshd
 
 PHASES = ["ssh", "agents", "netcheck", "rendezvous", "running", "stopping"]
@@ -87,8 +88,21 @@ FAULTS_NETNS = {
     "drop_link_hosts": ["netcheck", "rendezvous", "running"],
     "slow_link": ["agents", "netcheck", "rendezvous", "running"],
 }
-MODES = {"native": FAULTS, "mpi": FAULTS_MPI, "netns": FAULTS_NETNS}
-ALL_FAULTS = list(FAULTS) + [f for m in (FAULTS_MPI, FAULTS_NETNS) for f in m if f not in FAULTS]
+# Agents through a command of the user's (--rsh-agent, issue 50) instead of SSH: a fake kubectl
+# (tests/support/fake_kubectl.py, which relays the agent's streams as kubectl's client does) on
+# the loopback hosts. kill_rsh_command: SIGKILL of one host's command, as when kubectl dies or its
+# link to the API server drops: the agent's input ends, its dead-man switch stops its ranks.
+FAULTS_RSH = {
+    "none": ["running"],
+    "kill_rank": ["running"],
+    "kill_rsh_command": ["agents", "netcheck", "rendezvous", "running"],
+    "kill_hvdrun": ["running"],
+}
+FAKE_KUBECTL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
+                            "fake_kubectl.py")
+MODES = {"native": FAULTS, "mpi": FAULTS_MPI, "netns": FAULTS_NETNS, "rsh": FAULTS_RSH}
+ALL_FAULTS = list(FAULTS) + list(dict.fromkeys(
+    f for m in (FAULTS_MPI, FAULTS_NETNS, FAULTS_RSH) for f in m if f not in FAULTS))
 # pause_console, stop_hvdrun: each line padded to this many bytes more (chaos_rank's CHAOS_PAD),
 # 3.2 MB/s for the job: the console's 8 MiB queue and every buffer on the way fill in seconds.
 PAD_BYTES = 16384
@@ -133,8 +147,13 @@ class Round:
         a, site = self.args, self.site
         hosts = ",".join("%s:%d" % (h, SLOTS) for h in site.hosts)
         cmd = site.wrap + [a.hvdrun] + (["--mpi"] if self.mode == "mpi" else [])
-        cmd += ["-np", str(RANKS), "-H", hosts, "-p", site.port, "--ssh-config", site.ssh_config,
-                "--ssh-known-hosts", site.known_hosts, "--log-level", "debug", "--ssh-timeout",
+        cmd += ["-np", str(RANKS), "-H", hosts]
+        if self.mode == "rsh":
+            cmd += ["--rsh-agent", "%s %s exec -i {host} --" % (sys.executable, FAKE_KUBECTL)]
+        else:
+            cmd += ["-p", site.port, "--ssh-config", site.ssh_config, "--ssh-known-hosts",
+                    site.known_hosts]
+        cmd += ["--log-level", "debug", "--ssh-timeout",
                 str(SSH_TIMEOUT), "--start-timeout", str(START_TIMEOUT), "--keepalive",
                 str(KEEPALIVE), "--grace", str(GRACE), "--stall-check-shutdown-time-seconds",
                 str(STALL_SHUTDOWN), "--stall-check-warning-time-seconds", "2",
@@ -191,6 +210,9 @@ class Round:
         """Peak RSS of hvdrun, and the job's agents and SSH sessions, while it runs."""
         while self.proc.poll() is None:
             self.peak = max(self.peak, peak_rss_kib(self.proc.pid))
+            if self.mode == "rsh":  # the agents carry the job's mark (the command passes it)
+                for pid in rsh_agent_pids(self.mark, self.args.hvdrun):
+                    self.agents[pid] = "?"
             for pid, host in agent_pids(self.site.hosts, self.args.hvdrun).items():
                 self.agents[pid] = host
                 guard, session = session_of(pid)
@@ -260,6 +282,21 @@ class Round:
                 if b"sshd" not in b" ".join(cmdline_of(pid)):
                     return False
             os.kill(pid, signal.SIGSTOP if f == "stop_agent" else signal.SIGKILL)
+            return True
+        if f == "kill_rsh_command":
+            host = self.site.hosts[self.rng.randrange(len(self.site.hosts))]
+            end = time.time() + 5
+            found = rsh_command_pids(host)
+            while not found and time.time() < end and self.proc.poll() is None:
+                time.sleep(0.01)
+                found = rsh_command_pids(host)
+            if not found:
+                return False
+            with self.lock:
+                self.landed = self.phase
+            self.fault_time = time.time()
+            self.victim_host = host
+            os.kill(found[0], signal.SIGKILL)
             return True
         if f in ("drop_link_launcher", "drop_link_hosts", "slow_link"):
             env = self.site.netns
@@ -414,7 +451,8 @@ class Round:
             host = self.site.hosts[rank // SLOTS]
             if injected and (self.fault in ("kill_hvdrun", "stop_hvdrun") or (
                     self.fault in ("kill_agent", "stop_agent", "kill_sshd_session",
-                                   "drop_link_launcher") and host == self.victim_host)):
+                                   "drop_link_launcher", "kill_rsh_command") and
+                    host == self.victim_host)):
                 before = cut - IN_FLIGHT
             ledger = read_ledger(os.path.join(self.dir, "ledger", "rank.%d" % rank))
             out_file = os.path.join(self.dir, "out", "rank.%d" % rank, "stdout")
@@ -472,8 +510,9 @@ def main():
     # connection to them as the peer (docs/security.md), so a range in the ephemeral range lets
     # the hostile connections hit a Gloo pair by chance (1 round in a few hundred, CI, seed 1).
     ap.add_argument("--port-low", type=int, default=10100)
-    ap.add_argument("--modes", default="native,mpi,netns",
-                    help="launch modes to mix, a comma list of native, mpi (hvdrun --mpi) and "
+    ap.add_argument("--modes", default="native,mpi,netns,rsh",
+                    help="launch modes to mix, a comma list of native, mpi (hvdrun --mpi), rsh "
+                    "(native, agents through --rsh-agent and a fake kubectl) and "
                     "netns (native, over network-namespace hosts)")
     ap.add_argument("--only", help="[MODE:]FAULT:PHASE: every round that cell (to chase one "
                     "failure); MODE is native unless given")

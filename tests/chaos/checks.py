@@ -108,6 +108,19 @@ def agent_pids(addresses, hvdrun):
     return out
 
 
+def rsh_agent_pids(mark, hvdrun):
+    """--rsh-agent mode: the job's agents (`HVDRUN --agent`, not their guards), found by the
+    job's mark, which the command passed on to them with hvdrun's environment."""
+    return [p for p in marked(mark) if cmdline_of(p)[:1] == [hvdrun.encode()] and
+            b"--agent" in cmdline_of(p) and comm_of(p) != GUARD_COMM]
+
+
+def rsh_command_pids(host):
+    """--rsh-agent mode: the fake kubectl that carries `host`'s agent."""
+    return [p for p in pids() if b"fake_kubectl.py" in b" ".join(cmdline_of(p)[:2]) and
+            host.encode() in cmdline_of(p) and state_of(p) not in ("Z", "")]
+
+
 def peak_rss_kib(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -171,6 +184,9 @@ def expected_verdict(f, p, h, mode, target, victim_rank):
         return ([3, 75], [])
     if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
         return ([3], ["rank %d" % victim_rank])
+    if f == "kill_rsh_command":  # the agent's link gone: the host is lost, before or after
+        # its hello (killed by a signal before it: the command's own report, also 74)
+        return ([74], [h])
     if f == "stop_agent":  # before the job is sent: --start-timeout; after: --keepalive
         # As for drop_link_launcher: a stop counted in netcheck may come after the check passed
         # and the job was sent (the phase line reaches the suite late), and then --keepalive
