@@ -149,7 +149,7 @@ expect_code() {
     [ "$2" -eq 69 ] || fail "--check-ssh exited $2, expected 69" "$1"
     grep -Eq "^[^ ].* $3 " "$1" || fail "no $3 row" "$1"
     grep -q "hint: .*$4" "$1" || fail "the $3 hint lacks '$4'" "$1"
-    ok "$3: $(grep -E "^[^ ].* $3 " "$1" | head -1 | sed 's/  */ /g')"
+    ok "$3, exit 69, the hint names '$4'"
 }
 
 # ---- the steps ---------------------------------------------------------------------------------
@@ -189,8 +189,8 @@ Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
-    tar -C "$rootfs" -c . | podman import --change 'CMD ["bash"]' - "$BASE" >/dev/null ||
-        fail "podman import"
+    tar -C "$rootfs" -c . | podman import --change 'CMD ["bash"]' - "$BASE" >"$scratch/import.log" 2>&1 ||
+        fail "podman import" "$scratch/import.log"
     rm -rf "$rootfs"
     ok "base image $BASE made by debootstrap --variant=minbase bookworm ($(image_size "$BASE"))"
 }
@@ -210,7 +210,7 @@ build_image() {
     grep -E '^ *[0-9.]+ (\[[0-9/]+\] STEP|\[[0-9/]+\] COMMIT|Fetched)' "$scratch/build.log" | sed 's/^/   | /'
     grep -q 'STEP.*AS build' "$scratch/build.log" && fail "the build stage ran (it compiles)" "$scratch/build.log"
     ok "image $image: $(image_size "$image") ($(podman image inspect --format '{{len .RootFS.Layers}}' "$image") layers, the base's $(image_size "$BASE") included)"
-    "${PODMAN[@]}" run --rm "${LIMITS[@]}" "$image" hvdrun --version | sed 's/^/   | /'
+    echo "   | $("${PODMAN[@]}" run --rm "${LIMITS[@]}" "$image" hvdrun --version 2>/dev/null)"
 }
 
 start_workers() {
@@ -286,6 +286,8 @@ trap_published() {
         --ssh-known-hosts "$scratch/known_hosts" >"$scratch/trap1.log" 2>&1 || rc=$?
     sed 's/^/   | /' "$scratch/trap1.log"
     expect_code "$scratch/trap1.log" "$rc" closed_before_banner "port forwarder"
+    echo "   OpenSSH's own words: $(ssh -o BatchMode=yes -o StrictHostKeyChecking=no \
+        -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -p "$port" "$TRAP_ADDR" true 2>&1 | head -1)"
     port=$(free_port)
     run_worker t-dnat t-dnat -e HVDRUN_KEYS_DIR=/keys --network "$net" -p "$TRAP_ADDR:$port:22"
     rc=0
