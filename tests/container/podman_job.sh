@@ -249,7 +249,9 @@ train_gloo() {
 
 train_mpi() {
     # --network-cidr: without it hvdrun gives Open MPI each host's address as a /32
-    # (btl_tcp_if_include) and MPI_Init hangs between two containers (docs/container.md).
+    # (btl_tcp_if_include), which Open MPI 4.1 reads as /0 (opal_net_prefix2netmask shifts 1 by
+    # 32): every interface matches, loopback too, a rank connects to 127.0.0.1 (itself) for its
+    # peer and MPI_Init hangs until the Gloo timeout (docs/container.md).
     launch "$scratch/mpi.log" --mpi --network-cidr "$subnet" -np 2 -H c1:1,c2:1 -p "$SSH_PORT" \
         train_fashion_mnist --epochs 1 || fail "training (--mpi) failed" "$scratch/mpi.log"
     expect_trained "$scratch/mpi.log"
