@@ -13,7 +13,10 @@
 #      another port, a key that is not authorized, and rootless Docker's --net=host (the engine in
 #      a network namespace of its own): each with --check-ssh's code and hint;
 #   5. unless HVD_PODMAN_PYTHON=0: the image plus python3-hvd and Debian's python3-torch
-#      (tests/container/python.Containerfile) runs examples/pytorch/train_horovod.py on 2 ranks.
+#      (tests/container/python.Containerfile) runs examples/pytorch/train_horovod.py on 2 ranks;
+#      with HVD_PODMAN_HOROVOD_MNIST=FILE, also Horovod's own examples/pytorch/pytorch_mnist.py,
+#      which you fetch by hand into a scratch folder (it is never part of this repository), on
+#      Fashion-MNIST under MNIST's file names (what torchvision's MNIST reader opens).
 # Every step's wall time and the image sizes are printed. Every container, network, image and
 # network namespace made here is removed on exit, also after a failure; the base image stays.
 # Network checks target only the containers' addresses on the bridge made here and loopback.
@@ -386,6 +389,32 @@ python_job() {
         fail "train_horovod.py failed" "$scratch/py.log"
     grep -q 'checksum' "$scratch/py.log" || fail "train_horovod.py printed no checksum" "$scratch/py.log"
     ok "examples/pytorch/train_horovod.py (import horovod.torch) on p1 and p2"
+    [ -n "${HVD_PODMAN_HOROVOD_MNIST:-}" ] || return 0
+    horovod_mnist
+}
+
+# Horovod's pytorch_mnist.py as the founding documents ran it (horovodrun -np 2 -H ip1:1,ip2:1
+# -p 12345 python pytorch_mnist.py), on two more workers that see the file and the data.
+horovod_mnist() {
+    local file data=$scratch/mnist
+    file=$(readlink -f "$HVD_PODMAN_HOROVOD_MNIST")
+    [ -f "$file" ] || fail "HVD_PODMAN_HOROVOD_MNIST=$HVD_PODMAN_HOROVOD_MNIST is not a file"
+    mkdir -p "$data/MNIST/raw"
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+        gunzip -c "/usr/share/datasets/fashion-mnist/$f.gz" >"$data/MNIST/raw/$f" ||
+            fail "no /usr/share/datasets/fashion-mnist/$f.gz (dataset-fashion-mnist)"
+    done
+    local -a mounts=(-v "$file:/horovod/pytorch_mnist.py:ro" -v "$data:/data:ro")
+    WORKER_IMAGE=$py_image run_worker h1 h1 --network "$net" -e HVDRUN_KEYS_DIR=/keys "${mounts[@]}"
+    WORKER_IMAGE=$py_image run_worker h2 h2 --network "$net" -e HVDRUN_KEYS_DIR=/keys "${mounts[@]}"
+    add_hosts+=(--add-host "h1:$(ip_of "$tag-h1")" --add-host "h2:$(ip_of "$tag-h2")")
+    LAUNCH_IMAGE=$py_image launch "$scratch/hmnist.log" -np 2 -H h1:1,h2:1 -p "$SSH_PORT" \
+        python3 /horovod/pytorch_mnist.py --epochs 1 --data-dir /data >/dev/null ||
+        { grep -v 'Train Epoch' "$scratch/hmnist.log" | tail -n 30; fail "pytorch_mnist.py failed"; }
+    grep -v 'Train Epoch\|Warning\|warn\|return F\.\|tensor = ' "$scratch/hmnist.log" |
+        grep -v '^hvd-entrypoint:' | sed 's/^/   | /'
+    grep -q 'Test set: Average loss' "$scratch/hmnist.log" || fail "pytorch_mnist.py: no test result" "$scratch/hmnist.log"
+    ok "Horovod's pytorch_mnist.py ($HVD_PODMAN_HOROVOD_MNIST) on h1 and h2"
 }
 
 step "base image ($BASE)" base_image
@@ -401,7 +430,9 @@ step "trap: key not authorized" trap_key
 step "trap: rootless Docker's --net=host" trap_net_host
 rootless_note
 if [ "${HVD_PODMAN_PYTHON:-1}" != 0 ]; then
-    step "Python: python3-torch image, train_horovod.py on 2 ranks" python_job
+    extra=''
+    [ -z "${HVD_PODMAN_HOROVOD_MNIST:-}" ] || extra=", Horovod's pytorch_mnist.py"
+    step "Python: python3-torch image, train_horovod.py on 2 ranks$extra" python_job
 else
     echo "== Python job skipped (HVD_PODMAN_PYTHON=0)"
 fi
