@@ -155,6 +155,25 @@ expect_code() {
     ok "$3, exit 69, the hint names '$4'"
 }
 
+# What an earlier run killed before its cleanup left behind (its shell is gone): containers,
+# networks and images named hvdjob-PID / hvdrun-job*:PID.
+reap_stale() {
+    local name pid
+    for name in $(podman ps -a --format '{{.Names}}' | grep -E '^hvdjob-[0-9]+-' || true); do
+        pid=${name#hvdjob-}; pid=${pid%%-*}
+        kill -0 "$pid" 2>/dev/null || { echo "   removing $name (left by run $pid)"; podman rm -f -t 0 "$name" >/dev/null; }
+    done
+    for name in $(podman network ls --format '{{.Name}}' | grep -E '^hvdjob-[0-9]+$' || true); do
+        kill -0 "${name#hvdjob-}" 2>/dev/null || { echo "   removing network $name"; podman network rm -f "$name" >/dev/null; }
+    done
+    for name in $(podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/hvdrun-job(-python)?:[0-9]+$' || true); do
+        kill -0 "${name##*:}" 2>/dev/null || { echo "   removing image $name"; podman rmi -f "$name" >/dev/null; }
+    done
+    for name in $(ip netns list | awk '{print $1}' | grep -E '^hvdjob-[0-9]+$' || true); do
+        kill -0 "${name#hvdjob-}" 2>/dev/null || { echo "   removing network namespace $name"; ip netns del "$name"; }
+    done
+}
+
 # ---- the steps ---------------------------------------------------------------------------------
 
 base_image() {
@@ -213,7 +232,7 @@ build_image() {
     grep -E '^ *[0-9.]+ (\[[0-9/]+\] STEP|\[[0-9/]+\] COMMIT|Fetched)' "$scratch/build.log" | sed 's/^/   | /'
     grep -q 'STEP.*AS build' "$scratch/build.log" && fail "the build stage ran (it compiles)" "$scratch/build.log"
     ok "image $image: $(image_size "$image") ($(podman image inspect --format '{{len .RootFS.Layers}}' "$image") layers, the base's $(image_size "$BASE") included)"
-    echo "   | $("${PODMAN[@]}" run --rm "${LIMITS[@]}" "$image" hvdrun --version 2>/dev/null)"
+    echo "   | $("${PODMAN[@]}" run --rm "${LIMITS[@]}" --network none "$image" hvdrun --version 2>/dev/null)"
 }
 
 start_workers() {
@@ -283,6 +302,9 @@ from_host() {
 # (iptables DNAT on the bridge): the container refuses.
 trap_published() {
     local rc port
+    if [ ! -c /dev/net/tun ]; then
+        echo "   skipped the userland forwarder (slirp4netns needs /dev/net/tun; this machine has none)"
+    else
     port=$(free_port)
     run_worker t-forward t-forward -e HVDRUN_KEYS_DIR=/keys \
         --network slirp4netns:port_handler=rootlesskit -p "$TRAP_ADDR:$port:22"
@@ -293,6 +315,7 @@ trap_published() {
     expect_code "$scratch/trap1.log" "$rc" closed_before_banner "port forwarder"
     echo "   OpenSSH's own words: $(ssh -o BatchMode=yes -o StrictHostKeyChecking=no \
         -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -p "$port" "$TRAP_ADDR" true 2>&1 | head -1)"
+    fi
     port=$(free_port)
     run_worker t-dnat t-dnat -e HVDRUN_KEYS_DIR=/keys --network "$net" -p "$TRAP_ADDR:$port:22"
     rc=0
@@ -417,6 +440,7 @@ horovod_mnist() {
     ok "Horovod's pytorch_mnist.py ($HVD_PODMAN_HOROVOD_MNIST) on h1 and h2"
 }
 
+reap_stale
 step "base image ($BASE)" base_image
 step "image build (podman, from $build_dir's packages)" build_image
 step "two workers on a bridge network" start_workers
