@@ -7,7 +7,8 @@
 #      host's network (`--network host`) to reach Debian's mirror;
 #   3. two workers (c1, c2) on a bridge network made here, key-only sshd on port 12345, one key;
 #      from a launcher container of the same image: --check-ssh, train_fashion_mnist on 2 ranks
-#      (Gloo, then --mpi), the checksum identical on both ranks; once from this machine too;
+#      (Gloo, then --mpi with --network-cidr: see train_mpi), the checksum identical on both
+#      ranks; once from this machine too;
 #   4. the traps: a published port with no sshd behind it (a userland forwarder, as rootless
 #      Docker's: closed_before_banner; podman's own rootful DNAT: connection_refused), sshd on
 #      another port, a key that is not authorized, and rootless Docker's --net=host (the engine in
@@ -19,7 +20,9 @@
 #      Fashion-MNIST under MNIST's file names (what torchvision's MNIST reader opens).
 # Every step's wall time and the image sizes are printed. Every container, network, image and
 # network namespace made here is removed on exit, also after a failure; the base image stays.
-# Network checks target only the containers' addresses on the bridge made here and loopback.
+# Network checks target only the containers' addresses on the bridge made here and loopback
+# (127.0.0.202); the ranks of the run launched from this machine connect back to its address on
+# that bridge (the bridge's gateway), and the builds' apt-get reaches Debian's mirror.
 #
 # Needs root, podman, runc, debootstrap (scripts/install-deps.sh --podman), and a Release build
 # folder with its packages (scripts/package.sh): BUILD_DIR/*.deb, BUILD_DIR/cli/hvdrun and
