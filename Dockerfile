@@ -7,8 +7,10 @@
 #   docker run --rm --network hvd -e HVDRUN_KEYS_DIR=/keys -v "$PWD/keys:/keys:ro" hvdrun \
 #       hvdrun -np 2 -H worker1:1,worker2:1 -p 12345 -i /keys/id_ed25519 train_fashion_mnist --epochs 1
 #
-# CI does not build this image (it has no Docker engine); tests/container/entrypoint_check.sh
-# runs docker/entrypoint.sh directly instead.
+# With podman on Debian 12: `podman --runtime runc build --network host -t hvdrun .` (docs/container.md).
+# CI builds this image with podman (tests/container/podman_job.sh) without compiling: it replaces
+# the `build` stage by a folder whose debs/ holds what the stage makes, with
+# `--build-context build=DIR` (podman 4.3+, docker buildx: a named context overrides the stage).
 # Two stages: the first builds hvdrun's Debian packages (scripts/package.sh's steps, without the
 # tests), the second installs them with apt-get, as a user's machine would, plus what the roles
 # need: no compiler in the final image.

@@ -3,7 +3,7 @@
 # present are not fetched again, and `apt-get update` runs only when something is missing.
 # Must run as root (or through sudo). CUDA/NCCL are not Debian packages; they come with the
 # machine's CUDA toolkit when present and are optional (HVD_WITH_NCCL=AUTO).
-# Usage: bash scripts/install-deps.sh [--torch] [--fuzz]
+# Usage: bash scripts/install-deps.sh [--torch] [--fuzz] [--podman]
 #   --torch also installs the test-only packages: Debian's python3-torch for the PyTorch tests
 #   (tests/e2e/test_pytorch.cpp; about 190 MB to download, 830 MB installed, about a minute:
 #   not for the main job or the container image), and what the Python binding (python/:
@@ -13,6 +13,9 @@
 #   Without it those tests say they are skipped and the binding is not built.
 #   --fuzz also installs clang-14 and its libFuzzer and sanitizer runtimes, for tests/fuzz/run.sh
 #   (the fuzzers, and CI's replay of every corpus under ASan+UBSan).
+#   --podman also installs Debian's podman with runc (crun fails on these cgroup v1 machines),
+#   debootstrap (the base image: no registry is reachable) and slirp4netns (a userland port
+#   forwarder for one of the traps), for tests/container/podman_job.sh (docs/container.md).
 set -euo pipefail
 
 packages=(
@@ -37,7 +40,8 @@ for arg in "$@"; do
                         python3-pytest-timeout python3-cloudpickle python3-mock
                         python3-packaging python3-torchvision python3-filelock) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
-    *) echo "usage: bash scripts/install-deps.sh [--torch] [--fuzz]" >&2; exit 64 ;;
+    --podman) packages+=(podman runc debootstrap slirp4netns) ;;
+    *) echo "usage: bash scripts/install-deps.sh [--torch] [--fuzz] [--podman]" >&2; exit 64 ;;
   esac
 done
 
