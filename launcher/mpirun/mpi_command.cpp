@@ -158,12 +158,17 @@ std::vector<std::pair<std::string, std::string>> shim_environment(const Plan& pl
           {std::string(contract::kMasterPort.name), master_port}};
 }
 
+// Each address as a /31, not a /32: Open MPI 4.1 computes a prefix's netmask as
+// ((1 << prefix) - 1) << (32 - prefix) (opal_net_prefix2netmask), and with 32 the shift by 32
+// yields the netmask 0.0.0.0: a /32 matched every interface, loopback too, a rank advertised
+// 127.0.0.1 and its peer connected to itself (MPI_Init hung between two containers,
+// tests/container/podman_job.sh). A /31 holds the address and its neighbour only.
 std::string tcp_include(const std::vector<std::string>& addresses) {
   std::vector<std::string> cidrs;
   for (const std::string& a : addresses) {
     const std::string cidr = a.starts_with("127.")              ? "127.0.0.0/8"
                              : a.find(':') != std::string::npos ? a + "/128"
-                                                                : a + "/32";
+                                                                : a + "/31";
     if (std::find(cidrs.begin(), cidrs.end(), cidr) == cidrs.end()) cidrs.push_back(cidr);
   }
   return fmt::format("{}", fmt::join(cidrs, ","));
@@ -231,7 +236,7 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
         plan.network.cidr       ? plan.network.cidr->text
         : plan.network.active() ? fmt::format("{}", fmt::join(plan.network.interfaces, ","))
         : unknown ? "<set at launch: 127.0.0.0/8 and each other address a host was reached at, "
-                    "as /32>"
+                    "as /31>"
                   : tcp_include(input.host_addresses);
     mca("btl_tcp_if_include", include);
     mca("oob_tcp_if_include", include);

@@ -78,7 +78,7 @@ std::vector<std::pair<std::string, std::string>> shim_environment(const Plan& pl
                                                                   const std::string& master_port);
 
 // The CIDRs for btl_tcp_if_include / oob_tcp_if_include: 127.0.0.0/8 for loopback hosts (Open
-// MPI excludes 127/8 by default), each other address as a /32.
+// MPI excludes 127/8 by default), each other address as a /31 (Open MPI 4.1 reads a /32 as /0).
 std::string tcp_include(const std::vector<std::string>& addresses);
 
 }  // namespace hvd::launcher

@@ -7,15 +7,15 @@
 #      host's network (`--network host`) to reach Debian's mirror;
 #   3. two workers (c1, c2) on a bridge network made here, key-only sshd on port 12345, one key;
 #      from a launcher container of the same image: --check-ssh, train_fashion_mnist on 2 ranks
-#      (Gloo, then --mpi with --network-cidr: see train_mpi), the checksum identical on both
+#      (Gloo, then --mpi: see train_mpi), the checksum identical on both
 #      ranks; once from this machine too;
 #   4. the traps: a published port with no sshd behind it (a userland forwarder, as rootless
 #      Docker's: closed_before_banner; podman's own rootful DNAT: connection_refused), sshd on
 #      another port, a key that is not authorized, and rootless Docker's --net=host (the engine in
 #      a network namespace of its own): each with --check-ssh's code and hint;
-#   5. unless HVD_PODMAN_PYTHON=0: the image plus python3-hvd and Debian's python3-torch
+#   5. unless HVDTEST_PODMAN_PYTHON=0: the image plus python3-hvd and Debian's python3-torch
 #      (tests/container/python.Containerfile) runs examples/pytorch/train_horovod.py on 2 ranks;
-#      with HVD_PODMAN_HOROVOD_MNIST=FILE, also Horovod's own examples/pytorch/pytorch_mnist.py,
+#      with HVDTEST_PODMAN_HOROVOD_MNIST=FILE, also Horovod's own examples/pytorch/pytorch_mnist.py,
 #      which you fetch by hand into a scratch folder (it is never part of this repository), on
 #      Fashion-MNIST under MNIST's file names (what torchvision's MNIST reader opens).
 # Every step's wall time and the image sizes are printed. Every container, network, image and
@@ -273,11 +273,11 @@ train_gloo() {
 }
 
 train_mpi() {
-    # --network-cidr: without it hvdrun gives Open MPI each host's address as a /32
-    # (btl_tcp_if_include), which Open MPI 4.1 reads as /0 (opal_net_prefix2netmask shifts 1 by
-    # 32): every interface matches, loopback too, a rank connects to 127.0.0.1 (itself) for its
-    # peer and MPI_Init hangs until the Gloo timeout (docs/container.md).
-    launch "$scratch/mpi.log" --mpi --network-cidr "$subnet" -np 2 -H c1:1,c2:1 -p "$SSH_PORT" \
+    # Without --network-cidr: hvdrun's own btl_tcp_if_include, each host's address as a /31.
+    # As a /32 Open MPI 4.1 read it as /0 (opal_net_prefix2netmask shifts 1 by 32): every
+    # interface matched, loopback too, a rank connected to 127.0.0.1 (itself) for its peer and
+    # MPI_Init hung until the Gloo timeout (docs/container.md).
+    launch "$scratch/mpi.log" --mpi -np 2 -H c1:1,c2:1 -p "$SSH_PORT" \
         train_fashion_mnist --epochs 1 || fail "training (--mpi) failed" "$scratch/mpi.log"
     expect_trained "$scratch/mpi.log"
     ok "train_fashion_mnist on c1 and c2 (--mpi): $(grep -o 'checksum [0-9a-f]* identical on every rank' "$scratch/mpi.log")"
@@ -415,7 +415,7 @@ python_job() {
         fail "train_horovod.py failed" "$scratch/py.log"
     grep -q 'checksum' "$scratch/py.log" || fail "train_horovod.py printed no checksum" "$scratch/py.log"
     ok "examples/pytorch/train_horovod.py (import horovod.torch) on p1 and p2"
-    [ -n "${HVD_PODMAN_HOROVOD_MNIST:-}" ] || return 0
+    [ -n "${HVDTEST_PODMAN_HOROVOD_MNIST:-}" ] || return 0
     horovod_mnist
 }
 
@@ -423,8 +423,8 @@ python_job() {
 # -p 12345 python pytorch_mnist.py), on two more workers that see the file and the data.
 horovod_mnist() {
     local file data=$scratch/mnist
-    file=$(readlink -f "$HVD_PODMAN_HOROVOD_MNIST")
-    [ -f "$file" ] || fail "HVD_PODMAN_HOROVOD_MNIST=$HVD_PODMAN_HOROVOD_MNIST is not a file"
+    file=$(readlink -f "$HVDTEST_PODMAN_HOROVOD_MNIST")
+    [ -f "$file" ] || fail "HVDTEST_PODMAN_HOROVOD_MNIST=$HVDTEST_PODMAN_HOROVOD_MNIST is not a file"
     mkdir -p "$data/MNIST/raw"
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
         gunzip -c "/usr/share/datasets/fashion-mnist/$f.gz" >"$data/MNIST/raw/$f" ||
@@ -440,7 +440,7 @@ horovod_mnist() {
     grep -v 'Train Epoch\|Warning\|warn\|return F\.\|tensor = ' "$scratch/hmnist.log" |
         grep -v '^hvd-entrypoint:' | sed 's/^/   | /'
     grep -q 'Test set: Average loss' "$scratch/hmnist.log" || fail "pytorch_mnist.py: no test result" "$scratch/hmnist.log"
-    ok "Horovod's pytorch_mnist.py ($HVD_PODMAN_HOROVOD_MNIST) on h1 and h2"
+    ok "Horovod's pytorch_mnist.py ($HVDTEST_PODMAN_HOROVOD_MNIST) on h1 and h2"
 }
 
 reap_stale
@@ -456,15 +456,15 @@ step "trap: sshd on another port" trap_other_port
 step "trap: key not authorized" trap_key
 step "trap: rootless Docker's --net=host" trap_net_host
 rootless_note
-if [ "${HVD_PODMAN_PYTHON:-1}" != 0 ]; then
+if [ "${HVDTEST_PODMAN_PYTHON:-1}" != 0 ]; then
     extra=''
-    [ -z "${HVD_PODMAN_HOROVOD_MNIST:-}" ] || extra=", Horovod's pytorch_mnist.py"
+    [ -z "${HVDTEST_PODMAN_HOROVOD_MNIST:-}" ] || extra=", Horovod's pytorch_mnist.py"
     step "Python: python3-torch image, train_horovod.py on 2 ranks$extra" python_job
 else
-    echo "== Python job skipped (HVD_PODMAN_PYTHON=0)"
+    echo "== Python job skipped (HVDTEST_PODMAN_PYTHON=0)"
 fi
 
 echo "podman job: step times"
 printf '   %s\n' "${summary[@]}"
-echo "podman job: image $image $(image_size "$image")$( [ "${HVD_PODMAN_PYTHON:-1}" = 0 ] || echo ", $py_image $(image_size "$py_image")")"
+echo "podman job: image $image $(image_size "$image")$( [ "${HVDTEST_PODMAN_PYTHON:-1}" = 0 ] || echo ", $py_image $(image_size "$py_image")")"
 echo "podman job: passed in $(elapsed "$job_start") s"

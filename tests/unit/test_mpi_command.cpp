@@ -129,7 +129,7 @@ TEST_CASE("mpirun argv: one machine twice drops vader, strict policy, key, extra
   CHECK(std::find(argv.begin(), argv.end(), "^openib,vader,ofi") != argv.end());
   CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::Contains("StrictHostKeyChecking=yes"));
   CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::Contains("-i /k/id"));
-  CHECK(after("btl_tcp_if_include") == "10.0.0.1/32,10.0.0.2/32");
+  CHECK(after("btl_tcp_if_include") == "10.0.0.1/31,10.0.0.2/31");
   CHECK(Args(argv.end() - 4, argv.end()) == Args{"-mca", "btl_base_verbose", "1", "x"});
 }
 
@@ -331,5 +331,5 @@ TEST_CASE("mpirun argv: an IPv6 host is a usage error, IPv6 interface addresses 
   const Plan plan = make_plan(r, LocalIdentity{"box", {"127.0.0.1"}}, {});
   require_usage_error([&] { mpirun_argv(plan, MpiCommandInput{}); },
                       "mpirun cannot take the IPv6 address [fd00::2] as a host", "without --mpi");
-  CHECK(tcp_include({"10.0.0.1", "fd00::1", "127.0.0.2"}) == "10.0.0.1/32,fd00::1/128,127.0.0.0/8");
+  CHECK(tcp_include({"10.0.0.1", "fd00::1", "127.0.0.2"}) == "10.0.0.1/31,fd00::1/128,127.0.0.0/8");
 }
