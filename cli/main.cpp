@@ -11,6 +11,7 @@
 #include "cli/app.h"
 #include "common/process.h"
 #include "launcher/mpirun/rank_shim.h"
+#include "launcher/native/rsh_launch.h"
 
 int main(int argc, char** argv) {
   const std::string_view mode = argc >= 2 ? argv[1] : "";
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
     return hvd::launcher::exec_rank_shim(std::vector<std::string>(argv + first, argv + argc));
   }
   // Under --mpi, in front of each of Open MPI's daemons on a machine that runs two of them.
+  if (mode == "--rsh-agent-shim") {
+    return hvd::launcher::exec_rsh_agent_shim(std::vector<std::string>(argv + 2, argv + argc));
+  }
   if (mode == "--orted-shim") {
     return hvd::launcher::exec_orted_shim(std::vector<std::string>(argv + 2, argv + argc));
   }

@@ -51,7 +51,7 @@ void validate_checks(const Options& o) {
 // --rsh-agent: its template is valid and nothing contradicts it.
 void validate_rsh_agent(const Options& o) {
   if (!o.rsh_agent) return;
-  launcher::parse_rsh_template(*o.rsh_agent);  // a usage error when it is not valid
+  const launcher::RshTemplate tmpl = launcher::parse_rsh_template(*o.rsh_agent);
   if (o.agent_launch != "auto") {
     throw UsageError(
         fmt::format("--rsh-agent and --launcher {} were both given", o.agent_launch),
@@ -65,10 +65,16 @@ void validate_rsh_agent(const Options& o) {
         "drop --check-ssh; --check-net starts every host's agent through the "
         "--rsh-agent command and checks the network between them");
   }
-  if (o.mpi()) {
-    throw UsageError("--rsh-agent with --mpi is not built yet (mpirun's plm_rsh_agent)",
-                     "drop --mpi: the native launch runs the job through --rsh-agent, with "
-                     "libhvd over Gloo");
+  // Under --mpi, mpirun calls its agent with the host alone (launcher/native/rsh_launch.h).
+  for (const std::string& w : tmpl.words) {
+    if (o.mpi() &&
+        (w.find("{user}") != std::string::npos || w.find("{port}") != std::string::npos)) {
+      throw UsageError(
+          fmt::format("--mpi --rsh-agent '{}': under --mpi, mpirun starts its daemons knowing "
+                      "only each host's name, so {{user}} and {{port}} cannot be filled in",
+                      *o.rsh_agent),
+          "write the user and port into the template, or launch without --mpi");
+    }
   }
 }
 

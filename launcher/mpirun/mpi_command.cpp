@@ -215,6 +215,17 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   if (input.through_slurm) {
     // Open MPI's own Slurm launcher: its daemons start in a step of the allocation, no SSH.
     mca("plm", "slurm");
+  } else if (input.rsh_agent) {
+    // Open MPI splits plm_rsh_agent on spaces (and ':' separates alternatives).
+    if (input.shim.find_first_of(" :") != std::string::npos) {
+      throw UsageError(fmt::format("--mpi --rsh-agent: mpirun cannot take the agent path '{}' "
+                                   "(a space or ':' in it)",
+                                   input.shim),
+                       "install hvdrun at a path without spaces or ':', or give it with "
+                       "--agent-path");
+    }
+    mca("plm_rsh_no_tree_spawn", "1");
+    mca("plm_rsh_agent", input.shim + " --rsh-agent-shim");
   } else {
     mca("plm_rsh_no_tree_spawn", "1");
     mca("plm_rsh_args", rsh_args(plan, input.ssh));

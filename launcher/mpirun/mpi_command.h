@@ -58,6 +58,10 @@ struct MpiCommandInput {
   // command alone.
   std::string shim;
   std::vector<std::pair<std::string, std::string>> shim_env;
+  // --rsh-agent TEMPLATE: mpirun starts its daemons through it (plm_rsh_agent `SHIM
+  // --rsh-agent-shim`, the template in mpirun's environment: launcher/native/rsh_launch.h), not
+  // over SSH.
+  std::optional<std::string> rsh_agent;
   // --dry-run: what only the network check finds out (the addresses the hosts were reached at,
   // whether two of them are one machine) shows as "<set at launch: ...>".
   bool placeholders = false;

@@ -21,6 +21,7 @@
 #include "launcher/mpirun/mpi_command.h"
 #include "launcher/native/agent_launch.h"
 #include "launcher/native/native_launcher.h"
+#include "launcher/native/rsh_launch.h"
 #include "ssh/check.h"
 
 extern char** environ;
@@ -55,6 +56,7 @@ std::vector<std::string> mpirun_environment(const Plan& plan, const MpiCommandIn
     }
   }
   for (const auto& [name, value] : input.shim_env) env.push_back(name + "=" + value);
+  if (input.rsh_agent) env.push_back(std::string(kRshAgentTemplateVar) + "=" + *input.rsh_agent);
   return env;
 }
 
@@ -305,6 +307,7 @@ MpiCommandInput command_input(const LaunchOptions& options, const Plan& plan) {
   // and so do mpirun's daemons.
   input.through_slurm = choose_agent_launch(options, plan).name == "srun";
   input.shim = options.ssh.agent_path;
+  input.rsh_agent = options.rsh_agent;
   return input;
 }
 

@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "common/error.h"
@@ -333,9 +337,12 @@ RshTemplate parse_rsh_template(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> rsh_agent_argv(const RshTemplate& tmpl, const std::string& host,
-                                        const std::string& user, int port,
-                                        const std::string& agent_path) {
+namespace {
+
+// The template's words for one host, placeholders replaced, the host appended when no word
+// names it.
+std::vector<std::string> expand(const RshTemplate& tmpl, const std::string& host,
+                                const std::string& user, int port) {
   const auto replace_all = [](std::string w, std::string_view from, const std::string& to) {
     for (size_t at = w.find(from); at != std::string::npos; at = w.find(from, at + to.size())) {
       w.replace(at, from.size(), to);
@@ -348,9 +355,49 @@ std::vector<std::string> rsh_agent_argv(const RshTemplate& tmpl, const std::stri
                                "{port}", std::to_string(port)));
   }
   if (!tmpl.names_host) argv.push_back(host);
+  return argv;
+}
+
+}  // namespace
+
+std::vector<std::string> rsh_agent_argv(const RshTemplate& tmpl, const std::string& host,
+                                        const std::string& user, int port,
+                                        const std::string& agent_path) {
+  std::vector<std::string> argv = expand(tmpl, host, user, port);
   argv.push_back(agent_path);
   argv.push_back("--agent");
   return argv;
+}
+
+int exec_rsh_agent_shim(const std::vector<std::string>& args) {
+  const char* text = std::getenv(kRshAgentTemplateVar);
+  if (args.size() < 2 || text == nullptr) {
+    std::fprintf(stderr,
+                 "hvdrun --rsh-agent-shim: usage: %s=TEMPLATE hvdrun --rsh-agent-shim HOST "
+                 "COMMAND... (mpirun's plm_rsh_agent under hvdrun --mpi --rsh-agent)\n",
+                 kRshAgentTemplateVar);
+    return 70;
+  }
+  RshTemplate tmpl;
+  try {
+    tmpl = parse_rsh_template(text);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "hvdrun --rsh-agent-shim: %s\n", e.what());
+    return 70;
+  }
+  std::string command;
+  for (size_t i = 1; i < args.size(); ++i) command += (i > 1 ? " " : "") + args[i];
+  const auto account = current_account();
+  std::vector<std::string> argv = expand(tmpl, args[0], account ? account->name : "root", 22);
+  argv.insert(argv.end(), {"sh", "-c", command});
+  std::vector<char*> cargv;
+  for (std::string& w : argv) cargv.push_back(w.data());
+  cargv.push_back(nullptr);
+  ::execvp(cargv[0], cargv.data());
+  const int err = errno;
+  std::fprintf(stderr, "hvdrun --rsh-agent-shim: cannot run %s: %s\n", argv[0].c_str(),
+               std::strerror(err));
+  return err == ENOENT ? 127 : 126;
 }
 
 std::vector<OwnNetwork> own_networks() {

@@ -43,6 +43,16 @@ std::vector<std::string> rsh_agent_argv(const RshTemplate& tmpl, const std::stri
                                         const std::string& user, int port,
                                         const std::string& agent_path);
 
+// Under `hvdrun --mpi --rsh-agent TEMPLATE`, mpirun's plm_rsh_agent is `hvdrun
+// --rsh-agent-shim`, with the template in this variable of mpirun's environment. Open MPI calls
+// its agent as `AGENT HOST COMMAND-LINE...`, the command line written for a remote shell (quoted
+// words, `;`), so the shim runs the template for HOST (the host appended when it has no {host})
+// with `sh -c 'COMMAND-LINE'`: kubectl and docker exec run no shell of their own.
+inline constexpr const char* kRshAgentTemplateVar = "HVD_RSH_AGENT_TEMPLATE";
+// `hvdrun --rsh-agent-shim HOST COMMAND...`: execs the command above. Returns only on failure:
+// 70 with a line on stderr (no template, a bad one), or 127/126 when the command cannot run.
+int exec_rsh_agent_shim(const std::vector<std::string>& args);
+
 // An IPv4 network of this machine: one of its interfaces' address and prefix length.
 struct OwnNetwork {
   std::string interface;

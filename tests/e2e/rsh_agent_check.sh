@@ -7,6 +7,7 @@
 #      {host} gets the host as its next word;
 #   2. each way the command can fail (not found, ends before the agent's hello, hangs) is a
 #      per-host error that quotes its stderr and its command line;
+#      under --mpi, mpirun's daemons start through the command as well;
 #   3. bad input is a usage error (64); SSH flags it makes moot get a warning;
 #   4. elastic: a host the discovery script adds later starts through the command too;
 #   5. kill -9 of a host's command while its ranks run: hvdrun reports the host lost (74) and
@@ -103,6 +104,21 @@ expect "... and the job runs" has "rank 1 up" "$out"
 run quoted --dry-run -np 1 -H pod-a:1 --rsh-agent "env 'A B={host}' \"{user}@{port}\"" -p 2222 true
 expect "quotes keep a word together; {user} and {port} are replaced" \
   has "env 'A B=pod-a' $(id -un)@2222 $hvdrun --agent" "$out"
+
+# Under --mpi: the network check's agents through the command, then mpirun's daemons through
+# it too (plm_rsh_agent: hvdrun --rsh-agent-shim, which runs `TEMPLATE sh -c 'orted ...'`).
+: >"$work/kubectl.log"
+run mpi_dry --dry-run --mpi -np 2 -H pod-a:1,pod-b:1 --rsh-agent "$kube" "$check" collectives
+expect "--mpi --dry-run: mpirun's agent is hvdrun's shim, not ssh" \
+  has "-mca plm_rsh_agent '$hvdrun --rsh-agent-shim'" "$out"
+run mpi_job --mpi -np 2 -H pod-a:1,pod-b:1 --rsh-agent "$kube" "$check" collectives
+expect "--mpi: a 2-rank libhvd job (MPI) across two pods passes every collective" \
+  test "$rc" -eq 0 -a "$(grep -c 'all checks passed' "$work/mpi_job.out")" -eq 2
+expect "--mpi: both pods' Open MPI daemons were started through kubectl exec, in sh -c" \
+  test "$(grep -c "^pod-[ab] sh -c .*orted" "$work/kubectl.log")" -eq 2
+run mpi_user --dry-run --mpi -H pod-a --rsh-agent "kubectl exec -i {host} --user={user} --" true
+expect "--mpi with {user} in the template is a usage error" \
+  test "$rc" -eq 64 -a -n "$(grep -F "{user} and {port} cannot be filled in" <<<"$err")"
 
 # ---- 2. the command fails ------------------------------------------------------------------
 run notfound -np 1 -H pod-a:1 --rsh-agent "/no/such/kubectl exec -i {host} --" true

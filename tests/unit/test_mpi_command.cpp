@@ -221,6 +221,29 @@ TEST_CASE("mpirun argv: inside Slurm, daemons through Slurm and no SSH options",
              Catch::Matchers::Contains("self,tcp when two nodes are one machine"));
 }
 
+TEST_CASE("mpirun argv: --rsh-agent, daemons through the shim and no SSH options", "[mpi]") {
+  MpiCommandInput in = input();
+  in.shim = "/opt/hvd/bin/hvdrun";
+  in.rsh_agent = "kubectl exec -i {host} --";
+  auto after = [](const Args& argv, const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
+  };
+  // Per-host ports do not matter: no SSH.
+  const Plan plan = plan_for("pod-a slots=1 port=22\npod-b slots=1 port=2200\n", {"x"});
+  const Args argv = mpirun_argv(plan, in);
+  CHECK(after(argv, "plm_rsh_agent") == "/opt/hvd/bin/hvdrun --rsh-agent-shim");
+  CHECK(after(argv, "plm_rsh_no_tree_spawn") == "1");
+  for (const std::string& word : argv) {
+    CHECK(word.find("plm_rsh_args") == std::string::npos);
+    CHECK(word.find("BatchMode") == std::string::npos);
+  }
+  // The template travels in mpirun's environment, never on its command line.
+  for (const std::string& word : argv) CHECK(word.find("kubectl") == std::string::npos);
+  in.shim = "/opt/my hvd/hvdrun";
+  CHECK_THROWS_AS(mpirun_argv(plan, in), hvd::UsageError);
+}
+
 TEST_CASE("mpirun argv: hostile command words stay separate words", "[mpi]") {
   const Args command{"./train", "a b", "it's", "$HOME", "line\nbreak", "--x=\"y\""};
   const Args argv = mpirun_argv(plan_for("a:1", command), input());
