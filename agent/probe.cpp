@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "common/tcp_listen.h"
 
 namespace hvd::agent {
 namespace {
@@ -215,44 +216,6 @@ std::string probe_greeting(std::string_view token) {
   return fmt::format("hvdrun-probe 1 {}\n", token);
 }
 
-namespace {
-
-// Binds and listens on every address of one family, IPv6 dual-stack (IPv4 probes arrive as
-// v4-mapped addresses) or IPv4; the port actually bound, or the errno.
-BindAttempt listen_any_address(int family, int port, UniqueFd& out) {
-  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return {0, errno};
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (family == AF_INET6) {
-    const int off = 0;
-    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
-    sa->sin6_family = AF_INET6;
-    sa->sin6_addr = in6addr_any;
-    sa->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof *sa;
-  } else {
-    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
-    sa->sin_family = AF_INET;
-    sa->sin_addr.s_addr = htonl(INADDR_ANY);
-    sa->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof *sa;
-  }
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      ::listen(fd.get(), SOMAXCONN) != 0) {
-    return {0, errno};
-  }
-  len = sizeof ss;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-  const int bound = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  out = std::move(fd);
-  return {bound, 0};
-}
-
-}  // namespace
-
 ProbeListener::ProbeListener(PortRange range, const std::string& token)
     : greeting_(probe_greeting(token)) {
   rlimit limit{};
@@ -260,9 +223,11 @@ ProbeListener::ProbeListener(PortRange range, const std::string& token)
     max_connections_ = std::clamp<size_t>(limit.rlim_cur / 4, 16, kMaxConnections);
   }
   BindOutcome outcome;
-  for (int family : {AF_INET6, AF_INET}) {  // IPv4 alone where the host has no IPv6
-    outcome =
-        bind_first_free(range, [&](int port) { return listen_any_address(family, port, listen_); });
+  // Every address: IPv6 dual-stack (IPv4 probes arrive as v4-mapped addresses), or IPv4 alone
+  // where the host has no IPv6.
+  for (const char* any : {"::", "0.0.0.0"}) {
+    const ListenSpec spec{.address = any, .dual_stack = true, .nonblocking = true};
+    outcome = bind_first_free(range, [&](int port) { return listen_tcp(spec, port, listen_); });
     if (outcome.bound()) {
       port_ = outcome.port;
       return;

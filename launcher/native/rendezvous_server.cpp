@@ -14,8 +14,8 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/port_range.h"
+#include "common/tcp_listen.h"
 #include "contract/rendezvous.h"
-#include "launcher/core/tcp_listen.h"
 
 namespace hvd::launcher {
 namespace {

@@ -27,7 +27,7 @@
 #include "common/fd_io.h"
 #include "common/port_range.h"
 #include "common/spare_fd.h"
-#include "launcher/core/tcp_listen.h"
+#include "common/tcp_listen.h"
 #include "launcher/native/rendezvous_server.h"  // random_token
 
 namespace hvd::launcher {

@@ -1,36 +1,36 @@
-#include "launcher/core/tcp_listen.h"
+#include "common/tcp_listen.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 
 #include "common/error.h"
 
-namespace hvd::launcher {
-namespace {
+namespace hvd {
 
-constexpr int kBacklog = 1024;
-
-// A listening TCP socket on `address` (numeric, or a name resolved once) and `port`; the errno
-// of what failed.
-BindAttempt listen_on(const std::string& address, int port, UniqueFd& out, int backlog) {
+BindAttempt listen_tcp(const ListenSpec& spec, int port, UniqueFd& out) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  if (::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) {
+  if (::getaddrinfo(spec.address.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) {
     return {0, EADDRNOTAVAIL};
   }
-  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int type = SOCK_STREAM | SOCK_CLOEXEC | (spec.nonblocking ? SOCK_NONBLOCK : 0);
+  UniqueFd fd(::socket(res->ai_family, type, 0));
   int err = 0;
   if (!fd.valid()) {
     err = errno;
   } else {
-    int yes = 1;
+    const int yes = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
+    if (res->ai_family == AF_INET6 && spec.dual_stack) {
+      const int off = 0;
+      ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    }
+    if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0 ||
+        ::listen(fd.get(), spec.backlog) != 0) {
       err = errno;
     }
   }
@@ -46,13 +46,12 @@ BindAttempt listen_on(const std::string& address, int port, UniqueFd& out, int b
   return {got, 0};
 }
 
-}  // namespace
-
 std::pair<UniqueFd, int> listen_in_range(const std::string& address, const PortRange& range,
                                          std::string_view what) {
   UniqueFd listener;
-  const BindOutcome outcome = bind_first_free(
-      range, [&](int port) { return listen_on(address, port, listener, kBacklog); });
+  const ListenSpec spec{.address = address, .backlog = 1024};
+  const BindOutcome outcome =
+      bind_first_free(range, [&](int port) { return listen_tcp(spec, port, listener); });
   if (!outcome.bound()) {
     const BindFailure f = bind_failure(range, outcome, "--port-range ", what, address);
     throw LauncherError(f.message, f.hint);
@@ -60,4 +59,4 @@ std::pair<UniqueFd, int> listen_in_range(const std::string& address, const PortR
   return {std::move(listener), outcome.port};
 }
 
-}  // namespace hvd::launcher
+}  // namespace hvd
