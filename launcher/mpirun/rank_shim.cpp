@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "contract/env_table.h"
+#include "launcher/plan/rank_defaults.h"
 
 namespace hvd::launcher {
 namespace {
@@ -98,13 +99,11 @@ std::vector<std::pair<std::string, std::string>> rank_shim_env(const contract::E
   }
   std::vector<std::pair<std::string, std::string>> env = contract::topology_env(p);
   env.emplace_back(contract::kHorovodHostname.name, hosts[static_cast<std::size_t>(p.host_index)]);
-  if (p.topology.local_size > 1 &&
-      getenv(std::string(contract::kOmpNumThreads.name).c_str()) == nullptr) {
-    env.emplace_back(contract::kOmpNumThreads.name, "1");
-  }
-  if (getenv(std::string(contract::kPythonUnbuffered.name).c_str()) == nullptr) {
-    env.emplace_back(contract::kPythonUnbuffered.name, "1");
-  }
+  // The same defaults a native launch gives (launcher/plan/rank_defaults.h).
+  const auto is_set = [&](std::string_view name) {
+    return getenv(std::string(name).c_str()) != nullptr;
+  };
+  for (auto& kv : rank_defaults(p.topology.local_size, is_set)) env.push_back(std::move(kv));
   return env;
 }
 

@@ -29,6 +29,7 @@
 #include "launcher/core/status_line.h"
 #include "launcher/native/native_job.h"
 #include "launcher/native/rendezvous_server.h"
+#include "launcher/plan/rank_defaults.h"
 
 namespace hvd::launcher::native {
 
@@ -57,13 +58,11 @@ void set_value(agent::RankSpec& rank, const std::string& name, const std::string
 }
 
 // CUDA_VISIBLE_DEVICES of --gpus-per-rank N for slot `slot`: the template's count of devices,
-// starting at slot * N (plan.cpp's rule).
+// by the plan's rule (launcher/plan/rank_defaults.h).
 std::string devices_for_slot(const std::string& template_value, int slot) {
   const auto n =
       static_cast<int>(std::count(template_value.begin(), template_value.end(), ',')) + 1;
-  std::vector<int> devices;
-  for (int d = 0; d < n; ++d) devices.push_back(slot * n + d);
-  return fmt::format("{}", fmt::join(devices, ","));
+  return cuda_visible_devices(slot, n);
 }
 
 }  // namespace

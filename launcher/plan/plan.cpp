@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "contract/elastic.h"
 #include "contract/env_table.h"
+#include "launcher/plan/rank_defaults.h"
 
 namespace hvd::launcher {
 namespace {
@@ -138,25 +139,19 @@ std::vector<EnvEntry> rank_env(const contract::RankPlacement& placement, const P
                              "the interface of this host's chosen address", EnvSource::kPerRank));
     }
   }
-  // Defaults for what ranks commonly run, unless the user set them (forwarded above).
-  auto unset = [&](const contract::EnvVar& var) {
-    return std::none_of(env.begin(), env.end(),
-                        [&](const EnvEntry& e) { return e.name == var.name; });
+  // Defaults for what ranks commonly run, unless the user set them (forwarded above):
+  // rank_defaults.h, the one writer of these rules.
+  const auto is_set = [&](std::string_view name) {
+    return std::any_of(env.begin(), env.end(), [&](const EnvEntry& e) { return e.name == name; });
   };
-  if (placement.topology.local_size > 1 && unset(contract::kOmpNumThreads)) {
-    env.push_back(entry(contract::kOmpNumThreads, "1", EnvSource::kPerRank));
-  }
-  if (unset(contract::kPythonUnbuffered)) {
-    env.push_back(entry(contract::kPythonUnbuffered, "1", EnvSource::kPerRank));
+  for (auto& [name, value] : rank_defaults(placement.topology.local_size, is_set)) {
+    env.push_back({name, value, EnvSource::kPerRank, std::nullopt, false});
   }
   if (gpus_per_rank) {
-    std::vector<int> devices;
-    for (int d = 0; d < *gpus_per_rank; ++d) {
-      devices.push_back(placement.topology.local_rank * *gpus_per_rank + d);
-    }
     std::erase_if(env,
                   [](const EnvEntry& e) { return e.name == contract::kCudaVisibleDevices.name; });
-    env.push_back(entry(contract::kCudaVisibleDevices, fmt::format("{}", fmt::join(devices, ",")),
+    env.push_back(entry(contract::kCudaVisibleDevices,
+                        cuda_visible_devices(placement.topology.local_rank, *gpus_per_rank),
                         EnvSource::kPerRank));
   }
   for (size_t i = 0; i < knobs.size(); ++i) {

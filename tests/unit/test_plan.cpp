@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/plan/plan.h"
+#include "launcher/plan/rank_defaults.h"
 #include "test_helpers.h"
 
 using namespace hvd::launcher;
@@ -279,4 +280,16 @@ TEST_CASE("plan: an elastic job gives each rank its worker id, generation 0 and 
     CHECK(value(rank, "HVD_ELASTIC_FD") == "3");
     CHECK(find(rank, "HVD_ELASTIC_FD")->source == EnvSource::kInternal);
   }
+}
+
+TEST_CASE("rank defaults: one writer for the plan, the rank shim and elastic workers", "[plan]") {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const auto none = [](std::string_view) { return false; };
+  CHECK(rank_defaults(2, none) == Env{{"OMP_NUM_THREADS", "1"}, {"PYTHONUNBUFFERED", "1"}});
+  CHECK(rank_defaults(1, none) == Env{{"PYTHONUNBUFFERED", "1"}});  // alone on its host
+  const auto user_set = [](std::string_view name) { return name == "OMP_NUM_THREADS"; };
+  CHECK(rank_defaults(4, user_set) == Env{{"PYTHONUNBUFFERED", "1"}});
+  CHECK(cuda_visible_devices(0, 1) == "0");
+  CHECK(cuda_visible_devices(1, 2) == "2,3");
+  CHECK(cuda_visible_devices(3, 3) == "9,10,11");
 }
