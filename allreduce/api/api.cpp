@@ -115,7 +115,9 @@ int local_size() { return current("local_size")->topology().local_size; }
 int cross_rank() { return current("cross_rank")->topology().cross_rank; }
 int cross_size() { return current("cross_size")->topology().cross_size; }
 std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
-EngineStats engine_stats() { return current("engine_stats")->engine_stats(); }
+EngineStats engine_stats(const ProcessSet& set) {
+  return current("engine_stats", set)->engine_stats();
+}
 
 void start_timeline(const std::string& file_path, bool mark_cycles) {
   const std::shared_ptr<Runtime> rt = current("start_timeline");

@@ -165,6 +165,22 @@ void define_topology(py::module_& m) {
   m.def("process_set_ranks", [](int id) { return hvd::ProcessSet(id).ranks(); });
   m.def("process_set_rank", [](int id) { return hvd::ProcessSet(id).rank(); });
   m.def("process_set_size", [](int id) { return hvd::ProcessSet(id).size(); });
+  // What libhvd's engine of a set did on this rank (hvd::EngineStats), for tests and benchmarks.
+  m.def(
+      "engine_stats",
+      [](int process_set) {
+        const hvd::EngineStats s = hvd::engine_stats(hvd::ProcessSet(process_set));
+        py::dict d;
+        d["cycles"] = s.cycles;
+        d["cache_hits"] = s.cache_hits;
+        d["negotiated"] = s.negotiated;
+        d["doorbells"] = s.doorbells;
+        d["decided_by_bits"] = s.decided_by_bits;
+        d["eager"] = s.eager;
+        d["responses"] = s.responses;
+        return d;
+      },
+      py::arg("process_set") = 0);
 }
 
 void define_ops(py::module_& m) {

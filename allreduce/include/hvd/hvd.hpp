@@ -238,7 +238,8 @@ struct EngineStats {
   // grouped call) and eager allreduces; failed ops not counted.
   std::uint64_t responses = 0;
 };
-HVD_API EngineStats engine_stats();
+// The global set's engine, or process set `set`'s (each set has its own).
+HVD_API EngineStats engine_stats(const ProcessSet& set = {});
 
 // ---- Collectives ----
 struct AllreduceOptions {
