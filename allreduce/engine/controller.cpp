@@ -79,6 +79,7 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
       failed_seen.push_back(request.group);
       continue;
     }
+    if (failed_member(request, rank)) continue;
     auto [it, inserted] = table_.try_emplace(request.name);
     Entry& entry = it->second;
     if (inserted) {
@@ -209,7 +210,7 @@ void Controller::complete(const std::string& name, Entry& entry) {
   } else if (static_cast<int>(entry.by_rank.size()) < options_.size && error.empty()) {
     joined_requests_[name] = lowest;  // the joined ranks run it with zeros
   }
-  if (!error.empty() && fail_groups(entry.by_rank, error, false)) return;
+  if (!error.empty() && fail_groups(entry.by_rank, error, false, true)) return;
   decided(std::move(entry.by_rank.front().second), std::move(error));
 }
 
@@ -397,7 +398,20 @@ void Controller::note_member(const std::string& name, const Request& request, in
     return;
   }
   group.disagree = true;
+  group.mismatch = true;
   touched_.push_back(request.group);
+}
+
+bool Controller::failed_member(const Request& request, int rank) {
+  if (failed_names_.empty()) return false;
+  auto it = failed_names_.find(request.name);
+  if (it == failed_names_.end() || it->second.seen[static_cast<std::size_t>(rank)]) return false;
+  out_.push_back({request.kind, {request.name}, it->second.error, false});
+  it->second.seen[static_cast<std::size_t>(rank)] = true;
+  if (std::all_of(it->second.seen.begin(), it->second.seen.end(), [](bool b) { return b; })) {
+    failed_names_.erase(it);
+  }
+  return true;
 }
 
 bool Controller::failed_before(const Request& request, int rank) {
@@ -419,22 +433,25 @@ void Controller::decided(Request request, std::string error) {
 }
 
 bool Controller::fail_group(const Request& request, int rank, const std::string& error,
-                            bool departed) {
+                            bool departed, bool mismatch) {
   if (request.group == 0) return false;
   note_member(request.name, request, rank, NameIs::kMaybe);
   Group& group = groups_[request.group];
   if (group.error.empty()) {
     group.error = error;
     group.departed = departed;
+    group.mismatch = mismatch;
   }
   touched_.push_back(request.group);
   return true;
 }
 
 bool Controller::fail_groups(const std::vector<std::pair<int, Request>>& by_rank,
-                             const std::string& error, bool departed) {
+                             const std::string& error, bool departed, bool mismatch) {
   bool any = false;
-  for (const auto& [rank, request] : by_rank) any |= fail_group(request, rank, error, departed);
+  for (const auto& [rank, request] : by_rank) {
+    any |= fail_group(request, rank, error, departed, mismatch);
+  }
   return any;
 }
 
@@ -453,17 +470,24 @@ void Controller::settle_groups() {
     if (it == groups_.end()) continue;  // settled already
     Group& group = it->second;
     if (!group.error.empty()) {
-      for (const std::string& name : group.names) {
-        table_.erase(name);
-        joined_requests_.erase(name);
-      }
       std::string error = group.names.size() > 1 && !group.disagree
                               ? fmt::format("{}; a group runs as one unit, so all of it fails: {}",
                                             group.error, quoted(group.names))
                               : group.error;
+      for (const std::string& name : group.names) {
+        auto entry = table_.find(name);
+        // After a mismatch of requests, a rank that has not submitted a member yet gets the same
+        // error when it does (it submits the same call later), instead of waiting for ranks that
+        // are done. (Ranks that disagree on the group's tensors: by the group, below.)
+        if (group.mismatch && !group.disagree && entry != table_.end()) {
+          failed_names_[name] = Failed{group.kind, error, false, entry->second.submitted};
+        }
+        if (entry != table_.end()) table_.erase(entry);
+        joined_requests_.erase(name);
+      }
       // Ranks that disagree before every rank submitted: the others get the same error when
       // they submit (a failure for another reason is each submitter's own: a departure, a join).
-      if (group.disagree &&
+      if (group.mismatch &&
           !std::all_of(group.seen.begin(), group.seen.end(), [](bool b) { return b; })) {
         failed_groups_[id] = Failed{group.kind, error, group.departed, group.seen};
       }

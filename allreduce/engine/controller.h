@@ -147,13 +147,18 @@ class Controller {
   static constexpr int kEveryRank = -2;
   enum class NameIs { kKnown, kNew, kMaybe };
   void note_member(const std::string& name, const Request& request, int rank, NameIs known);
-  // A request of a group that failed before this rank submitted it: fails at once (true).
+  // A request of a group that failed before this rank submitted it, or a member of one that
+  // failed by a mismatch before this rank submitted that member: fails at once (true).
   bool failed_before(const Request& request, int rank);
+  bool failed_member(const Request& request, int rank);
   // A name failed with `error`: the group of `request` (from `rank`) and of each rank's request
   // in `by_rank` fails with it (false: none is in a group).
-  bool fail_group(const Request& request, int rank, const std::string& error, bool departed);
+  // `mismatch`: the ranks' requests differ (later submissions of the group or its members fail
+  // with the same error: failed_groups_, failed_names_).
+  bool fail_group(const Request& request, int rank, const std::string& error, bool departed,
+                  bool mismatch = false);
   bool fail_groups(const std::vector<std::pair<int, Request>>& by_rank, const std::string& error,
-                   bool departed);
+                   bool departed, bool mismatch = false);
   // ... and when none is, `name` alone fails with an error response of its own.
   void fail_name(const std::string& name, const std::vector<std::pair<int, Request>>& by_rank,
                  const Request& request, int rank, const std::string& error, bool departed);
@@ -178,6 +183,7 @@ class Controller {
     std::string error;  // non-empty: the whole group fails with it
     bool departed = false;
     bool disagree = false;    // error: the ranks passed different tensors (note_member)
+    bool mismatch = false;    // error: the ranks' requests differ (disagree, or a validation)
     int size_rank = kNoRank;  // the rank whose count `size` is
     std::vector<bool> seen;   // ranks that submitted it, by rank
   };
@@ -191,7 +197,8 @@ class Controller {
     std::vector<bool> seen;
   };
   std::unordered_map<std::uint64_t, Failed> failed_groups_;
-  std::vector<std::uint64_t> touched_;  // groups to settle
+  std::unordered_map<std::string, Failed> failed_names_;  // by member name
+  std::vector<std::uint64_t> touched_;                    // groups to settle
   std::string fatal_;
   hvd_status fatal_status_ = HVD_ERR_BACKEND;  // PEER_LOST when a rank left
   bool fatal_sent_ = false;

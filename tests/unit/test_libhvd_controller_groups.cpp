@@ -144,6 +144,31 @@ TEST_CASE("groups: a tensor alone on one rank and grouped on another fails the w
   CHECK(c.idle());  // nothing left waiting: no hang
 }
 
+TEST_CASE("groups: after a mismatch, a member submitted later fails with the same error",
+          "[libhvd]") {
+  // Rank 1 submits the members alone, one message each: the first one completes (a mismatch) and
+  // fails the group before the second arrives, which then must not wait for rank 0.
+  Controller c = controller(2);
+  c.add(0, group_list({"p_1of2", "p_2of2"}), at(0));
+  c.add(1, list_of({allreduce("p_1of2")}), at(0));
+  const ResponseList out = c.take();
+  REQUIRE(out.responses.size() == 1);
+  const std::string error = out.responses[0].error;
+  CHECK_THAT(error, Catch::Contains("group mismatch"));
+  c.add(1, list_of({allreduce("p_2of2")}), at(1));
+  const ResponseList late = c.take();
+  REQUIRE(late.responses.size() == 1);
+  CHECK(late.responses[0].names == Names{"p_2of2"});
+  CHECK(late.responses[0].error == error);
+  CHECK(c.idle());
+  // The name is free again.
+  c.add(0, list_of({allreduce("p_2of2")}), at(2));
+  c.add(1, list_of({allreduce("p_2of2")}), at(2));
+  const ResponseList again = c.take();
+  REQUIRE(again.responses.size() == 1);
+  CHECK(again.responses[0].error.empty());
+}
+
 TEST_CASE("groups: ranks passing other tensors or another count to one group fail it at once",
           "[libhvd]") {
   SECTION("other members") {
