@@ -83,6 +83,20 @@ void grouped_allreduce_one_response() {
   }
 }
 
+void c_api_group() {
+  std::vector<float> x(10, static_cast<float>(g_rank + 1)), y(3, 1.0f), x_out(10);
+  const void* in[] = {x.data(), y.data()};
+  void* out[] = {x_out.data(), y.data()};  // out of place, then in place
+  const std::size_t counts[] = {x.size(), y.size()};
+  const std::uint64_t before = responses();
+  const hvd_status st = hvd_grouped_allreduce(in, out, counts, 2, HVD_FLOAT32, HVD_SUM, 1.0, 1.0);
+  expect(st == HVD_OK, std::string("hvd_grouped_allreduce: ") + hvd_last_error());
+  expect(responses() - before == 1, "hvd_grouped_allreduce: one response");
+  expect(
+      x_out[9] == static_cast<float>(rank_sum(everyone())) && y[2] == g_size && x[0] == g_rank + 1,
+      "hvd_grouped_allreduce: both sums, the input of the out-of-place one untouched");
+}
+
 void late_rank_holds_the_group() {
   // Rank 0 submits at once; the others 300 ms later: none of rank 0's group finishes before.
   std::vector<std::vector<float>> grads(4, std::vector<float>(256, static_cast<float>(g_rank)));
@@ -189,6 +203,7 @@ void mismatches() {
 
 int groups_mode() {
   grouped_allreduce_one_response();
+  c_api_group();
   late_rank_holds_the_group();
   grouped_gathers_and_scatters();
   if (g_size >= 2) {
