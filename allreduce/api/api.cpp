@@ -115,7 +115,9 @@ int local_size() { return current("local_size")->topology().local_size; }
 int cross_rank() { return current("cross_rank")->topology().cross_rank; }
 int cross_size() { return current("cross_size")->topology().cross_size; }
 std::string backend_name() { return std::string(current("backend_name")->backend_name()); }
-EngineStats engine_stats() { return current("engine_stats")->engine_stats(); }
+EngineStats engine_stats(const ProcessSet& set) {
+  return current("engine_stats", set)->engine_stats();
+}
 
 void start_timeline(const std::string& file_path, bool mark_cycles) {
   const std::shared_ptr<Runtime> rt = current("start_timeline");
@@ -357,6 +359,102 @@ AlltoallResult alltoall(const Tensor& in, std::span<const std::int64_t> splits,
   h.wait();
   auto& s = HandleAccess::state(h);
   return AlltoallResult{std::move(s.buffer), s.received_splits};
+}
+
+// ---- Grouped ops: one group, submitted and negotiated as one unit ----
+
+namespace {
+// Names the group's ops "<base>_<i>of<n>" (base: `name`, or an automatic name), submits them
+// together to the set's runtime and waits for none.
+std::vector<Handle> start_group(const char* call, std::vector<std::shared_ptr<OpState>> ops,
+                                const std::string& name, bool now, const ProcessSet& set) {
+  std::shared_ptr<Runtime> rt = current(call, set);
+  if (ops.empty()) return {};
+  const std::string base = name.empty() ? rt->auto_name(ops.front()->request.kind) : name;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    ops[i]->request.name = runtime::group_member_name(base, i, ops.size());
+    ops[i]->runtime = rt;
+  }
+  runtime::at_boundary([&] { rt->submit_group(ops, now, base); });
+  std::vector<Handle> handles;
+  handles.reserve(ops.size());
+  for (auto& op : ops) handles.push_back(HandleAccess::make(std::move(op)));
+  return handles;
+}
+
+void wait_all(const std::vector<Handle>& handles) {
+  for (const Handle& h : handles) h.wait();
+}
+
+std::vector<Buffer> take_buffers(const std::vector<Handle>& handles) {
+  wait_all(handles);
+  std::vector<Buffer> out;
+  out.reserve(handles.size());
+  for (const Handle& h : handles) out.push_back(std::move(HandleAccess::state(h).buffer));
+  return out;
+}
+
+std::vector<std::shared_ptr<OpState>> allreduce_ops(std::span<const Tensor> in,
+                                                    std::span<const Tensor> out,
+                                                    const AllreduceOptions& options) {
+  if (in.size() != out.size()) {
+    throw RuntimeError(
+        HVD_ERR_INVALID_ARGUMENT,
+        fmt::format("hvd::grouped_allreduce: {} inputs but {} outputs", in.size(), out.size()));
+  }
+  std::vector<std::shared_ptr<OpState>> ops;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ops.push_back(allreduce_op({}, in[i], out[i], options));
+  }
+  return ops;
+}
+
+std::vector<std::shared_ptr<OpState>> allgather_ops(std::span<const Tensor> in) {
+  std::vector<std::shared_ptr<OpState>> ops;
+  for (const Tensor& t : in) ops.push_back(make_op(OpKind::kAllgather, {}, t));
+  return ops;
+}
+
+std::vector<std::shared_ptr<OpState>> reducescatter_ops(std::span<const Tensor> in,
+                                                        const AllreduceOptions& options) {
+  std::vector<std::shared_ptr<OpState>> ops;
+  for (const Tensor& t : in) ops.push_back(reducescatter_op({}, t, options));
+  return ops;
+}
+}  // namespace
+
+std::vector<Handle> grouped_allreduce_async(const std::string& name, std::span<const Tensor> in,
+                                            std::span<const Tensor> out,
+                                            const AllreduceOptions& options,
+                                            const ProcessSet& set) {
+  return start_group("grouped_allreduce_async", allreduce_ops(in, out, options), name, false, set);
+}
+
+std::vector<Handle> grouped_allgather_async(const std::string& name, std::span<const Tensor> in,
+                                            const ProcessSet& set) {
+  return start_group("grouped_allgather_async", allgather_ops(in), name, false, set);
+}
+
+std::vector<Handle> grouped_reducescatter_async(const std::string& name, std::span<const Tensor> in,
+                                                ReduceOp op, double prescale, double postscale,
+                                                const ProcessSet& set) {
+  return start_group("grouped_reducescatter_async",
+                     reducescatter_ops(in, {op, prescale, postscale}), name, false, set);
+}
+
+void grouped_allreduce(std::span<const Tensor> inout, const AllreduceOptions& options,
+                       const ProcessSet& set) {
+  wait_all(start_group("grouped_allreduce", allreduce_ops(inout, inout, options), {}, true, set));
+}
+
+std::vector<Buffer> grouped_allgather(std::span<const Tensor> in, const ProcessSet& set) {
+  return take_buffers(start_group("grouped_allgather", allgather_ops(in), {}, true, set));
+}
+
+std::vector<Buffer> grouped_reducescatter(std::span<const Tensor> in, ReduceOp op, double prescale,
+                                          double postscale, const ProcessSet& set) {
+  return take_buffers(start_group("grouped_reducescatter",
+                                  reducescatter_ops(in, {op, prescale, postscale}), {}, true, set));
 }
 
 int join() {

@@ -191,6 +191,34 @@ hvd_status hvd_allreduce_on(int set, const void* in, void* out, size_t count, hv
   });
 }
 
+hvd_status hvd_grouped_allreduce(const void* const* in, void* const* out, const size_t* counts,
+                                 int num, hvd_dtype dtype, hvd_op op, double prescale,
+                                 double postscale) {
+  return hvd_grouped_allreduce_on(0, in, out, counts, num, dtype, op, prescale, postscale);
+}
+
+hvd_status hvd_grouped_allreduce_on(int set, const void* const* in, void* const* out,
+                                    const size_t* counts, int num, hvd_dtype dtype, hvd_op op,
+                                    double prescale, double postscale) {
+  if (num < 0 || (num > 0 && (in == nullptr || out == nullptr || counts == nullptr))) {
+    return bad_argument(
+        "hvd_grouped_allreduce: num must not be negative, and in, out and counts must not be "
+        "NULL");
+  }
+  return guarded([&] {
+    std::vector<hvd::Tensor> ins, outs;
+    for (int i = 0; i < num; ++i) {
+      ins.push_back(flat(in[i], counts[i], dtype));
+      outs.push_back(flat(out[i], counts[i], dtype));
+    }
+    // An empty name: named automatically, as the synchronous calls are.
+    const auto handles = hvd::grouped_allreduce_async(
+        {}, ins, outs, hvd::AllreduceOptions{static_cast<hvd::ReduceOp>(op), prescale, postscale},
+        hvd::ProcessSet(set));
+    for (const hvd::Handle& h : handles) h.wait();
+  });
+}
+
 hvd_status hvd_broadcast_on(int set, void* data, size_t count, hvd_dtype dtype, int root) {
   return guarded([&] { hvd::broadcast(flat(data, count, dtype), root, hvd::ProcessSet(set)); });
 }

@@ -43,6 +43,17 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("{}", fmt::join(ranks, ", "));
 }
 
+std::string group_text(const Request& r) {
+  if (r.group == 0) return "it alone (in no group)";
+  return fmt::format("it in a group of {} tensors (group id {:016x})", r.group_size, r.group);
+}
+
+std::string quoted(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
 }  // namespace
 
 Controller::Controller(ControllerOptions options) : options_(options) {}
@@ -62,7 +73,13 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
   // an error of its own ("rank 1 already shut down"): that would be another status, and an
   // elastic loop would take the crash for a mistake of the program and end.
   if (!fatal_.empty()) return;
+  std::vector<std::uint64_t> failed_seen;  // failed groups this list brought (failed_before)
   for (Request& request : list.requests) {
+    if (request.group != 0 && failed_before(request, rank)) {
+      failed_seen.push_back(request.group);
+      continue;
+    }
+    if (failed_member(request, rank)) continue;
     auto [it, inserted] = table_.try_emplace(request.name);
     Entry& entry = it->second;
     if (inserted) {
@@ -72,28 +89,36 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
     }
     if (entry.has(rank)) {
       // The whole name fails: the ranks that submitted it once get the error too.
-      out_.push_back({request.kind,
-                      {request.name},
-                      fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
-                                  request.name, rank)});
+      fail_name(request.name, entry.by_rank, request, rank,
+                fmt::format("tensor '{}' was submitted twice by rank {} before it ran",
+                            request.name, rank),
+                false);
       table_.erase(it);
       continue;
     }
     if (!shut_down_.empty()) {
       std::vector<int> gone;
       for (int r : shut_down_) gone.push_back(shown(r));
-      out_.push_back({request.kind,
-                      {request.name},
-                      fmt::format("tensor '{}' cannot run: rank(s) {} already shut down",
-                                  request.name, ranks_text(gone)),
-                      true});
+      fail_name(request.name, entry.by_rank, request, rank,
+                fmt::format("tensor '{}' cannot run: rank(s) {} already shut down", request.name,
+                            ranks_text(gone)),
+                true);
       table_.erase(it);
       continue;
     }
     if (!joined_.empty() && request.kind != OpKind::kAllreduce && request.kind != OpKind::kJoin) {
-      out_.push_back({request.kind, {request.name}, joined_error(request)});
+      fail_name(request.name, entry.by_rank, request, rank, joined_error(request), false);
       table_.erase(it);
       continue;
+    }
+    // A member's name goes to its group once (the first rank's request), or again where another
+    // rank put it in another group (a mismatch, which fails both).
+    if (request.group != 0) {
+      const bool first = inserted || entry.by_rank.empty();
+      note_member(it->first, request, rank,
+                  first                                                 ? NameIs::kNew
+                  : entry.by_rank.front().second.group != request.group ? NameIs::kMaybe
+                                                                        : NameIs::kKnown);
     }
     const bool join = request.kind == OpKind::kJoin;
     entry.submitted[static_cast<std::size_t>(rank)] = true;
@@ -108,6 +133,14 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
       table_.erase(it);
     }
     if (join && !joined_.empty()) rank_joined();
+  }
+  for (const std::uint64_t id : failed_seen) {
+    auto f = failed_groups_.find(id);
+    if (f == failed_groups_.end()) continue;
+    f->second.seen[static_cast<std::size_t>(rank)] = true;
+    if (std::all_of(f->second.seen.begin(), f->second.seen.end(), [](bool b) { return b; })) {
+      failed_groups_.erase(f);
+    }
   }
   if (list.shutdown) {
     shut_down_.insert(rank);
@@ -129,7 +162,8 @@ void Controller::add_unanimous(RequestList list, Clock::time_point now) {
   for (Request& request : list.requests) {
     // As complete() would: the lowest rank's request, checked against every rank's (its own).
     std::string error = mismatch(request.name, 0, request, 0, request);
-    ready_.emplace_back(std::move(request), std::move(error));
+    if (request.group != 0) note_member(request.name, request, kEveryRank, NameIs::kNew);
+    decided(std::move(request), std::move(error));
   }
   fuse_ready();
 }
@@ -159,7 +193,8 @@ void Controller::fail_waiting_for(int rank, const std::string& why) {
     auto it = table_.find(name);
     if (it->second.has(rank)) continue;
     const Request& any = it->second.by_rank.front().second;
-    out_.push_back({any.kind, {name}, fmt::format("tensor '{}': {}", name, why), true});
+    fail_name(name, it->second.by_rank, any, it->second.by_rank.front().first,
+              fmt::format("tensor '{}': {}", name, why), true);
     table_.erase(it);
   }
 }
@@ -175,7 +210,8 @@ void Controller::complete(const std::string& name, Entry& entry) {
   } else if (static_cast<int>(entry.by_rank.size()) < options_.size && error.empty()) {
     joined_requests_[name] = lowest;  // the joined ranks run it with zeros
   }
-  ready_.emplace_back(std::move(entry.by_rank.front().second), std::move(error));
+  if (!error.empty() && fail_groups(entry.by_rank, error, false, true)) return;
+  decided(std::move(entry.by_rank.front().second), std::move(error));
 }
 
 bool Controller::complete_with_joined(const Entry& entry) const {
@@ -193,7 +229,7 @@ void Controller::rank_joined() {
     const Request& any = entry.by_rank.front().second;
     if (any.kind == OpKind::kJoin) continue;
     if (any.kind != OpKind::kAllreduce) {
-      out_.push_back({any.kind, {name}, joined_error(any)});
+      fail_name(name, entry.by_rank, any, entry.by_rank.front().first, joined_error(any), false);
       table_.erase(it);
     } else if (complete_with_joined(entry)) {
       complete(name, entry);
@@ -243,6 +279,9 @@ std::string Controller::mismatch(const std::string& name, int rank_a, const Requ
                        field, rank_a, va, rank_b, vb);
   };
   if (a.kind != b.kind) return differs("operation", op_kind_name(a.kind), op_kind_name(b.kind));
+  if (a.group != b.group || a.group_size != b.group_size) {
+    return differs("group", group_text(a), group_text(b));
+  }
   if (a.device.kind != b.device.kind) {
     return differs("device", device_text(a.device), device_text(b.device));
   }
@@ -289,7 +328,19 @@ void fuse_responses(const std::vector<ReadyOp>& ready, std::size_t threshold,
     return;
   }
   std::vector<Open> open;
+  std::vector<std::pair<std::uint64_t, std::size_t>> groups;  // group id, its response in out
   for (const auto& [request, error] : ready) {
+    if (request->group != 0 && (error == nullptr || error->empty())) {
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& g) { return g.first == request->group; });
+      if (group != groups.end()) {
+        out[group->second].names.push_back(request->name);
+      } else {
+        out.push_back(Response{request->kind, {request->name}, {}});
+        groups.emplace_back(request->group, out.size() - 1);
+      }
+      continue;
+    }
     const std::size_t bytes = byte_size(*request);
     const bool can_fuse =
         (error == nullptr || error->empty()) && threshold > 0 && bytes <= threshold &&
@@ -309,7 +360,149 @@ void fuse_responses(const std::vector<ReadyOp>& ready, std::size_t threshold,
   }
 }
 
+void Controller::note_member(const std::string& name, const Request& request, int rank,
+                             NameIs known) {
+  auto [it, inserted] = groups_.try_emplace(request.group);
+  Group& group = it->second;
+  if (inserted) {
+    group.kind = request.kind;
+    group.size = request.group_size;
+    group.size_rank = rank;
+    group.seen.assign(static_cast<std::size_t>(options_.size), false);
+  }
+  if (rank == kEveryRank) {
+    group.seen.assign(group.seen.size(), true);
+  } else if (rank >= 0) {
+    group.seen[static_cast<std::size_t>(rank)] = true;
+  }
+  if (known == NameIs::kNew ||
+      (known == NameIs::kMaybe &&
+       std::find(group.names.begin(), group.names.end(), name) == group.names.end())) {
+    group.names.push_back(name);
+  }
+  if (!group.error.empty()) return;
+  const std::string_view base = group_base(group.names.front());
+  if (request.group_size != group.size && rank >= 0 && group.size_rank >= 0) {
+    group.error = fmt::format(
+        "grouped {} '{}'{}: rank {} submitted {} tensors, rank {} submitted {}: every rank must "
+        "pass the same tensors to a grouped call",
+        op_kind_name(group.kind), base, where(), shown(group.size_rank), group.size, shown(rank),
+        request.group_size);
+  } else if (group.names.size() > group.size) {
+    group.error = fmt::format(
+        "grouped {} '{}'{}: the ranks submitted {} different tensors to this group of {} ({}): "
+        "every rank must pass the same tensors to a grouped call",
+        op_kind_name(group.kind), base, where(), group.names.size(), group.size,
+        quoted(group.names));
+  } else {
+    return;
+  }
+  group.disagree = true;
+  group.mismatch = true;
+  touched_.push_back(request.group);
+}
+
+bool Controller::failed_member(const Request& request, int rank) {
+  if (failed_names_.empty()) return false;
+  auto it = failed_names_.find(request.name);
+  if (it == failed_names_.end() || it->second.seen[static_cast<std::size_t>(rank)]) return false;
+  out_.push_back({request.kind, {request.name}, it->second.error, false});
+  it->second.seen[static_cast<std::size_t>(rank)] = true;
+  if (std::all_of(it->second.seen.begin(), it->second.seen.end(), [](bool b) { return b; })) {
+    failed_names_.erase(it);
+  }
+  return true;
+}
+
+bool Controller::failed_before(const Request& request, int rank) {
+  if (failed_groups_.empty()) return false;
+  auto it = failed_groups_.find(request.group);
+  if (it == failed_groups_.end() || it->second.seen[static_cast<std::size_t>(rank)]) return false;
+  out_.push_back({request.kind, {request.name}, it->second.error, it->second.departed});
+  return true;
+}
+
+void Controller::decided(Request request, std::string error) {
+  if (request.group == 0 || !error.empty()) {
+    ready_.emplace_back(std::move(request), std::move(error));
+    return;
+  }
+  const std::uint64_t id = request.group;
+  groups_[id].decided.emplace_back(std::move(request), std::move(error));
+  touched_.push_back(id);
+}
+
+bool Controller::fail_group(const Request& request, int rank, const std::string& error,
+                            bool departed, bool mismatch) {
+  if (request.group == 0) return false;
+  note_member(request.name, request, rank, NameIs::kMaybe);
+  Group& group = groups_[request.group];
+  if (group.error.empty()) {
+    group.error = error;
+    group.departed = departed;
+    group.mismatch = mismatch;
+  }
+  touched_.push_back(request.group);
+  return true;
+}
+
+bool Controller::fail_groups(const std::vector<std::pair<int, Request>>& by_rank,
+                             const std::string& error, bool departed, bool mismatch) {
+  bool any = false;
+  for (const auto& [rank, request] : by_rank) {
+    any |= fail_group(request, rank, error, departed, mismatch);
+  }
+  return any;
+}
+
+void Controller::fail_name(const std::string& name,
+                           const std::vector<std::pair<int, Request>>& by_rank,
+                           const Request& request, int rank, const std::string& error,
+                           bool departed) {
+  bool grouped = fail_group(request, rank, error, departed);
+  grouped |= fail_groups(by_rank, error, departed);
+  if (!grouped) out_.push_back({request.kind, {name}, error, departed});
+}
+
+void Controller::settle_groups() {
+  for (const std::uint64_t id : touched_) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) continue;  // settled already
+    Group& group = it->second;
+    if (!group.error.empty()) {
+      std::string error = group.names.size() > 1 && !group.disagree
+                              ? fmt::format("{}; a group runs as one unit, so all of it fails: {}",
+                                            group.error, quoted(group.names))
+                              : group.error;
+      for (const std::string& name : group.names) {
+        auto entry = table_.find(name);
+        // After a mismatch of requests, a rank that has not submitted a member yet gets the same
+        // error when it does (it submits the same call later), instead of waiting for ranks that
+        // are done. (Ranks that disagree on the group's tensors: by the group, below.)
+        if (group.mismatch && !group.disagree && entry != table_.end()) {
+          failed_names_[name] = Failed{group.kind, error, false, entry->second.submitted};
+        }
+        if (entry != table_.end()) table_.erase(entry);
+        joined_requests_.erase(name);
+      }
+      // Ranks that disagree before every rank submitted: the others get the same error when
+      // they submit (a failure for another reason is each submitter's own: a departure, a join).
+      if (group.mismatch &&
+          !std::all_of(group.seen.begin(), group.seen.end(), [](bool b) { return b; })) {
+        failed_groups_[id] = Failed{group.kind, error, group.departed, group.seen};
+      }
+      out_.push_back({group.kind, std::move(group.names), std::move(error), group.departed});
+      groups_.erase(it);
+    } else if (group.decided.size() >= group.size) {
+      for (auto& member : group.decided) ready_.push_back(std::move(member));
+      groups_.erase(it);
+    }
+  }
+  touched_.clear();
+}
+
 void Controller::fuse_ready() {
+  settle_groups();
   std::vector<ReadyOp> ready;
   ready.reserve(ready_.size());
   for (const auto& [request, error] : ready_) ready.push_back({&request, &error});

@@ -14,6 +14,15 @@
 // - join (hvd::join, OpKind::kJoin): a rank that joined counts as having submitted every
 //   allreduce (it runs them with zeros: joined_request()); any other op fails while a rank is
 //   joined; once every rank joined, the join ops run and say who joined last (join_result()).
+// - groups (Request::group: hvd::grouped_allreduce_async and the other grouped calls): a member
+//   that is ready waits until every member of its group is ready, then the whole group comes out
+//   at once and forms one response of its own, whatever the fusion threshold (a group is the
+//   caller's unit: it is never split and never shares a response with other tensors). A member
+//   that fails (a mismatch, including one rank submitting it in another group or alone, a
+//   departed rank, a join) fails the whole group, and every other group that shares a tensor with
+//   it, with one error response naming every member, on every rank. Groups are known by their
+//   name (Request::group): ranks that pass different tensors to one grouped call (another count,
+//   other names) fail it at once; a rank that submits the group after that gets the same error.
 // Not thread-safe: the engine's background thread owns it.
 #pragma once
 
@@ -58,7 +67,8 @@ struct ReadyOp {
 };
 // Fusion as the Controller does it: `ready` in readiness order; the responses go to the end of
 // `out`. Ready allreduces with the same dtype, op, scale factors and CPU device (broadcasts with
-// the same root) share a response up to `threshold` bytes (0: none do).
+// the same root) share a response up to `threshold` bytes (0: none do). The members of a group
+// (Request::group, all of them in `ready`) form one response of their own, in `ready`'s order.
 void fuse_responses(const std::vector<ReadyOp>& ready, std::size_t threshold,
                     std::vector<Response>& out);
 
@@ -93,7 +103,7 @@ class Controller {
   // Some tensor waits for ranks that have not submitted it (the coordinator keeps the waiting
   // ranks told that it is alive: Engine's keepalive).
   bool waiting() const { return !table_.empty() && fatal_.empty(); }
-  bool idle() const { return table_.empty() && out_.empty() && fatal_.empty(); }
+  bool idle() const { return table_.empty() && out_.empty() && fatal_.empty() && groups_.empty(); }
   const ControllerOptions& options() const { return options_; }
 
   const std::set<int>& shut_down() const { return shut_down_; }
@@ -127,6 +137,35 @@ class Controller {
   int shown(int rank) const;
   std::string where() const;
 
+  // Groups (Request::group). A member decided (every rank submitted it, valid): to its group, or
+  // to ready_ when it is in none.
+  void decided(Request request, std::string error);
+  // `name`, submitted as `request` by `rank` (kNoRank: a failure path; kEveryRank: every rank at
+  // once), belongs to request.group: noted there, and checked against the group's count. `name`
+  // is in the group's names already (kKnown), is not (kNew), or may be (kMaybe: looked for).
+  static constexpr int kNoRank = -1;
+  static constexpr int kEveryRank = -2;
+  enum class NameIs { kKnown, kNew, kMaybe };
+  void note_member(const std::string& name, const Request& request, int rank, NameIs known);
+  // A request of a group that failed before this rank submitted it, or a member of one that
+  // failed by a mismatch before this rank submitted that member: fails at once (true).
+  bool failed_before(const Request& request, int rank);
+  bool failed_member(const Request& request, int rank);
+  // A name failed with `error`: the group of `request` (from `rank`) and of each rank's request
+  // in `by_rank` fails with it (false: none is in a group).
+  // `mismatch`: the ranks' requests differ (later submissions of the group or its members fail
+  // with the same error: failed_groups_, failed_names_).
+  bool fail_group(const Request& request, int rank, const std::string& error, bool departed,
+                  bool mismatch = false);
+  bool fail_groups(const std::vector<std::pair<int, Request>>& by_rank, const std::string& error,
+                   bool departed, bool mismatch = false);
+  // ... and when none is, `name` alone fails with an error response of its own.
+  void fail_name(const std::string& name, const std::vector<std::pair<int, Request>>& by_rank,
+                 const Request& request, int rank, const std::string& error, bool departed);
+  // The groups touched since the last call: a failed one becomes one error response for every
+  // member (taken out of the table), a complete one goes to ready_ whole.
+  void settle_groups();
+
   ControllerOptions options_;
   std::unordered_map<std::string, Entry> table_;
   std::vector<std::pair<Request, std::string>> ready_;  // request of the lowest rank, error
@@ -136,6 +175,30 @@ class Controller {
   int last_joined_ = -1;
   std::unordered_map<std::string, Request> joined_requests_;
   std::unordered_map<std::string, int> join_results_;
+  struct Group {
+    OpKind kind = OpKind::kAllreduce;
+    std::uint32_t size = 0;
+    std::vector<std::string> names;  // every member name some rank submitted under this id
+    std::vector<std::pair<Request, std::string>> decided;  // ready members, in readiness order
+    std::string error;  // non-empty: the whole group fails with it
+    bool departed = false;
+    bool disagree = false;    // error: the ranks passed different tensors (note_member)
+    bool mismatch = false;    // error: the ranks' requests differ (disagree, or a validation)
+    int size_rank = kNoRank;  // the rank whose count `size` is
+    std::vector<bool> seen;   // ranks that submitted it, by rank
+  };
+  std::unordered_map<std::uint64_t, Group> groups_;
+  // Groups that failed before every rank submitted them: the error the others get (and which
+  // ranks have had it), until each has.
+  struct Failed {
+    OpKind kind = OpKind::kAllreduce;
+    std::string error;
+    bool departed = false;
+    std::vector<bool> seen;
+  };
+  std::unordered_map<std::uint64_t, Failed> failed_groups_;
+  std::unordered_map<std::string, Failed> failed_names_;  // by member name
+  std::vector<std::uint64_t> touched_;                    // groups to settle
   std::string fatal_;
   hvd_status fatal_status_ = HVD_ERR_BACKEND;  // PEER_LOST when a rank left
   bool fatal_sent_ = false;

@@ -52,8 +52,8 @@ CycleEngine::CycleEngine(OpRunner& runner, ControlPlane control,
 CycleEngine::~CycleEngine() { shutdown(); }
 
 EngineStats CycleEngine::stats() const {
-  return {cycles_.load(),          hits_.load(), negotiated_.load(), doorbells_.load(),
-          decided_by_bits_.load(), eager_.load()};
+  return {cycles_.load(),          hits_.load(),  negotiated_.load(), doorbells_.load(),
+          decided_by_bits_.load(), eager_.load(), responses_.load()};
 }
 
 bool CycleEngine::broken() {
@@ -70,50 +70,65 @@ bool CycleEngine::broken() {
 
 // ---- Submitting and waiting threads ----
 
-void CycleEngine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
+void CycleEngine::submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now) {
+  if (ops.empty()) return;
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(ops_mutex_);
+    const Request& first = ops.front()->request;
     if (!failed_.empty()) {
-      throw StatusError(failed_status_,
-                        fmt::format("{} '{}' cannot run: {}", op_kind_name(op->request.kind),
-                                    op->request.name, failed_));
+      throw StatusError(failed_status_, fmt::format("{} '{}' cannot run: {}",
+                                                    op_kind_name(first.kind), first.name, failed_));
     }
     if (stopping_) throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
     if (!gone_.empty()) {  // what the coordinator answers once a rank said goodbye
-      op->finish(op_failure(HVD_ERR_PEER_LOST,
-                            fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
+      for (const auto& op : ops) {
+        op->finish(op_failure(HVD_ERR_PEER_LOST,
+                              fmt::format("tensor '{}' cannot run: {}", op->request.name, gone_)));
+      }
       return;
     }
-    OpsByName::insert_return_type added;
-    if (spare_.empty()) {
-      auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op});
-      added.position = it;
-      added.inserted = inserted;
-    } else {
-      OpsByName::node_type node = std::move(spare_.back());
-      spare_.pop_back();
-      node.key() = op->request.name;
-      node.mapped() = InFlight{op};
-      added = ops_.insert(std::move(node));
-      if (!added.inserted) {  // the name is in flight: keep the node, not this op
-        added.node.mapped() = InFlight{};
-        spare_.push_back(std::move(added.node));
+    const std::size_t queued = queue_.size();
+    for (const auto& op : ops) {
+      if (!add_op(op)) {
+        // All or nothing: the group's ops queued so far leave again.
+        for (std::size_t i = queued; i < queue_.size(); ++i)
+          ops_.erase(queue_[i]->op->request.name);
+        queue_.resize(queued);
+        throw StatusError(
+            HVD_ERR_INVALID_ARGUMENT,
+            fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
+            "wait for the earlier op of that name, or give this one another name");
       }
     }
-    if (!added.inserted) {
-      throw StatusError(
-          HVD_ERR_INVALID_ARGUMENT,
-          fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
-          "wait for the earlier op of that name, or give this one another name");
-    }
-    queue_.push_back(&added.position->second);
     if (!now && batch_.add()) {  // the first submission of a batch starts the batching delay
       due_ = true;
       wake = true;
     }
   }
   if (wake) wakeup_.notify();
+}
+
+bool CycleEngine::add_op(const std::shared_ptr<detail::OpState>& op) {
+  OpsByName::insert_return_type added;
+  if (spare_.empty()) {
+    auto [it, inserted] = ops_.try_emplace(op->request.name, InFlight{op});
+    added.position = it;
+    added.inserted = inserted;
+  } else {
+    OpsByName::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = op->request.name;
+    node.mapped() = InFlight{op};
+    added = ops_.insert(std::move(node));
+    if (!added.inserted) {  // the name is in flight: keep the node, not this op
+      added.node.mapped() = InFlight{};
+      spare_.push_back(std::move(added.node));
+    }
+  }
+  if (!added.inserted) return false;
+  queue_.push_back(&added.position->second);
+  return true;
 }
 
 void CycleEngine::wait(detail::OpState& op, Clock::time_point deadline) {
@@ -389,6 +404,7 @@ void CycleEngine::run_response(const Response& response, const Decision& decisio
     return;
   }
   for (std::size_t i = 0; i < ops.size(); ++i) cache_.put(ops[i]->request, slots[i]);
+  ++responses_;
   if (!decision.eager.empty() && response.kind == OpKind::kAllreduce && ops.size() == 1 &&
       response.names.front() == decision.eager) {
     ++eager_;

@@ -71,7 +71,7 @@ class CycleEngine : public OpEngine {
   CycleEngine(const CycleEngine&) = delete;
   CycleEngine& operator=(const CycleEngine&) = delete;
 
-  void submit(const std::shared_ptr<detail::OpState>& op, bool now) override;
+  void submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now) override;
   void wait(detail::OpState& op, Clock::time_point deadline) override;
   // Says goodbye in a last cycle, fails what is still pending, joins the thread.
   void shutdown() override;
@@ -93,6 +93,8 @@ class CycleEngine : public OpEngine {
   static constexpr std::chrono::microseconds kFirstNap{20};
   static constexpr std::chrono::microseconds kMaxNap{500};
   static CycleSignal doorbell_signal(std::uint64_t cycle);
+  // Under ops_mutex_: `op` into ops_ and queue_; false when its name is in flight.
+  bool add_op(const std::shared_ptr<detail::OpState>& op);
 
   enum class Step { kIdle, kWaiting, kDone };  // nothing to move on; cycle not complete; done
   // What a cycle decided, the same on every rank.
@@ -216,7 +218,7 @@ class CycleEngine : public OpEngine {
   std::chrono::microseconds nap_{20};  // the background thread's, between polls of a cycle
 
   std::atomic<std::uint64_t> cycles_{0}, hits_{0}, negotiated_{0}, doorbells_{0},
-      decided_by_bits_{0}, eager_{0};
+      decided_by_bits_{0}, eager_{0}, responses_{0};
   std::thread thread_;
 };
 

@@ -95,24 +95,28 @@ Engine::Engine(OpRunner& runner, ControlPlane control, EngineOptions options)
 
 Engine::~Engine() { shutdown(); }
 
-void Engine::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
+void Engine::submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now) {
+  if (ops.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const Request& first = ops.front()->request;
     if (!failed_.empty()) {
-      throw StatusError(failed_status_,
-                        fmt::format("{} '{}' cannot run: {}", op_kind_name(op->request.kind),
-                                    op->request.name, failed_));
+      throw StatusError(failed_status_, fmt::format("{} '{}' cannot run: {}",
+                                                    op_kind_name(first.kind), first.name, failed_));
     }
     if (stopping_) {
       throw StatusError(HVD_ERR_NOT_INITIALIZED, "libhvd is shutting down");
     }
-    if (!in_flight_.insert(op->request.name).second) {
-      throw StatusError(
-          HVD_ERR_INVALID_ARGUMENT,
-          fmt::format("a tensor named '{}' is already in flight on this rank", op->request.name),
-          "wait for the earlier op of that name, or give this one another name");
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (!in_flight_.insert(ops[i]->request.name).second) {
+        for (std::size_t k = 0; k < i; ++k) in_flight_.erase(ops[k]->request.name);
+        throw StatusError(HVD_ERR_INVALID_ARGUMENT,
+                          fmt::format("a tensor named '{}' is already in flight on this rank",
+                                      ops[i]->request.name),
+                          "wait for the earlier op of that name, or give this one another name");
+      }
     }
-    queue_.push_back(op);
+    queue_.insert(queue_.end(), ops.begin(), ops.end());
     // The first submission of a batch starts the batching delay; the thread sleeps on.
     if (!now) now = batch_.add();
   }
@@ -190,6 +194,7 @@ EngineStats Engine::stats() const {
   EngineStats s;
   s.negotiated = negotiated_.load();
   s.eager = eager_.load();
+  s.responses = responses_.load();
   return s;
 }
 
@@ -436,6 +441,7 @@ void Engine::run_response(const Response& response) {
     for (auto& op : ops) op->finish(op_failure(status, response.error));
     return;
   }
+  ++responses_;
   run_ops(runner_, ops, options_.timeline);
 }
 

@@ -196,7 +196,11 @@ std::string coordinator_silence(Clock::duration silent, const std::string& waiti
 class OpEngine {
  public:
   virtual ~OpEngine() = default;
-  virtual void submit(const std::shared_ptr<detail::OpState>& op, bool now) = 0;
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now) { submit_group({&op, 1}, now); }
+  // The ops of one group (Request::group; or one op alone), queued together: they reach the
+  // coordinator in one batch. Either all are queued or, when one cannot be (a name in flight or
+  // twice in `ops`), none is and it throws StatusError.
+  virtual void submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now) = 0;
   // A thread waits for `op` until `deadline`: what is batched goes out now. An engine may move
   // the op on in the waiting thread itself until it is done or the deadline passed.
   virtual void wait(detail::OpState& op, Clock::time_point deadline) = 0;
@@ -215,10 +219,10 @@ class Engine : public OpEngine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues `op` (request filled in). `now`: the caller will wait for it at once (a synchronous
-  // call), so the batch goes out without the cycle time. Throws StatusError if its name is
-  // already in flight on this rank or the engine has failed or shut down.
-  void submit(const std::shared_ptr<detail::OpState>& op, bool now) override;
+  // Queues `ops` (requests filled in). `now`: the caller will wait for them at once (a
+  // synchronous call), so the batch goes out without the cycle time. Throws StatusError if a
+  // name is already in flight on this rank or the engine has failed or shut down.
+  void submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now) override;
 
   // Someone waits on a handle: the batch goes out now. On ranks other than 0 the calling thread
   // sends it itself (one thread hand-off less per step); rank 0 wakes the background thread.
@@ -281,6 +285,7 @@ class Engine : public OpEngine {
   BatchDelay batch_{wakeup_, options_.cycle_time};  // the queued submissions' batching delay
   std::atomic<std::uint64_t> negotiated_{0};
   std::atomic<std::uint64_t> eager_{0};
+  std::atomic<std::uint64_t> responses_{0};
 
   std::mutex send_mutex_;  // ranks other than 0: the connection to the coordinator
 

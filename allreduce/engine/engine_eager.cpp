@@ -70,6 +70,7 @@ std::string Engine::reduce_eager(Response& response) {
     return {};
   }
   ++eager_;
+  ++responses_;
   op.finish(nullptr);
   return result;
 }
@@ -88,6 +89,7 @@ void Engine::finish_eager(const ResponseList& list, std::string_view result) {
   }
   std::memcpy(out.data, result.data(), result.size());
   ++eager_;
+  ++responses_;
   op.finish(nullptr);
 }
 

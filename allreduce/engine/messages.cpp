@@ -132,13 +132,55 @@ bool is_automatic_name(std::string_view name) {
   for (auto k = static_cast<int>(OpKind::kAllreduce); k <= static_cast<int>(OpKind::kJoin); ++k) {
     known |= kind == op_kind_name(static_cast<OpKind>(k));
   }
-  return known && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(dot) + 1, name.end(),
-                              [](char c) { return c >= '0' && c <= '9'; });
+  // The counter, then for a member of a synchronous group "_<i>of<n>" (group_member_name).
+  std::string_view rest = name.substr(dot + 1);
+  const auto digits = [&rest] {
+    const auto n =
+        std::find_if(rest.begin(), rest.end(), [](char c) { return c < '0' || c > '9'; });
+    const bool any = n != rest.begin();
+    rest.remove_prefix(static_cast<std::size_t>(n - rest.begin()));
+    return any;
+  };
+  if (!known || !digits()) return false;
+  if (rest.empty()) return true;
+  if (!rest.starts_with('_')) return false;
+  rest.remove_prefix(1);
+  if (!digits() || !rest.starts_with("of")) return false;
+  rest.remove_prefix(2);
+  return digits() && rest.empty();
+}
+
+std::uint64_t group_id(OpKind kind, std::string_view base) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64
+  const auto mix = [&h](std::string_view bytes) {
+    for (char c : bytes) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ULL;
+    }
+  };
+  mix(op_kind_name(kind));
+  mix(std::string_view("\0", 1));  // no kind name is a prefix of another's with a NUL
+  mix(base);
+  return h == 0 ? 1 : h;
+}
+
+std::string_view group_base(std::string_view member) {
+  const auto underscore = member.rfind('_');
+  return underscore == std::string_view::npos ? member : member.substr(0, underscore);
+}
+
+std::string group_member_name(std::string_view base, std::size_t index, std::size_t count) {
+  std::string name(base);
+  name += '_';
+  name += std::to_string(index + 1);
+  name += "of";
+  name += std::to_string(count);
+  return name;
 }
 
 namespace {
 // A request is about 60 bytes plus its name and shape.
-std::size_t encoded_size(const Request& r) { return 60 + r.name.size() + 8 * r.shape.size(); }
+std::size_t encoded_size(const Request& r) { return 72 + r.name.size() + 8 * r.shape.size(); }
 
 void write(Writer& w, const Request& r) {
   w.put_string(r.name);
@@ -152,6 +194,8 @@ void write(Writer& w, const Request& r) {
   w.put(r.prescale);
   w.put(r.postscale);
   w.put(r.root);
+  w.put(r.group);
+  w.put(r.group_size);
 }
 
 // A RequestList's encoding, from its requests one by one (`get` turns an element of `requests`
@@ -200,6 +244,8 @@ RequestList decode_requests(std::string_view bytes) {
     q.prescale = r.get<double>();
     q.postscale = r.get<double>();
     q.root = r.get<std::int32_t>();
+    q.group = r.get<std::uint64_t>();
+    q.group_size = r.get<std::uint32_t>();
     list.requests.push_back(std::move(q));
   }
   r.finish();

@@ -48,8 +48,22 @@ struct Request {
   double prescale = 1.0;
   double postscale = 1.0;
   std::int32_t root = 0;
+  // Grouped ops (hvd::grouped_allreduce_async, ...): the group's id (group_id() of its kind and
+  // name; 0: not in a group) and its member count. The coordinator runs a group as one unit: once
+  // every member is ready on every rank, all of it in one response (controller.h).
+  std::uint64_t group = 0;
+  std::uint32_t group_size = 0;
   bool operator==(const Request&) const = default;
 };
+// The id of the group of `kind` named `base` (its members are "<base>_<i>of<n>"): a hash
+// (FNV-1a 64) that is never 0, the same on every rank for the same call and from step to step (a
+// group's requests stay response-cache hits). The name, not the members, makes the id, so that
+// ranks passing different tensors to one grouped call are told so (controller.h).
+std::uint64_t group_id(OpKind kind, std::string_view base);
+// "hvd.allreduce.3_2of4": the name of member `index` (from 0) of a group of `count` under `base`.
+std::string group_member_name(std::string_view base, std::size_t index, std::size_t count);
+// The group name in a member's name ("grads" for "grads_2of4"; the name itself otherwise).
+std::string_view group_base(std::string_view member);
 
 struct RequestList {
   std::vector<Request> requests;

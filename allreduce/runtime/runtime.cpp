@@ -45,19 +45,38 @@ std::string Runtime::auto_name(OpKind kind) {
   return automatic_name(kind, name_counters_[static_cast<std::size_t>(kind)]++);
 }
 
-void Runtime::submit(const std::shared_ptr<detail::OpState>& op, bool now) {
-  Request& q = op->request;
-  check_submission(*op, topology_.size);
-  if (op->in.device.kind == Device::Kind::kCUDA) check_gpu_submission(*op, op->output_in_buffer);
-  q.dtype = op->in.dtype;
-  q.device = op->in.device;
-  q.shape = op->in.shape;
-  if (q.kind == OpKind::kAllreduce || q.kind == OpKind::kReducescatter) {
-    q.op = op->options.op;
-    q.prescale = op->options.prescale;
-    q.postscale = op->options.postscale;
+void Runtime::submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now,
+                           std::string_view group) {
+  for (const auto& op : ops) {
+    Request& q = op->request;
+    check_submission(*op, topology_.size);
+    if (op->in.device.kind == Device::Kind::kCUDA) check_gpu_submission(*op, op->output_in_buffer);
+    q.dtype = op->in.dtype;
+    q.device = op->in.device;
+    q.shape = op->in.shape;
+    if (q.kind == OpKind::kAllreduce || q.kind == OpKind::kReducescatter) {
+      q.op = op->options.op;
+      q.prescale = op->options.prescale;
+      q.postscale = op->options.postscale;
+    }
   }
-  engine_->submit(op, now);
+  if (!group.empty() && !ops.empty()) {
+    const Request& first = ops.front()->request;
+    for (const auto& op : ops) {
+      if (op->request.device != first.device) {
+        invalid(fmt::format("grouped {} '{}': tensor '{}' is on {} and tensor '{}' on {}",
+                            op_kind_name(first.kind), group, first.name, describe(ops.front()->in),
+                            op->request.name, describe(op->in)),
+                "a group's tensors must all be on one device");
+      }
+    }
+    const std::uint64_t id = group_id(first.kind, group);
+    for (const auto& op : ops) {
+      op->request.group = id;
+      op->request.group_size = static_cast<std::uint32_t>(ops.size());
+    }
+  }
+  engine_->submit_group(ops, now);
 }
 
 void Runtime::wait(detail::OpState& op, Clock::time_point deadline) {
@@ -158,6 +177,9 @@ void Runtime::run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Time
     for (const auto& op : ops) nccl_->run(*op);
     return;
   }
+  if (ops.front()->request.group != 0 && kind == OpKind::kAllreduce) {
+    return allreduce_group(ops, timeline);
+  }
   if (ops.size() > 1 && kind == OpKind::kAllreduce) return allreduce_fused(ops, timeline);
   if (ops.size() > 1 && kind == OpKind::kBroadcast) return broadcast_fused(ops, timeline);
   const std::string phase = collective_phase(timeline, backend_->name(), kind);
@@ -217,6 +239,41 @@ void Runtime::allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>
     at += bytes[i];
   }
   phase(timeline, ops, "MEMCPY_OUT_FUSION_BUFFER", false);
+}
+
+void Runtime::allreduce_group(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                              Timeline* timeline) {
+  // Every rank has the same ops in the same order (the response's), so the same batches. A
+  // stable sort by dtype keeps that order within a dtype.
+  std::vector<std::shared_ptr<detail::OpState>> sorted = ops;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return static_cast<int>(a->in.dtype) < static_cast<int>(b->in.dtype);
+  });
+  std::vector<std::shared_ptr<detail::OpState>> batch;
+  std::size_t bytes = 0;
+  const auto run_batch = [&] {
+    if (batch.size() == 1) {
+      const detail::OpState& op = *batch.front();
+      const std::string phase = collective_phase(timeline, backend_->name(), OpKind::kAllreduce);
+      if (timeline != nullptr) timeline->begin(op.request.name, phase);
+      allreduce(op.in, op.output(), op.options);
+      if (timeline != nullptr) timeline->end(op.request.name);
+    } else if (!batch.empty()) {
+      allreduce_fused(batch, timeline);
+    }
+    batch.clear();
+    bytes = 0;
+  };
+  for (const auto& op : sorted) {
+    const std::size_t n = op->in.byte_size();
+    if (!batch.empty() &&
+        (op->in.dtype != batch.front()->in.dtype || bytes + n > config_.fusion_threshold)) {
+      run_batch();
+    }
+    batch.push_back(op);
+    bytes += n;
+  }
+  run_batch();
 }
 
 // Several broadcasts from one root as one.

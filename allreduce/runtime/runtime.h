@@ -71,7 +71,12 @@ class Runtime final : public OpRunner {
 
   // Checks what this rank alone can check (throws StatusError at once), then queues the op;
   // `now`: a synchronous call that waits at once (see Engine::submit).
-  void submit(const std::shared_ptr<detail::OpState>& op, bool now);
+  void submit(const std::shared_ptr<detail::OpState>& op, bool now) { submit_group({&op, 1}, now); }
+  // The ops of one grouped call named `group` (hvd::grouped_allreduce_async, ...): one kind, one
+  // device, named "<group>_<i>of<n>" already; each checked as submit() checks it, then made one
+  // group (Request::group) and queued together. An empty `group`: ops in no group.
+  void submit_group(std::span<const std::shared_ptr<detail::OpState>> ops, bool now,
+                    std::string_view group = {});
   // A thread waits on `op` until `deadline` (see OpEngine::wait). Never throws.
   void wait(detail::OpState& op, Clock::time_point deadline);
   EngineStats engine_stats() const { return engine_->stats(); }
@@ -97,6 +102,10 @@ class Runtime final : public OpRunner {
  private:
   void allreduce(const Tensor& in, const Tensor& out, const AllreduceOptions& options);
   void allreduce_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
+                       Timeline* timeline);
+  // A group's allreduces (one response whatever their size or dtypes): fused per dtype, in
+  // batches of at most the fusion threshold.
+  void allreduce_group(const std::vector<std::shared_ptr<detail::OpState>>& ops,
                        Timeline* timeline);
   void broadcast_fused(const std::vector<std::shared_ptr<detail::OpState>>& ops,
                        Timeline* timeline);

@@ -17,7 +17,9 @@ namespace hvd::runtime {
 std::string_view Runtime::eager_input(const detail::OpState& op) {
   const Request& q = op.request;
   const std::size_t bytes = op.in.byte_size();
-  if (q.kind != OpKind::kAllreduce || bytes == 0 || bytes > eager_bytes_ ||
+  // A group's member never: a group is one response, run as one (an eager member of a group of
+  // one would be the same thing, but the group's rule stays simple).
+  if (q.kind != OpKind::kAllreduce || q.group != 0 || bytes == 0 || bytes > eager_bytes_ ||
       q.device.kind != Device::Kind::kCPU || q.prescale != 1.0 ||
       reduce_fn(q.dtype, q.op == ReduceOp::kAverage ? ReduceOp::kSum : q.op) == nullptr) {
     return {};

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,17 @@ hvd::Handle submit(F&& f) {
   py::gil_scoped_release unlocked;
   return f();
 }
+
+template <class F>
+std::vector<hvd::Handle> submit_group(F&& f) {
+  py::gil_scoped_release unlocked;
+  return f();
+}
+
+// A grouped op's member as Python passes it (grouped_*_async below).
+using Member = std::tuple<std::uintptr_t, int, std::vector<std::int64_t>, int, std::uintptr_t>;
+using AllreduceMember =
+    std::tuple<std::uintptr_t, std::uintptr_t, int, std::vector<std::int64_t>, int, std::uintptr_t>;
 
 // The JSON of hvd_build_report(): what this libhvd was built with and what loads here.
 std::string build_report() {
@@ -153,6 +165,22 @@ void define_topology(py::module_& m) {
   m.def("process_set_ranks", [](int id) { return hvd::ProcessSet(id).ranks(); });
   m.def("process_set_rank", [](int id) { return hvd::ProcessSet(id).rank(); });
   m.def("process_set_size", [](int id) { return hvd::ProcessSet(id).size(); });
+  // What libhvd's engine of a set did on this rank (hvd::EngineStats), for tests and benchmarks.
+  m.def(
+      "engine_stats",
+      [](int process_set) {
+        const hvd::EngineStats s = hvd::engine_stats(hvd::ProcessSet(process_set));
+        py::dict d;
+        d["cycles"] = s.cycles;
+        d["cache_hits"] = s.cache_hits;
+        d["negotiated"] = s.negotiated;
+        d["doorbells"] = s.doorbells;
+        d["decided_by_bits"] = s.decided_by_bits;
+        d["eager"] = s.eager;
+        d["responses"] = s.responses;
+        return d;
+      },
+      py::arg("process_set") = 0);
 }
 
 void define_ops(py::module_& m) {
@@ -214,6 +242,53 @@ void define_ops(py::module_& m) {
       },
       py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("device"),
       py::arg("stream"), py::arg("splits"), py::arg("process_set") = 0);
+  // Grouped ops (hvd::grouped_*_async): one group, negotiated and run as one unit; member i is
+  // the op "<name>_<i+1>of<n>". Each member is a tuple: (input, output, dtype, shape, device,
+  // stream) for allreduce, (data, dtype, shape, device, stream) for the others.
+  m.def(
+      "grouped_allreduce_async",
+      [](const std::string& name, const std::vector<AllreduceMember>& members, int op,
+         double prescale, double postscale, int process_set) {
+        std::vector<hvd::Tensor> in, out;
+        for (const auto& [data, output, dtype, shape, device, stream] : members) {
+          in.push_back(view(data, dtype, shape, device, stream));
+          out.push_back(in.back());
+          out.back().data = reinterpret_cast<void*>(output);
+        }
+        const hvd::AllreduceOptions options{static_cast<hvd::ReduceOp>(op), prescale, postscale};
+        return submit_group([&] {
+          return hvd::grouped_allreduce_async(name, in, out, options, hvd::ProcessSet(process_set));
+        });
+      },
+      py::arg("name"), py::arg("members"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
+      py::arg("process_set") = 0);
+  m.def(
+      "grouped_allgather_async",
+      [](const std::string& name, const std::vector<Member>& members, int process_set) {
+        std::vector<hvd::Tensor> in;
+        for (const auto& [data, dtype, shape, device, stream] : members) {
+          in.push_back(view(data, dtype, shape, device, stream));
+        }
+        return submit_group(
+            [&] { return hvd::grouped_allgather_async(name, in, hvd::ProcessSet(process_set)); });
+      },
+      py::arg("name"), py::arg("members"), py::arg("process_set") = 0);
+  m.def(
+      "grouped_reducescatter_async",
+      [](const std::string& name, const std::vector<Member>& members, int op, double prescale,
+         double postscale, int process_set) {
+        std::vector<hvd::Tensor> in;
+        for (const auto& [data, dtype, shape, device, stream] : members) {
+          in.push_back(view(data, dtype, shape, device, stream));
+        }
+        return submit_group([&] {
+          return hvd::grouped_reducescatter_async(name, in, static_cast<hvd::ReduceOp>(op),
+                                                  prescale, postscale,
+                                                  hvd::ProcessSet(process_set));
+        });
+      },
+      py::arg("name"), py::arg("members"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
+      py::arg("process_set") = 0);
   // The C++ API's own cost, for bench/python_allreduce_bench.py: `iterations` allreduces (sum,
   // in place, float32) of `count` floats at `data` under one name, each waited for at once (what
   // hvd.allreduce_(t, name=...) does from Python), timed in C++.

@@ -310,12 +310,14 @@ int main(int argc, char** argv) {
       rc = timeline(argv[2]);
     } else if (mode == "sets" && argc > 2) {
       rc = process_sets_mode(argv[2]);
+    } else if (mode == "groups") {
+      rc = groups_mode();
     } else {
       std::fprintf(stderr,
                    "usage: libhvd_check [collectives | die RANK | freeze RANK | info | async | "
                    "threads | delayed | "
                    "mismatch FIELD | stall SECONDS | cache | timeline DIR | sets "
-                   "dynamic|static|stall]\n");
+                   "dynamic|static|stall | groups]\n");
     }
     hvd::shutdown();
     return rc;

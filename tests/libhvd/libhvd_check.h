@@ -210,5 +210,6 @@ int gpu_without_device();
 int timeline(const std::string& dir);
 int die(int victim, int signal);                 // SIGKILL or SIGSTOP
 int process_sets_mode(const std::string& kind);  // libhvd_check_sets.cpp
+int groups_mode();                               // libhvd_check_groups.cpp
 
 }  // namespace libhvd_check

@@ -114,6 +114,8 @@ inline RequestList full_request_list() {
   a.prescale = 0.125;
   a.postscale = -3.5e300;
   a.root = 7;
+  a.group = 0xFEDCBA9876543210ULL;  // a grouped op's id and size
+  a.group_size = 0xFFFFFFFFu;
   Request b = broadcast("", -2);  // empty name and scalar shape
   b.shape = {};
   b.dtype = DataType::kInt64;

@@ -137,6 +137,17 @@ HVD_API hvd_status hvd_alltoall_on(int set, const void* in, size_t count, const 
                                    hvd_dtype dtype, hvd_alloc_fn alloc, void* user,
                                    size_t* out_count, int64_t* recv_splits);
 HVD_API hvd_status hvd_barrier_on(int set);
+/* Grouped allreduce (hvd::grouped_allreduce in hvd/hvd.hpp, docs/libhvd.md): `num` buffers,
+ * buffer i being counts[i] elements of `dtype` at in[i] reduced into out[i] (in[i] == out[i] for
+ * in place), negotiated and run as one unit: libhvd waits until every buffer of the group is
+ * ready on every rank, runs them together, and they succeed or fail together. Every rank passes
+ * the same number of buffers with the same counts. */
+HVD_API hvd_status hvd_grouped_allreduce(const void* const* in, void* const* out,
+                                         const size_t* counts, int num, hvd_dtype dtype, hvd_op op,
+                                         double prescale, double postscale);
+HVD_API hvd_status hvd_grouped_allreduce_on(int set, const void* const* in, void* const* out,
+                                            const size_t* counts, int num, hvd_dtype dtype,
+                                            hvd_op op, double prescale, double postscale);
 /* hvd::join (hvd/hvd.hpp): waits until every rank joined, adding zeros to the others' allreduces
  * meanwhile; *last_rank (may be NULL) receives the last rank to join. */
 HVD_API hvd_status hvd_join(int* last_rank);

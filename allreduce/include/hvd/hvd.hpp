@@ -234,8 +234,12 @@ struct EngineStats {
   // every rank (cycles) or by rank 0 (the TCP engine), with no collective of their own
   // (HOROVOD_EAGER_BYTES).
   std::uint64_t eager = 0;
+  // Responses that ran on this rank: collectives (one for a fused batch or a whole group of a
+  // grouped call) and eager allreduces; failed ops not counted.
+  std::uint64_t responses = 0;
 };
-HVD_API EngineStats engine_stats();
+// The global set's engine, or process set `set`'s (each set has its own).
+HVD_API EngineStats engine_stats(const ProcessSet& set = {});
 
 // ---- Collectives ----
 struct AllreduceOptions {
@@ -359,5 +363,46 @@ HVD_API Handle reducescatter_async(const std::string& name, const Tensor& in,
 HVD_API Handle alltoall_async(const std::string& name, const Tensor& in,
                               std::span<const std::int64_t> splits = {},
                               const ProcessSet& set = {});
+
+// ---- Grouped ops: several tensors as one unit (Horovod's grouped_allreduce, ...) ----
+// The tensors of a group are negotiated and run as one unit: the coordinator waits until every
+// tensor of the group is ready on every rank of the set, then schedules all of them in one
+// response of their own, never split by HOROVOD_FUSION_THRESHOLD and never mixed with other
+// tensors; every handle of the group finishes at the same time, with the same error when one
+// fails. A grouped allreduce runs as fused collectives (per dtype, in batches of at most the
+// fusion threshold: the fusion buffer stays that size); grouped allgathers and reducescatters
+// run one after the other inside the response. Member i of a group of n under `name` is the
+// named op "<name>_<i+1>of<n>"; with an empty name (the synchronous forms) the group is named
+// automatically like a synchronous call. A mismatch between ranks (a tensor in a group on one
+// rank and alone or in a group with other members on another, a different dtype or shape of a
+// member) fails the whole group on every rank concerned (HVD_ERR_INVALID_ARGUMENT). All tensors
+// of a group are on one device; names must not repeat within a group or be in flight already
+// (then nothing of the group is submitted).
+HVD_API std::vector<Handle> grouped_allreduce_async(const std::string& name,
+                                                    std::span<const Tensor> in,
+                                                    std::span<const Tensor> out,
+                                                    const AllreduceOptions& options = {},
+                                                    const ProcessSet& set = {});
+inline std::vector<Handle> grouped_allreduce_async(const std::string& name,
+                                                   std::span<const Tensor> inout,
+                                                   const AllreduceOptions& options = {},
+                                                   const ProcessSet& set = {}) {
+  return grouped_allreduce_async(name, inout, inout, options, set);
+}
+HVD_API std::vector<Handle> grouped_allgather_async(const std::string& name,
+                                                    std::span<const Tensor> in,
+                                                    const ProcessSet& set = {});
+HVD_API std::vector<Handle> grouped_reducescatter_async(
+    const std::string& name, std::span<const Tensor> in, ReduceOp op = ReduceOp::kAverage,
+    double prescale = 1.0, double postscale = 1.0, const ProcessSet& set = {});
+// The synchronous forms (in place for allreduce; one Buffer per input for the others).
+HVD_API void grouped_allreduce(std::span<const Tensor> inout, const AllreduceOptions& options = {},
+                               const ProcessSet& set = {});
+HVD_API std::vector<Buffer> grouped_allgather(std::span<const Tensor> in,
+                                              const ProcessSet& set = {});
+HVD_API std::vector<Buffer> grouped_reducescatter(std::span<const Tensor> in,
+                                                  ReduceOp op = ReduceOp::kAverage,
+                                                  double prescale = 1.0, double postscale = 1.0,
+                                                  const ProcessSet& set = {});
 
 }  // namespace hvd

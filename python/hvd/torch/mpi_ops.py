@@ -74,8 +74,6 @@ _DTYPE_NAMES = 'uint8, int8, int16, int32, int64, float16, bfloat16, float32, fl
 # handle -> (native handles, finish(natives, keep) -> result, keep: the tensors the op uses).
 _handle_map = {}
 _handles = itertools.count(1)
-# Ops whose group failed to submit in full: their tensors stay alive until they finish.
-_orphans = []
 
 
 def _op_name(prefix, name, handle):
@@ -304,21 +302,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-# ---- grouped allreduce: separate named ops, which libhvd's engine fuses ----
-
-def _submit_group(base, views, submit_one, keep_alive):
-    """Submits member i of a group as the named op '<base>_<i>of<n>' (the engine fuses them),
-    through submit_one(member_name, i, view). When a submission fails, the members already in
-    flight keep `keep_alive` (their tensors) referenced until they finish."""
-    natives = []
-    try:
-        for i, view in enumerate(views):
-            natives.append(submit_one(f'{base}_{i + 1}of{len(views)}', i, view))
-    except BaseException:
-        _orphans.append((natives,) + tuple(keep_alive))
-        raise
-    return tuple(natives)
-
+# ---- grouped allreduce: one group, negotiated and run by libhvd as one unit ----
 
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
                              process_set):
@@ -328,15 +312,12 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     if len({v[3] for v in views}) > 1:
         raise ValueError('grouped_allreduce: tensors in list must be on same device.')
     handle = next(_handles)
-
-    def submit(member, i, view):
-        ptr, dtype, shape, device, stream = view
-        return _submit(_native.allreduce_async, member, ptr, outputs[i].data_ptr(), dtype, shape,
-                       device, stream, code, float(prescale_factor), float(postscale_factor), ps)
-
-    natives = _submit_group(_op_name('grouped_allreduce', name, handle), views, submit,
-                            (tensors, outputs))
-    return _register(handle, natives, _finish_outputs, (list(tensors), list(outputs)))
+    members = [(ptr, out.data_ptr(), dtype, shape, device, stream)
+               for (ptr, dtype, shape, device, stream), out in zip(views, outputs)]
+    # Member i is libhvd's op '<name>_<i+1>of<n>'; all or none of the group is submitted.
+    natives = _submit(_native.grouped_allreduce_async, _op_name('grouped_allreduce', name, handle),
+                      members, code, float(prescale_factor), float(postscale_factor), ps)
+    return _register(handle, tuple(natives), _finish_outputs, (list(tensors), list(outputs)))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -460,11 +441,9 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     tensors = [_dense(t, 'grouped_allgather') for t in tensors]
     views = [_view(t, 'grouped_allgather') for t in tensors]
     handle = next(_handles)
-    natives = _submit_group(_op_name('grouped_allgather', name, handle), views,
-                            lambda member, i, view: _submit(_native.allgather_async, member, *view,
-                                                            ps),
-                            (tensors,))
-    return _register(handle, natives, _finish_gathered_group, (tensors,))
+    natives = _submit(_native.grouped_allgather_async, _op_name('grouped_allgather', name, handle),
+                      views, ps)
+    return _register(handle, tuple(natives), _finish_gathered_group, (tensors,))
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -708,15 +687,19 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     code = _scatter_op(op, 'grouped_reducescatter')
     inputs = [_scatter_input(t, prescale_factor, postscale_factor, 'grouped_reducescatter')
               for t in tensors]
+    if len({i[1:] for i in inputs}) > 1:
+        # libhvd takes one pair of factors per group: with some tensors scaled here (integers,
+        # GPU), all are.
+        inputs = [(_scaled(_dense(t, 'grouped_reducescatter'), prescale_factor), 1.0, 1.0,
+                   postscale_factor) for t in tensors]
     tensors = [i[0] for i in inputs]
     views = [_view(t, 'grouped_reducescatter') for t in tensors]
+    prescale, postscale = inputs[0][1:3] if inputs else (1.0, 1.0)
     handle = next(_handles)
-    natives = _submit_group(
-        _op_name('grouped_reducescatter', name, handle), views,
-        lambda member, i, view: _submit(_native.reducescatter_async, member, *view, code,
-                                        inputs[i][1], inputs[i][2], ps),
-        (tensors,))
-    return _register(handle, natives, _finish_scattered_group,
+    natives = _submit(_native.grouped_reducescatter_async,
+                      _op_name('grouped_reducescatter', name, handle), views, code, prescale,
+                      postscale, ps)
+    return _register(handle, tuple(natives), _finish_scattered_group,
                      (tensors, [i[3] for i in inputs]))
 
 

@@ -6,6 +6,13 @@ submits that gradient's allreduce (asynchronous, named after the parameter, in p
 it is ready, and libhvd's engine fuses what arrives together. step() (or synchronize()) waits
 for them. A parameter that got no gradient in a step is allreduced as zeros, so every rank
 submits the same names.
+
+With groups (groups=N or the older num_groups=N: the parameters that need gradients, in order,
+split into N nearly equal consecutive groups; groups=[[p, ...], ...]: those lists, every other
+parameter alone), the gradients of a group go out as one grouped allreduce
+(hvd.grouped_allreduce_async_), which libhvd negotiates and runs as one unit, once the last of
+them is ready; synchronize() submits a group whose gradients did not all arrive (zeros for the
+missing ones), so every rank submits every group.
 """
 import contextlib
 import warnings
@@ -31,7 +38,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             mpi_ops._reduce_op(op, 'DistributedOptimizer')
         if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
             raise ValueError('gradient_predivide_factor not supported with op != Average')
-        _check_groups(num_groups, groups)
+        groups = _check_groups(num_groups, groups)
         self._compression = compression
         self._op = op
         self._predivide = gradient_predivide_factor
@@ -40,6 +47,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._parameter_names = self._names(named_parameters)
         self._delay = {}
         self._handles = {}
+        self._grad_groups = _form_groups(groups, [p for p in self._all_params() if p.requires_grad])
+        self._p_to_group = {p: gi for gi, group in enumerate(self._grad_groups) for p in group}
+        self._group_counts = [0] * len(self._grad_groups)
+        self._group_handles = {}  # group index -> (handle, compression contexts)
         self._grad_accs = {}
         self._synchronized = False
         self._should_synchronize = True
@@ -83,6 +94,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*unused):
+            gi = self._p_to_group.get(p)
+            if gi is not None:
+                self._group_hook(p, gi)
+                return
             if self._handles.get(p, (None, None))[0] is not None and self._delay[p] <= 0:
                 raise AssertionError(
                     'Gradients were computed more than backward_passes_per_step times before '
@@ -92,6 +107,48 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles[p] = self._allreduce_grad_async(p) if self._delay[p] == 0 else \
                 (None, None)
         return hook
+
+    def _group_hook(self, p, gi):
+        if self._delay[p] <= 0:
+            raise AssertionError(
+                'Gradients were computed more than backward_passes_per_step times before '
+                'call to step(). Increase backward_passes_per_step to accumulate gradients '
+                'locally.')
+        self._delay[p] -= 1
+        if self._delay[p] == 0:
+            self._group_counts[gi] += 1
+            if self._group_counts[gi] == len(self._grad_groups[gi]):
+                self._group_handles[gi] = self._grouped_allreduce_grad_async(gi)
+
+    def _scale_factors(self):
+        if self._op == mpi_ops.Average:
+            return 1.0 / self._predivide, self._predivide
+        return 1.0, 1.0
+
+    def _grouped_allreduce_grad_async(self, gi):
+        group = self._grad_groups[gi]
+        tensors, ctxs = [], []
+        for p in group:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grad = p.grad
+            if grad.is_sparse:
+                if not self._sparse_as_dense:
+                    raise ValueError(f'DistributedOptimizer: parameter '
+                                     f'{self._parameter_names.get(p)} has a sparse gradient, '
+                                     f'which a group cannot reduce: pass sparse_as_dense=True, '
+                                     f'or leave the parameter out of groups')
+                grad = grad.to_dense()
+            elif not grad.is_contiguous():
+                p.grad = grad = grad.contiguous()
+            tensor, ctx = self._compression.compress(grad)
+            tensors.append(tensor)
+            ctxs.append(ctx)
+        prescale, postscale = self._scale_factors()
+        handle = mpi_ops.grouped_allreduce_async_(
+            tensors, name=f'group.{self._parameter_names.get(group[0])}', op=self._op,
+            prescale_factor=prescale, postscale_factor=postscale, process_set=self._process_set)
+        return handle, ctxs
 
     def _allreduce_grad_async(self, p):
         name = self._parameter_names.get(p)
@@ -107,10 +164,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         elif not grad.is_contiguous():
             p.grad = grad = grad.contiguous()
         tensor, ctx = self._compression.compress(grad)
-        if self._op == mpi_ops.Average:
-            prescale, postscale = 1.0 / self._predivide, self._predivide
-        else:
-            prescale = postscale = 1.0
+        prescale, postscale = self._scale_factors()
         handle = mpi_ops.allreduce_async_(tensor, name=name, op=self._op,
                                           prescale_factor=prescale, postscale_factor=postscale,
                                           process_set=self._process_set)
@@ -126,12 +180,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p.requires_grad and p not in self._grad_accs:
                 self._delay.setdefault(p, self.backward_passes_per_step)
                 self._register_hook(p)  # requires_grad was switched on after construction
-            if p.requires_grad and p not in self._handles:
+            if p.requires_grad and p not in self._handles and p not in self._p_to_group:
                 self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:  # step() before backward_passes_per_step passes
                 self._handles[p] = handle, ctx = self._allreduce_grad_async(p)
+        for gi in range(len(self._grad_groups)):
+            if gi not in self._group_handles:  # a member's gradient did not arrive
+                self._group_handles[gi] = self._grouped_allreduce_grad_async(gi)
         try:
+            for gi, (handle, ctxs) in self._group_handles.items():
+                outputs = mpi_ops.synchronize(handle)
+                for p, output, ctx in zip(self._grad_groups[gi], outputs, ctxs):
+                    self._delay[p] = self.backward_passes_per_step
+                    result = output if ctx is None else self._compression.decompress(output, ctx)
+                    if p.grad.is_sparse:
+                        p.grad = result.to_sparse()
+                    elif result is not p.grad:
+                        p.grad.copy_(result)
             for p, (handle, ctx) in self._handles.items():
                 output = mpi_ops.synchronize(handle)
                 self._delay[p] = self.backward_passes_per_step
@@ -142,6 +208,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.copy_(self._compression.decompress(output, ctx))
         finally:
             self._handles.clear()
+            self._group_handles.clear()
+            self._group_counts = [0] * len(self._grad_groups)
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -158,6 +226,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.backward_passes_per_step = passes
         for p in self._delay:
             self._delay[p] = passes
+        self._group_counts = [0] * len(self._grad_groups)
 
     def _hvd_base_step(self, closure=None):
         return super(self.__class__, self).step(closure)
@@ -175,7 +244,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._handles:
+        if self._handles or self._group_handles:
             raise AssertionError('optimizer.zero_grad() was called after loss.backward() but '
                                  'before optimizer.step() or optimizer.synchronize(). This is '
                                  'prohibited as it can cause a race condition.')
@@ -183,20 +252,50 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 def _check_groups(num_groups, groups):
-    # Grouping only changes how Horovod batches its allreduces; libhvd's engine fuses by itself,
-    # so the argument is checked and otherwise has no effect.
+    """The grouping asked for: None, a positive int, or a list of lists of tensors (num_groups,
+    Horovod's older name, stands for groups when groups is not given)."""
+    if num_groups:
+        warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed '
+                      'in v0.23.0.', DeprecationWarning)
+        if groups is None:
+            groups = num_groups
     if groups is None:
-        return
-    if isinstance(groups, int):
+        return None
+    if isinstance(groups, int) and not isinstance(groups, bool):
         if groups < 0:
             raise ValueError('groups should be a non-negative integer or a list of lists of '
                              'torch.Tensor.')
-        return
+        return groups or None
     if not isinstance(groups, list) or any(
             not isinstance(g, list) or any(not isinstance(t, torch.Tensor) for t in g)
             for g in groups):
         raise ValueError('groups should be a non-negative integer or a list of lists of '
                          'torch.Tensor.')
+    seen = set()
+    for t in (t for g in groups for t in g):
+        if id(t) in seen:
+            raise ValueError('A parameter can only appear once in groups.')
+        seen.add(id(t))
+    return groups
+
+
+def _form_groups(groups, params):
+    """The groups of two or more of `params` (the parameters that need gradients, in order) that
+    go out as one grouped allreduce; a group of one is an ordinary allreduce."""
+    if groups is None or not params:
+        return []
+    if isinstance(groups, int):
+        n = min(groups, len(params))
+        size, extra = divmod(len(params), n)
+        out, at = [], 0
+        for i in range(n):
+            take = size + (1 if i < extra else 0)
+            out.append(tuple(params[at:at + take]))
+            at += take
+    else:
+        wanted = {id(p) for p in params}
+        out = [tuple(p for p in g if id(p) in wanted) for g in groups]
+    return [g for g in out if len(g) > 1]
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
