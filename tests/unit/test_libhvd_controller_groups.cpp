@@ -259,7 +259,7 @@ TEST_CASE("groups: a stalled group names only its missing members", "[libhvd]") 
   CHECK_THAT(warnings[0], Catch::Contains("rank 1 has not submitted tensor 's_2of2'"));
 }
 
-TEST_CASE("groups: with a joined rank a grouped allreduce runs whole; other grouped ops fail",
+TEST_CASE("groups: with a joined rank a grouped allreduce runs whole, other grouped ops fail",
           "[libhvd]") {
   Controller c = controller(2, 0);
   c.add(1, list_of({op(OpKind::kJoin, "join")}), at(0));
