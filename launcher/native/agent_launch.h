@@ -55,6 +55,11 @@ class AgentLaunch {
   virtual void finish() {}
 };
 
+// The dry run's line for a host that is this machine: every way gives it a local child.
+inline LaunchCommand local_agent_command(const HostPlan& host, const std::string& hvdrun_path) {
+  return {"on " + host.spec.host + ", as a local child", {hvdrun_path, "--agent"}};
+}
+
 // The table of agent launches: the only place that names them all.
 struct AgentLaunchEntry {
   std::string_view name;  // --launcher's value
@@ -65,8 +70,8 @@ struct AgentLaunchEntry {
 std::span<const AgentLaunchEntry> agent_launches();
 
 // The agent launch a launch uses: a way's own option when given (--rsh-agent's command), else
-// --launcher's choice; "auto" is srun inside a Slurm allocation whose hosts hvdrun took from Slurm (and srun on PATH),
-// else ssh. Throws UsageError for srun outside an allocation.
+// --launcher's choice; "auto" is srun inside a Slurm allocation whose hosts hvdrun took from Slurm
+// (and srun on PATH), else ssh. Throws UsageError for srun outside an allocation.
 const AgentLaunchEntry& choose_agent_launch(const LaunchOptions& options, const Plan& plan);
 
 }  // namespace hvd::launcher

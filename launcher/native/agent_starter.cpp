@@ -51,6 +51,17 @@ AgentStarter::AgentStarter(std::string host, Result result)
   shared_->post(std::move(result));
 }
 
+std::unique_ptr<AgentStarter> AgentStarter::local(const std::string& host,
+                                                  const std::string& hvdrun_path) {
+  Result r;
+  try {
+    r.transport = start_local_agent(hvdrun_path);
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  return std::make_unique<AgentStarter>(host, std::move(r));
+}
+
 AgentStarter::~AgentStarter() {
   if (thread_.joinable()) {
     if (cancel_) cancel_();

@@ -29,6 +29,10 @@ class AgentStarter {
   AgentStarter(std::string host, Work work, std::function<void()> cancel);
   // Already done (a child started at once): ready() from the start.
   AgentStarter(std::string host, Result result);
+  // The agent of a host that is this machine, as a local child (every way of starting agents
+  // does this for such a host): done at once.
+  static std::unique_ptr<AgentStarter> local(const std::string& host,
+                                             const std::string& hvdrun_path);
   ~AgentStarter();
   AgentStarter(const AgentStarter&) = delete;
   AgentStarter& operator=(const AgentStarter&) = delete;

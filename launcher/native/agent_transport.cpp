@@ -23,23 +23,11 @@ bool login_variable(std::string_view name) {
   return name.starts_with("LC_");
 }
 
-class LocalAgent final : public AgentTransport {
+class LocalAgent final : public ChildAgent {
  public:
-  explicit LocalAgent(Process process) : process_(std::move(process)) {}
-  int read_fd() const override { return process_.out().get(); }
-  int write_fd() const override { return process_.in().get(); }
-  UniqueFd& log() override { return process_.err(); }
-  void close_input() override { process_.in().reset(); }
-  void abandon() override {
-    process_.in().reset();
-    if (process_.running()) process_.signal_group(SIGKILL);
-  }
-  bool gone(bool) override { return process_.try_reap(); }
+  using ChildAgent::ChildAgent;
   bool remote() const override { return false; }
   std::string lost_detail() const override { return ""; }
-
- private:
-  Process process_;
 };
 
 class SshAgent final : public AgentTransport {
@@ -63,6 +51,11 @@ class SshAgent final : public AgentTransport {
 };
 
 }  // namespace
+
+void ChildAgent::abandon() {
+  process_.in().reset();
+  if (process_.running()) process_.signal_group(SIGKILL);
+}
 
 std::unique_ptr<AgentTransport> start_local_agent(const std::string& hvdrun_path) {
   std::vector<std::string> env;

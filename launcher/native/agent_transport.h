@@ -12,6 +12,7 @@
 
 #include "agent/interfaces.h"
 #include "common/error.h"
+#include "common/process.h"
 #include "common/unique_fd.h"
 #include "ssh/remote_agent.h"
 
@@ -62,6 +63,23 @@ class AgentTransport {
   }
   // The command line that reproduces this agent's start, for messages ("": none to show).
   virtual std::string command_line() const { return ""; }
+};
+
+// An agent that is our child process, its stdin and stdout the frames and its stderr the log:
+// the local agent, and a command of the user's that starts one elsewhere (--rsh-agent). Giving
+// up on it kills its process group; it is gone once reaped.
+class ChildAgent : public AgentTransport {
+ public:
+  explicit ChildAgent(Process process) : process_(std::move(process)) {}
+  int read_fd() const override { return process_.out().get(); }
+  int write_fd() const override { return process_.in().get(); }
+  UniqueFd& log() override { return process_.err(); }
+  void close_input() override { process_.in().reset(); }
+  void abandon() override;
+  bool gone(bool) override { return process_.try_reap(); }
+
+ protected:
+  mutable Process process_;  // mutable: a subclass may reap it while explaining its end
 };
 
 // `hvdrun_path --agent` as a local child with pipes, and a login-like environment (HOME, USER,

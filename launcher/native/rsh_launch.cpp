@@ -74,30 +74,21 @@ bool same_interfaces(const std::vector<agent::NetInterface>& a,
 
 // One host's agent: the user's command as our child, its stdin and stdout the frames, its
 // stderr the agent's (and the command's own) diagnostics.
-class RshAgent final : public AgentTransport {
+class RshAgent final : public ChildAgent {
  public:
   RshAgent(Process process, std::string host, std::vector<std::string> argv,
            std::shared_ptr<const std::vector<agent::NetInterface>> own_interfaces,
            std::shared_ptr<const std::vector<OwnNetwork>> own_nets, NetworkChoice choice)
-      : process_(std::move(process)),
+      : ChildAgent(std::move(process)),
         host_(std::move(host)),
         argv_(std::move(argv)),
         own_interfaces_(std::move(own_interfaces)),
         own_nets_(std::move(own_nets)),
         choice_(std::move(choice)) {}
 
-  int read_fd() const override { return process_.out().get(); }
-  int write_fd() const override { return process_.in().get(); }
-  UniqueFd& log() override { return process_.err(); }
-  void close_input() override { process_.in().reset(); }
-  // The command is killed; what it started on the host sees its input close (kubectl and
-  // docker end the remote process; under `ip netns exec` the command is the agent itself), and
-  // the agent's dead-man switch stops its ranks.
-  void abandon() override {
-    process_.in().reset();
-    if (process_.running()) process_.signal_group(SIGKILL);
-  }
-  bool gone(bool) override { return process_.try_reap(); }
+  // abandon() (ChildAgent's) kills the command; what it started on the host sees its input
+  // close (kubectl and docker end the remote process; under `ip netns exec` the command is the
+  // agent itself), and the agent's dead-man switch stops its ranks.
   std::optional<int> exit_status() const override {
     if (!process_.status()) return std::nullopt;
     return process_.status()->signaled ? -process_.status()->value : process_.status()->value;
@@ -147,7 +138,6 @@ class RshAgent final : public AgentTransport {
   std::string command_line() const override { return shell_join(argv_); }
 
  private:
-  mutable Process process_;  // reaped in failed_before_hello() too
   std::string host_;
   std::vector<std::string> argv_;
   std::shared_ptr<const std::vector<agent::NetInterface>> own_interfaces_;
@@ -166,8 +156,7 @@ class RshLaunch final : public AgentLaunch {
     std::vector<LaunchCommand> out;
     for (const HostPlan& h : plan.hosts) {
       if (h.local) {
-        out.push_back(
-            {"on " + h.spec.host + ", as a local child", {options_.hvdrun_path, "--agent"}});
+        out.push_back(local_agent_command(h, options_.hvdrun_path));
       } else {
         out.push_back({"on " + h.spec.host +
                            " through --rsh-agent (no shell; the job spec on "
@@ -199,18 +188,15 @@ class RshLaunch final : public AgentLaunch {
   }
 
   std::unique_ptr<AgentStarter> start_one(const HostSpec& host, bool local) override {
+    if (local) return AgentStarter::local(host.host, options_.hvdrun_path);
     AgentStarter::Result r;
     try {
-      if (local) {
-        r.transport = start_local_agent(options_.hvdrun_path);
-      } else {
-        HostPlan h;
-        h.spec = host;
-        const auto account = current_account();
-        h.ssh_user = host.user.value_or(account ? account->name : "root");
-        h.ssh_port = host.port.value_or(options_.ssh.port.value_or(22));
-        r.transport = start_command(host.host, argv_for(h));
-      }
+      HostPlan h;
+      h.spec = host;
+      const auto account = current_account();
+      h.ssh_user = host.user.value_or(account ? account->name : "root");
+      h.ssh_port = host.port.value_or(options_.ssh.port.value_or(22));
+      r.transport = start_command(host.host, argv_for(h));
     } catch (const Error& e) {
       r.error = e.what();
     }

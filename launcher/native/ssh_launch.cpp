@@ -25,8 +25,7 @@ class SshLaunch final : public AgentLaunch {
     std::vector<LaunchCommand> out;
     for (const HostPlan& h : plan.hosts) {
       if (h.local) {
-        out.push_back(
-            {"on " + h.spec.host + ", as a local child", {options_.hvdrun_path, "--agent"}});
+        out.push_back(local_agent_command(h, options_.hvdrun_path));
       } else {
         out.push_back({"on " + h.spec.host + " over SSH (" + h.ssh_user + "@" +
                            format_host(h.spec.host) + ":" + std::to_string(h.ssh_port) +
@@ -76,15 +75,7 @@ class SshLaunch final : public AgentLaunch {
   }
 
   std::unique_ptr<AgentStarter> start_one(const HostSpec& host, bool local) override {
-    if (local) {
-      AgentStarter::Result r;
-      try {
-        r.transport = start_local_agent(options_.hvdrun_path);
-      } catch (const Error& e) {
-        r.error = e.what();
-      }
-      return std::make_unique<AgentStarter>(host.host, std::move(r));
-    }
+    if (local) return AgentStarter::local(host.host, options_.hvdrun_path);
     // The login (the stages and codes of --check-ssh) off the loop; cancel() ends one still
     // running.
     auto control = std::make_shared<ssh::CheckControl>();
