@@ -53,20 +53,8 @@ run() {
   out=$(cat "$work/$name.out")
   err=$(cat "$work/$name.err")
 }
-pass() { echo "ok: $1"; }
-fail() {
-  echo "FAIL: $1"
-  echo "  exit code $rc"
-  echo "  --- stdout ---"; sed 's/^/  /' <<<"$out" | head -30
-  echo "  --- stderr ---"; sed 's/^/  /' <<<"$err" | head -30
-  failures=$((failures + 1))
-}
-expect() {  # DESCRIPTION CONDITION...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-has() { grep -qF -- "$1" <<<"$2"; }
+# pass, fail, expect, has
+. "$here/../support/check_helpers.sh"
 
 kube="$kubectl exec -i {host} --"
 export HVDTEST_FAKE_KUBECTL_LOG="$work/kubectl.log"

@@ -51,20 +51,8 @@ run() {
   out=$(cat "$work/$name.out")
   err=$(cat "$work/$name.err")
 }
-pass() { echo "ok: $1"; }
-fail() {
-  echo "FAIL: $1"
-  echo "  exit code $rc"
-  echo "  --- stdout ---"; sed 's/^/  /' <<<"$out" | head -40
-  echo "  --- stderr ---"; sed 's/^/  /' <<<"$err" | head -40
-  failures=$((failures + 1))
-}
-expect() {  # DESCRIPTION CONDITION...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-has() { grep -qF -- "$1" <<<"$2"; }
+# pass, fail, expect, has
+. "$here/../support/check_helpers.sh"
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 
 # ---- 1. a dropped pair --------------------------------------------------------------------
