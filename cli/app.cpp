@@ -22,7 +22,6 @@
 #include <string_view>
 #include <thread>
 
-#include "cli/attempts.h"
 #include "cli/check_build.h"
 #include "cli/engine_flags.h"
 #include "cli/launch_setup.h"
@@ -37,9 +36,9 @@
 #include "launcher/core/output_router.h"
 #include "launcher/core/plan_output.h"
 #include "launcher/core/restarts.h"
+#include "launcher/core/session.h"
 #include "launcher/core/ssh_check.h"
 #include "launcher/core/status_line.h"
-#include "launcher/native/native_launcher.h"
 #include "launcher/plan/discovery.h"
 #include "launcher/plan/plan.h"
 #include "launcher/plan/scheduler_hosts.h"
@@ -123,23 +122,6 @@ int check_ssh(const Options& o) {
   return to_int(report.ok() ? ExitCode::kSuccess : exit_code_of(ErrorKind::kSsh));
 }
 
-// Elastic training's checks that need the plan: the sizes.
-void validate_elastic_plan(const Options& o, const launcher::Plan& plan) {
-  if (!o.elastic()) return;
-  const int np = static_cast<int>(plan.ranks.size());
-  if (o.min_np && *o.min_np > np) {
-    throw UsageError(fmt::format("--min-np {} is more than the {} rank{} the job starts with",
-                                 *o.min_np, np, np == 1 ? "" : "s"),
-                     "give -np at least --min-np: the job starts with -np ranks and goes on "
-                     "while --min-np remain");
-  }
-  if (o.max_np && *o.max_np < np) {
-    throw UsageError(
-        fmt::format("--max-np {} is less than the {} ranks the job starts with", *o.max_np, np),
-        "lower -np, or raise --max-np");
-  }
-}
-
 // `-H a:2 b:2` in a shell makes `b:2` the command: say so instead of failing later.
 void warn_if_command_looks_like_a_host(const Options& o) {
   static const std::regex kHostEntry(R"(^[A-Za-z0-9._@\[\]:-]+:[0-9]+$)");
@@ -202,7 +184,7 @@ int check_net(const Options& o, const launcher::Plan& plan) {
   }
   std::optional<launcher::LaunchResult> result;
   if (!ssh || ssh->ok()) {
-    result = launcher::NativeLauncher(launch_options(o, plan)).check_network(plan);
+    result = launcher::check_network(launch_options(o), plan);
   }
   if (o.json) print_json(check_net_json(ssh, result));
   if (!result) return to_int(exit_code_of(ErrorKind::kSsh));
@@ -222,118 +204,25 @@ int check_net(const Options& o, const launcher::Plan& plan) {
   return result->exit_code;
 }
 
-// What a launch prints: the SSH rows when it stopped there, else the failure report on stderr
-// and (--json) the result document on stdout.
-// --dry-run: the plan and what the launcher would run, as a table or JSON; nothing starts.
-int dry_run(const Options& o, const launcher::Plan& plan, const launcher::Launcher& launcher,
-            const launcher::RestartPolicy& policy) {
-  const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
-                                           .show_env = o.verbose};
-  const std::vector<launcher::LaunchCommand> commands = launcher.describe(plan);
-  if (o.json) {
-    nlohmann::ordered_json doc = launcher::plan_json(plan, output, launcher.name(), commands);
-    doc["restarts"] = {{"max_restarts", policy.max_restarts},
-                       {"backoff_seconds", policy.backoff_seconds},
-                       {"host_failure_limit", o.host_failure_limit},
-                       {"blacklist_cooldown_seconds", o.blacklist_cooldown}};
-    if (o.elastic()) {
-      const int np = static_cast<int>(plan.ranks.size());
-      doc["elastic"] = {
-          {"min_np", o.min_np.value_or(np)},
-          {"max_np", o.max_np ? nlohmann::ordered_json(*o.max_np)
-                              : nlohmann::ordered_json(nullptr)},  // no limit, as horovodrun
-          {"discovery_script", o.discovery_script ? nlohmann::ordered_json(*o.discovery_script)
-                                                  : nlohmann::ordered_json(nullptr)},
-          {"reset_limit", o.reset_limit ? nlohmann::ordered_json(*o.reset_limit)
-                                        : nlohmann::ordered_json(nullptr)},
-          {"elastic_timeout_seconds", o.elastic_timeout_s.value_or(600.0)},
-          {"slot_cooldown_seconds", o.blacklist_cooldown_given
-                                        ? nlohmann::ordered_json(o.blacklist_cooldown)
-                                        : nlohmann::ordered_json(nullptr)}};
-    }
-    print_json(doc);
-  } else {
-    std::string text = launcher::format_plan_table(plan, output) +
-                       launcher::format_launcher_commands(launcher.name(), commands);
-    if (o.elastic()) {
-      text += fmt::format(
-          "\nelastic: a failed rank leaves the job and the others go on in a new generation "
-          "while at least {} of the {} ranks remain (--min-np); {}; {}; {}\n",
-          o.min_np.value_or(static_cast<int>(plan.ranks.size())), plan.ranks.size(),
-          o.blacklist_cooldown_given
-              ? fmt::format("a failed slot cools down for {:g}-{:g} s, then a new rank takes it",
-                            o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1))
-              : std::string("a failed slot is out for good (--blacklist-cooldown-range: a "
-                            "cooldown)"),
-          o.discovery_script
-              ? fmt::format("hosts join and leave as {} lists them (every {:g} s){}",
-                            *o.discovery_script, o.discovery_interval_s,
-                            o.max_np ? fmt::format(", up to {} ranks (--max-np)", *o.max_np) : "")
-          : !o.max_np && plan.total_slots > static_cast<int>(plan.ranks.size())
-              ? fmt::format("grows onto the hosts' {} free slot{} at once (--max-np: no limit, "
-                            "as horovodrun)",
-                            plan.total_slots - static_cast<int>(plan.ranks.size()),
-                            plan.total_slots - static_cast<int>(plan.ranks.size()) == 1 ? "" : "s")
-          : !o.max_np ? std::string("no free slot to grow onto (--max-np: no limit)")
-          : *o.max_np > static_cast<int>(plan.ranks.size())
-              ? fmt::format("grows onto free slots up to {} ranks (--max-np)", *o.max_np)
-              : std::string("never above -np (--max-np)"),
-          o.reset_limit ? fmt::format("at most {} such changes (--reset-limit)", *o.reset_limit)
-                        : std::string("no limit on such changes"));
-    }
-    if (policy.enabled()) {
-      text += fmt::format(
-          "\nrestarts: up to {} (after a failed rank, a lost host, a failed network check, an "
-          "SSH connection refused or timed out); waits {:g} s before the first, doubling, at "
-          "most {:g} s; a host with {} failure(s) is blacklisted for {:g}-{:g} s\n",
-          policy.max_restarts, policy.backoff_seconds, launcher::kMaxBackoffSeconds,
-          o.host_failure_limit, o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1));
-    }
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  }
-  return to_int(ExitCode::kSuccess);
-}
-
 int execute(const Options& o) {
   if (o.check_build) return check_build(o.json);
   if (o.check_ssh && !checking_net(o)) return check_ssh(o);
-  const launcher::PlanRequest request = plan_request(o);
-  const AttemptContext context{
-      .launch_options = [&o](const launcher::Plan& p) { return launch_options(o, p); },
-      .new_job_id = random_job_id,
-      .print_json = print_json};
-  const launcher::RestartPolicy policy = restart_policy(o);
-  launcher::Plan plan =
-      launcher::make_plan(attempt_request(request, policy, 1, request.job_id, context),
-                          launcher::local_identity(), launcher::current_environment());
-  plan.warnings.insert(plan.warnings.begin(), o.warnings.begin(), o.warnings.end());
-  if (auto moot = rsh_agent_warning(o)) plan.warnings.push_back(*moot);
-  if (o.restart_backoff_s > launcher::kMaxBackoffSeconds) {
-    plan.warnings.push_back(fmt::format(
-        "--restart-backoff {:g}: a wait is at most {:g} s, so every restart waits {:g} s",
-        o.restart_backoff_s, launcher::kMaxBackoffSeconds, launcher::kMaxBackoffSeconds));
-  }
-  validate_elastic_plan(o, plan);
-  if (o.output_ranks && !o.elastic()) {  // an elastic job may grow into more ranks
-    const std::vector<int> shown = launcher::parse_rank_list(*o.output_ranks);
-    const int np = static_cast<int>(plan.ranks.size());
-    if (shown.back() >= np) {
-      throw UsageError(fmt::format("--output-ranks {}: the job has no rank {} (its ranks are 0 "
-                                   "to {})",
-                                   *o.output_ranks, shown.back(), np - 1),
-                       "list ranks below -np");
-    }
-  }
-
-  if (o.blacklist_cooldown.at(0) > o.blacklist_cooldown.at(1)) {
-    throw UsageError(fmt::format("--blacklist-cooldown-range {:g} {:g}: MIN is above MAX",
-                                 o.blacklist_cooldown[0], o.blacklist_cooldown[1]),
-                     "e.g. --blacklist-cooldown-range 10 300");
-  }
-  // A refused command prints nothing but its error: the launch options' own refusals (-i or
-  // --ssh-config not readable, --launcher srun outside an allocation) come first too. One that
-  // goes on says its warnings and notices before anything else.
-  (void)launch_options(o, plan);
+  std::vector<std::string> warnings = o.warnings;
+  if (auto moot = rsh_agent_warning(o)) warnings.push_back(*moot);
+  // The session makes the first attempt's plan and checks it, with the launcher's own checks (-i
+  // or --ssh-config not readable, --launcher srun outside an allocation), before anything is
+  // printed: a refused command prints nothing but its error.
+  launcher::Session session({.request = plan_request(o),
+                             .launch = launch_options(o),
+                             .restarts = o.restarts,
+                             .make_launcher =
+                                 [&o](launcher::LaunchOptions options) {
+                                   return launcher::make_launcher(o.launcher, std::move(options));
+                                 },
+                             .new_job_id = random_job_id,
+                             .warnings = std::move(warnings)});
+  const launcher::Plan& plan = session.plan();
+  // One that goes on says its warnings and notices before anything else.
   if (!o.command.empty()) warn_if_command_looks_like_a_host(o);
   for (const std::string& w : plan.warnings) spdlog::warn("{}", w);
   // Notices are defaults the user may want to change: said when the job starts; a dry run shows
@@ -344,14 +233,22 @@ int execute(const Options& o) {
   }
   if (checking_net(o)) return check_net(o, plan);
   if (o.dry_run) {
-    const auto launcher = launcher::make_launcher(o.launcher, launch_options(o, plan));
+    // --dry-run: the plan and what the launcher would run, as a table or JSON; nothing starts.
     // Native mode shows where each SSH session will go (the config's Port and User); mpirun's
     // ssh reads the config itself.
     launcher::Plan shown = plan;
     if (!o.mpi()) launcher::apply_ssh_config(shown, ssh_options(o));
-    return dry_run(o, shown, *launcher, policy);
+    const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
+                                             .show_env = o.verbose};
+    if (o.json) {
+      print_json(session.describe_json(shown, output));
+    } else {
+      const std::string text = session.describe_text(shown, output);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
+    return to_int(ExitCode::kSuccess);
   }
-  return run_attempts(o, request, context);
+  return session.run(o.json, print_json);
 }
 
 // Whether hvdrun's own options (not the command's) include --json, also when they do not parse.

@@ -18,9 +18,8 @@
 #include "common/error.h"
 #include "common/process.h"
 #include "common/user_account.h"
+#include "launcher/core/discovery_wait.h"
 #include "launcher/core/status_line.h"
-#include "launcher/native/agent_launch.h"
-#include "launcher/plan/discovery.h"
 #include "launcher/plan/scheduler_hosts.h"
 
 namespace hvd::cli {
@@ -29,68 +28,6 @@ namespace {
 std::string current_user() {
   if (const auto account = current_account()) return account->name;
   return "root";
-}
-
-// -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
-// --host-discovery-script: its first list, once it holds -np slots (--min-np without -np), as
-// horovodrun waits for them (its driver's wait_for_available_slots), up to --elastic-timeout,
-// with a live line on a terminal. A dry run waits the same way: it runs the script too.
-launcher::HostsSource discovered_hosts(const Options& o) {
-  using Clock = std::chrono::steady_clock;
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000));
-  const auto interval = std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000));
-  const int needed = o.num_proc.value_or(o.min_np.value_or(1));
-  const std::string wanted =
-      o.num_proc ? fmt::format("-np {}", needed) : fmt::format("--min-np {}", needed);
-  const auto start = Clock::now();
-  const auto deadline = start + timeout;
-  auto& status = launcher::StatusLine::get();
-  const bool live = launcher::stderr_wants_status_line(o.json);
-  if (live) status.enable(STDERR_FILENO);
-  bool said = false;
-  for (;;) {
-    std::vector<launcher::HostSpec> hosts = launcher::DiscoveryRunner::run_once(
-        *o.discovery_script, o.slots_per_host.value_or(1), launcher::kDiscoveryTimeout);
-    int slots = 0;
-    for (const launcher::HostSpec& h : hosts) slots += h.slots;
-    if (slots >= needed && !hosts.empty()) {
-      if (live) {
-        status.set("");
-        status.clear_now();
-      }
-      return {"discovery",
-              fmt::format("the host discovery script {}: {} host{}, {} slot{}", *o.discovery_script,
-                          hosts.size(), hosts.size() == 1 ? "" : "s", slots, slots == 1 ? "" : "s"),
-              std::move(hosts), std::nullopt, std::nullopt};
-    }
-    if (Clock::now() + interval > deadline) {
-      if (live) {
-        status.set("");
-        status.clear_now();
-      }
-      throw UsageError(
-          fmt::format("the host discovery script {} listed {} slot{} for {:.0f} s, fewer than "
-                      "{}",
-                      *o.discovery_script, slots, slots == 1 ? "" : "s",
-                      std::chrono::duration<double>(timeout).count(), wanted),
-          "check what the script prints, or lower -np; --elastic-timeout is how long hvdrun "
-          "waits for slots");
-    }
-    const std::string waiting = fmt::format(
-        "elastic: the host discovery script lists {} slot{}; waiting up to {:.0f} s "
-        "(--elastic-timeout) for {}",
-        slots, slots == 1 ? "" : "s", std::chrono::duration<double>(timeout).count(), wanted);
-    if (live) {
-      status.set(fmt::format("{} ({:.0f} s)", waiting,
-                             std::chrono::duration<double>(Clock::now() - start).count()));
-      status.draw_now();
-    } else if (!said) {
-      spdlog::info("{}", waiting);
-    }
-    said = true;
-    std::this_thread::sleep_for(interval);
-  }
 }
 
 void require_readable_file(const std::string& flag, const std::string& path) {
@@ -130,6 +67,8 @@ std::string working_directory(const Options& o) {
   return (here / *o.working_dir).lexically_normal().string();
 }
 
+}  // namespace
+
 launcher::LaunchOptions launch_options(const Options& o) {
   launcher::LaunchOptions options;
   options.cwd = working_directory(o);
@@ -154,10 +93,14 @@ launcher::LaunchOptions launch_options(const Options& o) {
   };
   if (o.mpi_args) options.mpi_args = words_of(*o.mpi_args);
   if (o.binding_args) options.binding_args = words_of(*o.binding_args);
+  // Under --mpi (where --launcher is refused) the same choice says whether the network check's
+  // agents and mpirun's daemons start through Slurm.
+  options.agent_launch = o.agent_launch;
+  options.rsh_agent = o.rsh_agent;
+  if (o.elastic.on()) options.elastic = o.elastic;
+  options.host_failures = o.host_failures;
   return options;
 }
-
-}  // namespace
 
 std::string path_of(const std::string& program) {
   const char* path = std::getenv("PATH");
@@ -176,7 +119,13 @@ bool checking_net(const Options& o) {
 }
 
 launcher::HostsSource hosts_source(const Options& o) {
-  if (o.discovery_script) return discovered_hosts(o);
+  if (o.elastic.discovery_script) {
+    // Its first list, once it holds -np slots (--min-np without -np).
+    const int needed = o.num_proc.value_or(o.elastic.min_np.value_or(1));
+    return launcher::wait_for_discovered_hosts(
+        o.elastic, needed, fmt::format("{} {}", o.num_proc ? "-np" : "--min-np", needed),
+        launcher::stderr_wants_status_line(o.json));
+  }
   return launcher::choose_hosts(o.hosts, o.hostfile, launcher::getenv_value,
                                 launcher::read_whole_file);
 }
@@ -235,44 +184,8 @@ launcher::PlanRequest plan_request(const Options& o) {
   // --check-net starts agents, never ranks: the plan needs a command, which never runs.
   request.command = o.command.empty() ? std::vector<std::string>{"true"} : o.command;
   request.job_id = random_job_id();
-  request.elastic = o.elastic();
+  request.elastic = o.elastic.on();
   return request;
-}
-
-launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& plan) {
-  launcher::LaunchOptions options = launch_options(o);
-  // Under --mpi (where --launcher is refused) the same choice says whether the network check's
-  // agents and mpirun's daemons start through Slurm.
-  options.agent_launch = o.agent_launch;
-  options.rsh_agent = o.rsh_agent;
-  const launcher::AgentLaunchEntry& agents = launcher::choose_agent_launch(options, plan);
-  if (o.elastic() && !agents.elastic) {
-    throw UsageError(
-        fmt::format("elastic training (--min-np) through {} is not built yet{}", agents.name,
-                    o.agent_launch == "auto" ? " (chosen because the hosts came from Slurm)" : ""),
-        "run it with --launcher ssh");
-  }
-  if (o.elastic()) {
-    const int np = static_cast<int>(plan.ranks.size());
-    options.elastic = launcher::ElasticOptions{
-        .min_np = o.min_np.value_or(np),
-        // horovodrun's default: no limit; the job starts with -np and grows onto every free
-        // slot (docs/elastic.md).
-        .max_np = o.max_np.value_or(launcher::kUnboundedNp),
-        .reset_limit = o.reset_limit,
-        .timeout = std::chrono::milliseconds(
-            static_cast<long>(o.elastic_timeout_s.value_or(600.0) * 1000)),
-        .failure_limit = o.host_failure_limit,
-        .cooldown =
-            o.blacklist_cooldown_given
-                ? std::optional(std::pair{o.blacklist_cooldown.at(0), o.blacklist_cooldown.at(1)})
-                : std::nullopt,
-        .discovery_script = o.discovery_script,
-        .discovery_interval =
-            std::chrono::milliseconds(static_cast<long>(o.discovery_interval_s * 1000)),
-        .slots_per_host = o.slots_per_host.value_or(1)};
-  }
-  return options;
 }
 
 std::string random_job_id() {

@@ -16,8 +16,8 @@ namespace hvd::cli {
 bool checking_net(const Options& o);
 
 // -H, --hostfile, else a scheduler's allocation or Open MPI's default hostfile, else localhost.
-// --host-discovery-script: its first list, once it holds --min-np slots (horovodrun waits for
-// them up to --elastic-timeout as well).
+// --host-discovery-script: its first list, once it holds -np slots (--min-np without -np), as
+// horovodrun waits for them, up to --elastic-timeout (launcher/core/discovery_wait.h).
 launcher::HostsSource hosts_source(const Options& o);
 
 // This hvdrun's own path (the agent every host runs, unless --agent-path).
@@ -32,6 +32,7 @@ launcher::PlanRequest plan_request(const Options& o);
 // A new job id (each restart attempt gets one).
 std::string random_job_id();
 
-launcher::LaunchOptions launch_options(const Options& o, const launcher::Plan& plan);
+// Every attempt's launch options (elastic training's as the flags gave them).
+launcher::LaunchOptions launch_options(const Options& o);
 
 }  // namespace hvd::cli

@@ -142,6 +142,11 @@ void validate_options(const Options& o) {
     throw UsageError(fmt::format("--ssh-concurrency {}: must be 1 to 1024", o.ssh_concurrency),
                      "e.g. --ssh-concurrency 16");
   }
+  if (o.host_failures.cooldown.at(0) > o.host_failures.cooldown.at(1)) {
+    throw UsageError(fmt::format("--blacklist-cooldown-range {:g} {:g}: MIN is above MAX",
+                                 o.host_failures.cooldown[0], o.host_failures.cooldown[1]),
+                     "e.g. --blacklist-cooldown-range 10 300");
+  }
   validate_elastic(o);
   if (o.output_ranks) launcher::parse_rank_list(*o.output_ranks);  // a bad list: usage error
   validate_checks(o);

@@ -189,13 +189,15 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>(
          "--grace",
          [&o](const std::string& v) { o.grace_s = parse_seconds("--grace", v, kGraceZero); },
-         "Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default 5; 0: SIGKILL "
-         "right after SIGTERM)")
+         fmt::format("Seconds between SIGTERM and SIGKILL when hvdrun stops ranks (default {:g}; "
+                     "0: SIGKILL right after SIGTERM)",
+                     launcher::kDefaultGraceSeconds))
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--start-timeout",
          [&o](const std::string& v) { o.start_timeout_s = parse_seconds("--start-timeout", v); },
-         "Seconds for every agent to answer and every rank to start (default 30)")
+         fmt::format("Seconds for every agent to answer and every rank to start (default {:g})",
+                     launcher::kDefaultStartTimeoutSeconds))
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--timeout",
@@ -214,9 +216,11 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>(
          "--keepalive",
          [&o](const std::string& v) { o.keepalive_s = parse_seconds("--keepalive", v, "never"); },
-         "Seconds a host's agent may stay silent while the job runs before the host counts as "
-         "lost (exit 74); hvdrun pings it three times per period, and an agent that hears "
-         "nothing for two periods stops its ranks (default 30; 0: never)")
+         fmt::format("Seconds a host's agent may stay silent while the job runs before the host "
+                     "counts as lost (exit 74); hvdrun pings it three times per period, and an "
+                     "agent that hears nothing for two periods stops its ranks (default {:g}; 0: "
+                     "never)",
+                     launcher::kDefaultKeepaliveSeconds))
       ->type_name("SECONDS");
   app.add_option("--output-filename", o.output_filename,
                  "Also write each rank's output, untagged, to DIR/rank.N/stdout and stderr")
@@ -436,7 +440,7 @@ Options parse_options(const std::vector<std::string>& args) {
     throw UsageError(cli11_message(e), "run 'hvdrun --help' for the options");
   }
   o.command = std::move(line.command);
-  o.blacklist_cooldown_given = app.count("--blacklist-cooldown-range") > 0;
+  o.host_failures.cooldown_given = app.count("--blacklist-cooldown-range") > 0;
   finish_horovod_flags(o);
   validate_options(o);
   return o;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/port_range.h"
+#include "launcher/core/launcher.h"
+#include "launcher/core/restarts.h"
 
 namespace hvd::cli {
 
@@ -40,25 +42,16 @@ struct Options {
   bool mpi() const { return launcher == "mpirun"; }
   std::optional<std::string> mpi_args;     // --mpi-args "...": appended to mpirun's options
   std::optional<std::string> working_dir;  // --wd; default: hvdrun's current directory
-  double grace_s = 5.0;                    // --grace
-  double start_timeout_s = 30.0;           // --start-timeout
-  double keepalive_s = 30.0;               // --keepalive
-  double job_timeout_s = 0;                // --timeout: the whole job, 0: none
-  int max_restarts = 0;                    // --max-restarts
-  double restart_backoff_s = 1.0;          // --restart-backoff
-  int host_failure_limit = 1;              // --host-failure-limit
-  std::vector<double> blacklist_cooldown{10.0, 300.0};  // --blacklist-cooldown-range MIN MAX
-  bool blacklist_cooldown_given = false;  // elastic: without it a failed slot is out for good
-  // Elastic training (docs/elastic.md): --min-np turns it on.
-  std::optional<int> min_np;                    // --min-np/--min-num-proc
-  std::optional<int> max_np;                    // --max-np/--max-num-proc
-  std::optional<int> reset_limit;               // --reset-limit
-  std::optional<double> elastic_timeout_s;      // --elastic-timeout (default 600)
-  std::optional<std::string> discovery_script;  // --host-discovery-script PATH
-  double discovery_interval_s = 1.0;            // --discovery-interval
-  std::optional<int> slots_per_host;            // --slots-per-host (default 1)
-  // --min-np or a discovery script turns elastic training on (horovodrun's rule).
-  bool elastic() const { return min_np.has_value() || discovery_script.has_value(); }
+  double grace_s = launcher::kDefaultGraceSeconds;                 // --grace
+  double start_timeout_s = launcher::kDefaultStartTimeoutSeconds;  // --start-timeout
+  double keepalive_s = launcher::kDefaultKeepaliveSeconds;         // --keepalive
+  double job_timeout_s = 0;  // --timeout: the whole job, 0: none
+  // The launch flags' types and defaults are the launcher's (launcher/core/launcher.h,
+  // launcher/core/restarts.h): the flags write into them, the run session reads them.
+  launcher::RestartPolicy restarts;            // --max-restarts, --restart-backoff
+  launcher::HostFailureOptions host_failures;  // --host-failure-limit, --blacklist-cooldown-range
+  // Elastic training (docs/elastic.md): --min-np or a discovery script turns it on.
+  launcher::ElasticOptions elastic;
   std::optional<std::string> output_filename;  // --output-filename DIR
   std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;

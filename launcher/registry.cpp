@@ -30,4 +30,8 @@ std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions opt
   throw UsageError("no launcher called '" + std::string(name) + "'", "the launchers: " + known);
 }
 
+LaunchResult check_network(LaunchOptions options, const Plan& plan) {
+  return NativeLauncher(std::move(options)).check_network(plan);
+}
+
 }  // namespace hvd::launcher

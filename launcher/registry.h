@@ -21,4 +21,8 @@ std::span<const LauncherEntry> launchers();
 // Throws UsageError for a name no launcher has.
 std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options);
 
+// --check-net: the native launcher's agents start on every host and probe each other; no rank
+// starts (the result's `net` and `hosts` say what they found).
+LaunchResult check_network(LaunchOptions options, const Plan& plan);
+
 }  // namespace hvd::launcher

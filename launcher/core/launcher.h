@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -31,24 +32,60 @@
 
 namespace hvd::launcher {
 
+// Launch flags' defaults, written once: LaunchOptions below, the CLI's flags and their help text
+// read them (cli/options.cpp, cli/elastic_flags.cpp).
+inline constexpr double kDefaultGraceSeconds = 5.0;              // --grace
+inline constexpr double kDefaultStartTimeoutSeconds = 30.0;      // --start-timeout
+inline constexpr double kDefaultKeepaliveSeconds = 30.0;         // --keepalive
+inline constexpr double kDefaultElasticTimeoutSeconds = 600.0;   // --elastic-timeout
+inline constexpr double kDefaultDiscoveryIntervalSeconds = 1.0;  // --discovery-interval
+
+// --max-np without a bound (horovodrun's default).
+inline constexpr int kUnboundedNp = 1 << 20;
+
+inline std::chrono::milliseconds seconds_to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+}
+
 // Elastic training (--min-np; docs/elastic.md): a failed rank leaves the job, which goes on with
-// the others in a new generation, while at least min_np remain.
+// the others in a new generation, while at least min_np remain. The one type for it, as the
+// flags gave it: the CLI fills it, the run session checks and describes it (core/session.h), the
+// native job runs it. What was not given reads as its default through the accessors.
 struct ElasticOptions {
-  int min_np = 1;
-  int max_np = 1;                  // above -np: the job grows onto its hosts' free slots
-  std::optional<int> reset_limit;  // --reset-limit: new generations allowed after the first
-  std::chrono::milliseconds timeout{600000};  // --elastic-timeout
-  int failure_limit = 1;                      // --host-failure-limit, per slot
-  // --blacklist-cooldown-range MIN MAX (seconds); nullopt: a failed slot is out for good.
-  std::optional<std::pair<double, double>> cooldown;
-  // --host-discovery-script: run every `discovery_interval` (its first list made the plan).
+  std::optional<int> min_np;        // --min-np; without it (a discovery script alone): -np
+  std::optional<int> max_np;        // --max-np; without it no limit, as horovodrun
+  std::optional<int> reset_limit;   // --reset-limit: new generations allowed after the first
+  std::optional<double> timeout_s;  // --elastic-timeout
+  // --host-discovery-script: run every `discovery_interval_s` (its first list made the plan).
   std::optional<std::string> discovery_script;
-  std::chrono::milliseconds discovery_interval{1000};
-  int slots_per_host = 1;
+  double discovery_interval_s = kDefaultDiscoveryIntervalSeconds;
+  std::optional<int> slots_per_host;  // --slots-per-host: a listed host without :slots
+
+  // --min-np or a discovery script turns elastic training on (horovodrun's rule).
+  bool on() const { return min_np.has_value() || discovery_script.has_value(); }
+  int min_np_for(int np) const { return min_np.value_or(np); }
+  int max_np_or_unbounded() const { return max_np.value_or(kUnboundedNp); }
+  std::chrono::milliseconds timeout() const {
+    return seconds_to_ms(timeout_s.value_or(kDefaultElasticTimeoutSeconds));
+  }
+  std::chrono::milliseconds discovery_interval() const {
+    return seconds_to_ms(discovery_interval_s);
+  }
+  int slots() const { return slots_per_host.value_or(1); }
 };
 
-// --max-np without a bound (horovodrun's default with a discovery script).
-inline constexpr int kUnboundedNp = 1 << 20;
+// --host-failure-limit and --blacklist-cooldown-range: restarts count failures per host
+// (core/restarts.h), elastic training per slot.
+struct HostFailureOptions {
+  int limit = 1;
+  std::vector<double> cooldown{10.0, 300.0};  // MIN MAX seconds
+  bool cooldown_given = false;
+  // Elastic: a failed slot's cooldown; nullopt (the flag not given): out for good, as horovodrun.
+  std::optional<std::pair<double, double>> slot_cooldown() const {
+    if (!cooldown_given) return std::nullopt;
+    return std::pair{cooldown.at(0), cooldown.at(1)};
+  }
+};
 
 // Everything a launcher needs besides the plan. Each launcher reads what concerns it.
 struct LaunchOptions {
@@ -57,11 +94,12 @@ struct LaunchOptions {
   // when given, instead.
   std::string agent_launch = "auto";
   std::optional<std::string> rsh_agent;
-  std::string cwd;                                 // absolute; the ranks' working directory
-  double grace_seconds = 5.0;                      // SIGTERM -> SIGKILL
-  std::chrono::milliseconds start_timeout{30000};  // agents' hello and every rank started
+  std::string cwd;                              // absolute; the ranks' working directory
+  double grace_seconds = kDefaultGraceSeconds;  // SIGTERM -> SIGKILL
+  // Agents' hello and every rank started.
+  std::chrono::milliseconds start_timeout = seconds_to_ms(kDefaultStartTimeoutSeconds);
   // --keepalive: a host whose agent is silent this long while the job runs is lost (0: never).
-  std::chrono::milliseconds keepalive{30000};
+  std::chrono::milliseconds keepalive = seconds_to_ms(kDefaultKeepaliveSeconds);
   // --timeout: the whole job (each attempt) is stopped this long after it started (0: never).
   std::chrono::milliseconds job_timeout{0};
   std::optional<std::string> output_dir;  // --output-filename
@@ -78,7 +116,8 @@ struct LaunchOptions {
   std::string mpirun = "mpirun";                  // mpirun: the program
   std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
   std::optional<std::vector<std::string>> binding_args;  // mpirun: --binding-args, in words
-  std::optional<ElasticOptions> elastic;                 // native, local hosts only for now
+  std::optional<ElasticOptions> elastic;                 // native launcher only (check())
+  HostFailureOptions host_failures;                      // elastic: per slot
 };
 
 struct RankOutcome {
@@ -150,6 +189,10 @@ class Launcher {
   virtual std::string_view name() const = 0;
   // What run() would start, without touching the network.
   virtual std::vector<LaunchCommand> describe(const Plan& plan) const = 0;
+  // Refuses, with a UsageError, what this launcher cannot do with these options and plan (elastic
+  // training through a way that cannot start a joining host, srun outside an allocation); the run
+  // session calls it before it prints anything, so a refused command prints its error alone.
+  virtual void check(const Plan& plan) const { (void)plan; }
   // Runs the plan to the end. Throws hvd::Error only for what stops it before anything started.
   virtual LaunchResult run(const Plan& plan) = 0;
 };

@@ -2,7 +2,7 @@
 // starts the same plan again (a new job id, so a new rendezvous scope and token), up to N times,
 // as torchrun restarts its worker group. This file is the policy, pure: which failures are worth
 // another attempt, how long to wait before it, and what the user reads between attempts. The
-// loop that runs the attempts is the CLI's (it builds each attempt's plan).
+// loop that runs the attempts is the run session's (session.h; it makes each attempt's plan).
 #pragma once
 
 #include <chrono>

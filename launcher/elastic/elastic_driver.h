@@ -44,8 +44,9 @@ struct ElasticPolicy {
   // A generation's workers all joined by then: after a failure (--start-timeout), and after a
   // growth (--elastic-timeout: the running workers join only at their next commit).
   std::chrono::milliseconds form_timeout{30000};
-  std::chrono::milliseconds elastic_timeout{600000};  // also: how long to wait for --min-np
-  int failure_limit = 1;                              // --host-failure-limit, per slot
+  // Also: how long to wait for --min-np.
+  std::chrono::milliseconds elastic_timeout = seconds_to_ms(kDefaultElasticTimeoutSeconds);
+  int failure_limit = 1;  // --host-failure-limit, per slot
   // --blacklist-cooldown-range MIN MAX in seconds; nullopt: a charged-out slot is out for good.
   std::optional<std::pair<double, double>> cooldown;
   std::function<double()> jitter;  // in [0, 1), for the cooldown; null: none

@@ -330,6 +330,8 @@ std::unique_ptr<Launcher> MpiLauncher::make(LaunchOptions options) {
   return std::make_unique<MpiLauncher>(std::move(options));
 }
 
+void MpiLauncher::check(const Plan& plan) const { (void)choose_agent_launch(options_, plan); }
+
 std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
   MpiCommandInput input = command_input(options_, plan);
   input.placeholders = true;

@@ -24,6 +24,8 @@ class MpiLauncher final : public Launcher {
 
   std::string_view name() const override { return "mpirun"; }
   std::vector<LaunchCommand> describe(const Plan& plan) const override;
+  // mpirun's daemons start as the native agents would (srun only inside an allocation).
+  void check(const Plan& plan) const override;
   LaunchResult run(const Plan& plan) override;
 
  private:

@@ -91,13 +91,14 @@ void NativeJob::start_elastic() {
   const std::string master_port = spec_value(rank0, contract::kMasterPort.name);
   int port = 0;
   std::from_chars(master_port.data(), master_port.data() + master_port.size(), port);
-  const ElasticPolicy policy{.min_np = o.min_np,
-                             .max_np = o.max_np,
+  const int np = static_cast<int>(plan_.ranks.size());
+  const ElasticPolicy policy{.min_np = o.min_np_for(np),
+                             .max_np = o.max_np_or_unbounded(),
                              .reset_limit = o.reset_limit,
                              .form_timeout = options_.start_timeout,
-                             .elastic_timeout = o.timeout,
-                             .failure_limit = o.failure_limit,
-                             .cooldown = o.cooldown,
+                             .elastic_timeout = o.timeout(),
+                             .failure_limit = options_.host_failures.limit,
+                             .cooldown = options_.host_failures.slot_cooldown(),
                              .jitter = [] { return static_cast<double>(std::rand()) / RAND_MAX; },
                              .discovery = o.discovery_script.has_value()};
   const auto now = Clock::now();
@@ -107,8 +108,8 @@ void NativeJob::start_elastic() {
   for (const RankPlan& r : plan_.ranks) first.workers.push_back(r.topology.rank);
   generations_.push_back(std::move(first));
   if (o.discovery_script) {
-    discovery_.emplace(*o.discovery_script, o.slots_per_host, kDiscoveryTimeout);
-    next_discovery_ = now + o.discovery_interval;
+    discovery_.emplace(*o.discovery_script, o.slots(), kDiscoveryTimeout);
+    next_discovery_ = now + o.discovery_interval();
   }
   // A terminal on stderr (and no --json): the job's state as one line at its bottom.
   if (stderr_wants_status_line(options_.stdout_to_stderr)) StatusLine::get().enable(STDERR_FILENO);
@@ -129,7 +130,8 @@ void NativeJob::update_status(Clock::time_point now) {
   std::string text =
       members.empty()
           ? fmt::format("elastic: waiting for slots (--min-np {}), generation {}",
-                        options_.elastic->min_np, elastic_->generation())
+                        options_.elastic->min_np_for(static_cast<int>(plan_.ranks.size())),
+                        elastic_->generation())
           : fmt::format("elastic: {} rank{} on {} host{}, generation {}{}", members.size(),
                         members.size() == 1 ? "" : "s", hosts.size(), hosts.size() == 1 ? "" : "s",
                         elastic_->generation(), elastic_->formed() ? "" : " (forming)");
@@ -375,8 +377,8 @@ nlohmann::ordered_json NativeJob::elastic_json() const {
       workers.push_back({{"worker", w.id}, {"host", w.slot.host}, {"slot", w.slot.slot}});
     }
   }
-  return {{"min_np", o.min_np},
-          {"max_np", o.max_np >= kUnboundedNp ? json(nullptr) : json(o.max_np)},
+  return {{"min_np", o.min_np_for(static_cast<int>(plan_.ranks.size()))},
+          {"max_np", o.max_np ? json(*o.max_np) : json(nullptr)},
           {"reset_limit", o.reset_limit ? json(*o.reset_limit) : json(nullptr)},
           {"resets", generations_.empty() ? 0 : generations_.size() - 1},
           {"generations", std::move(generations)},

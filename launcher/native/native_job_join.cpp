@@ -239,7 +239,7 @@ void NativeJob::discovery_turn(Clock::time_point now) {
   if (!discovery_->running() && now >= next_discovery_) discovery_->start(now);
   const auto outcome = discovery_->finish(now);
   if (!outcome) return;
-  next_discovery_ = now + options_.elastic->discovery_interval;
+  next_discovery_ = now + options_.elastic->discovery_interval();
   if (outcome->unchanged) return;  // what the driver has: the cost follows changes only
   if (!outcome->hosts) {
     spdlog::warn("elastic: {}; keeping the last list", outcome->error);

@@ -21,6 +21,18 @@ std::vector<LaunchCommand> NativeLauncher::describe(const Plan& plan) const {
   return choose_agent_launch(options_, plan).make(options_)->describe(plan);
 }
 
+void NativeLauncher::check(const Plan& plan) const {
+  const AgentLaunchEntry& agents = choose_agent_launch(options_, plan);
+  if (options_.elastic && !agents.elastic) {
+    throw UsageError(
+        fmt::format("elastic training (--min-np) through {} is not built yet{}", agents.name,
+                    options_.agent_launch == "auto" && !options_.rsh_agent
+                        ? " (chosen because the hosts came from Slurm)"
+                        : ""),
+        "run it with --launcher ssh");
+  }
+}
+
 LaunchResult NativeLauncher::run(const Plan& plan) { return launch(plan, false); }
 
 LaunchResult NativeLauncher::check_network(const Plan& plan) { return launch(plan, true); }

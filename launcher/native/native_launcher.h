@@ -20,6 +20,9 @@ class NativeLauncher final : public Launcher {
 
   std::string_view name() const override { return "native"; }
   std::vector<LaunchCommand> describe(const Plan& plan) const override;
+  // The agent launch must exist here (srun only inside an allocation) and, for elastic
+  // training, be able to start a joining host's agent.
+  void check(const Plan& plan) const override;
   LaunchResult run(const Plan& plan) override;
   // The network check alone (`--check-net`, and the mpirun launcher's check across hosts): the
   // agents start and probe each other; no rank starts. The result's `net` and `hosts` say what

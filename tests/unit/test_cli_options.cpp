@@ -195,7 +195,7 @@ TEST_CASE("parse: seconds flags take 0 where it means something, else say the ra
   CHECK(parse_options({"--grace", "0", "x"}).grace_s == 0.0);
   CHECK(parse_options({"--grace", "0.5", "x"}).grace_s == 0.5);
   CHECK(parse_options({"--keepalive", "0.0", "x"}).keepalive_s == 0.0);
-  CHECK(parse_options({"--restart-backoff", "0", "x"}).restart_backoff_s == 0.0);
+  CHECK(parse_options({"--restart-backoff", "0", "x"}).restarts.backoff_seconds == 0.0);
   for (const char* flag : {"--start-timeout", "--ssh-timeout"}) {
     INFO(flag);
     require_usage_error(
