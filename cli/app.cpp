@@ -234,16 +234,12 @@ int execute(const Options& o) {
   if (checking_net(o)) return check_net(o, plan);
   if (o.dry_run) {
     // --dry-run: the plan and what the launcher would run, as a table or JSON; nothing starts.
-    // Native mode shows where each SSH session will go (the config's Port and User); mpirun's
-    // ssh reads the config itself.
-    launcher::Plan shown = plan;
-    if (!o.mpi()) launcher::apply_ssh_config(shown, ssh_options(o));
     const launcher::PlanOutputOptions output{.show_env_values = o.show_env_values,
                                              .show_env = o.verbose};
     if (o.json) {
-      print_json(session.describe_json(shown, output));
+      print_json(session.describe_json(output));
     } else {
-      const std::string text = session.describe_text(shown, output);
+      const std::string text = session.describe_text(output);
       std::fwrite(text.data(), 1, text.size(), stdout);
     }
     return to_int(ExitCode::kSuccess);

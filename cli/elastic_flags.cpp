@@ -9,6 +9,7 @@
 
 #include "cli/flag_values.h"
 #include "common/error.h"
+#include "launcher/registry.h"
 
 namespace hvd::cli {
 
@@ -147,12 +148,7 @@ void validate_elastic(const Options& o) {
     throw UsageError(fmt::format("--reset-limit {}: must be 0 or more", *o.elastic.reset_limit),
                      "0 fails the job at the first change of its ranks");
   }
-  if (o.mpi()) {
-    throw UsageError(
-        "elastic training (--min-np) needs the native launch: MPI_COMM_WORLD cannot "
-        "change size",
-        "drop --mpi; libhvd then runs its collectives over Gloo");
-  }
+  launcher::require(o.launcher, launcher::Capability::kElastic);
   if (o.restarts.max_restarts > 0) {
     throw UsageError("--max-restarts and --min-np were both given",
                      "use one: --min-np keeps the job running without the failed ranks, "

@@ -8,6 +8,7 @@
 #include "cli/engine_flags.h"
 #include "common/error.h"
 #include "contract/env_table.h"
+#include "launcher/registry.h"
 
 namespace hvd::cli {
 namespace {
@@ -223,10 +224,11 @@ void finish_horovod_flags(Options& o) {
           "horovodrun)");
     }
   }
-  if (o.binding_args && !o.mpi()) {
-    o.warnings.emplace_back(
-        "--binding-args: only mpirun binds ranks (with --mpi); the native launch leaves them "
-        "unbound, as horovodrun's Gloo launch does");
+  if (o.binding_args) {
+    if (const launcher::Refusal* r =
+            launcher::refusal(o.launcher, launcher::Capability::kBindingArgs)) {
+      o.warnings.emplace_back(r->what);
+    }
   }
   // A flag given twice warns once.
   std::vector<std::string> seen;

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "launcher/core/output_router.h"
 #include "launcher/native/rsh_launch.h"
+#include "launcher/registry.h"
 
 namespace hvd::cli {
 namespace {
@@ -65,15 +66,9 @@ void validate_rsh_agent(const Options& o) {
         "drop --check-ssh; --check-net starts every host's agent through the "
         "--rsh-agent command and checks the network between them");
   }
-  // Under --mpi, mpirun calls its agent with the host alone (launcher/native/rsh_launch.h).
   for (const std::string& w : tmpl.words) {
-    if (o.mpi() &&
-        (w.find("{user}") != std::string::npos || w.find("{port}") != std::string::npos)) {
-      throw UsageError(
-          fmt::format("--mpi --rsh-agent '{}': under --mpi, mpirun starts its daemons knowing "
-                      "only each host's name, so {{user}} and {{port}} cannot be filled in",
-                      *o.rsh_agent),
-          "write the user and port into the template, or launch without --mpi");
+    if (w.find("{user}") != std::string::npos || w.find("{port}") != std::string::npos) {
+      launcher::require(o.launcher, launcher::Capability::kRshUserPort, *o.rsh_agent);
     }
   }
 }
@@ -118,26 +113,13 @@ void validate_options(const Options& o) {
     throw UsageError(fmt::format("--gpus-per-rank {}: must be 1 to 64", *o.gpus_per_rank),
                      "e.g. --gpus-per-rank 1 gives each local rank its own GPU");
   }
-  if (o.gpus_per_rank && o.mpi()) {
-    throw UsageError(
-        "--gpus-per-rank works in native mode only: mpirun gives every rank the "
-        "same environment",
-        "drop --mpi, or leave CUDA_VISIBLE_DEVICES alone and use hvd::gpu_device() "
-        "(local rank modulo the visible GPUs)");
-  }
+  if (o.gpus_per_rank) launcher::require(o.launcher, launcher::Capability::kGpusPerRank);
   if (o.network_interface && o.network_cidr) {
     throw UsageError("--network-interface and --network-cidr were both given",
                      "use one: a CIDR picks each host's address whatever its NIC is called");
   }
-  if (!o.port_range.any() && o.mpi()) {
-    throw UsageError("--port-range works in native mode only",
-                     "drop --mpi (mpirun opens its own ports: pin them with --mpi-args, e.g. "
-                     "\"--mca btl_tcp_port_min_v4 LOW --mca btl_tcp_port_range_v4 N\")");
-  }
-  if (o.mpi_args && !o.mpi()) {
-    throw UsageError("--mpi-args was given without --mpi",
-                     "add --mpi to launch through mpirun, or drop --mpi-args");
-  }
+  if (!o.port_range.any()) launcher::require(o.launcher, launcher::Capability::kPortRange);
+  if (o.mpi_args) launcher::require(o.launcher, launcher::Capability::kMpiArgs);
   if (o.ssh_concurrency < 1 || o.ssh_concurrency > 1024) {
     throw UsageError(fmt::format("--ssh-concurrency {}: must be 1 to 1024", o.ssh_concurrency),
                      "e.g. --ssh-concurrency 16");

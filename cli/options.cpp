@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/port_range.h"
 #include "hvd/build_config.h"
+#include "launcher/registry.h"
 
 namespace hvd::cli {
 namespace {
@@ -126,17 +127,20 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvdrun on the hosts (default: this hvdrun's own path)")
       ->type_name("PATH");
-  // The launcher flags: each names a launcher of the registry (launcher/registry.cpp).
-  auto* mpi = app.add_flag_callback(
-      "--mpi", [&o] { o.launcher = "mpirun"; },
-      "Launch through Open MPI's mpirun (same checks, output and exit codes)");
-  auto* native = app.add_flag_callback(
-      "--native", [&o] { o.launcher = "native"; }, "Launch with hvdrun's own agents (the default)");
-  auto* gloo = app.add_flag_callback(
-      "--gloo", [&o] { o.launcher = "native"; },
-      "horovodrun's name for the native launch (its ranks' collectives run over Gloo)");
-  mpi->excludes(native);
-  mpi->excludes(gloo);
+  // The launcher flags, from the registry (launcher/registry.cpp): each chooses its launcher;
+  // two that choose different launchers exclude each other.
+  std::vector<std::pair<std::string_view, CLI::Option*>> chosen;  // launcher, its flag
+  for (const launcher::LauncherEntry& e : launcher::launchers()) {
+    for (const launcher::LauncherFlag& f : e.flags) {
+      CLI::Option* flag = app.add_flag_callback(
+          std::string(f.name), [&o, name = e.name] { o.launcher = std::string(name); },
+          std::string(f.help));
+      for (const auto& [other, other_flag] : chosen) {
+        if (other != e.name) flag->excludes(other_flag);
+      }
+      chosen.emplace_back(e.name, flag);
+    }
+  }
   auto* agents = app.add_option("--launcher", o.agent_launch,
                                 "How the native launch starts its agents: ssh (one SSH session "
                                 "per host), srun (one Slurm step with a task per node, inside an "
@@ -144,7 +148,9 @@ void define_options(CLI::App& app, Options& o) {
                                 "the Slurm allocation and srun is on PATH, else ssh)")
                      ->type_name("auto|ssh|srun")
                      ->check(CLI::IsMember({"auto", "ssh", "srun"}));
-  agents->excludes(mpi);
+  for (const auto& [name, flag] : chosen) {  // --launcher is the native launcher's
+    if (name != "native") agents->excludes(flag);
+  }
   app.add_option("--rsh-agent", o.rsh_agent,
                  "Start each host's agent with this command instead of SSH, e.g. 'kubectl exec "
                  "-i {host} --', 'docker exec -i {host}', 'ip netns exec {host}': split into "

@@ -39,7 +39,6 @@ struct Options {
   std::string launcher = "native";       // the launcher the flags name (--mpi: "mpirun")
   std::string agent_launch = "auto";     // --launcher: how native agents start (auto, ssh, srun)
   std::optional<std::string> rsh_agent;  // --rsh-agent TEMPLATE: agents through a command
-  bool mpi() const { return launcher == "mpirun"; }
   std::optional<std::string> mpi_args;     // --mpi-args "...": appended to mpirun's options
   std::optional<std::string> working_dir;  // --wd; default: hvdrun's current directory
   double grace_s = launcher::kDefaultGraceSeconds;                 // --grace

@@ -1,5 +1,7 @@
 #include "launcher/registry.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string>
 
@@ -9,25 +11,44 @@
 namespace hvd::launcher {
 namespace {
 
-// Every launcher, by the name its flag gives (cli/options.cpp): one line each.
+// Every launcher: its name (--json's "launcher"), what it is, how it is made, the flags that
+// choose it and what it refuses. One line each.
 constexpr std::array<LauncherEntry, 2> kLaunchers{{
     {"native", "hvdrun's agent on every host (SSH or a local child); Gloo in the ranks",
-     &NativeLauncher::make},
-    {"mpirun", "Open MPI's mpirun (--mpi); MPI in the ranks", &MpiLauncher::make},
+     &NativeLauncher::make, NativeLauncher::kFlags, NativeLauncher::kRefusals},
+    {"mpirun", "Open MPI's mpirun (--mpi); MPI in the ranks", &MpiLauncher::make,
+     MpiLauncher::kFlags, MpiLauncher::kRefusals},
 }};
 
 }  // namespace
 
 std::span<const LauncherEntry> launchers() { return kLaunchers; }
 
-std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options) {
+const LauncherEntry& launcher_entry(std::string_view name) {
   for (const LauncherEntry& e : kLaunchers) {
-    if (e.name == name) return e.make(std::move(options));
+    if (e.name == name) return e;
   }
   std::string known;
   for (const LauncherEntry& e : kLaunchers)
     known += (known.empty() ? "" : ", ") + std::string(e.name);
   throw UsageError("no launcher called '" + std::string(name) + "'", "the launchers: " + known);
+}
+
+std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options) {
+  return launcher_entry(name).make(std::move(options));
+}
+
+const Refusal* refusal(std::string_view name, Capability capability) {
+  for (const Refusal& r : launcher_entry(name).refusals) {
+    if (r.capability == capability) return &r;
+  }
+  return nullptr;
+}
+
+void require(std::string_view name, Capability capability, std::string_view value) {
+  if (const Refusal* r = refusal(name, capability)) {
+    throw UsageError(fmt::format(fmt::runtime(r->what), value), std::string(r->hint));
+  }
 }
 
 LaunchResult check_network(LaunchOptions options, const Plan& plan) {

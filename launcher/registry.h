@@ -16,10 +16,19 @@ struct LauncherEntry {
   std::string_view name;
   std::string_view summary;
   std::unique_ptr<Launcher> (*make)(LaunchOptions options);
+  std::span<const LauncherFlag> flags;  // the flags that choose it (cli/options.cpp defines them)
+  std::span<const Refusal> refusals;    // what it cannot do (launcher/core/launcher.h)
 };
 std::span<const LauncherEntry> launchers();
 // Throws UsageError for a name no launcher has.
+const LauncherEntry& launcher_entry(std::string_view name);
 std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options);
+
+// How launcher `name` refuses `capability`, or nullptr when it supports it.
+const Refusal* refusal(std::string_view name, Capability capability);
+// Throws the launcher's UsageError when it refuses `capability`; `value` fills the message's
+// "{}" (the flag's value, where it quotes it).
+void require(std::string_view name, Capability capability, std::string_view value = {});
 
 // --check-net: the native launcher's agents start on every host and probe each other; no rank
 // starts (the result's `net` and `hosts` say what they found).

@@ -6,9 +6,9 @@
 // native_launcher.h) and "mpirun" (Open MPI's mpirun; mpi_launcher.h). Both run on the same core
 // (supervisor.h): tagged output, fail-fast, signal forwarding, the root-cause report.
 //
-// Adding one: a file pair implementing Launcher (its own folder under launcher/), one line in the
-// registry (launcher/registry.cpp), and the flag that names it (cli/options.cpp);
-// docs/architecture.md has the recipe.
+// Adding one: a file pair implementing Launcher (its own folder under launcher/), with the flags
+// that choose it and what it refuses, and one line in the registry (launcher/registry.cpp), from
+// which the CLI defines its flags; docs/architecture.md has the recipe.
 #pragma once
 
 #include <chrono>
@@ -52,14 +52,14 @@ inline std::chrono::milliseconds seconds_to_ms(double seconds) {
 // flags gave it: the CLI fills it, the run session checks and describes it (core/session.h), the
 // native job runs it. What was not given reads as its default through the accessors.
 struct ElasticOptions {
-  std::optional<int> min_np;        // --min-np; without it (a discovery script alone): -np
-  std::optional<int> max_np;        // --max-np; without it no limit, as horovodrun
-  std::optional<int> reset_limit;   // --reset-limit: new generations allowed after the first
-  std::optional<double> timeout_s;  // --elastic-timeout
+  std::optional<int> min_np{};        // --min-np; without it (a discovery script alone): -np
+  std::optional<int> max_np{};        // --max-np; without it no limit, as horovodrun
+  std::optional<int> reset_limit{};   // --reset-limit: new generations allowed after the first
+  std::optional<double> timeout_s{};  // --elastic-timeout
   // --host-discovery-script: run every `discovery_interval_s` (its first list made the plan).
-  std::optional<std::string> discovery_script;
+  std::optional<std::string> discovery_script{};
   double discovery_interval_s = kDefaultDiscoveryIntervalSeconds;
-  std::optional<int> slots_per_host;  // --slots-per-host: a listed host without :slots
+  std::optional<int> slots_per_host{};  // --slots-per-host: a listed host without :slots
 
   // --min-np or a discovery script turns elastic training on (horovodrun's rule).
   bool on() const { return min_np.has_value() || discovery_script.has_value(); }
@@ -183,12 +183,38 @@ struct LaunchCommand {
   std::vector<std::string> argv;
 };
 
+// What a launcher may not support, asked by the CLI's option checks through the registry
+// (launcher/registry.h: refusal()); each launcher lists what it refuses, with the words of the
+// error (or, for kBindingArgs, the warning) the user reads.
+enum class Capability {
+  kElastic,      // --min-np: the job changes size while it runs
+  kGpusPerRank,  // --gpus-per-rank: each rank its own environment
+  kPortRange,    // --port-range: hvdrun opens every port
+  kMpiArgs,      // --mpi-args: mpirun's own options
+  kBindingArgs,  // --binding-args: ranks bound to cores (a warning: the flag is horovodrun's)
+  kRshUserPort,  // {user} and {port} in --rsh-agent's template
+};
+struct Refusal {
+  Capability capability;
+  std::string_view what;  // "{}": the flag's value, where the message quotes it
+  std::string_view hint;
+};
+
+// A flag that chooses a launcher (--mpi), with its --help line.
+struct LauncherFlag {
+  std::string_view name;
+  std::string_view help;
+};
+
 class Launcher {
  public:
   virtual ~Launcher() = default;
   virtual std::string_view name() const = 0;
   // What run() would start, without touching the network.
   virtual std::vector<LaunchCommand> describe(const Plan& plan) const = 0;
+  // The plan as the dry run shows it: where this launcher's connections will really go (the
+  // native launch's SSH sessions after the SSH config's Port and User).
+  virtual Plan shown(const Plan& plan) const { return plan; }
   // Refuses, with a UsageError, what this launcher cannot do with these options and plan (elastic
   // training through a way that cannot start a joining host, srun outside an allocation); the run
   // session calls it before it prints anything, so a refused command prints its error alone.

@@ -284,7 +284,8 @@ std::string Session::elastic_words(const Plan& plan) const {
                     : std::string("no limit on such changes"));
 }
 
-std::string Session::describe_text(const Plan& shown, const PlanOutputOptions& output) const {
+std::string Session::describe_text(const PlanOutputOptions& output) const {
+  const Plan shown = launcher_->shown(plan_);
   std::string text = format_plan_table(shown, output) +
                      format_launcher_commands(launcher_->name(), launcher_->describe(shown));
   if (options_.launch.elastic) text += elastic_words(shown);
@@ -301,8 +302,8 @@ std::string Session::describe_text(const Plan& shown, const PlanOutputOptions& o
   return text;
 }
 
-nlohmann::ordered_json Session::describe_json(const Plan& shown,
-                                              const PlanOutputOptions& output) const {
+nlohmann::ordered_json Session::describe_json(const PlanOutputOptions& output) const {
+  const Plan shown = launcher_->shown(plan_);
   const HostFailureOptions& failures = options_.launch.host_failures;
   nlohmann::ordered_json doc =
       plan_json(shown, output, launcher_->name(), launcher_->describe(shown));

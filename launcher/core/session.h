@@ -44,10 +44,10 @@ class Session {
   // The first attempt's plan: its warnings (the CLI's first) and notices are for the CLI to say.
   const Plan& plan() const { return plan_; }
 
-  // --dry-run: `shown` is plan() as the user should read it (the native launch's SSH
-  // destinations from the SSH config applied by the caller).
-  std::string describe_text(const Plan& shown, const PlanOutputOptions& output) const;
-  nlohmann::ordered_json describe_json(const Plan& shown, const PlanOutputOptions& output) const;
+  // --dry-run: plan() as the launcher shows it (Launcher::shown: the native launch's SSH
+  // destinations after the SSH config), what it would run, the elastic and restart rules.
+  std::string describe_text(const PlanOutputOptions& output) const;
+  nlohmann::ordered_json describe_json(const PlanOutputOptions& output) const;
 
   // Runs the attempts; each one's report goes to stderr, and with `json` the last one's document
   // (with every attempt's summary when restarts are on) to print_json. Returns the exit code.

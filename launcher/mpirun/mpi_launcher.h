@@ -6,6 +6,7 @@
 // the exit code is mpirun's, which is the failed rank's.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -21,6 +22,27 @@ class MpiLauncher final : public Launcher {
  public:
   explicit MpiLauncher(LaunchOptions options) : options_(std::move(options)) {}
   static std::unique_ptr<Launcher> make(LaunchOptions options);
+  // Its registry line's flags and refusals (launcher/registry.cpp).
+  static constexpr std::array<LauncherFlag, 1> kFlags{{
+      {"--mpi", "Launch through Open MPI's mpirun (same checks, output and exit codes)"},
+  }};
+  static constexpr std::array<Refusal, 4> kRefusals{{
+      {Capability::kElastic,
+       "elastic training (--min-np) needs the native launch: MPI_COMM_WORLD cannot change size",
+       "drop --mpi; libhvd then runs its collectives over Gloo"},
+      {Capability::kGpusPerRank,
+       "--gpus-per-rank works in native mode only: mpirun gives every rank the same environment",
+       "drop --mpi, or leave CUDA_VISIBLE_DEVICES alone and use hvd::gpu_device() (local rank "
+       "modulo the visible GPUs)"},
+      {Capability::kPortRange, "--port-range works in native mode only",
+       "drop --mpi (mpirun opens its own ports: pin them with --mpi-args, e.g. \"--mca "
+       "btl_tcp_port_min_v4 LOW --mca btl_tcp_port_range_v4 N\")"},
+      // mpirun calls its agent with the host alone (launcher/native/rsh_launch.h).
+      {Capability::kRshUserPort,
+       "--mpi --rsh-agent '{}': under --mpi, mpirun starts its daemons knowing only each host's "
+       "name, so {{user}} and {{port}} cannot be filled in",
+       "write the user and port into the template, or launch without --mpi"},
+  }};
 
   std::string_view name() const override { return "mpirun"; }
   std::vector<LaunchCommand> describe(const Plan& plan) const override;

@@ -57,14 +57,6 @@ void set_value(agent::RankSpec& rank, const std::string& name, const std::string
   rank.env.emplace_back(name, value);
 }
 
-// CUDA_VISIBLE_DEVICES of --gpus-per-rank N for slot `slot`: the template's count of devices,
-// by the plan's rule (launcher/plan/rank_defaults.h).
-std::string devices_for_slot(const std::string& template_value, int slot) {
-  const auto n =
-      static_cast<int>(std::count(template_value.begin(), template_value.end(), ',')) + 1;
-  return cuda_visible_devices(slot, n);
-}
-
 }  // namespace
 
 // Generation 0 is the launch itself: every rank of the plan, MASTER_* as rank 0 got them.
@@ -88,9 +80,6 @@ void NativeJob::start_elastic() {
   }
   const agent::RankSpec& rank0 =
       specs_.at(static_cast<size_t>(plan_.ranks.front().host_index)).ranks.front();
-  const std::string master_port = spec_value(rank0, contract::kMasterPort.name);
-  int port = 0;
-  std::from_chars(master_port.data(), master_port.data() + master_port.size(), port);
   const int np = static_cast<int>(plan_.ranks.size());
   const ElasticPolicy policy{.min_np = o.min_np_for(np),
                              .max_np = o.max_np_or_unbounded(),
@@ -103,7 +92,7 @@ void NativeJob::start_elastic() {
                              .discovery = o.discovery_script.has_value()};
   const auto now = Clock::now();
   elastic_.emplace(policy, std::move(pool), std::move(workers),
-                   spec_value(rank0, contract::kMasterAddr.name), port, now);
+                   spec_value(rank0, contract::kMasterAddr.name), facts_.master_port, now);
   GenerationRecord first{0, "start", {}, now, now};
   for (const RankPlan& r : plan_.ranks) first.workers.push_back(r.topology.rank);
   generations_.push_back(std::move(first));
@@ -201,10 +190,9 @@ void NativeJob::start_workers(const std::vector<elastic_action::StartWorker>& wo
     set_value(rank, std::string(contract::kElasticWorker.name), std::to_string(w.worker));
     set_value(rank, std::string(contract::kElasticGeneration.name), std::to_string(w.generation));
     // --gpus-per-rank: a slot without a generation-0 rank gets its own devices.
-    const std::string devices = spec_value(rank, contract::kCudaVisibleDevices.name);
-    if (!devices.empty() && !own_slot) {
+    if (plan_.gpus_per_rank && !own_slot) {
       set_value(rank, std::string(contract::kCudaVisibleDevices.name),
-                devices_for_slot(devices, w.slot.slot));
+                cuda_visible_devices(w.slot.slot, *plan_.gpus_per_rank));
     }
     agent::JobSpec more = specs_.front();
     more.host = w.slot.host;

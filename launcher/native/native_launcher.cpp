@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "launcher/core/ssh_check.h"
 #include "launcher/core/status_line.h"
 #include "launcher/core/supervisor.h"
 #include "launcher/native/agent_launch.h"
@@ -31,6 +32,12 @@ void NativeLauncher::check(const Plan& plan) const {
                         : ""),
         "run it with --launcher ssh");
   }
+}
+
+Plan NativeLauncher::shown(const Plan& plan) const {
+  Plan p = plan;
+  apply_ssh_config(p, options_.ssh);
+  return p;
 }
 
 LaunchResult NativeLauncher::run(const Plan& plan) { return launch(plan, false); }

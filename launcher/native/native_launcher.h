@@ -6,6 +6,7 @@
 // stops the job, Ctrl-C and SIGTERM forwarded, and an honest result (docs/exit-codes.md).
 #pragma once
 
+#include <array>
 #include <string_view>
 #include <vector>
 
@@ -17,9 +18,24 @@ class NativeLauncher final : public Launcher {
  public:
   explicit NativeLauncher(LaunchOptions options) : options_(std::move(options)) {}
   static std::unique_ptr<Launcher> make(LaunchOptions options);
+  // Its registry line's flags and refusals (launcher/registry.cpp).
+  static constexpr std::array<LauncherFlag, 2> kFlags{{
+      {"--native", "Launch with hvdrun's own agents (the default)"},
+      {"--gloo", "horovodrun's name for the native launch (its ranks' collectives run over Gloo)"},
+  }};
+  static constexpr std::array<Refusal, 2> kRefusals{{
+      {Capability::kMpiArgs, "--mpi-args was given without --mpi",
+       "add --mpi to launch through mpirun, or drop --mpi-args"},
+      {Capability::kBindingArgs,
+       "--binding-args: only mpirun binds ranks (with --mpi); the native launch leaves them "
+       "unbound, as horovodrun's Gloo launch does",
+       ""},
+  }};
 
   std::string_view name() const override { return "native"; }
   std::vector<LaunchCommand> describe(const Plan& plan) const override;
+  // Each remote host's SSH destination after the SSH config (its Port and User).
+  Plan shown(const Plan& plan) const override;
   // The agent launch must exist here (srun only inside an allocation) and, for elastic
   // training, be able to start a joining host's agent.
   void check(const Plan& plan) const override;

@@ -316,6 +316,7 @@ Plan make_plan(const PlanRequest& request, const LocalIdentity& self, const EnvL
     }
   }
   plan.elastic = request.elastic;
+  plan.gpus_per_rank = request.gpus_per_rank;
   // The notice says what rank_env decided: the first rank it gave OMP_NUM_THREADS=1.
   const auto defaulted = std::find_if(plan.ranks.begin(), plan.ranks.end(), [](const RankPlan& r) {
     return std::any_of(r.env.begin(), r.env.end(), [](const EnvEntry& e) {

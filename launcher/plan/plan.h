@@ -107,6 +107,9 @@ struct Plan {
   std::string forwarding_notice;
   NetworkChoice network;  // chosen per host at launch, from the agents' interfaces
   bool elastic = false;   // PlanRequest::elastic
+  // PlanRequest::gpus_per_rank: a rank that takes a slot later (elastic) gets its devices from
+  // it, not from another rank's CUDA_VISIBLE_DEVICES read back.
+  std::optional<int> gpus_per_rank;
 };
 
 // Throws UsageError for -np < 1 and for -np above the slots without oversubscribe.

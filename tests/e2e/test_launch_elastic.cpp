@@ -144,6 +144,23 @@ TEST_CASE("elastic launch: with -np below --max-np the job grows onto the free s
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
+TEST_CASE("elastic launch: --gpus-per-rank gives a rank that takes a free slot that slot's GPUs",
+          "[elastic]") {
+  // The devices come from the plan's --gpus-per-rank (a typed fact), not from another rank's
+  // CUDA_VISIBLE_DEVICES read back: slot K gets 2K,2K+1.
+  JobMarker marker;
+  const RunResult r = run_hvdrun({"-np", "1", "--min-np", "1", "-H", "localhost:3",
+                                  "--gpus-per-rank", "2", "-x", marker.forward(), "sh", "-c",
+                                  "echo \"slot $HOROVOD_LOCAL_RANK sees $CUDA_VISIBLE_DEVICES\"; "
+                                  "sleep 1"},
+                                 {marker.env()}, std::chrono::seconds(60));
+  INFO(show(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("slot 0 sees 0,1") && Contains("slot 1 sees 2,3") &&
+                        Contains("slot 2 sees 4,5"));
+  CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
+}
+
 TEST_CASE("elastic launch: a new rank dies before it connects, the others give its generation up",
           "[elastic]") {
   JobMarker marker;
