@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/process.h"
 #include "hvd/build_config.h"
+#include "launcher/registry.h"
 
 namespace hvd::cli {
 namespace {
@@ -73,20 +74,6 @@ Libhvd load_libhvd() {
   out.error = "libhvd.so.0 was not found or could not be loaded:" +
               (tried.empty() ? std::string(" no candidate exists") : tried);
   return out;
-}
-
-// `mpirun --version`'s first line, or nullopt when mpirun cannot be run.
-std::optional<std::string> mpirun_version() {
-  ProcessSpec spec;
-  spec.argv = {"mpirun", "--version"};
-  spec.env = environ_strings();
-  spec.lookup_in_our_path = true;
-  const auto run = run_and_capture(spec);
-  if (!run || run->status.code() != 0) return std::nullopt;
-  std::string first = run->output.substr(0, run->output.find('\n'));
-  while (!first.empty() && first.back() == '\r') first.pop_back();
-  if (first.empty()) return std::nullopt;
-  return first;
 }
 
 // The Python binding (horovodrun's --check-build lists its frameworks): does `import hvd.torch`
@@ -187,11 +174,18 @@ std::string python_line(const json& p) {
 
 void print_human(const json& doc) {
   std::string out = fmt::format("hvdrun {} build check\n", HVD_VERSION_STRING);
+  // Each launcher's row, as the registry lists them (launcher/registry.cpp).
   const json& modes = doc["launch_modes"];
-  out += fmt::format("  native launch      yes\n  MPI mode (--mpi)   {}\n",
-                     modes["mpi"]["available"].get<bool>()
-                         ? fmt::format("yes: {}", modes["mpi"]["mpirun"].get<std::string>())
-                         : "no: mpirun not found on PATH (install openmpi-bin)");
+  for (const launcher::LauncherEntry& e : launcher::launchers()) {
+    const launcher::LauncherCheck& c = e.check_build;
+    const json& mode = modes[std::string(c.key)];
+    const std::string row =
+        !mode.is_object() ? "yes"
+        : mode["available"].get<bool>()
+            ? fmt::format("yes: {}", mode[std::string(c.probe_key)].get<std::string>())
+            : fmt::format("no: {}", c.missing);
+    out += fmt::format("  {:<19}{}\n", c.label, row);
+  }
   const json& lib = doc["libhvd"];
   if (lib.contains("error")) {
     out += fmt::format("  libhvd             not loaded: {}\n", lib["error"].get<std::string>());
@@ -253,11 +247,19 @@ int check_build(bool as_json) {
   json doc;
   doc["schema_version"] = 1;
   doc["hvdrun_version"] = HVD_VERSION_STRING;
-  const auto mpirun = mpirun_version();
-  doc["launch_modes"] = {
-      {"native", true},
-      {"mpi",
-       {{"available", mpirun.has_value()}, {"mpirun", mpirun ? json(*mpirun) : json(nullptr)}}}};
+  // Each launcher: true, or what its probe found ({"available": ..., "mpirun": "..."}).
+  json modes = json::object();
+  for (const launcher::LauncherEntry& e : launcher::launchers()) {
+    const launcher::LauncherCheck& c = e.check_build;
+    if (c.probe == nullptr) {
+      modes[std::string(c.key)] = true;
+      continue;
+    }
+    const std::optional<std::string> found = c.probe();
+    modes[std::string(c.key)] = {{"available", found.has_value()},
+                                 {std::string(c.probe_key), found ? json(*found) : json(nullptr)}};
+  }
+  doc["launch_modes"] = std::move(modes);
   Libhvd lib = load_libhvd();
   if (lib.error.empty()) {
     json l{{"path", lib.path}};

@@ -15,9 +15,10 @@ namespace {
 // choose it and what it refuses. One line each.
 constexpr std::array<LauncherEntry, 2> kLaunchers{{
     {"native", "hvdrun's agent on every host (SSH or a local child); Gloo in the ranks",
-     &NativeLauncher::make, NativeLauncher::kFlags, NativeLauncher::kRefusals},
+     &NativeLauncher::make, NativeLauncher::kFlags, NativeLauncher::kRefusals,
+     NativeLauncher::kCheckBuild},
     {"mpirun", "Open MPI's mpirun (--mpi); MPI in the ranks", &MpiLauncher::make,
-     MpiLauncher::kFlags, MpiLauncher::kRefusals},
+     MpiLauncher::kFlags, MpiLauncher::kRefusals, MpiLauncher::kCheckBuild},
 }};
 
 }  // namespace

@@ -18,6 +18,7 @@ struct LauncherEntry {
   std::unique_ptr<Launcher> (*make)(LaunchOptions options);
   std::span<const LauncherFlag> flags;  // the flags that choose it (cli/options.cpp defines them)
   std::span<const Refusal> refusals;    // what it cannot do (launcher/core/launcher.h)
+  LauncherCheck check_build;            // its row in --check-build (cli/check_build.cpp)
 };
 std::span<const LauncherEntry> launchers();
 // Throws UsageError for a name no launcher has.

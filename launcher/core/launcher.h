@@ -200,6 +200,16 @@ struct Refusal {
   std::string_view hint;
 };
 
+// A launcher's row in `hvdrun --check-build`: whether it can run on this machine now.
+struct LauncherCheck {
+  std::string_view key;    // the key in --json's "launch_modes" ("mpi")
+  std::string_view label;  // the human row's name ("MPI mode (--mpi)")
+  // What it needs, probed (its version line), or nullopt when missing; nullptr: always there.
+  std::optional<std::string> (*probe)() = nullptr;
+  std::string_view probe_key{};  // the probe's value in --json ("mpirun")
+  std::string_view missing{};    // the human row when the probe fails
+};
+
 // A flag that chooses a launcher (--mpi), with its --help line.
 struct LauncherFlag {
   std::string_view name;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/process.h"
 #include "contract/env_table.h"
 #include "launcher/mpirun/rank_shim.h"
 
@@ -259,6 +260,19 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   if (!input.shim.empty()) argv.insert(argv.end(), {input.shim, "--rank-shim", "--"});
   argv.insert(argv.end(), plan.command.begin(), plan.command.end());
   return argv;
+}
+
+std::optional<std::string> mpirun_version_line() {
+  ProcessSpec spec;
+  spec.argv = {"mpirun", "--version"};
+  spec.env = environ_strings();
+  spec.lookup_in_our_path = true;
+  const auto run = run_and_capture(spec);
+  if (!run || run->status.code() != 0) return std::nullopt;
+  std::string first = run->output.substr(0, run->output.find('\n'));
+  while (!first.empty() && first.back() == '\r') first.pop_back();
+  if (first.empty()) return std::nullopt;
+  return first;
 }
 
 }  // namespace hvd::launcher

@@ -26,6 +26,10 @@ struct MpiVersion {
 // MPICH, Intel MPI, unrecognisable output) is a UsageError saying what was found and what to do.
 MpiVersion parse_mpirun_version(std::string_view output);
 
+// `mpirun --version`'s first line (mpirun from PATH), or nullopt when mpirun cannot be run
+// (`hvdrun --check-build`).
+std::optional<std::string> mpirun_version_line();
+
 struct MpiCommandInput {
   std::string mpirun = "mpirun";
   bool as_root = false;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "launcher/core/launcher.h"
+#include "launcher/mpirun/mpi_command.h"
 #include "launcher/mpirun/mpirun_output.h"
 
 namespace hvd::launcher {
@@ -26,6 +27,12 @@ class MpiLauncher final : public Launcher {
   static constexpr std::array<LauncherFlag, 1> kFlags{{
       {"--mpi", "Launch through Open MPI's mpirun (same checks, output and exit codes)"},
   }};
+  static constexpr LauncherCheck kCheckBuild{
+      .key = "mpi",
+      .label = "MPI mode (--mpi)",
+      .probe = &mpirun_version_line,
+      .probe_key = "mpirun",
+      .missing = "mpirun not found on PATH (install openmpi-bin)"};
   static constexpr std::array<Refusal, 4> kRefusals{{
       {Capability::kElastic,
        "elastic training (--min-np) needs the native launch: MPI_COMM_WORLD cannot change size",

@@ -23,6 +23,7 @@ class NativeLauncher final : public Launcher {
       {"--native", "Launch with hvdrun's own agents (the default)"},
       {"--gloo", "horovodrun's name for the native launch (its ranks' collectives run over Gloo)"},
   }};
+  static constexpr LauncherCheck kCheckBuild{.key = "native", .label = "native launch"};
   static constexpr std::array<Refusal, 2> kRefusals{{
       {Capability::kMpiArgs, "--mpi-args was given without --mpi",
        "add --mpi to launch through mpirun, or drop --mpi-args"},
