@@ -265,28 +265,48 @@ void RecordOpener::refuse(std::string_view record) {
       "network path (a proxy or relay) between hvdrun and the Slurm nodes");
 }
 
+uint32_t RecordOpener::body_size(std::string_view header) {
+  const uint32_t body = read_u32(header);
+  if (body <= kSealTagBytes || body > kMaxRecord + kSealTagBytes) {
+    broken_ = true;
+    throw SealError(
+        fmt::format("sealed link: refused record {} from {}: a length of {} bytes, where a sealed "
+                    "record holds {} to {}",
+                    count_ + 1, peer_, body, kSealTagBytes + 1, kMaxRecord + kSealTagBytes));
+  }
+  return body;
+}
+
 void RecordOpener::open(std::string_view bytes, std::string& out) {
   if (broken_) {
     throw SealError(fmt::format("sealed link: {} is refused after an earlier bad record", peer_));
   }
-  buffer_.append(bytes);
-  std::size_t at = 0;
-  while (buffer_.size() - at >= kSealHeaderBytes) {
-    const uint32_t body = read_u32(std::string_view(buffer_).substr(at, kSealHeaderBytes));
-    if (body <= kSealTagBytes || body > kMaxRecord + kSealTagBytes) {
-      broken_ = true;
-      throw SealError(fmt::format(
-          "sealed link: refused record {} from {}: a length of {} bytes, where a sealed record "
-          "holds {} to {}",
-          count_ + 1, peer_, body, kSealTagBytes + 1, kMaxRecord + kSealTagBytes));
-    }
-    if (buffer_.size() - at < kSealHeaderBytes + body) break;
-    const std::string_view record = std::string_view(buffer_).substr(at, kSealHeaderBytes + body);
+  // A record held back is completed first; whole records in `bytes` are opened where they lie
+  // (rank output is most of what crosses: one copy fewer), and only a partial one is kept.
+  if (!buffer_.empty()) {
+    const std::size_t header =
+        std::min(bytes.size(), kSealHeaderBytes - std::min(buffer_.size(), kSealHeaderBytes));
+    buffer_.append(bytes.substr(0, header));
+    bytes.remove_prefix(header);
+    if (buffer_.size() < kSealHeaderBytes) return;
+    const std::size_t size = kSealHeaderBytes + body_size(buffer_);
+    const std::size_t rest = std::min(bytes.size(), size - buffer_.size());
+    buffer_.append(bytes.substr(0, rest));
+    bytes.remove_prefix(rest);
+    if (buffer_.size() < size) return;
+    if (!open_one(count_, buffer_, &out)) refuse(buffer_);
+    ++count_;
+    buffer_.clear();
+  }
+  while (bytes.size() >= kSealHeaderBytes) {
+    const std::size_t size = kSealHeaderBytes + body_size(bytes);
+    if (bytes.size() < size) break;
+    const std::string_view record = bytes.substr(0, size);
     if (!open_one(count_, record, &out)) refuse(record);
     ++count_;
-    at += record.size();
+    bytes.remove_prefix(size);
   }
-  buffer_.erase(0, at);
+  buffer_.assign(bytes);
 }
 
 // --- the exchange ----------------------------------------------------------------------------

@@ -107,6 +107,8 @@ class RecordOpener {
 
  private:
   bool open_one(uint64_t counter, std::string_view record, std::string* out);
+  // The body's size a record's header gives; refuses one out of range.
+  uint32_t body_size(std::string_view header);
   [[noreturn]] void refuse(std::string_view record);
 
   struct Cipher;

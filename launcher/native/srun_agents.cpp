@@ -198,6 +198,11 @@ int take_handshake(Pending& p, const std::string& token, const Plan& plan,
         if (hello->size != p.in.size()) return -1;
         p.reply.emplace(token, p.in);
       } catch (const agent::SealError&) {
+        if (p.in.starts_with("HVDAGENT")) {  // before the link was sealed: the token in clear
+          spdlog::warn(
+              "an agent of an older hvdrun connected (its first line: HVDAGENT...): every node "
+              "must run this hvdrun's agent (hvdrun-agent beside hvdrun, at the same path)");
+        }
         return -1;  // not an agent of this hvdrun
       }
       p.node = hello->node;
