@@ -98,6 +98,17 @@ Pkey new_key_pair() {
   return k;
 }
 
+// The agent's first use of libcrypto. Left to itself, libcrypto's first use in a process reads
+// the system's openssl.cnf and loads its error strings: several ms of CPU at an srun agent's
+// start, on the launch's critical path (bench/README.md). The link needs neither (its
+// algorithms are the default provider's; its errors are ours). In hvdrun, where libssh
+// initialised libcrypto at load time, this changes nothing.
+Pkey agent_key_pair() {
+  [[maybe_unused]] static const bool lean = OPENSSL_init_crypto(
+      OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS, nullptr);
+  return new_key_pair();
+}
+
 std::string public_key_of(EVP_PKEY* k) {
   std::string out(kSealKeyBytes, '\0');
   std::size_t len = out.size();
@@ -330,7 +341,7 @@ struct AgentHandshake::KeyPair {
 };
 
 AgentHandshake::AgentHandshake(std::string_view secret, std::string_view node)
-    : pair_(std::make_unique<KeyPair>(KeyPair{new_key_pair()})), auth_(auth_key(secret)) {
+    : pair_(std::make_unique<KeyPair>(KeyPair{agent_key_pair()})), auth_(auth_key(secret)) {
   if (node.empty() || node.size() > 255) {
     throw SealError(fmt::format("a node name of {} bytes cannot be sent (1 to 255)", node.size()));
   }
