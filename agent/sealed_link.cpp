@@ -387,6 +387,19 @@ LauncherHandshake::~LauncherHandshake() = default;
 LauncherHandshake::LauncherHandshake(LauncherHandshake&&) noexcept = default;
 LauncherHandshake& LauncherHandshake::operator=(LauncherHandshake&&) noexcept = default;
 
+void warm_up_sealed_link() {
+  const Pkey agent_key = new_key_pair();
+  std::string hello(kSealMagic);
+  hello += '\x01';
+  hello += 'w';
+  hello += public_key_of(agent_key.get());
+  const LauncherHandshake launcher("warm-up", hello);
+  RecordSealer sealer(SealKey{});
+  RecordOpener opener(SealKey{}, "the warm-up");
+  std::string out;
+  opener.open(sealer.seal("warm-up"), out);
+}
+
 bool LauncherHandshake::check_proof(std::string_view agent_proof) {
   if (!same_bytes(agent_proof, proof(auth_, kAgentProves, transcript_))) return false;
   keys_ = pending_;

@@ -309,6 +309,9 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
                         "--launcher srun needs Slurm's srun on PATH (or use --launcher ssh)");
   }
 
+  // While the step starts: libcrypto readies the sealed link's algorithms (4-15 ms the first
+  // time), not on the first agent's connection.
+  agent::warm_up_sealed_link();
   // The nodes' addresses while the step starts (srun takes tens of milliseconds; scontrol a few).
   const std::map<std::string, std::string> node_addr = slurm_node_addresses(nodes);
   if (node_addr.size() < nodes.size()) {
