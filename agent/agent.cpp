@@ -69,9 +69,8 @@ bool Agent::read_input() {
     reader_.feed(bytes);
     return true;
   }
-  std::string plain;
   try {
-    opener_->open(bytes, plain);
+    opener_->open(bytes, reader_.input());
   } catch (const SealError& e) {
     // Tampered with on the way: nothing more is taken from that direction. The launcher hears
     // why on ours (sealed, still sound), and the node's log has it too (srun's stderr).
@@ -80,7 +79,6 @@ bool Agent::read_input() {
     error(e.what(), e.hint(), e.kind());
     return false;
   }
-  reader_.feed(plain);
   return true;
 }
 

@@ -66,9 +66,7 @@ class TcpAgent final : public AgentTransport {
     return AgentAddresses{launcher_address_, reached_at_};
   }
   void received(std::string_view bytes, agent::FrameReader& reader) override {
-    plain_.clear();
-    opener_.open(bytes, plain_);
-    reader.feed(plain_);
+    opener_.open(bytes, reader.input());
   }
   std::string outgoing(std::string frame) override { return sealer_.seal(frame); }
 
@@ -79,7 +77,6 @@ class TcpAgent final : public AgentTransport {
   UniqueFd log_;
   agent::RecordSealer sealer_;
   agent::RecordOpener opener_;
-  std::string plain_;  // one read's bytes, opened
 };
 
 std::string local_address_of(int fd) {
