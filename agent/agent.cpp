@@ -33,7 +33,11 @@ constexpr int kSweepMs = 100;  // how often leftover descendants are looked for 
 
 bool Agent::send(FrameType type, std::string_view payload) {
   if (launcher_gone_) return false;
-  out_queue_ += encode_frame(type, payload);
+  if (sealer_) {
+    sealer_->seal(encode_frame(type, payload), out_queue_);
+  } else {
+    out_queue_ += encode_frame(type, payload);
+  }
   flush_output();
   return !launcher_gone_;
 }
@@ -60,7 +64,21 @@ bool Agent::read_input() {
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
   if (n <= 0) return false;
   last_heard_ = std::chrono::steady_clock::now();
-  reader_.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+  const std::string_view bytes(buf.data(), static_cast<size_t>(n));
+  if (!opener_) {
+    reader_.feed(bytes);
+    return true;
+  }
+  try {
+    opener_->open(bytes, reader_.input());
+  } catch (const SealError& e) {
+    // Tampered with on the way: nothing more is taken from that direction. The launcher hears
+    // why on ours (sealed, still sound), and the node's log has it too (srun's stderr).
+    seal_refused_ = true;
+    std::fprintf(stderr, "hvdrun agent: %s\n", e.what());
+    error(e.what(), e.hint(), e.kind());
+    return false;
+  }
   return true;
 }
 
@@ -218,8 +236,10 @@ bool Agent::finished() const {
 void Agent::handle_input() {
   if (!read_input()) {  // dead-man switch: the launcher or the link is gone
     input_open_ = false;
-    launcher_gone_ = true;
-    out_queue_.clear();
+    if (!seal_refused_) {  // else the launcher is still there to read why (read_input)
+      launcher_gone_ = true;
+      out_queue_.clear();
+    }
     stop(SIGTERM);
     return;
   }
@@ -405,6 +425,11 @@ int Agent::run_job() {
 
 int run_agent(int in_fd, int out_fd) {
   Agent agent(in_fd, out_fd);
+  return agent.run();
+}
+
+int run_agent_sealed(int fd, const SealKeys& keys) {
+  Agent agent(fd, keys);
   return agent.run();
 }
 

@@ -15,4 +15,11 @@ namespace hvd::agent {
 // whatever the ranks' codes; 2 when the spec was bad or the ranks could not be started).
 int run_agent(int in_fd, int out_fd);
 
+struct SealKeys;
+// The same on one connection sealed both ways (agent/sealed_link.h: an agent that connected
+// back, after the exchange). A record from the launcher that fails its tag is refused: the agent
+// says so in a kError frame (its own direction is still sound), stops its ranks as when its
+// input closes, and reads nothing more.
+int run_agent_sealed(int fd, const SealKeys& keys);
+
 }  // namespace hvd::agent

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,11 +16,15 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/sealed_link.h"
 #include "common/fd_io.h"
 #include "common/unique_fd.h"
 
 namespace hvd::agent {
 namespace {
+
+// The launcher answers a hello at once; it may be busy accepting the other nodes' agents.
+constexpr auto kReplyTime = std::chrono::seconds(30);
 
 // One connect with a deadline; an invalid fd when it did not work.
 UniqueFd connect_to(const std::string& host, const std::string& port,
@@ -46,22 +51,29 @@ UniqueFd connect_to(const std::string& host, const std::string& port,
   return fd;
 }
 
+// Reads exactly `size` bytes within `timeout`; shorter when the peer closes or is silent.
+std::string read_exactly(int fd, std::size_t size, std::chrono::milliseconds timeout) {
+  std::string out;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (out.size() < size) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
+    char buf[kSealReplyBytes];
+    const long n = read_some(fd, buf, std::min(sizeof buf, size - out.size()));
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
 
 }  // namespace
-
-std::string agent_preamble(std::string_view token, std::string_view node) {
-  std::string out(kAgentPreambleMagic);
-  out += ' ';
-  out += token;
-  out += ' ';
-  out += node;
-  out += '\n';
-  return out;
-}
 
 int run_connecting_agent() {
   const std::string target = env_or(std::string(kAgentConnectVar).c_str(), "");
@@ -92,8 +104,26 @@ int run_connecting_agent() {
                  node.c_str(), addresses.c_str(), port.c_str());
     return 2;
   }
-  if (!write_all(fd.get(), agent_preamble(token, node))) return 2;
-  return run_agent(fd.get(), fd.get());
+  // The exchange (agent/sealed_link.h): the launcher proves the secret before this agent sends
+  // anything of its host, and the agent proves it before the launcher sends anything of the job.
+  try {
+    AgentHandshake handshake(token, node);
+    if (!write_all(fd.get(), handshake.hello())) return 2;
+    const std::string reply = read_exactly(fd.get(), kSealReplyBytes, kReplyTime);
+    if (reply.size() < kSealReplyBytes) {
+      std::fprintf(stderr,
+                   "hvdrun agent on %s: the launcher at %s port %s closed or went silent during "
+                   "the sealed link's exchange\n",
+                   node.c_str(), addresses.c_str(), port.c_str());
+      return 2;
+    }
+    if (!write_all(fd.get(), handshake.on_reply(reply))) return 2;
+    return run_agent_sealed(fd.get(), handshake.keys());
+  } catch (const SealError& e) {
+    std::fprintf(stderr, "hvdrun agent on %s: refused the launcher at %s port %s: %s (%s)\n",
+                 node.c_str(), addresses.c_str(), port.c_str(), e.what(), e.hint().c_str());
+    return 2;
+  }
 }
 
 }  // namespace hvd::agent

@@ -17,6 +17,7 @@
 #include "agent/job_spec.h"
 #include "agent/probe.h"
 #include "agent/protocol.h"
+#include "agent/sealed_link.h"
 #include "common/error.h"
 #include "common/process.h"
 #include "common/signal_fd.h"
@@ -49,6 +50,12 @@ struct LiveRank {
 class Agent {
  public:
   Agent(int in_fd, int out_fd) : in_fd_(in_fd), out_fd_(out_fd) {}
+  // One socket both ways, sealed (agent/sealed_link.h).
+  Agent(int fd, const SealKeys& keys)
+      : in_fd_(fd),
+        out_fd_(fd),
+        sealer_(keys.send),
+        opener_(RecordOpener(keys.receive, "the launcher")) {}
   int run();
 
  private:
@@ -87,6 +94,10 @@ class Agent {
   int in_fd_;              // borrowed: the agent's stdin (frames from the launcher)
   int out_fd_;             // borrowed: its stdout (frames to the launcher), made non-blocking
   std::string out_queue_;  // encoded frames not written yet (see kAgentQueueCap)
+  // A sealed link: frames go into out_queue_ sealed, the input is opened before reader_ sees it.
+  std::optional<RecordSealer> sealer_;
+  std::optional<RecordOpener> opener_;
+  bool seal_refused_ = false;  // a record from the launcher failed: its input is not read again
   JobSpec spec_;
   std::optional<ProbeListener> listener_;  // from kProbeListen until the ranks start
   FrameReader reader_;

@@ -6,7 +6,8 @@
 // initialise OpenSSL and pull in libcrypto and Kerberos; loading them costs about 20 ms of CPU
 // per process on the development VM against about 6 ms for this binary (`perf stat`). The srun
 // step starts one agent per node, and on a launch of `true` that start-up is a good part of
-// what hvdrun adds to a plain `srun` (bench/srun_bench.sh).
+// what hvdrun adds to a plain `srun` (bench/srun_bench.sh). It links libcrypto alone for its
+// sealed link (agent/sealed_link.h), which initialises nothing at load time.
 #include <unistd.h>
 
 #include <cstdio>

@@ -68,6 +68,9 @@ std::string encode_frame(FrameType type, std::string_view payload);
 class FrameReader {
  public:
   void feed(std::string_view bytes) { buffer_.append(bytes); }
+  // The same, appending in place: a sealed link (agent/sealed_link.h) opens records straight
+  // into it, a copy fewer of every byte of rank output. Only appending is allowed.
+  std::string& input() { return buffer_; }
   // The next whole frame, or nullopt when more bytes are needed. Throws hvd::Error on a frame
   // longer than kMaxFramePayload or of an unknown type (a peer speaking something else).
   std::optional<Frame> next();

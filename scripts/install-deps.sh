@@ -21,6 +21,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build g++ pkg-config
   libssh-dev
+  libssl-dev   # libcrypto: the sealed link of the srun agents (agent/sealed_link.h)
   libopenmpi-dev openmpi-bin
   libgloo-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev

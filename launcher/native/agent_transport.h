@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/interfaces.h"
+#include "agent/protocol.h"
 #include "common/error.h"
 #include "common/process.h"
 #include "common/unique_fd.h"
@@ -63,6 +64,11 @@ class AgentTransport {
   }
   // The command line that reproduces this agent's start, for messages ("": none to show).
   virtual std::string command_line() const { return ""; }
+  // Bytes read from read_fd(), into the agent's frame reader: as they came, or opened (a sealed
+  // link: agent/sealed_link.h, whose agent::SealError says a record was refused).
+  virtual void received(std::string_view bytes, agent::FrameReader& reader) { reader.feed(bytes); }
+  // An encoded frame as it goes to write_fd(): as it is, or sealed.
+  virtual std::string outgoing(std::string frame) { return frame; }
 };
 
 // An agent that is our child process, its stdin and stdout the frames and its stderr the log:

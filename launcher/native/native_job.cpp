@@ -6,6 +6,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "agent/sealed_link.h"
 #include "common/error.h"
 #include "common/fd_io.h"
 #include "launcher/native/native_job.h"
@@ -21,7 +22,8 @@ const std::string& NativeJob::host_of(const AgentConn& agent) const {
 
 void NativeJob::send(AgentConn& agent, FrameType type, std::string_view payload) {
   // A write to an agent that is gone fails; its EOF, read next, says what happened.
-  write_all(agent.transport->write_fd(), agent::encode_frame(type, payload));
+  write_all(agent.transport->write_fd(),
+            agent.transport->outgoing(agent::encode_frame(type, payload)));
 }
 
 void NativeJob::stop(StopMode mode) {
@@ -181,11 +183,17 @@ void NativeJob::on_agent_error(AgentConn& agent, const std::string& payload) {
     return has ? error[key].get<std::string>() : fallback;
   };
   std::string message = text("message", payload);
-  if (!agent.spec_sent) message = fmt::format("host {}: {}", host_of(agent), message);
+  // The agent's sealed link refused a record from here (agent/sealed_link.h): the host's link
+  // was tampered with, a host lost (74), whenever it came.
+  const bool link = text("kind", "") == kind_name(ErrorKind::kHostLost);
+  if (!agent.spec_sent || link) message = fmt::format("host {}: {}", host_of(agent), message);
   // No port of --port-range for the agent's probes is hvdrun's own part failing (exit 71, as
   // for the rendezvous server's port); anything else is the job not starting there (127).
   const bool launcher_part = text("kind", "") == kind_name(ErrorKind::kLauncher);
-  sup_.fail({launcher_part ? ErrorKind::kLauncher : ErrorKind::kRemote, message, text("hint", "")});
+  sup_.fail({launcher_part ? ErrorKind::kLauncher
+             : link        ? ErrorKind::kHostLost
+                           : ErrorKind::kRemote,
+             message, text("hint", "")});
 }
 
 void NativeJob::on_agent_log(AgentConn& agent) {
@@ -370,9 +378,13 @@ void NativeJob::read_frames(AgentConn& a) {
     return;
   }
   a.last_heard = Clock::now();
-  a.reader.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
   try {
+    a.transport->received(std::string_view(buf.data(), static_cast<size_t>(n)), a.reader);
     while (auto frame = a.reader.next()) on_frame(a, *frame);
+  } catch (const agent::SealError& e) {
+    // The link to the agent was tampered with (a sealed one, --launcher srun): not the agent's.
+    sup_.fail(
+        {e.kind(), fmt::format("the link to the agent on {}: {}", host_of(a), e.what()), e.hint()});
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kLauncher) {
       sup_.fail({e.kind(), e.what(), e.hint()});  // this launcher's own part, not the agent's

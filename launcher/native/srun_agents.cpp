@@ -19,9 +19,11 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "agent/agent_connect.h"
+#include "agent/sealed_link.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/fd_io.h"
@@ -34,16 +36,20 @@ namespace hvd::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kPreambleTime = std::chrono::seconds(5);
+constexpr auto kHandshakeTime = std::chrono::seconds(5);
 constexpr const char* kLeanAgent = "hvdrun-agent";
 
-// An agent on a Slurm node, on its connection back to the launcher.
+// An agent on a Slurm node, on its connection back to the launcher, sealed both ways
+// (agent/sealed_link.h) with the keys of its exchange.
 class TcpAgent final : public AgentTransport {
  public:
-  TcpAgent(UniqueFd fd, std::string reached_at, std::string launcher_address)
+  TcpAgent(UniqueFd fd, std::string reached_at, std::string launcher_address,
+           const agent::SealKeys& keys, const std::string& node)
       : fd_(std::move(fd)),
         reached_at_(std::move(reached_at)),
-        launcher_address_(std::move(launcher_address)) {}
+        launcher_address_(std::move(launcher_address)),
+        sealer_(keys.send),
+        opener_(keys.receive, "the agent on " + node) {}
   int read_fd() const override { return fd_.get(); }
   int write_fd() const override { return fd_.get(); }
   // The first node's agent carries srun's own stderr: every task's stderr comes out there.
@@ -59,12 +65,18 @@ class TcpAgent final : public AgentTransport {
   std::optional<AgentAddresses> addresses(const std::vector<agent::NetInterface>&) const override {
     return AgentAddresses{launcher_address_, reached_at_};
   }
+  void received(std::string_view bytes, agent::FrameReader& reader) override {
+    opener_.open(bytes, reader.input());
+  }
+  std::string outgoing(std::string frame) override { return sealer_.seal(frame); }
 
  private:
   UniqueFd fd_;
   std::string reached_at_;
   std::string launcher_address_;
   UniqueFd log_;
+  agent::RecordSealer sealer_;
+  agent::RecordOpener opener_;
 };
 
 std::string local_address_of(int fd) {
@@ -103,30 +115,39 @@ struct SrunText {
   }
 };
 
+// A connection in the sealed link's exchange (agent/sealed_link.h): its hello is read, then the
+// launcher's reply goes out, then its proof is read.
 struct Pending {
   UniqueFd fd;
-  std::string line;
+  std::string in;                                 // of the hello, then of the proof
+  std::optional<agent::LauncherHandshake> reply;  // once the hello was whole
+  std::string node;
   Clock::time_point until;
 };
 
-// Whether `p` has a whole preamble line, received or waiting to be read: an agent's arrives in
-// one write right after it connects, and is checked at the loop's next turn. Peeks; takes
-// nothing. Only the line's end is looked at, never its bytes: a choice that depended on how much
-// of the token a connection got right would tell a stranger the token a character at a time.
-bool has_whole_line(const Pending& p) {
-  char buf[agent::kMaxPreamble];
+// Whether `p` has a whole hello, received (then answered) or waiting to be read: an agent's
+// arrives in one write right after it connects, and is answered at the loop's next turn. Peeks;
+// takes nothing.
+bool has_whole_hello(const Pending& p) {
+  if (p.reply) return true;
+  char buf[agent::kMaxSealHello];
   const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-  return n > 0 &&
-         std::string_view(buf, static_cast<size_t>(n)).find('\n') != std::string_view::npos;
+  if (n <= 0) return false;
+  try {
+    return agent::parse_seal_hello(std::string(p.in).append(buf, static_cast<size_t>(n)))
+        .has_value();
+  } catch (const agent::SealError&) {
+    return false;
+  }
 }
 
 // Makes room for one more pending connection. Under a flood of connections that say nothing the
-// oldest pending one may be an agent whose preamble came but was not read yet (accepts come in
-// batches): the oldest without a whole line goes first; only when every one has one, the oldest
-// (those lines are checked at the next turn anyway, and a wrong one closes its connection).
+// oldest pending one may be an agent whose hello came but was not read yet (accepts come in
+// batches): the oldest without a whole hello goes first; only when every one has one, the
+// oldest (those are answered at the next turn anyway, and a wrong proof closes the connection).
 void evict_one(std::deque<Pending>& pending) {
   const auto victim = std::find_if(pending.begin(), pending.end(),
-                                   [](const Pending& p) { return !has_whole_line(p); });
+                                   [](const Pending& p) { return !has_whole_hello(p); });
   pending.erase(victim != pending.end() ? victim : pending.begin());
 }
 
@@ -149,35 +170,63 @@ void accept_pending(int listener, std::deque<Pending>& pending, SpareDescriptor&
       continue;
     }
     if (pending.size() >= kMaxPending) evict_one(pending);
-    pending.push_back({std::move(conn), {}, Clock::now() + kPreambleTime});
+    pending.push_back({std::move(conn), {}, std::nullopt, {}, Clock::now() + kHandshakeTime});
   }
 }
 
-// Reads what a connection sent of its preamble, a byte at a time so that nothing after its
-// newline (the agent's hello frame follows at once) is taken. The host index it proves; -1 to
-// drop the connection, -2 to wait for more.
-int take_preamble(Pending& p, const std::string& token, const Plan& plan,
-                  const std::vector<bool>& have) {
+// Takes the exchange one step further with what the connection sent: answers a whole hello,
+// checks a whole proof. Reads no byte past the proof (the agent's sealed records follow at once).
+// The host index it proved; -1 to drop the connection, -2 to wait for more.
+int take_handshake(Pending& p, const std::string& token, const Plan& plan,
+                   const std::vector<bool>& have) {
   for (;;) {
-    char c = 0;
-    const ssize_t n = ::recv(p.fd.get(), &c, 1, MSG_DONTWAIT);
+    const std::size_t room = (p.reply ? agent::kSealKeyBytes : agent::kMaxSealHello) - p.in.size();
+    char buf[agent::kMaxSealHello];
+    const ssize_t n = ::recv(p.fd.get(), buf, room, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -2;
     if (n <= 0) return -1;
-    if (c == '\n') break;
-    p.line += c;
-    if (p.line.size() >= agent::kMaxPreamble) return -1;
-  }
-  std::istringstream words(p.line);
-  std::string magic, got_token, node;
-  if (!(words >> magic >> got_token >> node) || magic != agent::kAgentPreambleMagic ||
-      !same_secret(got_token, token)) {
+    p.in.append(buf, static_cast<size_t>(n));
+    if (!p.reply) {
+      std::optional<agent::SealHello> hello;
+      try {
+        hello = agent::parse_seal_hello(p.in);
+        if (!hello) continue;
+        // An agent says nothing after its hello until it has the reply.
+        if (hello->size != p.in.size()) return -1;
+        p.reply.emplace(token, p.in);
+      } catch (const agent::SealError&) {
+        if (p.in.starts_with("HVDAGENT")) {  // before the link was sealed: the token in clear
+          spdlog::warn(
+              "an agent of an older hvdrun connected (its first line: HVDAGENT...): every node "
+              "must run this hvdrun's agent (hvdrun-agent beside hvdrun, at the same path)");
+        }
+        return -1;  // not an agent of this hvdrun
+      }
+      p.node = hello->node;
+      p.in.clear();
+      // 64 bytes on a connection that has sent nothing else: all of it goes, or it is dropped.
+      const std::string& reply = p.reply->reply();
+      if (::send(p.fd.get(), reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(reply.size())) {
+        return -1;
+      }
+      continue;
+    }
+    if (p.in.size() < agent::kSealKeyBytes) continue;
+    if (!p.reply->check_proof(p.in)) {
+      spdlog::warn(
+          "a connection to the srun agents' listener, as the agent on {}, did not prove the "
+          "launch's secret: dropped (a stranger, or someone between the node and hvdrun)",
+          p.node);
+      return -1;
+    }
+    for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+      if (plan.hosts[h].spec.host == p.node && !have[h]) return static_cast<int>(h);
+    }
+    spdlog::warn("an agent for node {} connected, which the plan does not have or has already",
+                 p.node);
     return -1;
   }
-  for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
-    if (plan.hosts[h].spec.host == node && !have[h]) return static_cast<int>(h);
-  }
-  spdlog::warn("an agent for node {} connected, which the plan does not have or has already", node);
-  return -1;
 }
 
 }  // namespace
@@ -237,7 +286,8 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
   const std::vector<std::string> nodes = node_names(plan);
   // Every address: the agents connect to where srun itself runs as the nodes see it
   // (SLURM_SRUN_COMM_HOST in each task's environment), which only srun knows. The listener
-  // lives only until every agent has connected, and only the token makes a connection one.
+  // lives only until every agent has connected, and only a proof of the token (the sealed
+  // link's exchange: agent/sealed_link.h) makes a connection one.
   auto [listener, port] =
       listen_in_range("0.0.0.0", options.port_range, "the listener for the srun agents");
   ::fcntl(listener.get(), F_SETFL, ::fcntl(listener.get(), F_GETFL) | O_NONBLOCK);
@@ -256,6 +306,9 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
                         "--launcher srun needs Slurm's srun on PATH (or use --launcher ssh)");
   }
 
+  // While the step starts: libcrypto readies the sealed link's algorithms (4-15 ms the first
+  // time), not on the first agent's connection.
+  agent::warm_up_sealed_link();
   // The nodes' addresses while the step starts (srun takes tens of milliseconds; scontrol a few).
   const std::map<std::string, std::string> node_addr = slurm_node_addresses(nodes);
   if (node_addr.size() < nodes.size()) {
@@ -311,7 +364,7 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
     for (std::size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       Pending& p = pending[i - 2];
-      const int h = take_preamble(p, token, plan, have);
+      const int h = take_handshake(p, token, plan, have);
       if (h == -2) continue;
       if (h >= 0 && !have[static_cast<std::size_t>(h)]) {
         const std::size_t host = static_cast<std::size_t>(h);
@@ -332,7 +385,8 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
           }
           reached = text;
         }
-        transports[host] = std::make_unique<TcpAgent>(std::move(p.fd), reached, launcher_address);
+        transports[host] = std::make_unique<TcpAgent>(std::move(p.fd), reached, launcher_address,
+                                                      p.reply->keys(), nodes[host]);
       }
       p.until = Clock::time_point{};  // taken or dropped
     }

@@ -1,15 +1,16 @@
 // Agents through Slurm instead of SSH (`--launcher srun`, the default inside an allocation whose
 // hosts hvdrun took from Slurm): one `srun` job step with one task per node runs
 // `hvdrun-agent --agent-connect` (or `hvdrun --agent-connect`) there, and each agent connects
-// back to the launcher over TCP (agent/agent_connect.h), authenticated by a token that travels
-// in the step's environment.
+// back to the launcher over TCP (agent/agent_connect.h), on a link sealed both ways and
+// authenticated by a token that travels in the step's environment (agent/sealed_link.h).
 // From then on the native launch runs as over SSH: the hellos, the network check, the
 // rendezvous, the specs, the ranks, on the same supervisor.
 //
 // Why a connection back rather than the step's stdin: srun gives every task the same stdin, and
 // each agent needs its own job spec. Why the token: anyone on the network can connect to the
-// listener. An agent names its node in its first line (connections on one machine all come from
-// 127.0.0.1), and each node's address is the NodeAddr Slurm has for it (`scontrol`), not a name
+// listener. Why sealed: anyone on the network could read the job spec on the way, or answer an
+// agent in the launcher's place. An agent names its node in its hello (connections on one
+// machine all come from 127.0.0.1), and each node's address is the NodeAddr Slurm has for it (`scontrol`), not a name
 // lookup, since node names need not resolve where the launcher runs.
 #pragma once
 
