@@ -187,8 +187,11 @@ ProcessSet make_process_set(std::span<const int> given, bool at_init) {
     }
     int id = 1;
     while (p.sets.count(id) != 0) ++id;
-    spec = runtime::SetSpec{
-        .id = id, .ranks = ranks, .parent = p.runtime->topology(), .serial = p.set_serial++};
+    spec = runtime::SetSpec{.id = id,
+                            .ranks = ranks,
+                            .parent = p.runtime->topology(),
+                            .serial = p.set_serial++,
+                            .timeline = p.runtime->timeline()};
     p.sets[id] = ProcessState::SetEntry{ranks, nullptr};
   }
   if (!std::binary_search(ranks.begin(), ranks.end(), me)) return ProcessSet(spec.id);
