@@ -170,6 +170,8 @@ def test_ctrl_c_in_a_process_set_call_raises_and_the_others_are_told(dynamic, ca
     once naming that rank, instead of waiting for it."""
     victim = 0 if interrupted == 'first' else hvd.size() - 1
     marker = hvd.broadcast_object(tempfile.mktemp(prefix='hvd_interrupted_'), root_rank=0)
+    if not all(hvd.allgather_object(os.path.isdir(os.path.dirname(marker)))):
+        pytest.skip('the ranks share no folder for the victim to say it gave up in')
     target = hvd.add_process_set([0]) if call == 'remove' else None
     start_call = (lambda: hvd.add_process_set([0])) if call == 'add' else \
         (lambda: hvd.remove_process_set(target))
