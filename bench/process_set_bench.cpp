@@ -114,7 +114,8 @@ int speed(bool pair) {
     }
     std::printf("speed %s (%s): 4 KiB %.4f ms, 64 MiB %.1f ms", pair ? "pair of 4" : "job of 2",
                 hvd::backend_name().c_str(), small, large);
-    if (pair) std::printf("; ranks 2, 3 used %.1f%% of a core each in the barrier", 100 * cpu / wall);
+    if (pair)
+      std::printf("; ranks 2, 3 used %.1f%% of a core each in the barrier", 100 * cpu / wall);
     std::printf("\n");
   }
   return 0;

@@ -96,12 +96,13 @@ void agree(const char* call, const Call& mine, const Interrupted& interrupted) {
       shutdown();
       throw RuntimeError(
           HVD_ERR_NOT_INITIALIZED,
-          fmt::format("hvd::{}({}) was interrupted while it waited for the other ranks to call it: "
-                      "libhvd shut down on this rank, as the ranks' process sets could no longer "
-                      "agree (the others' process-set calls and ops fail, naming this rank); "
-                      "hvd::init() again on every rank to go on",
-                      call, mine.kind == 1 ? fmt::format("{}", mine.values.at(0))
-                                           : list_text(mine.values)));
+          fmt::format(
+              "hvd::{}({}) was interrupted while it waited for the other ranks to call it: "
+              "libhvd shut down on this rank, as the ranks' process sets could no longer "
+              "agree (the others' process-set calls and ops fail, naming this rank); "
+              "hvd::init() again on every rank to go on",
+              call,
+              mine.kind == 1 ? fmt::format("{}", mine.values.at(0)) : list_text(mine.values)));
     }
   } catch (const RuntimeError& e) {
     if (e.status() != HVD_ERR_PEER_LOST) throw;

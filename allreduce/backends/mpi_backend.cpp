@@ -164,8 +164,7 @@ MpiBackend::MpiBackend() {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   create_half_ops();
   compute_topology(true);
-  shared_memory_ = topology_.local_size == topology_.size &&
-                   btl_shared_memory();
+  shared_memory_ = topology_.local_size == topology_.size && btl_shared_memory();
 }
 
 MpiBackend::MpiBackend(const std::vector<int>& world_ranks, int tag) {
@@ -182,8 +181,7 @@ MpiBackend::MpiBackend(const std::vector<int>& world_ranks, int tag) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   create_half_ops();
   compute_topology(false);
-  shared_memory_ = topology_.local_size == topology_.size &&
-                   btl_shared_memory();
+  shared_memory_ = topology_.local_size == topology_.size && btl_shared_memory();
 }
 
 void MpiBackend::create_half_ops() {

@@ -45,7 +45,7 @@ namespace hvd::runtime {
 
 class Timeline {
  public:
-  Timeline();   // records nothing until start()
+  Timeline();  // records nothing until start()
   // Process set `set_id` (global ranks `ranks`): a view that records into `parent`'s file while
   // it records; start() and stop() belong to the parent.
   Timeline(std::shared_ptr<Timeline> parent, int set_id, std::vector<int> ranks);

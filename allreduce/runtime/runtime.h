@@ -144,7 +144,7 @@ class Runtime final : public OpRunner {
   std::atomic<bool> joining_{false};
   // Rank 0's, recording or not (a set's: a view of the global set's); null on other ranks.
   std::shared_ptr<Timeline> timeline_;
-  std::unique_ptr<OpEngine> engine_;    // last: stopped before everything above
+  std::unique_ptr<OpEngine> engine_;  // last: stopped before everything above
 };
 
 }  // namespace hvd::runtime
