@@ -7,9 +7,11 @@
 // `create` times add_process_set (the agreement allgather on the global set plus the set's own
 // connect: Gloo context or MPI communicator, control plane, engine) on every rank and counts the
 // socket descriptors each rank opened for it. `speed` prints the median time of an allreduce
-// (float32, sum) at 4 KiB and 64 MiB; bench/process_set_bench.sh alternates the two jobs.
+// (float32, sum) at 4 KiB and 64 MiB, and (pair) the share of a core ranks 2 and 3 used while
+// they waited in the barrier; bench/process_set_bench.sh alternates the two jobs.
 // Needs HOROVOD_DYNAMIC_PROCESS_SETS=1 (the script sets it).
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,18 +84,40 @@ double median_ms(const hvd::ProcessSet& set, std::size_t bytes, int iterations) 
   return times[times.size() / 2];
 }
 
+// This process's CPU time (every thread's: the engine's, MPI's progress) in milliseconds.
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 int speed(bool pair) {
   hvd::ProcessSet set;
   if (pair) set = hvd::add_process_set(std::vector<int>{0, 1});
+  double small = 0, large = 0;
   if (set.included()) {
-    const double small = median_ms(set, 4096, 200);
-    const double large = median_ms(set, 64u << 20, 5);
-    if (hvd::rank() == 0) {
-      std::printf("speed %s (%s): 4 KiB %.4f ms, 64 MiB %.1f ms\n", pair ? "pair of 4" : "job of 2",
-                  hvd::backend_name().c_str(), small, large);
-    }
+    small = median_ms(set, 4096, 200);
+    large = median_ms(set, 64u << 20, 5);
   }
-  hvd::barrier();  // ranks 2 and 3 wait here meanwhile
+  // Ranks 2 and 3 wait here meanwhile: the share of a core they used doing so (spinning would
+  // show as ~100% each) is printed with the times.
+  const double cpu_before = cpu_ms();
+  const auto wall_before = Clock::now();
+  hvd::barrier();
+  std::vector<double> mine{cpu_ms() - cpu_before, ms_since(wall_before)};
+  const hvd::Buffer all = hvd::allgather(hvd::tensor(mine.data(), mine.size()));
+  if (hvd::rank() == 0) {
+    double cpu = 0, wall = 0;
+    for (std::size_t r = 2; r < static_cast<std::size_t>(hvd::size()); ++r) {
+      cpu += all.as<double>()[2 * r];
+      wall += all.as<double>()[2 * r + 1];
+    }
+    std::printf("speed %s (%s): 4 KiB %.4f ms, 64 MiB %.1f ms", pair ? "pair of 4" : "job of 2",
+                hvd::backend_name().c_str(), small, large);
+    if (pair)
+      std::printf("; ranks 2, 3 used %.1f%% of a core each in the barrier", 100 * cpu / wall);
+    std::printf("\n");
+  }
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -67,10 +68,16 @@ std::string call_text(const Call& c) {
                      list_text(c.values));
 }
 
+// How often agree() asks its caller whether to give up.
+constexpr std::chrono::milliseconds kInterruptCheck{100};
+
 // Every rank's call, by rank: one allgather on the global set, named after this process's count
 // of such calls (the same on every rank that calls them in the same order). A rank whose call
-// differs is named on every rank, with what each brought.
-void agree(const char* call, const Call& mine) {
+// differs is named on every rank, with what each brought. When `interrupted` says so while the
+// others have not all called yet, libhvd shuts down on this rank (hvd.hpp: the allgather cannot
+// be withdrawn) and the call throws; a rank whose agreement fails because another shut down
+// (interrupted, or gone) says so.
+void agree(const char* call, const Call& mine, const Interrupted& interrupted) {
   ProcessState& p = process();
   long serial = 0;
   {
@@ -81,7 +88,31 @@ void agree(const char* call, const Call& mine) {
   payload.insert(payload.end(), mine.values.begin(), mine.values.end());
   Handle h = allgather_async(fmt::format("hvd.process_set.{}", serial),
                              tensor(payload.data(), payload.size()));
-  h.wait();
+  try {
+    while (!h.wait(kInterruptCheck)) {
+      if (!interrupted || !interrupted()) continue;
+      // The engine fails the pending allgather and says goodbye to the others, who learn that
+      // this rank shut down; nothing reads `payload` afterwards.
+      shutdown();
+      throw RuntimeError(
+          HVD_ERR_NOT_INITIALIZED,
+          fmt::format(
+              "hvd::{}({}) was interrupted while it waited for the other ranks to call it: "
+              "libhvd shut down on this rank, as the ranks' process sets could no longer "
+              "agree (the others' process-set calls and ops fail, naming this rank); "
+              "hvd::init() again on every rank to go on",
+              call,
+              mine.kind == 1 ? fmt::format("{}", mine.values.at(0)) : list_text(mine.values)));
+    }
+  } catch (const RuntimeError& e) {
+    if (e.status() != HVD_ERR_PEER_LOST) throw;
+    throw RuntimeError(
+        e.status(),
+        fmt::format("hvd::{}(): the ranks cannot agree on it any more: {} (a rank interrupted in "
+                    "add_process_set or remove_process_set shuts libhvd down; hvd::init() again "
+                    "on every rank to go on)",
+                    call, e.what()));
+  }
   const auto all = h.output().as<std::int32_t>();
   std::vector<Call> calls;
   for (std::size_t at = 0; at + 2 <= all.size();) {
@@ -153,7 +184,8 @@ int set_root(const char* call, const Runtime& set, int root) {
   return static_cast<int>(at - ranks.begin());
 }
 
-ProcessSet make_process_set(std::span<const int> given, bool at_init) {
+ProcessSet make_process_set(std::span<const int> given, bool at_init,
+                            const Interrupted& interrupted) {
   const char* call = at_init ? "init" : "add_process_set";
   const auto [me, size] = world(call);
   ProcessState& p = process();
@@ -168,7 +200,7 @@ ProcessSet make_process_set(std::span<const int> given, bool at_init) {
   }
   std::vector<int> ranks(given.begin(), given.end());
   std::sort(ranks.begin(), ranks.end());
-  agree(call, Call{at_init ? 2 : 0, ranks});
+  agree(call, Call{at_init ? 2 : 0, ranks}, interrupted);
   check_ranks(call, ranks, size);
   runtime::SetSpec spec;
   {
@@ -187,8 +219,11 @@ ProcessSet make_process_set(std::span<const int> given, bool at_init) {
     }
     int id = 1;
     while (p.sets.count(id) != 0) ++id;
-    spec = runtime::SetSpec{
-        .id = id, .ranks = ranks, .parent = p.runtime->topology(), .serial = p.set_serial++};
+    spec = runtime::SetSpec{.id = id,
+                            .ranks = ranks,
+                            .parent = p.runtime->topology(),
+                            .serial = p.set_serial++,
+                            .timeline = p.runtime->timeline()};
     p.sets[id] = ProcessState::SetEntry{ranks, nullptr};
   }
   if (!std::binary_search(ranks.begin(), ranks.end(), me)) return ProcessSet(spec.id);
@@ -213,13 +248,17 @@ ProcessSet make_process_set(std::span<const int> given, bool at_init) {
 
 }  // namespace api_detail
 
-ProcessSet add_process_set(std::span<const int> ranks) {
+ProcessSet add_process_set(std::span<const int> ranks) { return add_process_set(ranks, {}); }
+
+ProcessSet add_process_set(std::span<const int> ranks, const Interrupted& interrupted) {
   ProcessSet out;
-  runtime::at_boundary([&] { out = api_detail::make_process_set(ranks, false); });
+  runtime::at_boundary([&] { out = api_detail::make_process_set(ranks, false, interrupted); });
   return out;
 }
 
-void remove_process_set(const ProcessSet& set) {
+void remove_process_set(const ProcessSet& set) { remove_process_set(set, {}); }
+
+void remove_process_set(const ProcessSet& set, const Interrupted& interrupted) {
   runtime::at_boundary([&] {
     const char* call = "remove_process_set";
     world(call);
@@ -235,7 +274,7 @@ void remove_process_set(const ProcessSet& set) {
             "or hvd::init's InitOptions::dynamic_process_sets)");
       }
     }
-    agree(call, Call{1, {set.id()}});
+    agree(call, Call{1, {set.id()}}, interrupted);
     std::shared_ptr<Runtime> gone;
     {
       std::lock_guard<std::mutex> lock(p.mutex);

@@ -65,6 +65,7 @@ std::shared_ptr<runtime::Runtime> set_runtime(const char* call, int id);
 int set_root(const char* call, const runtime::Runtime& set, int root);
 // add_process_set's work; `at_init`: a static set (no dynamic mode needed, an existing set's
 // ranks give that set). Collective over every rank.
-ProcessSet make_process_set(std::span<const int> ranks, bool at_init);
+ProcessSet make_process_set(std::span<const int> ranks, bool at_init,
+                            const Interrupted& interrupted = {});
 
 }  // namespace hvd::api_detail

@@ -101,22 +101,34 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 namespace {
-// An Open MPI MCA parameter's value (a control variable of the MPI tool interface); empty when
-// it has none or cannot be read.
-std::string mca_string(const char* name) {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return {};
-  std::string value;
-  int index = 0, count = 0;
-  MPI_T_cvar_handle handle;
-  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
-      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
-    std::vector<char> text(static_cast<std::size_t>(std::max(count, 0)) + 4096, '\0');
-    if (MPI_T_cvar_read(handle, text.data()) == MPI_SUCCESS) value = text.data();
-    MPI_T_cvar_handle_free(&handle);
-  }
-  MPI_T_finalize();
-  return value;
+// Whether Open MPI's byte transfer layers include shared memory, from its MCA parameters `btl`
+// and `btl_base_exclude` (control variables of the MPI tool interface), read once per process:
+// MPI_T_init_thread costs 220-250 ms here each time (Open MPI 4.1, even with MPI initialised;
+// it was two of them in every init and every process set's creation, most of a set's ~0.6-1.6 s
+// under MPI: bench/README.md), and the parameters do not change while the process runs.
+bool btl_shared_memory() {
+  static const bool shared = [] {
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+      return open_mpi_btl_shared_memory({}, {});
+    }
+    const auto read = [](const char* name) {
+      std::string value;
+      int index = 0, count = 0;
+      MPI_T_cvar_handle handle;
+      if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+          MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+        std::vector<char> text(static_cast<std::size_t>(std::max(count, 0)) + 4096, '\0');
+        if (MPI_T_cvar_read(handle, text.data()) == MPI_SUCCESS) value = text.data();
+        MPI_T_cvar_handle_free(&handle);
+      }
+      return value;
+    };
+    const std::string btl = read("btl"), exclude = read("btl_base_exclude");
+    MPI_T_finalize();
+    return open_mpi_btl_shared_memory(btl, exclude);
+  }();
+  return shared;
 }
 }  // namespace
 
@@ -152,8 +164,7 @@ MpiBackend::MpiBackend() {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   create_half_ops();
   compute_topology(true);
-  shared_memory_ = topology_.local_size == topology_.size &&
-                   open_mpi_btl_shared_memory(mca_string("btl"), mca_string("btl_base_exclude"));
+  shared_memory_ = topology_.local_size == topology_.size && btl_shared_memory();
 }
 
 MpiBackend::MpiBackend(const std::vector<int>& world_ranks, int tag) {
@@ -170,8 +181,7 @@ MpiBackend::MpiBackend(const std::vector<int>& world_ranks, int tag) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   create_half_ops();
   compute_topology(false);
-  shared_memory_ = topology_.local_size == topology_.size &&
-                   open_mpi_btl_shared_memory(mca_string("btl"), mca_string("btl_base_exclude"));
+  shared_memory_ = topology_.local_size == topology_.size && btl_shared_memory();
 }
 
 void MpiBackend::create_half_ops() {

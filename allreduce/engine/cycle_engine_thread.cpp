@@ -259,12 +259,18 @@ void CycleEngine::say_goodbye() {
     {
       std::lock_guard<std::mutex> lock(drive_mutex_);
       if (ended_ || (said_goodbye_ && !posted_)) break;
-      const Step s = step(Clock::now(), false);
+      const auto now = Clock::now();
+      const Step s = step(now, false);
       if (s == Step::kDone) {
         nap = kFirstNap;
         continue;
       }
       if (s == Step::kIdle) break;
+      // A cycle this rank brought nothing to (one a waiter parked in and left: its op was
+      // interrupted, hvd.hpp's Interrupted) completes only when the others join it, which they
+      // do by themselves only once they submit something: ring them, as step() does for a cycle
+      // with something new.
+      if (!rang_ && now - posted_at_ >= kDoorbellAfter) ring(now);
     }
     // Signals still matter: a fatal error or a lost rank ends the wait.
     std::vector<pollfd> fds;

@@ -142,10 +142,33 @@ Timeline::Timeline()
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {}
 
-Timeline::~Timeline() { stop(); }
+Timeline::Timeline(std::shared_ptr<Timeline> parent, int set_id, std::vector<int> ranks)
+    : parent_(std::move(parent)),
+      set_id_(set_id),
+      set_ranks_(std::move(ranks)),
+      start_epoch_us_(parent_->start_epoch_us_) {}
+
+Timeline::~Timeline() {
+  if (!parent_) stop();
+}
+
+std::string Timeline::row_name(const std::string& name) const {
+  return set_id_ == 0 ? name : fmt::format("{} [process set {}]", name, set_id_);
+}
+
+std::string Timeline::set_args() const {
+  return set_id_ == 0 ? std::string() : fmt::format(R"(, "process_set": {})", set_id_);
+}
+
+int Timeline::global_rank(int rank) const {
+  return rank >= 0 && static_cast<std::size_t>(rank) < set_ranks_.size()
+             ? set_ranks_[static_cast<std::size_t>(rank)]
+             : rank;
+}
 
 void Timeline::start(const std::string& path, bool mark_cycles, hvd_status status,
                      const std::string& what) {
+  if (parent_) return parent_->start(path, mark_cycles, status, what);
   std::lock_guard<std::mutex> control(control_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -173,6 +196,7 @@ void Timeline::start(const std::string& path, bool mark_cycles, hvd_status statu
 }
 
 void Timeline::stop() {
+  if (parent_) return parent_->stop();
   std::lock_guard<std::mutex> control(control_);
   std::unique_ptr<File> old;
   {
@@ -187,7 +211,7 @@ void Timeline::stop() {
 
 long long Timeline::now_us() const {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                               start_)
+                                                               root().start_)
       .count();
 }
 
@@ -208,32 +232,40 @@ int Timeline::row(const std::string& name) {
   return it->second;
 }
 
+// The record methods below work on root()'s file, rows and phases (a set's view has none of
+// its own), under its mutex_.
+
 void Timeline::negotiating(const Request& q, int rank) {
   if (!recording()) return;
   const long long ts = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!file_) return;
-  const int pid = row(q.name);
-  if (negotiating_.insert(q.name).second) {
-    push(fmt::format(
-        R"({{"name": "NEGOTIATE_{}", "ph": "B", "ts": {}, "pid": {}, "tid": 1, "args": {{"dtype": "{}", "shape": "[{}]"}}}})",
-        upper(op_kind_name(q.kind)), ts, pid, dtype_name(q.dtype), fmt::join(q.shape, ", ")));
+  Timeline& t = root();
+  std::lock_guard<std::mutex> lock(t.mutex_);
+  if (!t.file_) return;
+  const std::string name = row_name(q.name);
+  const int pid = t.row(name);
+  if (t.negotiating_.insert(name).second) {
+    t.push(fmt::format(
+        R"({{"name": "NEGOTIATE_{}", "ph": "B", "ts": {}, "pid": {}, "tid": 1, "args": {{"dtype": "{}", "shape": "[{}]"{}}}}})",
+        upper(op_kind_name(q.kind)), ts, pid, dtype_name(q.dtype), fmt::join(q.shape, ", "),
+        set_args()));
   }
-  push(fmt::format(R"({{"name": "{}", "ph": "X", "ts": {}, "dur": 0, "pid": {}, "tid": 1}})", rank,
-                   ts, pid));
+  t.push(fmt::format(R"({{"name": "{}", "ph": "X", "ts": {}, "dur": 0, "pid": {}, "tid": 1}})",
+                     global_rank(rank), ts, pid));
 }
 
 void Timeline::negotiated(const Response& r) {
   if (!recording()) return;
   const long long ts = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!file_) return;
-  for (const std::string& name : r.names) {
-    if (negotiating_.erase(name) == 0) continue;  // an error for a name rank 0 never saw
-    const int pid = row(name);
-    push(fmt::format(R"({{"ph": "E", "ts": {}, "pid": {}, "tid": 1}})", ts, pid));
+  Timeline& t = root();
+  std::lock_guard<std::mutex> lock(t.mutex_);
+  if (!t.file_) return;
+  for (const std::string& tensor : r.names) {
+    const std::string name = row_name(tensor);
+    if (t.negotiating_.erase(name) == 0) continue;  // an error for a name rank 0 never saw
+    const int pid = t.row(name);
+    t.push(fmt::format(R"({{"ph": "E", "ts": {}, "pid": {}, "tid": 1}})", ts, pid));
     if (!r.error.empty()) continue;  // it fails at once: no collective follows
-    push(fmt::format(
+    t.push(fmt::format(
         R"({{"name": "QUEUE", "ph": "B", "ts": {}, "pid": {}, "tid": 1, "args": {{"fused_with": {}}}}})",
         ts, pid, r.names.size() - 1));
   }
@@ -242,40 +274,47 @@ void Timeline::negotiated(const Response& r) {
 void Timeline::cycle_start() {
   if (!recording()) return;
   const long long ts = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!file_ || !mark_cycles_) return;
-  push(fmt::format(R"({{"name": "CYCLE_START", "ph": "i", "s": "g", "ts": {}, "pid": 0}})", ts));
+  Timeline& t = root();
+  std::lock_guard<std::mutex> lock(t.mutex_);
+  if (!t.file_ || !t.mark_cycles_) return;
+  const std::string args =
+      set_id_ == 0 ? std::string() : fmt::format(R"(, "args": {{"process_set": {}}})", set_id_);
+  t.push(fmt::format(R"({{"name": "CYCLE_START", "ph": "i", "s": "g", "ts": {}, "pid": 0{}}})", ts,
+                     args));
 }
 
 void Timeline::begin(const std::string& name, const std::string& phase) {
   if (!recording()) return;
   const long long ts = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!file_) return;
-  const int pid = row(name);
-  push(
+  Timeline& t = root();
+  std::lock_guard<std::mutex> lock(t.mutex_);
+  if (!t.file_) return;
+  const int pid = t.row(row_name(name));
+  t.push(
       fmt::format(R"({{"name": "{}", "ph": "B", "ts": {}, "pid": {}, "tid": 1}})", phase, ts, pid));
 }
 
 void Timeline::end(const std::string& name) {
   if (!recording()) return;
   const long long ts = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!file_) return;
-  const int pid = row(name);
-  push(fmt::format(R"({{"ph": "E", "ts": {}, "pid": {}, "tid": 1}})", ts, pid));
+  Timeline& t = root();
+  std::lock_guard<std::mutex> lock(t.mutex_);
+  if (!t.file_) return;
+  const int pid = t.row(row_name(name));
+  t.push(fmt::format(R"({{"ph": "E", "ts": {}, "pid": {}, "tid": 1}})", ts, pid));
 }
 
 void Timeline::end_op(const std::string& name, DataType dtype,
                       const std::vector<std::int64_t>& shape) {
   if (!recording()) return;
   const long long ts = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!file_) return;
-  const int pid = row(name);
-  push(fmt::format(
-      R"({{"ph": "E", "ts": {}, "pid": {}, "tid": 1, "args": {{"dtype": "{}", "shape": "[{}]"}}}})",
-      ts, pid, dtype_name(dtype), fmt::join(shape, ", ")));
+  Timeline& t = root();
+  std::lock_guard<std::mutex> lock(t.mutex_);
+  if (!t.file_) return;
+  const int pid = t.row(row_name(name));
+  t.push(fmt::format(
+      R"({{"ph": "E", "ts": {}, "pid": {}, "tid": 1, "args": {{"dtype": "{}", "shape": "[{}]"{}}}}})",
+      ts, pid, dtype_name(dtype), fmt::join(shape, ", "), set_args()));
 }
 
 }  // namespace hvd::runtime

@@ -17,6 +17,12 @@
 //     MEMCPY_OUT_FUSION_BUFFER     fused responses only
 //   CYCLE_START                    with mark_cycles: an instant mark (scope global) at each
 //                                  negotiation cycle rank 0 runs
+// A process set other than the global one records into the global set's file through a view of
+// its Timeline (the constructor with a parent): its rows are named "<tensor> [process set N]"
+// (a set's names are its own: the same name may run in two sets), its NEGOTIATE_<OP> phase and
+// its op's end carry "process_set": N in their args, and its requests' marks are named after
+// the global ranks. As Horovod's, the file is global rank 0's: a set without rank 0 records
+// nothing.
 // Events are queued and written by a writer thread, so the collectives never wait on the file.
 // A file is valid JSON once stop() (or a start() with another file, or the destructor) returned.
 //
@@ -39,7 +45,10 @@ namespace hvd::runtime {
 
 class Timeline {
  public:
-  Timeline();   // records nothing until start()
+  Timeline();  // records nothing until start()
+  // Process set `set_id` (global ranks `ranks`): a view that records into `parent`'s file while
+  // it records; start() and stop() belong to the parent.
+  Timeline(std::shared_ptr<Timeline> parent, int set_id, std::vector<int> ranks);
   ~Timeline();  // stop()
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
@@ -52,7 +61,7 @@ class Timeline {
   void start(const std::string& path, bool mark_cycles, hvd_status status, const std::string& what);
   // Closes the file: valid JSON when this returns. Nothing to do when nothing records.
   void stop();
-  bool recording() const { return recording_.load(std::memory_order_relaxed); }
+  bool recording() const { return root().recording_.load(std::memory_order_relaxed); }
 
   // Coordinator: rank `rank`'s request for q.name arrived.
   void negotiating(const Request& q, int rank);
@@ -68,10 +77,20 @@ class Timeline {
 
  private:
   class File;
+  Timeline& root() { return parent_ ? *parent_ : *this; }
+  const Timeline& root() const { return parent_ ? *parent_ : *this; }
+  // The row of tensor `name` ("<name> [process set N]" in a set's view), the args that name the
+  // set (empty for the global set: `, "process_set": N`), and a rank's mark (a global rank).
+  std::string row_name(const std::string& name) const;
+  std::string set_args() const;
+  int global_rank(int rank) const;
   void push(std::string event);      // caller holds mutex_
   int row(const std::string& name);  // caller holds mutex_
   long long now_us() const;
 
+  const std::shared_ptr<Timeline> parent_;  // a process set's view: the global set's timeline
+  const int set_id_ = 0;
+  const std::vector<int> set_ranks_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   const long long start_epoch_us_;  // start_ in microseconds since the Unix epoch
   std::mutex control_;              // start() and stop(), one at a time

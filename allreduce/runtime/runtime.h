@@ -51,6 +51,9 @@ struct SetSpec {
   // rank takes part in every add): the part of its Gloo rendezvous scope and MPI tag that no
   // other set of this runtime has.
   int serial = 0;
+  // Global rank 0's timeline, which a set that has rank 0 records into (Timeline's view of a
+  // set); null elsewhere.
+  std::shared_ptr<Timeline> timeline;
   std::string label() const;  // "process set 1 (ranks 0, 2)"
 };
 
@@ -89,6 +92,8 @@ class Runtime final : public OpRunner {
   // hvd::start_timeline / stop_timeline: rank 0 records (Timeline); the others check the path.
   void start_timeline(const std::string& path, bool mark_cycles);
   void stop_timeline();
+  // The global set's rank 0: its timeline, for the process sets it makes (SetSpec::timeline).
+  const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
 
   // The engine's thread: runs one response's ops (several: a fused allreduce or broadcast).
   void run(const std::vector<std::shared_ptr<detail::OpState>>& ops, Timeline* timeline) override;
@@ -137,8 +142,9 @@ class Runtime final : public OpRunner {
   std::unique_ptr<NcclOps> nccl_;  // on the first CUDA tensor's op
   bool abandoned_ = false;
   std::atomic<bool> joining_{false};
-  std::unique_ptr<Timeline> timeline_;  // rank 0's, recording or not
-  std::unique_ptr<OpEngine> engine_;    // last: stopped before everything above
+  // Rank 0's, recording or not (a set's: a view of the global set's); null on other ranks.
+  std::shared_ptr<Timeline> timeline_;
+  std::unique_ptr<OpEngine> engine_;  // last: stopped before everything above
 };
 
 }  // namespace hvd::runtime

@@ -236,8 +236,10 @@ Runtime::Runtime(const RuntimeConfig& config, SetSpec set)
                                         topology_.size, bind, timeout, config_.port_range,
                                         config_.master_port);
   });
-  if (topology_.rank == 0 && global) {
-    timeline_ = std::make_unique<Timeline>();
+  if (!global && set_.timeline) {
+    timeline_ = std::make_shared<Timeline>(set_.timeline, set_.id, set_.ranks);
+  } else if (topology_.rank == 0 && global) {
+    timeline_ = std::make_shared<Timeline>();
     if (!config_.timeline.empty()) {
       said_if_it_throws([&] {
         timeline_->start(config_.timeline, config_.timeline_mark_cycles, HVD_ERR_CONFIG,

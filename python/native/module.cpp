@@ -8,7 +8,8 @@
 //
 // The GIL is released for every call that may wait on libhvd (init, submissions, waits, barrier,
 // shutdown). A wait wakes every 100 ms to run Python's signal handlers, so Ctrl-C raises
-// KeyboardInterrupt in a rank stuck in a collective.
+// KeyboardInterrupt in a rank stuck in a collective, or in add_process_set/remove_process_set
+// (libhvd calls python_interrupted() as often).
 //
 // Errors: hvd::RuntimeError becomes hvd._native.HvdError (a RuntimeError) with `.status`, the
 // hvd_status code, and `.status_name`; the Python layer maps it to Horovod's exception types.
@@ -66,6 +67,26 @@ void wait_for_op(const hvd::Handle& handle) {
     }
     if (done) return;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+// hvd::Interrupted for a call made with the GIL released: runs Python's signal handlers; true
+// when one raised (KeyboardInterrupt), which stays set for interruptible() to raise.
+bool python_interrupted() {
+  py::gil_scoped_acquire locked;
+  return PyErr_CheckSignals() != 0;
+}
+
+// Runs `call` with the GIL released; when it gave up because python_interrupted() said so, the
+// Python exception the signal handler raised instead of libhvd's error.
+template <class F>
+auto interruptible(F&& call) {
+  try {
+    py::gil_scoped_release unlocked;
+    return call();
+  } catch (const hvd::RuntimeError&) {
+    if (PyErr_Occurred() != nullptr) throw py::error_already_set();
+    throw;
   }
 }
 
@@ -145,13 +166,16 @@ void define_topology(py::module_& m) {
   m.def("gpu_device", &hvd::gpu_device);
   m.def("build_report", &build_report, "hvd_build_report() as JSON text (needs no init).");
   // Process sets by id (hvd::ProcessSet); adding and removing are collectives over every rank.
+  // Interruptible (python_interrupted): Ctrl-C in a rank that waits for the others to make the
+  // same call raises KeyboardInterrupt there, and libhvd shuts down on that rank (hvd.hpp).
   m.def("add_process_set", [](std::vector<int> ranks) {
-    py::gil_scoped_release unlocked;
-    return hvd::add_process_set(ranks).id();
+    return interruptible([&] { return hvd::add_process_set(ranks, python_interrupted).id(); });
   });
   m.def("remove_process_set", [](int id) {
-    py::gil_scoped_release unlocked;
-    hvd::remove_process_set(hvd::ProcessSet(id));
+    interruptible([&] {
+      hvd::remove_process_set(hvd::ProcessSet(id), python_interrupted);
+      return 0;
+    });
   });
   m.def("join", [] {
     py::gil_scoped_release unlocked;

@@ -2,6 +2,12 @@
 process_set= on the ops, DistributedOptimizer and broadcast_object): values on every rank, and
 each bad input a ValueError on the ranks concerned while the job goes on. Alone (size 1) they
 skip: a set of rank 0 is the global set there, which cannot be added again."""
+import os
+import signal
+import tempfile
+import threading
+import time
+
 import pytest
 import torch
 
@@ -154,3 +160,38 @@ def test_static_sets_without_dynamic_mode():
     finally:
         hvd.shutdown()
         hvd.init()
+
+
+@pytest.mark.parametrize('call,interrupted', [('add', 'first'), ('remove', 'last')])
+def test_ctrl_c_in_a_process_set_call_raises_and_the_others_are_told(dynamic, call, interrupted):
+    """Ctrl-C in a rank that waits in add_process_set / remove_process_set for the others (which
+    have not called it yet) raises KeyboardInterrupt there within the signal check; libhvd shuts
+    down on that rank (the call cannot be taken back), and the others' same call then fails at
+    once naming that rank, instead of waiting for it."""
+    victim = 0 if interrupted == 'first' else hvd.size() - 1
+    marker = hvd.broadcast_object(tempfile.mktemp(prefix='hvd_interrupted_'), root_rank=0)
+    if not all(hvd.allgather_object(os.path.isdir(os.path.dirname(marker)))):
+        pytest.skip('the ranks share no folder for the victim to say it gave up in')
+    target = hvd.add_process_set([0]) if call == 'remove' else None
+    start_call = (lambda: hvd.add_process_set([0])) if call == 'add' else \
+        (lambda: hvd.remove_process_set(target))
+    if hvd.rank() == victim:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            start_call()
+        assert time.monotonic() - start < 0.3 + 5
+        assert not hvd.is_initialized()
+        with open(marker, 'w'):
+            pass
+        return
+    deadline = time.monotonic() + 60
+    while not os.path.exists(marker):  # the others call only once the victim gave up
+        assert time.monotonic() < deadline, 'the interrupted rank never said it gave up'
+        time.sleep(0.02)
+    start = time.monotonic()
+    with pytest.raises(hvd.HorovodInternalError, match=f'rank\\(s\\) {victim} already shut down'):
+        start_call()
+    assert time.monotonic() - start < 10
+    if hvd.rank() == (1 if victim == 0 else 0):
+        os.unlink(marker)

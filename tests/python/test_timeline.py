@@ -124,3 +124,47 @@ def test_horovod_timeline_mark_cycles_at_init(tmp_path, monkeypatch):
     assert _rows(a) == {'allreduce.tl.env1.grad', 'broadcast.tl.env1.w'}
     assert any(e['name'] == 'CYCLE_START' for e in a if e['ph'] == 'i')
     assert not any(e['ph'] == 'i' for e in b)
+
+
+def test_a_process_set_s_ops_name_the_set(tmp_path):
+    """An op on a process set other than the global one: its row is "<name> [process set N]"
+    (a set's names are its own: the same name runs in both sets here), its NEGOTIATE_<OP> and its
+    op's end carry "process_set": N, and its requests' marks are global ranks."""
+    if hvd.size() < 2:
+        pytest.skip('a set of rank 0 alone is the global set at size 1')
+    path = tmp_path / 'sets.json'
+    evens = list(range(0, hvd.size(), 2))  # has rank 0, which writes the file
+    hvd.shutdown()
+    hvd.init(process_sets='dynamic')
+    try:
+        ps = hvd.add_process_set(evens)
+        set_id = ps.process_set_id
+        hvd.start_timeline(str(path))
+        hvd.barrier()  # the ops below reach rank 0 after it started recording (marks checked)
+        if ps.included():
+            out = hvd.allreduce(torch.ones(8), name='tl.set.grad', op=hvd.Sum, process_set=ps)
+            assert out[0].item() == len(evens)
+        out = hvd.allreduce(torch.ones(8), name='tl.set.grad', op=hvd.Sum)
+        assert out[0].item() == hvd.size()
+        hvd.stop_timeline()
+    finally:
+        hvd.shutdown()
+        hvd.init()  # for the tests after this one
+    if hvd.rank() != 0:
+        return
+    events = _events(path)
+    in_set = f'allreduce.tl.set.grad [process set {set_id}]'
+    pids = {e['args']['name']: e['pid'] for e in events
+            if e.get('name') == 'process_name' and 'name' in e.get('args', {})}
+    ran = {name for name, pid in pids.items()
+           if any(e.get('pid') == pid and e.get('name') == 'ALLREDUCE' for e in events)}
+    assert ran == {'allreduce.tl.set.grad', in_set}
+    of_set = [e for e in events if e.get('pid') == pids[in_set]]
+    global_ = [e for e in events if e.get('pid') == pids['allreduce.tl.set.grad']]
+    negotiate = [e for e in of_set if e.get('name') == 'NEGOTIATE_ALLREDUCE']
+    assert negotiate and negotiate[0]['args']['process_set'] == set_id
+    ends = [e for e in of_set if e['ph'] == 'E' and 'dtype' in e.get('args', {})]
+    assert ends and ends[0]['args']['process_set'] == set_id
+    assert {e['name'] for e in of_set if e['ph'] == 'X'} == {str(r) for r in evens}
+    assert not any('process_set' in e.get('args', {}) for e in global_)
+    assert {e['name'] for e in global_ if e['ph'] == 'X'} == {str(r) for r in range(hvd.size())}

@@ -167,3 +167,31 @@ TEST_CASE("timeline: a file that cannot be written is an error naming it, record
   std::getline(in, line);
   CHECK(line == "precious");
 }
+
+TEST_CASE("timeline: a process set's view records into the global file, naming the set",
+          "[libhvd]") {
+  TempDir dir;
+  auto global = std::make_shared<Timeline>();
+  Timeline set(global, 2, {0, 3});  // process set 2: global ranks 0 and 3
+  CHECK_FALSE(set.recording());
+  global->start(dir / "s.json", true, HVD_ERR_INVALID_ARGUMENT, "s");
+  CHECK(set.recording());
+  one_allreduce(*global, "allreduce.grad");
+  one_allreduce(set, "allreduce.grad");  // the same name in the set: a row of its own
+  set.stop();                            // the parent's: closes the file
+  CHECK_FALSE(global->recording());
+
+  const json events = parse(dir / "s.json");
+  const Seen s = seen(events);
+  CHECK(s.rows == std::multiset<std::string>{"allreduce.grad", "allreduce.grad [process set 2]"});
+  CHECK(s.ranks == std::multiset<std::string>{"0", "1", "0", "3"});  // the set's: global ranks
+  int with_set = 0, set_marks = 0;
+  for (const json& e : events) {
+    if (!e.contains("args") || !e["args"].contains("process_set")) continue;
+    CHECK(e["args"]["process_set"] == 2);
+    ++with_set;
+    if (e.value("name", "") == "CYCLE_START") ++set_marks;
+  }
+  CHECK(with_set == 3);  // NEGOTIATE_ALLREDUCE, the op's end, the set's cycle mark
+  CHECK(set_marks == 1);
+}

@@ -200,6 +200,16 @@ HVD_API ProcessSet add_process_set(std::span<const int> ranks);
 // Collective over every rank; ops submitted to the set afterwards fail. The global set cannot be
 // removed.
 HVD_API void remove_process_set(const ProcessSet& set);
+// The same calls with a way out, for a caller that must stay responsive (a language binding's
+// Ctrl-C): `interrupted` is called about every 100 ms while this rank waits for the others to
+// make the same call, and when it returns true the call gives up. A process-set call cannot be
+// taken back once made, and the ranks' sets would no longer agree, so giving up shuts libhvd
+// down on this rank (as shutdown() does) and throws RuntimeError(HVD_ERR_NOT_INITIALIZED); the
+// other ranks' process-set calls and ops then fail with an error that names this rank, instead
+// of waiting for it. init() may be called again afterwards, on every rank.
+using Interrupted = std::function<bool()>;
+HVD_API ProcessSet add_process_set(std::span<const int> ranks, const Interrupted& interrupted);
+HVD_API void remove_process_set(const ProcessSet& set, const Interrupted& interrupted);
 HVD_API std::vector<ProcessSet> process_sets();  // every set, by id (the global one first)
 HVD_API void shutdown();  // idempotent; nothing but init() may be called after it
 HVD_API bool is_initialized();
