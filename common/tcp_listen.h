@@ -1,9 +1,9 @@
 // hvdrun's TCP listeners, one way: the launcher's (the rendezvous server, the srun agents'
-// connections back) and the agents' network-probe listeners. Each socket is close-on-exec and
-// has SO_REUSEADDR (a port whose earlier connections wait in TIME_WAIT can be listened on again;
-// Linux still refuses a second listener on it), and takes the first free port of --port-range
-// by the one bind policy (common/port_range.h), with the same words when the range is used up.
-// (libhvd's control plane listens by its own code for now.)
+// connections back), the agents' network-probe listeners and libhvd's control plane (rank 0).
+// Each socket is close-on-exec and has SO_REUSEADDR (a port whose earlier connections wait in
+// TIME_WAIT can be listened on again; Linux still refuses a second listener on it), and takes the
+// first free port of --port-range by the one bind policy (common/port_range.h), with the same
+// words when the range is used up.
 #pragma once
 
 #include <sys/socket.h>

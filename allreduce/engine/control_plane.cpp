@@ -26,6 +26,7 @@
 #include "common/fd_io.h"  // read_some
 #include "common/port_range.h"
 #include "common/spare_fd.h"
+#include "common/tcp_listen.h"
 
 namespace hvd::runtime {
 namespace {
@@ -85,27 +86,13 @@ sockaddr_storage resolve(const std::string& host, int port, socklen_t& len) {
 // never on `avoid`; returns the socket and port.
 std::pair<UniqueFd, int> listen_on(const std::string& address, const PortRange& range, int avoid) {
   const std::string host = address.empty() ? "0.0.0.0" : address;
+  socklen_t len = 0;
+  (void)resolve(host, 0, len);  // a name is a configuration error, said before any bind
+  // hvdrun's one listen helper (common/tcp_listen.h): close-on-exec, SO_REUSEADDR.
+  const ListenSpec spec{.address = host, .backlog = 1024};
   UniqueFd fd;
-  const BindOutcome outcome = bind_first_free(
-      range,
-      [&](int port) -> BindAttempt {
-        socklen_t len = 0;
-        sockaddr_storage addr = resolve(host, port, len);
-        fd.reset(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (!fd.valid()) return {0, errno};
-        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-            ::listen(fd.get(), 1024) != 0) {
-          return {0, errno};
-        }
-        sockaddr_storage bound{};
-        socklen_t bound_len = sizeof bound;
-        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
-        return {
-            ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port),
-            0};
-      },
-      avoid);
+  const BindOutcome outcome =
+      bind_first_free(range, [&](int port) { return listen_tcp(spec, port, fd); }, avoid);
   if (!outcome.bound()) {
     const BindFailure f = bind_failure(
         range, outcome,
