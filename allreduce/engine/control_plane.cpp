@@ -91,8 +91,8 @@ std::pair<UniqueFd, int> listen_on(const std::string& address, const PortRange& 
   // hvdrun's one listen helper (common/tcp_listen.h): close-on-exec, SO_REUSEADDR.
   const ListenSpec spec{.address = host, .backlog = 1024};
   UniqueFd fd;
-  const BindOutcome outcome =
-      bind_first_free(range, [&](int port) { return listen_tcp(spec, port, fd); }, avoid);
+  const BindOutcome outcome = bind_first_free(
+      range, [&](int port) { return listen_tcp(spec, port, fd); }, avoid);
   if (!outcome.bound()) {
     const BindFailure f = bind_failure(
         range, outcome,
