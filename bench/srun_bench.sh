@@ -13,16 +13,8 @@ cd "$(dirname "$0")/.."
 hvdrun=$(realpath "${HVDRUN:-build/cli/hvdrun}")
 hvdrun_b=${HVDRUN_B:+$(realpath "$HVDRUN_B")}
 rounds=${2:-10}
-own=""
-if [ -n "${1:-}" ]; then
-  dir=$1
-else
-  dir=$(mktemp -d)/slurm
-  HVDTEST_SLURM_OWNER_PID=$$ bash tests/slurm/slurm_cluster.sh start "$dir" >/dev/null
-  own=$dir
-fi
-trap '[ -n "$own" ] && bash tests/slurm/slurm_cluster.sh stop "$own" >/dev/null' EXIT
-export SLURM_CONF=$dir/slurm.conf
+# shellcheck source=bench/slurm_fixture.sh
+. bench/slurm_fixture.sh "${1:-}"
 
 # Inside the allocation: the commands, alternating; prints "floor hvdrun [hvdrun_b]" seconds per
 # round.

@@ -13,16 +13,8 @@ hvdrun=$(realpath "${HVDRUN:-build/cli/hvdrun}")
 hvdrun_b=${HVDRUN_B:+$(realpath "$HVDRUN_B")}
 rounds=${2:-5}
 mib=${3:-200}
-own=""
-if [ -n "${1:-}" ]; then
-  dir=$1
-else
-  dir=$(mktemp -d)/slurm
-  HVDTEST_SLURM_OWNER_PID=$$ bash tests/slurm/slurm_cluster.sh start "$dir" >/dev/null
-  own=$dir
-fi
-trap '[ -n "$own" ] && bash tests/slurm/slurm_cluster.sh stop "$own" >/dev/null' EXIT
-export SLURM_CONF=$dir/slurm.conf
+# shellcheck source=bench/slurm_fixture.sh
+. bench/slurm_fixture.sh "${1:-}"
 
 # Inside the allocation: prints "a_seconds [b_seconds]" per round.
 inner=$(mktemp)

@@ -73,9 +73,9 @@ launcher::LaunchOptions launch_options(const Options& o) {
   launcher::LaunchOptions options;
   options.cwd = working_directory(o);
   options.grace_seconds = o.grace_s;
-  options.start_timeout = std::chrono::milliseconds(static_cast<long>(o.start_timeout_s * 1000));
-  options.keepalive = std::chrono::milliseconds(static_cast<long>(o.keepalive_s * 1000));
-  options.job_timeout = std::chrono::milliseconds(static_cast<long>(o.job_timeout_s * 1000));
+  options.start_timeout = launcher::seconds_to_ms(o.start_timeout_s);
+  options.keepalive = launcher::seconds_to_ms(o.keepalive_s);
+  options.job_timeout = launcher::seconds_to_ms(o.job_timeout_s);
   options.output_dir = o.output_filename;
   options.line_format.tag = o.tag_output;
   options.line_format.timestamp = o.timestamp_output;
@@ -146,8 +146,8 @@ ssh::SshOptions ssh_options(const Options& o) {
   s.port = o.ssh_port;
   s.host_key_policy = o.ssh_host_key_policy == "strict" ? ssh::HostKeyPolicy::kStrict
                                                         : ssh::HostKeyPolicy::kAcceptNew;
-  s.timeout = std::chrono::milliseconds(static_cast<long>(o.ssh_timeout_s * 1000));
-  s.wait_for_hosts = std::chrono::milliseconds(static_cast<long>(o.wait_for_hosts_s * 1000));
+  s.timeout = launcher::seconds_to_ms(o.ssh_timeout_s);
+  s.wait_for_hosts = launcher::seconds_to_ms(o.wait_for_hosts_s);
   s.concurrency = o.ssh_concurrency;
   s.agent_path = o.agent_path.value_or(own_path());
   return s;

@@ -36,9 +36,9 @@ struct Options {
   bool check_net_full = false;  // --check-net-full: probe every pair (alone: a full --check-net)
   PortRange port_range;         // --port-range LOW-HIGH; any(): not given
   bool check_build = false;     // --check-build: what this build supports and what works now
-  std::string launcher = "native";       // the launcher the flags name (--mpi: "mpirun")
-  std::string agent_launch = "auto";     // --launcher: how native agents start (auto, ssh, srun)
-  std::optional<std::string> rsh_agent;  // --rsh-agent TEMPLATE: agents through a command
+  std::string launcher = "native";         // the launcher the flags name (--mpi: "mpirun")
+  std::string agent_launch = "auto";       // --launcher: how native agents start (auto, ssh, srun)
+  std::optional<std::string> rsh_agent;    // --rsh-agent TEMPLATE: agents through a command
   std::optional<std::string> mpi_args;     // --mpi-args "...": appended to mpirun's options
   std::optional<std::string> working_dir;  // --wd; default: hvdrun's current directory
   double grace_s = launcher::kDefaultGraceSeconds;                 // --grace

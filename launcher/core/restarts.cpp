@@ -55,7 +55,7 @@ std::chrono::milliseconds backoff_before(const RestartPolicy& policy, int attemp
   if (policy.backoff_seconds <= 0 || attempt < 2) return std::chrono::milliseconds(0);
   const double seconds =
       std::min(kMaxBackoffSeconds, policy.backoff_seconds * std::pow(2.0, attempt - 2));
-  return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+  return seconds_to_ms(seconds);
 }
 
 std::string failure_summary(const Plan& plan, const LaunchResult& result) {

@@ -10,8 +10,8 @@
 // each agent needs its own job spec. Why the token: anyone on the network can connect to the
 // listener. Why sealed: anyone on the network could read the job spec on the way, or answer an
 // agent in the launcher's place. An agent names its node in its hello (connections on one
-// machine all come from 127.0.0.1), and each node's address is the NodeAddr Slurm has for it (`scontrol`), not a name
-// lookup, since node names need not resolve where the launcher runs.
+// machine all come from 127.0.0.1), and each node's address is the NodeAddr Slurm has for it
+// (`scontrol`), not a name lookup, since node names need not resolve where the launcher runs.
 #pragma once
 
 #include <map>
