@@ -216,8 +216,9 @@ int execute(const Options& o) {
                              .launch = launch_options(o),
                              .restarts = o.restarts,
                              .make_launcher =
-                                 [&o](launcher::LaunchOptions options) {
-                                   return launcher::make_launcher(o.launcher, std::move(options));
+                                 [&o, own = launcher_options(o)](launcher::LaunchOptions options) {
+                                   return launcher::make_launcher(o.launcher, std::move(options),
+                                                                  own);
                                  },
                              .new_job_id = random_job_id,
                              .warnings = std::move(warnings)});

@@ -85,14 +85,6 @@ launcher::LaunchOptions launch_options(const Options& o) {
   options.ssh = ssh_options(o);
   options.port_range = o.port_range;
   options.check_net_full = o.check_net_full;
-  auto words_of = [](const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream words(text);
-    for (std::string w; words >> w;) out.push_back(w);
-    return out;
-  };
-  if (o.mpi_args) options.mpi_args = words_of(*o.mpi_args);
-  if (o.binding_args) options.binding_args = words_of(*o.binding_args);
   // Under --mpi (where --launcher is refused) the same choice says whether the network check's
   // agents and mpirun's daemons start through Slurm.
   options.agent_launch = o.agent_launch;
@@ -100,6 +92,19 @@ launcher::LaunchOptions launch_options(const Options& o) {
   if (o.elastic.on()) options.elastic = o.elastic;
   options.host_failures = o.host_failures;
   return options;
+}
+
+launcher::LauncherOptions launcher_options(const Options& o) {
+  auto words_of = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream words(text);
+    for (std::string w; words >> w;) out.push_back(w);
+    return out;
+  };
+  launcher::LauncherOptions own;
+  if (o.mpi_args) own.mpirun.extra_args = words_of(*o.mpi_args);
+  if (o.binding_args) own.mpirun.binding_args = words_of(*o.binding_args);
+  return own;
 }
 
 std::string path_of(const std::string& program) {

@@ -8,6 +8,7 @@
 #include "launcher/core/launcher.h"
 #include "launcher/plan/plan.h"
 #include "launcher/plan/scheduler_hosts.h"
+#include "launcher/registry.h"
 #include "ssh/options.h"
 
 namespace hvd::cli {
@@ -34,5 +35,7 @@ std::string random_job_id();
 
 // Every attempt's launch options (elastic training's as the flags gave them).
 launcher::LaunchOptions launch_options(const Options& o);
+// Each launcher's own options (--mpi-args, --binding-args: mpirun's).
+launcher::LauncherOptions launcher_options(const Options& o);
 
 }  // namespace hvd::cli

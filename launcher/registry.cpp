@@ -15,9 +15,12 @@ namespace {
 // choose it and what it refuses. One line each.
 constexpr std::array<LauncherEntry, 2> kLaunchers{{
     {"native", "hvdrun's agent on every host (SSH or a local child); Gloo in the ranks",
-     &NativeLauncher::make, NativeLauncher::kFlags, NativeLauncher::kRefusals,
-     NativeLauncher::kCheckBuild},
-    {"mpirun", "Open MPI's mpirun (--mpi); MPI in the ranks", &MpiLauncher::make,
+     [](LaunchOptions o, const LauncherOptions&) { return NativeLauncher::make(std::move(o)); },
+     NativeLauncher::kFlags, NativeLauncher::kRefusals, NativeLauncher::kCheckBuild},
+    {"mpirun", "Open MPI's mpirun (--mpi); MPI in the ranks",
+     [](LaunchOptions o, const LauncherOptions& own) {
+       return MpiLauncher::make(std::move(o), own.mpirun);
+     },
      MpiLauncher::kFlags, MpiLauncher::kRefusals, MpiLauncher::kCheckBuild},
 }};
 
@@ -35,8 +38,9 @@ const LauncherEntry& launcher_entry(std::string_view name) {
   throw UsageError("no launcher called '" + std::string(name) + "'", "the launchers: " + known);
 }
 
-std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options) {
-  return launcher_entry(name).make(std::move(options));
+std::unique_ptr<Launcher> make_launcher(std::string_view name, LaunchOptions options,
+                                        const LauncherOptions& own) {
+  return launcher_entry(name).make(std::move(options), own);
 }
 
 const Refusal* refusal(std::string_view name, Capability capability) {

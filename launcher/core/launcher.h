@@ -87,11 +87,12 @@ struct HostFailureOptions {
   }
 };
 
-// Everything a launcher needs besides the plan. Each launcher reads what concerns it.
+// What every launcher reads besides the plan. A launcher's own options are its own type, beside
+// its class (launcher/mpirun/mpirun_options.h), handed to it by the registry (launcher/registry.h).
 struct LaunchOptions {
   // How the agents start (--launcher; launcher/native/agent_launch.h): "ssh", "srun", or "auto"
   // (srun inside an allocation whose hosts came from Slurm, else ssh); --rsh-agent's template,
-  // when given, instead.
+  // when given, instead. mpirun's daemons start the same way (and its network check's agents).
   std::string agent_launch = "auto";
   std::optional<std::string> rsh_agent;
   std::string cwd;                              // absolute; the ranks' working directory
@@ -113,11 +114,10 @@ struct LaunchOptions {
   PortRange port_range;                           // --port-range: rendezvous, probes, MASTER_PORT
   bool check_net_full = false;                    // --check-net-full: probe every pair of hosts
   std::chrono::milliseconds probe_timeout{5000};  // each network probe's connect and greeting
-  std::string mpirun = "mpirun";                  // mpirun: the program
-  std::vector<std::string> mpi_args;              // mpirun: --mpi-args, split into words
-  std::optional<std::vector<std::string>> binding_args;  // mpirun: --binding-args, in words
-  std::optional<ElasticOptions> elastic;                 // native launcher only (check())
-  HostFailureOptions host_failures;                      // elastic: per slot
+  // Elastic training, as the flags gave it: the session checks and describes it, the launchers
+  // that support it (Capability::kElastic) run it; the registry refuses it to the others.
+  std::optional<ElasticOptions> elastic;
+  HostFailureOptions host_failures;  // restarts' host blacklist; elastic: per slot
 };
 
 struct RankOutcome {

@@ -295,14 +295,15 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   return true;
 }
 
-MpiCommandInput command_input(const LaunchOptions& options, const Plan& plan) {
+MpiCommandInput command_input(const LaunchOptions& options, const MpirunOptions& own,
+                              const Plan& plan) {
   MpiCommandInput input;
-  input.mpirun = options.mpirun;
+  input.mpirun = own.program;
   input.as_root = ::geteuid() == 0;
   input.ssh = options.ssh;
   input.cwd = options.cwd;
-  input.extra_args = options.mpi_args;
-  input.binding_args = options.binding_args;
+  input.extra_args = own.extra_args;
+  input.binding_args = own.binding_args;
   // Inside the Slurm allocation the hosts came from: the network check's agents go through srun,
   // and so do mpirun's daemons.
   input.through_slurm = choose_agent_launch(options, plan).name == "srun";
@@ -326,14 +327,14 @@ std::pair<std::string, std::string> mpi_master(const std::optional<NetCheck>& ch
 
 }  // namespace
 
-std::unique_ptr<Launcher> MpiLauncher::make(LaunchOptions options) {
-  return std::make_unique<MpiLauncher>(std::move(options));
+std::unique_ptr<Launcher> MpiLauncher::make(LaunchOptions options, MpirunOptions own) {
+  return std::make_unique<MpiLauncher>(std::move(options), std::move(own));
 }
 
 void MpiLauncher::check(const Plan& plan) const { (void)choose_agent_launch(options_, plan); }
 
 std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
-  MpiCommandInput input = command_input(options_, plan);
+  MpiCommandInput input = command_input(options_, own_, plan);
   input.placeholders = true;
   if (!has_remote_host(plan)) input.host_addresses = {"127.0.0.1"};
   input.shim_env = shim_environment(plan, "<set at launch>", "<set at launch>");
@@ -412,7 +413,7 @@ void take_mpirun_outcome(const MpirunJob& job, LaunchResult& result) {
 }  // namespace
 
 LaunchResult MpiLauncher::run(const Plan& plan) {
-  const MpiVersion version = check_mpirun(options_.mpirun);
+  const MpiVersion version = check_mpirun(own_.program);
   // Across hosts, the same network check as a native launch first (as horovodrun probes its
   // hosts before mpirun): its agents, then nothing.
   std::optional<NetCheck> checked;
@@ -426,7 +427,7 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
     checked = std::move(check.net);
     known = std::move(check.hosts);
   }
-  MpiCommandInput input = command_input(options_, plan);
+  MpiCommandInput input = command_input(options_, own_, plan);
   LaunchResult before;
   if (!learn_hosts(plan, options_, known, input, before)) {
     before.launcher = std::string(name());

@@ -15,14 +15,16 @@
 
 #include "launcher/core/launcher.h"
 #include "launcher/mpirun/mpi_command.h"
+#include "launcher/mpirun/mpirun_options.h"
 #include "launcher/mpirun/mpirun_output.h"
 
 namespace hvd::launcher {
 
 class MpiLauncher final : public Launcher {
  public:
-  explicit MpiLauncher(LaunchOptions options) : options_(std::move(options)) {}
-  static std::unique_ptr<Launcher> make(LaunchOptions options);
+  MpiLauncher(LaunchOptions options, MpirunOptions own)
+      : options_(std::move(options)), own_(std::move(own)) {}
+  static std::unique_ptr<Launcher> make(LaunchOptions options, MpirunOptions own);
   // Its registry line's flags and refusals (launcher/registry.cpp).
   static constexpr std::array<LauncherFlag, 1> kFlags{{
       {"--mpi", "Launch through Open MPI's mpirun (same checks, output and exit codes)"},
@@ -59,6 +61,7 @@ class MpiLauncher final : public Launcher {
 
  private:
   LaunchOptions options_;
+  MpirunOptions own_;  // --mpi-args, --binding-args
 };
 
 }  // namespace hvd::launcher

@@ -2,6 +2,7 @@
 // of a plan resolved at launch, and the rendezvous protocol both sides read.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,31 @@ TEST_CASE("mpirun describe: the exact argv, with what only the launch knows as p
   const auto local = make_launcher("mpirun", options())->describe(plan_on("localhost:2"));
   REQUIRE(local.size() == 1);
   for (const std::string& w : local.front().argv) CHECK_FALSE(w.starts_with("<set at launch"));
+}
+
+TEST_CASE("a launcher's own options reach it through the registry, and only it", "[launcher]") {
+  LauncherOptions own;
+  own.mpirun.program = "/opt/ompi/bin/mpirun";
+  own.mpirun.extra_args = {"--mca", "btl_tcp_port_min_v4", "40000"};
+  own.mpirun.binding_args = std::vector<std::string>{"-bind-to", "core"};
+  const auto argv =
+      make_launcher("mpirun", options(), own)->describe(plan_on("localhost:2")).back().argv;
+  CHECK(argv.front() == "/opt/ompi/bin/mpirun");
+  const auto has = [&](const std::vector<std::string>& words) {
+    return std::search(argv.begin(), argv.end(), words.begin(), words.end()) != argv.end();
+  };
+  CHECK(has(own.mpirun.extra_args));
+  CHECK(has({"-bind-to", "core"}));
+  CHECK_FALSE(has({"-bind-to", "none"}));  // hvdrun's default binding is replaced
+  // Without them: mpirun from PATH and hvdrun's binding.
+  const auto plain =
+      make_launcher("mpirun", options())->describe(plan_on("localhost:2")).back().argv;
+  CHECK(plain.front() == "mpirun");
+  CHECK(std::search(plain.begin(), plain.end(), own.mpirun.extra_args.begin(),
+                    own.mpirun.extra_args.end()) == plain.end());
+  // The native launcher has no use for mpirun's: its command does not change.
+  CHECK(make_launcher("native", options(), own)->describe(plan_on("localhost:2")).front().argv ==
+        make_launcher("native", options())->describe(plan_on("localhost:2")).front().argv);
 }
 
 TEST_CASE("deferred values: each kind is resolved from the launch's facts", "[launcher]") {
