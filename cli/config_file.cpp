@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstring>
 #include <unordered_map>
 
 #include "common/error.h"
@@ -239,19 +238,9 @@ std::vector<ConfigSetting> parse_config_text(std::string_view text, const std::s
 }
 
 std::vector<ConfigSetting> load_config_file(const std::string& path) {
-  const BoundedFile file = read_file_bounded(path, kMaxConfigFileBytes);
-  if (file.error != 0) {
-    throw UsageError(
-        fmt::format("--config-file {}: cannot read it: {}", path, std::strerror(file.error)),
-        "check the path (and that this user may read it)");
-  }
-  if (file.too_large) {
-    throw UsageError(fmt::format("--config-file {}: larger than {} MiB, the most hvdrun reads",
-                                 path, kMaxConfigFileBytes >> 20),
-                     "a config file holds a few sections of key: value lines; check that this is "
-                     "the file you meant");
-  }
-  return parse_config_text(file.bytes, path);
+  return parse_config_text(read_user_file("--config-file", path, kMaxConfigFileBytes,
+                                          "a config file holds a few sections of key: value lines"),
+                           path);
 }
 
 }  // namespace hvd::cli

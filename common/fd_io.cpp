@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
 
 namespace hvd {
 
@@ -51,6 +54,22 @@ BoundedFile read_file_bounded(const std::string& path, size_t max_bytes) {
   }
   ::close(fd);
   return out;
+}
+
+std::string read_user_file(std::string_view flag, const std::string& path, size_t max_bytes,
+                           std::string_view holds) {
+  BoundedFile file = read_file_bounded(path, max_bytes);
+  const std::string which = std::string(flag) + " " + path;
+  if (file.error != 0) {
+    throw UsageError(which + ": cannot read it: " + std::strerror(file.error),
+                     "check the path (and that this user may read it); " + std::string(holds));
+  }
+  if (file.too_large) {
+    throw UsageError(
+        which + ": larger than " + std::to_string(max_bytes >> 20) + " MiB, the most hvdrun reads",
+        std::string(holds) + "; check that this is the file you meant");
+  }
+  return std::move(file.bytes);
 }
 
 }  // namespace hvd

@@ -23,4 +23,11 @@ struct BoundedFile {
 };
 BoundedFile read_file_bounded(const std::string& path, size_t max_bytes);
 
+// A file the user named with `flag` (--hostfile, --config-file), read whole with a bound; a
+// UsageError (exit 64) naming the flag, the file and what went wrong when it cannot be read or
+// holds more than `max_bytes` (whole MiB). `holds` says what such a file holds, for the hints
+// ("a hostfile has one line 'host slots=N' per host").
+std::string read_user_file(std::string_view flag, const std::string& path, size_t max_bytes,
+                           std::string_view holds);
+
 }  // namespace hvd

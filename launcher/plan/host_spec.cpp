@@ -7,7 +7,6 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -365,19 +364,9 @@ std::vector<HostSpec> read_hostfile(const std::string& path) {
     throw UsageError(fmt::format("--hostfile {}: is a directory", path),
                      "give the hostfile itself; it has lines 'host slots=N'");
   }
-  const BoundedFile file = read_file_bounded(path, kMaxHostfileBytes);
-  if (file.error != 0) {
-    throw UsageError(
-        fmt::format("--hostfile {}: cannot read it: {}", path, std::strerror(file.error)),
-        "check the path; a hostfile has lines 'host slots=N'");
-  }
-  if (file.too_large) {
-    throw UsageError(fmt::format("--hostfile {}: larger than {} MiB, the most hvdrun reads", path,
-                                 kMaxHostfileBytes >> 20),
-                     "a hostfile has one line 'host slots=N' per host; check that this is the "
-                     "file you meant");
-  }
-  return parse_hostfile(file.bytes, path);
+  return parse_hostfile(read_user_file("--hostfile", path, kMaxHostfileBytes,
+                                       "a hostfile has one line 'host slots=N' per host"),
+                        path);
 }
 
 }  // namespace hvd::launcher
