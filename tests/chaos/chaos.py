@@ -249,32 +249,20 @@ class Round:
             rank = self.rng.randrange(RANKS)
             # The ranks may not be there yet at the phase's start (under --mpi, mpirun's daemons
             # log in first): wait for this one, and count the fault where it lands.
-            end = time.time() + 10
-            pid = rank_pid(self.mark, rank)
-            while pid is None and time.time() < end and self.proc.poll() is None:
-                time.sleep(0.02)
-                pid = rank_pid(self.mark, rank)
+            pid = self.wait_for(lambda: rank_pid(self.mark, rank), 10, 0.02)
             if pid is None:
                 return False
-            with self.lock:
-                self.landed = self.phase
-            self.fault_time = time.time()
+            self.landing()
             self.victim_rank, self.victim_host = rank, self.site.hosts[rank // SLOTS]
             os.kill(pid, signal.SIGKILL if f == "kill_rank" else signal.SIGSTOP)
             return True
         if f in ("kill_agent", "stop_agent", "kill_sshd_session"):
             host = self.site.hosts[self.rng.randrange(len(self.site.hosts))]
             # At the agents phase's start the agent may not run yet: wait for it, as for a rank.
-            end = time.time() + 5
-            found = [p for p, h in agent_pids([host], a.hvdrun).items()]
-            while not found and time.time() < end and self.proc.poll() is None:
-                time.sleep(0.01)
-                found = [p for p, h in agent_pids([host], a.hvdrun).items()]
+            found = self.wait_for(lambda: list(agent_pids([host], a.hvdrun)), 5, 0.01)
             if not found:
                 return False
-            with self.lock:
-                self.landed = self.phase
-            self.fault_time = time.time()
+            self.landing()
             self.victim_host = host
             pid = found[0]
             if f == "kill_sshd_session":
@@ -285,16 +273,11 @@ class Round:
             return True
         if f == "kill_rsh_command":
             host = self.site.hosts[self.rng.randrange(len(self.site.hosts))]
-            end = time.time() + 5
-            found = rsh_command_pids(host)
-            while not found and time.time() < end and self.proc.poll() is None:
-                time.sleep(0.01)
-                found = rsh_command_pids(host)
+            # As for an agent: the command may not run yet at its phase's start.
+            found = self.wait_for(lambda: rsh_command_pids(host), 5, 0.01)
             if not found:
                 return False
-            with self.lock:
-                self.landed = self.phase
-            self.fault_time = time.time()
+            self.landing()
             self.victim_host = host
             os.kill(found[0], signal.SIGKILL)
             return True
@@ -320,6 +303,22 @@ class Round:
                                                    self.rng.random()), daemon=True).start()
             return True
         raise ValueError(f)
+
+    def wait_for(self, find, seconds, step):
+        """What find() returns once it is something, polled every `step` s for up to `seconds`
+        while hvdrun runs; None or empty when it never was."""
+        end = time.time() + seconds
+        found = find()
+        while not found and time.time() < end and self.proc.poll() is None:
+            time.sleep(step)
+            found = find()
+        return found
+
+    def landing(self):
+        """The fault lands now, in this phase."""
+        with self.lock:
+            self.landed = self.phase
+        self.fault_time = time.time()
 
     def thaw_after_check(self):
         """stop_hvdrun: while hvdrun stays frozen, its agents must stop the printing ranks (their
@@ -369,9 +368,7 @@ class Round:
             delay = {"ssh": 0.15, "agents": 0.0, "netcheck": 0.0, "running": 2.0,
                      "stopping": 0.3}.get(target, 0.03)
             time.sleep(self.rng.uniform(0, delay))
-            with self.lock:
-                self.landed = self.phase
-            self.fault_time = time.time()
+            self.landing()
             try:
                 injected = self.inject()
             except ProcessLookupError:  # the target ended between finding it and the signal
