@@ -11,30 +11,15 @@
 #include "launcher/native/agent_launch.h"
 #include "launcher/native/rsh_launch.h"
 #include "launcher/plan/plan.h"
+#include "launcher_fixture.h"
 
 using Catch::Matchers::Contains;
 using namespace hvd::launcher;
 using hvd::agent::NetInterface;
+using hvd::test::launch_options;
+using hvd::test::plan_on;
 
 namespace {
-
-Plan plan_on(const std::string& hosts, const std::string& origin = "-H") {
-  PlanRequest r;
-  r.hosts = parse_host_list(hosts);
-  r.hosts_origin = {origin, ""};
-  r.default_user = "me";
-  r.command = {"./train"};
-  r.job_id = "j";
-  return make_plan(r, LocalIdentity{"box", {"127.0.0.1"}}, {{"PATH", "/bin"}});
-}
-
-LaunchOptions options() {
-  LaunchOptions o;
-  o.cwd = "/work";
-  o.hvdrun_path = "/opt/hvd/bin/hvdrun";
-  o.ssh.agent_path = "/opt/hvd/bin/hvdrun";
-  return o;
-}
 
 std::string usage_error(const std::string& text) {
   try {
@@ -71,7 +56,7 @@ TEST_CASE("agent launches: one table, each with its capabilities", "[launcher]")
 
 TEST_CASE("agent launches: --rsh-agent, --launcher, and auto's choice", "[launcher]") {
   ::unsetenv("SLURM_JOB_ID");
-  LaunchOptions o = options();
+  LaunchOptions o = launch_options();
   CHECK(choose_agent_launch(o, plan_on("a,b")).name == "ssh");  // auto, outside Slurm
   o.rsh_agent = "kubectl exec -i {host} --";
   CHECK(choose_agent_launch(o, plan_on("a,b")).name == "rsh");
@@ -129,7 +114,7 @@ TEST_CASE("rsh argv: placeholders replaced inside words, the host appended witho
 
 TEST_CASE("rsh launch: the dry run shows each host's exact argv, local hosts stay children",
           "[launcher]") {
-  LaunchOptions o = options();
+  LaunchOptions o = launch_options();
   o.rsh_agent = "kubectl exec -i {host} --";
   const Plan plan = plan_on("pod-a:1,localhost:1");
   const auto commands = choose_agent_launch(o, plan).make(o)->describe(plan);

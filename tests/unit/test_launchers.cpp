@@ -14,41 +14,25 @@
 #include "launcher/native/srun_agents.h"
 #include "launcher/plan/plan.h"
 #include "launcher/registry.h"
+#include "launcher_fixture.h"
 
 using Catch::Matchers::Contains;
 using namespace hvd::launcher;
+using hvd::test::launch_options;
+using hvd::test::plan_on;
 
-namespace {
-
-Plan plan_on(const std::string& hosts) {
-  PlanRequest r;
-  r.hosts = parse_host_list(hosts);
-  r.default_user = "me";
-  r.command = {"./train"};
-  r.job_id = "j";
-  return make_plan(r, LocalIdentity{"box", {"127.0.0.1"}}, {{"PATH", "/bin"}});
-}
-
-LaunchOptions options() {
-  LaunchOptions o;
-  o.cwd = "/work";
-  o.hvdrun_path = "/opt/hvd/bin/hvdrun";
-  o.ssh.agent_path = "/opt/hvd/bin/hvdrun";
-  return o;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("registry: every launcher by its name, an unknown name lists them", "[launcher]") {
   std::set<std::string> names;
   for (const LauncherEntry& e : launchers()) {
     names.insert(std::string(e.name));
-    CHECK(make_launcher(e.name, options())->name() == e.name);
+    CHECK(make_launcher(e.name, launch_options())->name() == e.name);
     CHECK_FALSE(e.summary.empty());
   }
   CHECK(names == std::set<std::string>{"native", "mpirun"});
   try {
-    make_launcher("srun", options());
+    make_launcher("srun", launch_options());
     FAIL("an unknown launcher must be refused");
   } catch (const hvd::UsageError& e) {
     CHECK_THAT(e.what(), Contains("no launcher called 'srun'"));
@@ -75,7 +59,8 @@ TEST_CASE("srun agents: hvdrun-agent beside hvdrun when it is there, else hvdrun
 }
 
 TEST_CASE("native describe: the agent command per host, local or over SSH", "[launcher]") {
-  const auto commands = make_launcher("native", options())->describe(plan_on("localhost,10.0.0.2"));
+  const auto commands =
+      make_launcher("native", launch_options())->describe(plan_on("localhost,10.0.0.2"));
   REQUIRE(commands.size() == 2);
   CHECK(commands[0].argv == std::vector<std::string>{"/opt/hvd/bin/hvdrun", "--agent"});
   CHECK_THAT(commands[0].where, Contains("local child"));
@@ -85,7 +70,8 @@ TEST_CASE("native describe: the agent command per host, local or over SSH", "[la
 
 TEST_CASE("mpirun describe: the exact argv, with what only the launch knows as placeholders",
           "[launcher]") {
-  const auto remote = make_launcher("mpirun", options())->describe(plan_on("10.0.0.2,10.0.0.3"));
+  const auto remote =
+      make_launcher("mpirun", launch_options())->describe(plan_on("10.0.0.2,10.0.0.3"));
   REQUIRE(remote.size() == 3);  // the network check's two agents, then mpirun
   const auto& argv = remote.back().argv;
   CHECK(argv.front() == "mpirun");
@@ -101,7 +87,7 @@ TEST_CASE("mpirun describe: the exact argv, with what only the launch knows as p
   CHECK(argv.back() == "./train");
 
   // On this machine alone nothing is left to the launch.
-  const auto local = make_launcher("mpirun", options())->describe(plan_on("localhost:2"));
+  const auto local = make_launcher("mpirun", launch_options())->describe(plan_on("localhost:2"));
   REQUIRE(local.size() == 1);
   for (const std::string& w : local.front().argv) CHECK_FALSE(w.starts_with("<set at launch"));
 }
@@ -112,7 +98,7 @@ TEST_CASE("a launcher's own options reach it through the registry, and only it",
   own.mpirun.extra_args = {"--mca", "btl_tcp_port_min_v4", "40000"};
   own.mpirun.binding_args = std::vector<std::string>{"-bind-to", "core"};
   const auto argv =
-      make_launcher("mpirun", options(), own)->describe(plan_on("localhost:2")).back().argv;
+      make_launcher("mpirun", launch_options(), own)->describe(plan_on("localhost:2")).back().argv;
   CHECK(argv.front() == "/opt/ompi/bin/mpirun");
   const auto has = [&](const std::vector<std::string>& words) {
     return std::search(argv.begin(), argv.end(), words.begin(), words.end()) != argv.end();
@@ -122,13 +108,16 @@ TEST_CASE("a launcher's own options reach it through the registry, and only it",
   CHECK_FALSE(has({"-bind-to", "none"}));  // hvdrun's default binding is replaced
   // Without them: mpirun from PATH and hvdrun's binding.
   const auto plain =
-      make_launcher("mpirun", options())->describe(plan_on("localhost:2")).back().argv;
+      make_launcher("mpirun", launch_options())->describe(plan_on("localhost:2")).back().argv;
   CHECK(plain.front() == "mpirun");
   CHECK(std::search(plain.begin(), plain.end(), own.mpirun.extra_args.begin(),
                     own.mpirun.extra_args.end()) == plain.end());
   // The native launcher has no use for mpirun's: its command does not change.
-  CHECK(make_launcher("native", options(), own)->describe(plan_on("localhost:2")).front().argv ==
-        make_launcher("native", options())->describe(plan_on("localhost:2")).front().argv);
+  CHECK(make_launcher("native", launch_options(), own)
+            ->describe(plan_on("localhost:2"))
+            .front()
+            .argv ==
+        make_launcher("native", launch_options())->describe(plan_on("localhost:2")).front().argv);
 }
 
 TEST_CASE("deferred values: each kind is resolved from the launch's facts", "[launcher]") {
