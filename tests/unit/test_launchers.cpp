@@ -21,8 +21,6 @@ using namespace hvd::launcher;
 using hvd::test::launch_options;
 using hvd::test::plan_on;
 
-namespace {}  // namespace
-
 TEST_CASE("registry: every launcher by its name, an unknown name lists them", "[launcher]") {
   std::set<std::string> names;
   for (const LauncherEntry& e : launchers()) {
