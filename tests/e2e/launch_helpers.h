@@ -119,6 +119,18 @@ inline std::string comm_of(pid_t pid) {
   return name;
 }
 
+// The parent of `pid` (from /proc/PID/stat), or 0.
+inline pid_t parent_of(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat.substr(close + 1));
+  char state = 0;
+  pid_t ppid = 0;
+  in >> state >> ppid;
+  return ppid;
+}
+
 // Polls `done` every 20 ms until it holds or `limit` passes; says which.
 inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
@@ -156,6 +168,18 @@ class JobMarker {
  private:
   std::string value_;
 };
+
+// Rank processes named `sleep` (the ranks' own and the ones they left behind).
+inline size_t sleeping(const JobMarker& marker) {
+  size_t n = 0;
+  for (pid_t pid : marker.ranks()) n += comm_of(pid) == "sleep" ? 1 : 0;
+  return n;
+}
+
+// Each rank starts children as a DataLoader or a shell wrapper does, and a double-forked one in
+// a session of its own (a daemon), then waits: 4 processes per rank, 3 of them `sleep`.
+inline constexpr const char* kRanksWithChildren =
+    "sleep 300 & sleep 300 & (setsid sleep 300 &); wait";
 
 // A running hvdrun that the test did not wait for. Its stdout and stderr go to files (or stdout
 // to a pipe the test reads). The destructor kills and reaps it if the test did not.

@@ -233,13 +233,6 @@ inline std::string leftovers(const JobMarker& marker, const std::vector<RemoteSi
   return out;
 }
 
-// Rank processes named `sleep` (the ranks' own and the ones they left behind).
-inline size_t sleeping(const JobMarker& marker) {
-  size_t n = 0;
-  for (pid_t pid : marker.ranks()) n += comm_of(pid) == "sleep" ? 1 : 0;
-  return n;
-}
-
 // The rank-environment check shared by the all-remote layouts.
 struct Expected {
   std::string host;
