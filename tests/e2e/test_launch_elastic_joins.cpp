@@ -30,29 +30,15 @@ TEST_CASE("elastic launch: hosts that join over SSH log in at most --ssh-concurr
   body += "fi\n";
   const std::string script = discovery_script(dir, body);
   write_file(dir / "ssh_config", "");
-  const RunResult r = run_hvdrun({"--host-discovery-script",
-                                  script,
-                                  "--discovery-interval",
-                                  "0.3",
-                                  "--min-np",
-                                  "1",
-                                  "--ssh-concurrency",
-                                  std::to_string(kConcurrency),
-                                  "--ssh-timeout",
-                                  "1",
-                                  "-p",
-                                  std::to_string(crowd.port()),
-                                  "--ssh-config",
-                                  dir / "ssh_config",
-                                  "--ssh-known-hosts",
-                                  dir / "known_hosts",
-                                  "-x",
-                                  marker.forward(),
-                                  "-x",
-                                  "ELASTIC_CHECK_STEP_MS=100",
-                                  ELASTIC_CHECK,
-                                  "50"},
-                                 {marker.env()}, std::chrono::seconds(100));
+  std::vector<std::string> args{
+      "--host-discovery-script", script, "--discovery-interval", "0.3", "--min-np", "1"};
+  args.insert(args.end(), {"--ssh-concurrency", std::to_string(kConcurrency), "--ssh-timeout", "1",
+                           "-p", std::to_string(crowd.port()), "--ssh-config", dir / "ssh_config",
+                           "--ssh-known-hosts", dir / "known_hosts"});
+  // 70 steps of 100 ms: the job outlives the three rounds of two logins (1 s each).
+  args.insert(args.end(),
+              {"-x", marker.forward(), "-x", "ELASTIC_CHECK_STEP_MS=100", ELASTIC_CHECK, "70"});
+  const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
   INFO("exit code " << r.exit_code << "\n--- stdout ---\n"
                     << r.out.substr(0, 4000) << "\n--- stderr ---\n"
                     << r.err.substr(0, 12000));
