@@ -167,7 +167,7 @@ launcher::PlanRequest plan_request(const Options& o) {
   launcher::PlanRequest request;
   launcher::HostsSource source = hosts_source(o);
   request.hosts = std::move(source.hosts);
-  request.hosts_origin = {source.kind, source.description};
+  request.hosts_origin = {source.kind, source.description, std::move(source.discovery_output)};
   // Inside an allocation, -np defaults to the scheduler's task count (SLURM_NTASKS).
   request.num_proc = o.num_proc ? o.num_proc : source.default_np;
   request.oversubscribe = o.oversubscribe;

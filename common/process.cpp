@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -50,6 +51,73 @@ bool make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
   return true;
 }
 
+// What the child of spawn() needs, prepared before fork: it must not allocate.
+struct ChildSetup {
+  const ProcessSpec* spec;
+  char** argv;
+  char** env;
+  const char* cwd;  // or nullptr
+  pid_t parent;
+  int in_r;  // or -1: /dev/null
+  int out_w;
+  int err_w;
+  int status_w;
+};
+
+// The child's side of spawn(), after fork or vfork: only async-signal-safe calls, and no write
+// to the parent's memory but `environ` in the one case spawn() forks for; then exec or _exit.
+[[noreturn]] void run_child(const ChildSetup& c) {
+  const ProcessSpec& spec = *c.spec;
+  ::setpgid(0, 0);
+  if (spec.parent_death_signal != 0) {
+    ::prctl(PR_SET_PDEATHSIG, spec.parent_death_signal);
+    if (::getppid() != c.parent) child_fail(c.status_w, Process::Stage::kParentGone);
+  }
+  // Caught signals back to their defaults before the mask opens (after vfork a handler would
+  // run on the parent's memory), SIGPIPE and SIGINT too (the launcher ignores them).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    if (sig == SIGPIPE || sig == SIGINT ||
+        (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
+      ::sigaction(sig, &dfl, nullptr);
+    }
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (g_child_nofile.rlim_cur != 0) ::setrlimit(RLIMIT_NOFILE, &g_child_nofile);
+  if (c.in_r >= 0) {
+    ::dup2(c.in_r, STDIN_FILENO);
+  } else {
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);  // dup2's copy is not close-on-exec
+  }
+  ::dup2(c.out_w, STDOUT_FILENO);
+  ::dup2(c.err_w, STDERR_FILENO);
+  int status_fd = c.status_w;
+  if (spec.pass_fd) {
+    const auto [from, to] = *spec.pass_fd;
+    // The exec-status pipe must survive dup2 onto `to`: move it out of the way first.
+    if (status_fd == to) status_fd = ::fcntl(status_fd, F_DUPFD_CLOEXEC, to + 1);
+    if (from == to) {
+      ::fcntl(to, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
+    } else {
+      ::dup2(from, to);  // the copy is not close-on-exec
+    }
+  }
+  if (c.cwd != nullptr && ::chdir(c.cwd) != 0) child_fail(status_fd, Process::Stage::kChdir);
+  if (spec.lookup_in_our_path || std::strchr(c.argv[0], '/') != nullptr) {
+    ::execvpe(c.argv[0], c.argv, c.env);  // searches our PATH (none with a '/')
+  } else {
+    environ = c.env;  // execvp searches the child's own PATH (spawn() forked)
+    ::execvp(c.argv[0], c.argv);
+  }
+  child_fail(status_fd, Process::Stage::kExec);
+}
+
 }  // namespace
 
 unsigned long raise_descriptor_limit() {
@@ -94,53 +162,27 @@ Process Process::spawn(const ProcessSpec& spec) {
   const char* cwd = spec.cwd ? spec.cwd->c_str() : nullptr;
   const pid_t parent = ::getpid();
 
-  const pid_t pid = ::fork();
+  // vfork where the child writes nothing of the parent's (it runs on the parent's memory until
+  // it execs): no copy of the page tables, and no copy-on-write faults in the parent afterwards,
+  // which cost milliseconds per child in a launcher holding a big host list (issue 51 finding
+  // 5: a discovery script runs every few seconds). A bare name looked up in env's PATH sets
+  // `environ` in the child: fork. Signals stay blocked across it, so that no handler of ours runs
+  // in the child before run_child() has put them back to their defaults.
+  const ChildSetup setup{&spec,      c_argv.data(), c_env.data(), cwd,           parent,
+                         in_r.get(), out_w.get(),   err_w.get(),  status_w.get()};
+  const bool share_memory =
+      spec.lookup_in_our_path || spec.argv.front().find('/') != std::string::npos;
+  sigset_t all, saved;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &saved);
+  const pid_t pid = share_memory ? ::vfork() : ::fork();
+  if (pid == 0) run_child(setup);
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   if (pid < 0) {
     p.stage_ = Stage::kFork;
-    p.errno_ = errno;
+    p.errno_ = fork_errno;
     return p;
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    if (spec.parent_death_signal != 0) {
-      ::prctl(PR_SET_PDEATHSIG, spec.parent_death_signal);
-      if (::getppid() != parent) child_fail(status_w.get(), Stage::kParentGone);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigaction(SIGPIPE, &dfl, nullptr);
-    ::sigaction(SIGINT, &dfl, nullptr);
-    if (g_child_nofile.rlim_cur != 0) ::setrlimit(RLIMIT_NOFILE, &g_child_nofile);
-    if (in_r.valid()) {
-      ::dup2(in_r.get(), STDIN_FILENO);
-    } else {
-      const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);  // dup2's copy is not close-on-exec
-    }
-    ::dup2(out_w.get(), STDOUT_FILENO);
-    ::dup2(err_w.get(), STDERR_FILENO);
-    int status_fd = status_w.get();
-    if (spec.pass_fd) {
-      const auto [from, to] = *spec.pass_fd;
-      // The exec-status pipe must survive dup2 onto `to`: move it out of the way first.
-      if (status_fd == to) status_fd = ::fcntl(status_fd, F_DUPFD_CLOEXEC, to + 1);
-      if (from == to) {
-        ::fcntl(to, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
-      } else {
-        ::dup2(from, to);  // the copy is not close-on-exec
-      }
-    }
-    if (cwd != nullptr && ::chdir(cwd) != 0) child_fail(status_fd, Stage::kChdir);
-    if (spec.lookup_in_our_path) {
-      ::execvpe(c_argv[0], c_argv.data(), c_env.data());  // searches our PATH
-    } else {
-      environ = c_env.data();  // execvp searches the child's own PATH
-      ::execvp(c_argv[0], c_argv.data());
-    }
-    child_fail(status_fd, Stage::kExec);
   }
   ::setpgid(pid, pid);  // from the parent too, so a signal to the group right away cannot miss
   status_w.reset();

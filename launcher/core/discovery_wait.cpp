@@ -31,8 +31,9 @@ HostsSource wait_for_discovered_hosts(const ElasticOptions& elastic, int needed,
   };
   bool said = false;
   for (;;) {
-    std::vector<HostSpec> hosts =
+    DiscoveryListing listing =
         DiscoveryRunner::run_once(script, elastic.slots(), kDiscoveryTimeout);
+    std::vector<HostSpec>& hosts = listing.hosts;
     int slots = 0;
     for (const HostSpec& h : hosts) slots += h.slots;
     if (slots >= needed && !hosts.empty()) {
@@ -40,7 +41,10 @@ HostsSource wait_for_discovered_hosts(const ElasticOptions& elastic, int needed,
       return {"discovery",
               fmt::format("the host discovery script {}: {} host{}, {} slot{}", script,
                           hosts.size(), hosts.size() == 1 ? "" : "s", slots, slots == 1 ? "" : "s"),
-              std::move(hosts), std::nullopt, std::nullopt};
+              std::move(hosts),
+              std::nullopt,
+              std::nullopt,
+              std::move(listing.output)};
     }
     if (Clock::now() + interval > deadline) {
       clear_line();

@@ -98,6 +98,10 @@ void NativeJob::start_elastic() {
   generations_.push_back(std::move(first));
   if (o.discovery_script) {
     discovery_.emplace(*o.discovery_script, o.slots(), kDiscoveryTimeout);
+    // The list the job starts from: the same output again is no change, not a second parse.
+    if (!plan_.hosts_origin.discovery_output.empty()) {
+      discovery_->assume_output(plan_.hosts_origin.discovery_output);
+    }
     next_discovery_ = now + o.discovery_interval();
   }
   // A terminal on stderr (and no --json): the job's state as one line at its bottom.

@@ -27,6 +27,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/fd_io.h"
+#include "common/pending_eviction.h"
 #include "common/port_range.h"
 #include "common/spare_fd.h"
 #include "common/tcp_listen.h"
@@ -141,17 +142,12 @@ bool has_whole_hello(const Pending& p) {
   }
 }
 
-// Makes room for one more pending connection. Under a flood of connections that say nothing the
-// oldest pending one may be an agent whose hello came but was not read yet (accepts come in
-// batches): the oldest without a whole hello goes first; only when every one has one, the
-// oldest (those are answered at the next turn anyway, and a wrong proof closes the connection).
+// Makes room for one more pending connection (common/pending_eviction.h): the oldest without a
+// whole hello goes first; only when every one has one, the oldest (those are answered at the
+// next turn anyway, and a wrong proof closes the connection).
 void evict_one(std::deque<Pending>& pending) {
-  const auto victim = std::find_if(pending.begin(), pending.end(),
-                                   [](const Pending& p) { return !has_whole_hello(p); });
-  pending.erase(victim != pending.end() ? victim : pending.begin());
+  pending.erase(eviction_victim(pending.begin(), pending.end(), has_whole_hello));
 }
-
-constexpr std::size_t kMaxPending = 1024;
 
 // Accepts every connection waiting on `listener` into `pending`. Out of descriptors, a pending
 // stranger makes room, else the waiting connection is dropped on the spare descriptor: never a
@@ -169,7 +165,7 @@ void accept_pending(int listener, std::deque<Pending>& pending, SpareDescriptor&
       if (!spare.drop_pending(listener)) return;
       continue;
     }
-    if (pending.size() >= kMaxPending) evict_one(pending);
+    if (pending.size() >= kSrunMaxPending) evict_one(pending);
     pending.push_back({std::move(conn), {}, std::nullopt, {}, Clock::now() + kHandshakeTime});
   }
 }

@@ -14,6 +14,7 @@
 // (`scontrol`), not a name lookup, since node names need not resolve where the launcher runs.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ std::vector<std::string> srun_agent_argv(const Plan& plan, const LaunchOptions& 
 // starts in a fraction of hvdrun's time: agent/agent_main.cpp), else hvdrun itself. Like hvdrun,
 // it must be at the same path on every node.
 std::string srun_agent_program(const std::string& hvdrun_path);
+
+// Connections to the agents' listener still in their handshake, at most: a flood of strangers
+// makes room by eviction (common/pending_eviction.h), the oldest without a whole hello first.
+inline constexpr std::size_t kSrunMaxPending = 1024;
 
 // Starts the step and waits (at most --start-timeout) until every node's agent has connected.
 // Throws RemoteError when srun fails or ends first (with what it said), TimeoutError naming the

@@ -205,8 +205,8 @@ std::optional<DiscoveryRunner::Outcome> DiscoveryRunner::finish(Clock::time_poin
   }
 }
 
-std::vector<HostSpec> DiscoveryRunner::run_once(const std::string& path, int default_slots,
-                                                std::chrono::milliseconds timeout) {
+DiscoveryListing DiscoveryRunner::run_once(const std::string& path, int default_slots,
+                                           std::chrono::milliseconds timeout) {
   DiscoveryRunner runner(path, default_slots, timeout);
   runner.start(Clock::now());
   for (;;) {
@@ -216,7 +216,7 @@ std::vector<HostSpec> DiscoveryRunner::run_once(const std::string& path, int def
                     "run the script by hand: it must exit 0 and print host[:slots] lines",
                     ErrorKind::kUsage);
       }
-      return *outcome->hosts;
+      return {std::move(*outcome->hosts), std::move(runner.last_good_out_)};
     }
     std::vector<pollfd> fds{{runner.out_fd(), POLLIN, 0}, {runner.err_fd(), POLLIN, 0}};
     const bool open = fds[0].fd >= 0 || fds[1].fd >= 0;

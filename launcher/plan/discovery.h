@@ -33,6 +33,12 @@ inline constexpr std::chrono::milliseconds kDiscoveryTimeout{10000};
 // kMaxDiscoveryHosts hosts. Empty output is no hosts (not an error).
 std::vector<HostSpec> parse_discovery_output(std::string_view text, int default_slots);
 
+// What one run of the script listed, and the bytes it printed.
+struct DiscoveryListing {
+  std::vector<HostSpec> hosts;
+  std::string output;
+};
+
 // One run of the script at a time, polled by the launcher's loop: start() it, add out_fd() to
 // poll, call on_readable() when it is readable and finish() once it has exited or its time is up.
 class DiscoveryRunner {
@@ -50,6 +56,14 @@ class DiscoveryRunner {
   DiscoveryRunner(std::string path, int default_slots, std::chrono::milliseconds timeout)
       : path_(std::move(path)), default_slots_(default_slots), timeout_(timeout) {}
 
+  // The launch's own run (run_once()) printed `output`, which parsed: a run that prints the same
+  // is `unchanged`. The job starts from that list; parsing it again would be a second pass over
+  // what may be thousands of hosts.
+  void assume_output(std::string output) {
+    last_good_out_ = std::move(output);
+    have_good_out_ = true;
+  }
+
   bool running() const { return process_.has_value(); }
   void start(Clock::time_point now);
   // Descriptors to poll while it runs (-1 for the ones that are closed).
@@ -65,8 +79,8 @@ class DiscoveryRunner {
   std::optional<Outcome> finish(Clock::time_point now);
 
   // Runs the script once, blocking, for the launch's first host list. Throws Error.
-  static std::vector<HostSpec> run_once(const std::string& path, int default_slots,
-                                        std::chrono::milliseconds timeout);
+  static DiscoveryListing run_once(const std::string& path, int default_slots,
+                                   std::chrono::milliseconds timeout);
 
  private:
   void take_what_is_left();

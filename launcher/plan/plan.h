@@ -32,6 +32,9 @@ bool is_local_host(std::string_view host, const LocalIdentity& self);
 struct HostsOrigin {
   std::string kind = "localhost";  // "host_list", "hostfile", "slurm", "pbs", "lsf", ...
   std::string description = "localhost";
+  // "discovery": what the script printed for this list (the job's discovery runs compare theirs
+  // with it: launcher/plan/discovery.h). Not shown.
+  std::string discovery_output{};
 };
 
 struct PlanRequest {

@@ -25,6 +25,7 @@ struct HostsSource {
   std::vector<HostSpec> hosts;           // empty for "localhost" (the plan's default host)
   std::optional<int> default_np;         // the scheduler's task count (SLURM_NTASKS)
   std::optional<std::string> slurm_job;  // SLURM_JOB_ID, when the hosts are Slurm's
+  std::string discovery_output{};        // "discovery": what the script printed
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,6 +86,32 @@ TEST_CASE("host discovery: a run that prints what the last good one did is uncha
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("host discovery: the launch's own list is not parsed again by the job", "[elastic]") {
+  // Issue 51, finding 5: the launch ran the script (run_once) and parsed 4096 hosts; the job's
+  // first run printed the same and parsed them all again.
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("hvd-discovery-seed-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string script = (dir / "discover.sh").string();
+  std::ofstream(script) << "#!/bin/sh\necho a:2\necho b\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  const hvd::launcher::DiscoveryListing launch =
+      hvd::launcher::DiscoveryRunner::run_once(script, 1, 2s);
+  CHECK(launch.output == "a:2\nb\n");
+  REQUIRE(launch.hosts.size() == 2);
+  hvd::launcher::DiscoveryRunner runner(script, 1, 10s);
+  runner.assume_output(launch.output);
+  runner.start(Clock::now());
+  std::optional<hvd::launcher::DiscoveryRunner::Outcome> outcome;
+  while (!(outcome = runner.finish(Clock::now()))) {
+    runner.on_readable();
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(outcome->unchanged);
+  CHECK_FALSE(outcome->hosts.has_value());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("host discovery: a background process left holding the script's stdout is not waited for",
           "[elastic]") {
   // Issue 51, finding 7: a valid list, then "ran longer than 10 s" (exit 64 before the launch),
@@ -96,7 +123,7 @@ TEST_CASE("host discovery: a background process left holding the script's stdout
   std::ofstream(script) << "#!/bin/sh\necho a:2\necho b\nsleep 5 &\n";
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   const auto start = Clock::now();
-  const auto hosts = hvd::launcher::DiscoveryRunner::run_once(script, 1, 2s);
+  const auto hosts = hvd::launcher::DiscoveryRunner::run_once(script, 1, 2s).hosts;
   CHECK(Clock::now() - start < 1500ms);
   REQUIRE(hosts.size() == 2);
   CHECK(hosts[0].host == "a");
