@@ -24,6 +24,7 @@
 #include "allreduce/api/status_error.h"
 #include "common/bytes.h"  // same_secret
 #include "common/fd_io.h"  // read_some
+#include "common/pending_eviction.h"
 #include "common/port_range.h"
 #include "common/spare_fd.h"
 #include "common/tcp_listen.h"
@@ -255,17 +256,15 @@ void ControlPlane::accept_ranks(int listener, const std::string& token, int size
     std::erase_if(pending, [](const Pending& p) { return p.until == Clock::time_point{}; });
     if (fds[0].revents == 0) continue;
     // Room for one more: the oldest connection without a whole hello (received, or waiting to be
-    // read) goes first, so that a flood of silent connections cannot push out a rank whose hello
-    // came in the same batch of accepts; only when all have one, the oldest. Only the hello's
-    // length counts, never its bytes: a choice by how much of the token a connection got right
-    // would tell a stranger the token a character at a time.
+    // read) goes first, as at the srun listener (common/pending_eviction.h): a flood of silent
+    // connections cannot push out a rank whose hello came in the same batch of accepts. Only the
+    // hello's length counts, never its bytes.
     const auto evict_one = [&] {
-      const auto stranger = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) {
+      pending.erase(eviction_victim(pending.begin(), pending.end(), [](const Pending& p) {
         char buf[kHelloBytes];
         const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-        return p.hello.size() + static_cast<std::size_t>(std::max<ssize_t>(n, 0)) < kHelloBytes;
-      });
-      pending.erase(stranger != pending.end() ? stranger : pending.begin());
+        return p.hello.size() + static_cast<std::size_t>(std::max<ssize_t>(n, 0)) >= kHelloBytes;
+      }));
     };
     while (true) {
       UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
