@@ -1,4 +1,5 @@
-// Issue 51, finding 5: what a host discovery lists must cost by change, not by turn of the
+// Host discovery (launcher/plan/discovery.h): what the script's output may say, how its runs are
+// told apart, and (issue 51, finding 5) what a list must cost: by change, not by turn of the
 // launcher's loop. A list of 4096 hosts x 1024 slots (inside the parser's bounds) held hvdrun at
 // 320 MB and a full core: next_deadline(), asked every turn, built a key for every listed slot.
 #include <unistd.h>
@@ -13,14 +14,39 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/plan/discovery.h"
 
+using Catch::Matchers::Contains;
 using hvd::launcher::ElasticDriver;
 using hvd::launcher::ElasticPolicy;
+using hvd::launcher::parse_discovery_output;
 using hvd::launcher::PoolHost;
 using Clock = ElasticDriver::Clock;
 using namespace std::chrono_literals;
+
+namespace {
+
+// A discovery script of the test's own: `body` (after "#!/bin/sh\n") in a folder of its own, which
+// goes with the object.
+struct Script {
+  std::filesystem::path dir;
+  std::string path;
+  Script(const std::string& name, const std::string& body)
+      : dir(std::filesystem::temp_directory_path() /
+            ("hvd-discovery-" + name + "-" + std::to_string(::getpid()))),
+        path((dir / "discover.sh").string()) {
+    std::filesystem::create_directories(dir);
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+  ~Script() { std::filesystem::remove_all(dir); }
+  Script(const Script&) = delete;
+  Script& operator=(const Script&) = delete;
+};
+
+}  // namespace
 
 TEST_CASE("elastic driver: 4096 listed hosts of 1024 slots cost nothing per turn", "[elastic]") {
   const auto t0 = Clock::now();
@@ -55,16 +81,58 @@ TEST_CASE("elastic driver: 4096 listed hosts of 1024 slots cost nothing per turn
   CHECK(d.blacklist(t0).size() == 1);
 }
 
+TEST_CASE("discovery output: host[:slots] lines, comments, blanks, IPv6, users", "[elastic]") {
+  const auto hosts = parse_discovery_output(
+      "# from the scheduler\n\n10.0.0.1:4\n  10.0.0.2  \r\nalice@h3:1\n[fe80::1]:2\n[::1]\n", 8);
+  REQUIRE(hosts.size() == 5);
+  CHECK(hosts[0].host == "10.0.0.1");
+  CHECK(hosts[0].slots == 4);
+  CHECK(hosts[1].host == "10.0.0.2");
+  CHECK(hosts[1].slots == 8);  // no :slots: --slots-per-host
+  CHECK(hosts[2].user == std::optional<std::string>("alice"));
+  CHECK(hosts[2].slots == 1);
+  CHECK(hosts[3].host == "fe80::1");
+  CHECK(hosts[3].slots == 2);
+  CHECK(hosts[4].host == "::1");
+  CHECK(hosts[4].slots == 8);
+  CHECK(hosts[4].origin == "discovery line 7");
+  CHECK(parse_discovery_output("", 1).empty());  // no hosts now: not an error
+  CHECK(parse_discovery_output("# nothing\n\n", 1).empty());
+  // horovodrun takes the set of lines: the same line twice is one host.
+  const auto twice = parse_discovery_output("a:2\nb:1\na:2\n", 1);
+  REQUIRE(twice.size() == 2);
+  CHECK(twice[0].host == "a");
+  CHECK(twice[0].slots == 2);
+  CHECK(twice[1].host == "b");
+}
+
+TEST_CASE("discovery output: every refusal names its line", "[elastic]") {
+  const auto refused = [](const std::string& text, const std::string& words) {
+    INFO(text);
+    try {
+      parse_discovery_output(text, 1);
+      FAIL("accepted");
+    } catch (const hvd::Error& e) {
+      CHECK_THAT(std::string(e.what()), Contains(words));
+    }
+  };
+  refused("a:2\nb:x\n", "line 2");
+  refused("a:2\na:3\n", "line 2: a is listed twice, with other slots");
+  refused("a:0\n", "line 1");
+  refused("a b:2\n", "line 1");
+  refused("fe80::1:2\n", "an IPv6 address needs brackets");
+  refused(std::string("a:2\nb\0c\n", 8), "line 2: a NUL byte");
+  refused("a:2\n" + std::string(2000, 'x') + "\n", "line 2: 2000 bytes (at most 1024)");
+  std::string many;
+  for (int i = 0; i <= 4096; ++i) many += "h" + std::to_string(i) + "\n";
+  refused(many, "more than 4096 hosts");
+}
+
 TEST_CASE("host discovery: a run that prints what the last good one did is unchanged",
           "[elastic]") {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("hvd-discovery-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string script = (dir / "discover.sh").string();
-  const std::string list = (dir / "list").string();
-  std::ofstream(script) << "#!/bin/sh\ncat '" << list << "'\n";
-  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
-  hvd::launcher::DiscoveryRunner runner(script, 1, 10s);
+  const Script script("cat", "cat \"$(dirname \"$0\")/list\"\n");
+  const std::string list = (script.dir / "list").string();
+  hvd::launcher::DiscoveryRunner runner(script.path, 1, 10s);
   auto run = [&](const std::string& text) {
     std::ofstream(list) << text;
     runner.start(Clock::now());
@@ -83,23 +151,17 @@ TEST_CASE("host discovery: a run that prints what the last good one did is uncha
   CHECK_FALSE(run("a:2\nb\nc\n").unchanged);
   CHECK_FALSE(run("a:2\nb:x\n").hosts.has_value());  // a bad list is not remembered
   CHECK(run("a:2\nb\nc\n").unchanged);               // the last good one is
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("host discovery: the launch's own list is not parsed again by the job", "[elastic]") {
   // Issue 51, finding 5: the launch ran the script (run_once) and parsed 4096 hosts; the job's
   // first run printed the same and parsed them all again.
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("hvd-discovery-seed-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string script = (dir / "discover.sh").string();
-  std::ofstream(script) << "#!/bin/sh\necho a:2\necho b\n";
-  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  const Script script("seed", "echo a:2\necho b\n");
   const hvd::launcher::DiscoveryListing launch =
-      hvd::launcher::DiscoveryRunner::run_once(script, 1, 2s);
+      hvd::launcher::DiscoveryRunner::run_once(script.path, 1, 2s);
   CHECK(launch.output == "a:2\nb\n");
   REQUIRE(launch.hosts.size() == 2);
-  hvd::launcher::DiscoveryRunner runner(script, 1, 10s);
+  hvd::launcher::DiscoveryRunner runner(script.path, 1, 10s);
   runner.assume_output(launch.output);
   runner.start(Clock::now());
   std::optional<hvd::launcher::DiscoveryRunner::Outcome> outcome;
@@ -109,27 +171,20 @@ TEST_CASE("host discovery: the launch's own list is not parsed again by the job"
   }
   CHECK(outcome->unchanged);
   CHECK_FALSE(outcome->hosts.has_value());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("host discovery: a background process left holding the script's stdout is not waited for",
           "[elastic]") {
   // Issue 51, finding 7: a valid list, then "ran longer than 10 s" (exit 64 before the launch),
   // because the run waited for the pipe's EOF, which the background process held off.
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("hvd-discovery-bg-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string script = (dir / "discover.sh").string();
-  std::ofstream(script) << "#!/bin/sh\necho a:2\necho b\nsleep 5 &\n";
-  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  const Script script("bg", "echo a:2\necho b\nsleep 5 &\n");
   const auto start = Clock::now();
-  const auto hosts = hvd::launcher::DiscoveryRunner::run_once(script, 1, 2s).hosts;
+  const auto hosts = hvd::launcher::DiscoveryRunner::run_once(script.path, 1, 2s).hosts;
   CHECK(Clock::now() - start < 1500ms);
   REQUIRE(hosts.size() == 2);
   CHECK(hosts[0].host == "a");
   CHECK(hosts[0].slots == 2);
   CHECK(hosts[1].host == "b");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("elastic driver: hosts that come and go are forgotten after a while", "[elastic]") {

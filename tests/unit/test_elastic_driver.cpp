@@ -1,7 +1,8 @@
 // Elastic training's driver (launcher/elastic/elastic_driver.h): generations as workers fail,
-// join and finish, slots' cooldowns, --min-np/--max-np/--reset-limit, and the discovery script's
-// output it reads (launcher/plan/discovery.h). Pure: no process, no clock but the tests' own.
-// The world document and the slots a generation takes are test_elastic_world.cpp's.
+// join and finish, slots' cooldowns, --min-np/--max-np/--reset-limit, hosts discovered. Pure: no
+// process, no clock but the tests' own. The world document and the slots a generation takes are
+// test_elastic_world.cpp's; the discovery script's output and runs,
+// test_elastic_discovery_cost.cpp's.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -10,7 +11,6 @@
 #include "contract/elastic.h"
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/elastic/elastic_world.h"
-#include "launcher/plan/discovery.h"
 
 using Catch::Matchers::Contains;
 using hvd::contract::decode_world;
@@ -398,57 +398,6 @@ TEST_CASE("elastic driver: --reset-limit stops growth without failing the job", 
   CHECK(find_action<act::Fail>(grow) == nullptr);
   CHECK(has_log(grow, "--reset-limit 0 reached"));
   CHECK_FALSE(d.done());
-}
-
-// --- host discovery -------------------------------------------------------------------------
-
-using hvd::launcher::parse_discovery_output;
-
-TEST_CASE("discovery output: host[:slots] lines, comments, blanks, IPv6, users", "[elastic]") {
-  const auto hosts = parse_discovery_output(
-      "# from the scheduler\n\n10.0.0.1:4\n  10.0.0.2  \r\nalice@h3:1\n[fe80::1]:2\n[::1]\n", 8);
-  REQUIRE(hosts.size() == 5);
-  CHECK(hosts[0].host == "10.0.0.1");
-  CHECK(hosts[0].slots == 4);
-  CHECK(hosts[1].host == "10.0.0.2");
-  CHECK(hosts[1].slots == 8);  // no :slots: --slots-per-host
-  CHECK(hosts[2].user == std::optional<std::string>("alice"));
-  CHECK(hosts[2].slots == 1);
-  CHECK(hosts[3].host == "fe80::1");
-  CHECK(hosts[3].slots == 2);
-  CHECK(hosts[4].host == "::1");
-  CHECK(hosts[4].slots == 8);
-  CHECK(hosts[4].origin == "discovery line 7");
-  CHECK(parse_discovery_output("", 1).empty());  // no hosts now: not an error
-  CHECK(parse_discovery_output("# nothing\n\n", 1).empty());
-  // horovodrun takes the set of lines: the same line twice is one host.
-  const auto twice = parse_discovery_output("a:2\nb:1\na:2\n", 1);
-  REQUIRE(twice.size() == 2);
-  CHECK(twice[0].host == "a");
-  CHECK(twice[0].slots == 2);
-  CHECK(twice[1].host == "b");
-}
-
-TEST_CASE("discovery output: every refusal names its line", "[elastic]") {
-  const auto refused = [](const std::string& text, const std::string& words) {
-    INFO(text);
-    try {
-      parse_discovery_output(text, 1);
-      FAIL("accepted");
-    } catch (const hvd::Error& e) {
-      CHECK_THAT(std::string(e.what()), Contains(words));
-    }
-  };
-  refused("a:2\nb:x\n", "line 2");
-  refused("a:2\na:3\n", "line 2: a is listed twice, with other slots");
-  refused("a:0\n", "line 1");
-  refused("a b:2\n", "line 1");
-  refused("fe80::1:2\n", "an IPv6 address needs brackets");
-  refused(std::string("a:2\nb\0c\n", 8), "line 2: a NUL byte");
-  refused("a:2\n" + std::string(2000, 'x') + "\n", "line 2: 2000 bytes (at most 1024)");
-  std::string many;
-  for (int i = 0; i <= 4096; ++i) many += "h" + std::to_string(i) + "\n";
-  refused(many, "more than 4096 hosts");
 }
 
 TEST_CASE("elastic driver: a discovered host gets an agent, then its slots", "[elastic]") {
