@@ -113,7 +113,8 @@ int run_connecting_agent() {
     if (reply.size() < kSealReplyBytes) {
       std::fprintf(stderr,
                    "hvdrun agent on %s: the launcher at %s port %s closed or went silent during "
-                   "the sealed link's exchange\n",
+                   "the sealed link's exchange (a launcher of another hvdrun version does: the "
+                   "launcher and every node must run one version)\n",
                    node.c_str(), addresses.c_str(), port.c_str());
       return 2;
     }

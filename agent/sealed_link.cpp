@@ -336,6 +336,25 @@ std::optional<SealHello> parse_seal_hello(std::string_view bytes) {
                    std::string(bytes.substr(size - kSealKeyBytes, kSealKeyBytes)), size};
 }
 
+std::optional<std::string> other_agent_version(std::string_view first_bytes) {
+  if (first_bytes.starts_with("HVDAGENT")) {
+    return "an agent of an older hvdrun, from before the srun link was sealed (its first bytes: "
+           "HVDAGENT)";
+  }
+  const std::string_view family = kSealMagic.substr(0, kSealMagic.size() - 1);  // "HVDSEAL"
+  if (first_bytes.size() > family.size() && first_bytes.starts_with(family) &&
+      first_bytes.substr(0, kSealMagic.size()) != kSealMagic) {
+    const char v = first_bytes[family.size()];
+    if (v >= '0' && v <= '9') {
+      return fmt::format(
+          "an agent of another hvdrun version (it speaks sealed link version {}, "
+          "this hvdrun version {})",
+          v, kSealMagic.back());
+    }
+  }
+  return std::nullopt;
+}
+
 struct AgentHandshake::KeyPair {
   Pkey key;
 };

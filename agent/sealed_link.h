@@ -129,6 +129,13 @@ struct SealHello {
 // SealError on a wrong magic or a zero-length node name (not an agent of this hvdrun).
 std::optional<SealHello> parse_seal_hello(std::string_view bytes);
 
+// What a connection's first bytes say when they are not this version's hello but another
+// hvdrun's agent: one from before the link was sealed (its clear preamble, "HVDAGENT"), or one
+// that speaks another version of the sealed link ("HVDSEAL" and a digit other than 1). In words,
+// for the launcher's error ("an agent of an older hvdrun, ..."); nullopt when they are neither
+// (a stranger), or too few bytes to tell.
+std::optional<std::string> other_agent_version(std::string_view first_bytes);
+
 // One side of the exchange. Both make a fresh X25519 key pair at construction.
 class AgentHandshake {
  public:

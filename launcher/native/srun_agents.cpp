@@ -95,22 +95,28 @@ std::vector<std::string> node_names(const Plan& plan) {
   return out;
 }
 
-// What srun said so far, kept short for the error message.
+// What srun said so far, kept short for the error message: the first agent's line of its own
+// (why it gave up) and the last five others.
 struct SrunText {
   std::string partial;
   std::deque<std::string> tail;
+  std::string first_agent_line;  // an agent's own words: the cause, where srun's are the effects
   void feed(std::string_view bytes) {
     partial.append(bytes);
     for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
       const std::string line = partial.substr(0, nl);
       partial.erase(0, nl + 1);
       spdlog::warn("{}{}", line.starts_with("srun:") ? "" : "srun: ", line);
+      if (first_agent_line.empty() && line.starts_with("hvdrun agent")) {
+        first_agent_line = line;
+        continue;
+      }
       tail.push_back(line);
       if (tail.size() > 5) tail.pop_front();
     }
   }
   std::string said() const {
-    std::string out;
+    std::string out = first_agent_line;
     for (const std::string& l : tail) out += (out.empty() ? "" : " / ") + l;
     return out.empty() ? partial : out;
   }
@@ -170,11 +176,22 @@ void accept_pending(int listener, std::deque<Pending>& pending, SpareDescriptor&
   }
 }
 
+// The first connection refused as an agent, in words for the launch's error.
+struct Refused {
+  enum Why { kOtherVersion, kWrongProof };
+  std::string what;  // empty: none
+  Why why = kOtherVersion;
+};
+
 // Takes the exchange one step further with what the connection sent: answers a whole hello,
 // checks a whole proof. Reads no byte past the proof (the agent's sealed records follow at once).
-// The host index it proved; -1 to drop the connection, -2 to wait for more.
+// The host index it proved; -1 to drop the connection, -2 to wait for more. A connection that
+// claimed to be an agent and was refused (another hvdrun version's agent, a wrong proof) is
+// dropped, and the first such is kept in `refused`, for the error when the step then ends (that
+// agent gives up) or the start-up times out: a refused connection cannot end the launch by
+// itself, as a stranger could make one.
 int take_handshake(Pending& p, const std::string& token, const Plan& plan,
-                   const std::vector<bool>& have) {
+                   const std::vector<bool>& have, Refused& refused) {
   for (;;) {
     const std::size_t room = (p.reply ? agent::kSealKeyBytes : agent::kMaxSealHello) - p.in.size();
     char buf[agent::kMaxSealHello];
@@ -191,10 +208,9 @@ int take_handshake(Pending& p, const std::string& token, const Plan& plan,
         if (hello->size != p.in.size()) return -1;
         p.reply.emplace(token, p.in);
       } catch (const agent::SealError&) {
-        if (p.in.starts_with("HVDAGENT")) {  // before the link was sealed: the token in clear
-          spdlog::warn(
-              "an agent of an older hvdrun connected (its first line: HVDAGENT...): every node "
-              "must run this hvdrun's agent (hvdrun-agent beside hvdrun, at the same path)");
+        if (const auto other = agent::other_agent_version(p.in); other && refused.what.empty()) {
+          spdlog::warn("{} connected: every node must run this hvdrun's agent", *other);
+          refused = {*other + " connected, refused", Refused::kOtherVersion};
         }
         return -1;  // not an agent of this hvdrun
       }
@@ -214,6 +230,12 @@ int take_handshake(Pending& p, const std::string& token, const Plan& plan,
           "a connection to the srun agents' listener, as the agent on {}, did not prove the "
           "launch's secret: dropped (a stranger, or someone between the node and hvdrun)",
           p.node);
+      if (refused.what.empty()) {
+        refused = {fmt::format("a connection as the agent on {} did not prove the launch's secret, "
+                               "refused",
+                               p.node),
+                   Refused::kWrongProof};
+      }
       return -1;
     }
     for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
@@ -319,6 +341,23 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
   const auto deadline = Clock::now() + options.start_timeout;
   std::vector<bool> have(plan.hosts.size(), false);
   SpareDescriptor spare;
+  Refused refused;
+  // When agents did not connect: a connection refused as one, if any, is said first, and the
+  // hint is then about it.
+  const auto other_said = [&] { return refused.what.empty() ? "" : "; " + refused.what; };
+  const auto agent_hint = [&](const std::string& usual) {
+    if (refused.what.empty()) return usual;
+    if (refused.why == Refused::kWrongProof) {
+      return std::string(
+          "a node's agent and hvdrun did not agree on the launch's secret: someone between "
+          "them changed the exchange, or a stranger raced the agent; check the network path "
+          "between the nodes and this machine");
+    }
+    return fmt::format(
+        "install this hvdrun on every node, with {} beside hvdrun at the same "
+        "path as here",
+        spec.argv[spec.argv.size() - 2]);
+  };
   while (connected < plan.hosts.size()) {
     const auto now = Clock::now();
     if (now >= deadline) {
@@ -328,23 +367,25 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
       }
       throw TimeoutError(
           fmt::format("start-up timed out after {:.0f} s in the agent handshake (srun); no agent "
-                      "connected from: {}{}",
+                      "connected from: {}{}{}",
                       std::chrono::duration<double>(options.start_timeout).count(),
-                      fmt::join(late, ", "),
+                      fmt::join(late, ", "), other_said(),
                       srun_text.said().empty() ? "" : "; srun said: " + srun_text.said()),
-          "the step may wait for resources (squeue -s shows it), or the nodes cannot reach this "
-          "machine: raise --start-timeout, or check the network between them");
+          agent_hint("the step may wait for resources (squeue -s shows it), or the nodes cannot "
+                     "reach this machine: raise --start-timeout, or check the network between "
+                     "them"));
     }
     if (out.srun.try_reap()) {
       throw RemoteError(
-          fmt::format("srun ended ({}) before every node's agent connected{}",
+          fmt::format("srun ended ({}) before every node's agent connected{}{}",
                       out.srun.status()->signaled
                           ? fmt::format("killed by signal {}", out.srun.status()->value)
                           : fmt::format("exit {}", out.srun.status()->value),
+                      other_said(),
                       srun_text.said().empty() ? "" : "; srun said: " + srun_text.said()),
-          fmt::format("run hvdrun inside the allocation (salloc, sbatch), check that every node "
-                      "has {} at the same path, or use --launcher ssh",
-                      spec.argv[spec.argv.size() - 2]));
+          agent_hint(fmt::format("run hvdrun inside the allocation (salloc, sbatch), check that "
+                                 "every node has {} at the same path, or use --launcher ssh",
+                                 spec.argv[spec.argv.size() - 2])));
     }
     std::erase_if(pending, [&](const Pending& p) { return p.until <= now; });
     std::vector<pollfd> fds{{listener.get(), POLLIN, 0}, {out.srun.err().get(), POLLIN, 0}};
@@ -360,7 +401,7 @@ SrunAgents start_srun_agents(const Plan& plan, const LaunchOptions& options) {
     for (std::size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       Pending& p = pending[i - 2];
-      const int h = take_handshake(p, token, plan, have);
+      const int h = take_handshake(p, token, plan, have, refused);
       if (h == -2) continue;
       if (h >= 0 && !have[static_cast<std::size_t>(h)]) {
         const std::size_t host = static_cast<std::size_t>(h);

@@ -10,7 +10,12 @@ byte it passes, both ways, to CAPTURE. MODE is "record" (pass everything as it i
 ciphertext of sealed record K), replay (record K sent twice) or reorder (record K held back and
 sent after record K+1). Records are counted from 1 after the exchange (agent/sealed_link.h):
 the agent's hello and proof one way, the launcher's reply the other. Each connection is tampered
-with on its own. It exits on SIGTERM, or after IDLE_S seconds without a connection open.
+with on its own. Actions on the exchange itself: flipx (one bit of its byte K, counted from 0),
+version (to_launcher: the hello's version digit made K), older (to_launcher: the hello replaced
+by an older agent's clear first line) and replayx (to_launcher: once a connection's exchange has
+passed, its bytes are sent again on a new connection of the relay's own, as an eavesdropper
+would try; logged "replayed exchange: launcher closed" when the launcher drops it). It exits on
+SIGTERM, or after IDLE_S seconds without a connection open.
 """
 import os
 import selectors
@@ -35,6 +40,8 @@ class Direction:
         self.buf = b""
         self.count = 0
         self.held = None
+        self.exchange = b""
+        self.on_exchange = lambda exchange: None  # replayx: given the exchange once it passed
 
     def exchange_size(self, data):
         if self.name == "to_agent":
@@ -59,13 +66,17 @@ class Direction:
             if size is None:
                 return out
             self.prefix = size
+            self.exchange = b""
         if self.prefix:
             take = min(self.prefix, len(self.buf))
-            out += self.buf[:take]
+            out += self.tamper_exchange(len(self.exchange), self.buf[:take])
+            self.exchange += self.buf[:take]
             self.buf = self.buf[take:]
             self.prefix -= take
             if self.prefix:
                 return out
+            if self.action[0] == "replayx":
+                threading.Thread(target=self.on_exchange, args=(self.exchange,)).start()
         while len(self.buf) >= 4:
             body = int.from_bytes(self.buf[:4], "big")
             if len(self.buf) < 4 + body:
@@ -74,6 +85,24 @@ class Direction:
             self.count += 1
             out += self.tamper(record)
         return out
+
+    def tamper_exchange(self, at, chunk):
+        """The exchange's bytes from offset `at`: changed as the action says."""
+        action, k = self.action
+        if action == "flipx" and at <= k < at + len(chunk):
+            sys.stderr.write(f"seal_relay: {self.name}: flipped a bit of exchange byte {k}\n")
+            i = k - at
+            return chunk[:i] + bytes([chunk[i] ^ 0x01]) + chunk[i + 1 :]
+        if action == "version" and at <= 7 < at + len(chunk):
+            sys.stderr.write(f"seal_relay: {self.name}: hello version made {k}\n")
+            i = 7 - at
+            return chunk[:i] + str(k).encode() + chunk[i + 1 :]
+        if action == "older" and at == 0:
+            sys.stderr.write(f"seal_relay: {self.name}: hello replaced by an older agent's\n")
+            return b"HVDAGENT1 0123456789abcdef n1\n"
+        if action == "older":
+            return b""
+        return chunk
 
     def tamper(self, record):
         action, k = self.action
@@ -116,6 +145,31 @@ def pump(src, dst, direction, capture, lock):
         pass
 
 
+def replay_exchange(upstream_port, exchange):
+    """An agent's recorded hello and proof, sent again on a connection of our own."""
+    hello, proof = exchange[:-PROOF], exchange[-PROOF:]
+    said = "launcher kept it open"
+    try:
+        with socket.create_connection(("127.0.0.1", upstream_port), timeout=5) as s:
+            s.sendall(hello)
+            reply = b""
+            while len(reply) < REPLY:
+                part = s.recv(REPLY - len(reply))
+                if not part:
+                    break
+                reply += part
+            s.sendall(proof)
+            if s.recv(4096) == b"":
+                said = "launcher closed"
+            else:
+                said = "launcher sent records"
+    except socket.timeout:
+        pass
+    except OSError:
+        said = "launcher closed"
+    sys.stderr.write(f"seal_relay: replayed exchange: {said}\n")
+
+
 def main():
     upstream_port, capture_path, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     tamper = None
@@ -144,9 +198,9 @@ def main():
         def way(name):  # records are counted (and logged) also where nothing is changed
             return (tamper[1], tamper[2]) if tamper and tamper[0] == name else ("none", 0)
 
-        t1 = threading.Thread(
-            target=pump, args=(agent, launcher, Direction("to_launcher", way("to_launcher")),
-                               capture, lock))
+        up = Direction("to_launcher", way("to_launcher"))
+        up.on_exchange = lambda exchange: replay_exchange(upstream_port, exchange)
+        t1 = threading.Thread(target=pump, args=(agent, launcher, up, capture, lock))
         t2 = threading.Thread(
             target=pump, args=(launcher, agent, Direction("to_agent", way("to_agent")),
                                capture, lock))

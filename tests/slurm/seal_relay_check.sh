@@ -5,7 +5,10 @@
 #     rendezvous token, not a value of `-x NAME=value` or `-x NAME`, not the argv, not the ranks'
 #     output; the job runs as without it;
 #  2. a relay that changes, replays or reorders a record gets the job refused, with an error that
-#     names what happened, within the time limit (no hang), without a crash, no rank left.
+#     names what happened, within the time limit (no hang), without a crash, no rank left;
+#  3. a relay that changes a byte of the exchange (a key, a proof), or an agent of another hvdrun
+#     version, gets the launch refused before anything of the job, at once, and named;
+#  4. an agent's exchange replayed on a new connection is dropped, and the job runs.
 #
 #   seal_relay_check.sh HVDRUN CLUSTER_DIR
 set -euo pipefail
@@ -123,4 +126,39 @@ grep -F "error:" "$work/err" | grep -qF "it is record 13, which was to come late
 tampered to_launcher:flip:12 "refused record 12 from the agent on" \
     "a bit flipped in a record from an agent"
 grep -F "error:" "$work/err" | grep -qF "changed on the way" || { show; fail "the flip named"; }
+# 3. The exchange itself tampered with, or spoken by another version's agent: the launch is
+#    refused before anything of the job is sent, at once (the step ends when its agents give up),
+#    exit 127 (a host could not start the job), and hvdrun's error says why.
+refused() {  # refused MODE TEXT WHAT
+    local mode=$1 text=$2 what=$3 rc
+    run "$mode" --log-level debug --start-timeout 20 true
+    rc=$(<"$work/rc")
+    [[ $rc == 127 ]] || { show; fail "$what: expected exit 127 (the agents could not start), got $rc"; }
+    grep "^hvdrun: error:" "$work/err" | grep -qF -- "$text" ||
+        { show; fail "$what: expected hvdrun's error to say '$text'"; }
+    ! grep -qF "phase: network check" "$work/err" || { show; fail "$what: the job went on"; }
+    echo "ok: $what: exit $rc; hvdrun said:"
+    grep "^hvdrun: error:" "$work/err" | head -1 | cut -c1-300 | sed 's/^/    /'
+}
+refused to_agent:flipx:40 "refused the launcher at 127.0.0.1 port" \
+    "a bit flipped in the launcher's proof"
+refused to_launcher:flipx:20 "refused the launcher at 127.0.0.1 port" \
+    "a bit flipped in an agent's public key (the launcher's proof then fails at the agent)"
+refused to_launcher:flipx:50 "did not prove the launch's secret, refused" \
+    "a bit flipped in an agent's proof"
+refused to_launcher:version:2 "it speaks sealed link version 2, this hvdrun version 1" \
+    "an agent of another sealed-link version"
+refused to_launcher:older:0 "an agent of an older hvdrun, from before the srun link was sealed" \
+    "an agent of an older hvdrun (the clear preamble)"
+
+# 4. An agent's recorded exchange sent again on a connection of the relay's own: the launcher
+#    answers with a fresh key, the old proof does not match it, the connection is dropped; the
+#    job itself runs.
+run to_launcher:replayx:0 --log-level debug true
+[[ $(<"$work/rc") == 0 ]] || { show; fail "the job beside a replayed exchange: exit $(<"$work/rc")"; }
+grep -qF "seal_relay: replayed exchange: launcher closed" "$work/relay/relay.log" ||
+    { show; fail "a replayed exchange was not closed by the launcher"; }
+! grep -qF "seal_relay: replayed exchange: launcher sent records" "$work/relay/relay.log" ||
+    { show; fail "the launcher sent records on a replayed exchange"; }
+echo "ok: a replayed exchange is dropped ($(grep -c 'launcher closed' "$work/relay/relay.log") of 3), the job runs"
 echo "elapsed: $(echo "$(date +%s.%N) - $start" | bc) s"

@@ -207,6 +207,26 @@ TEST_CASE("sealed link: hellos are parsed only when whole, and only ours", "[sea
   CHECK_THROWS_AS(AgentHandshake(kSecret, std::string(256, 'n')), SealError);
 }
 
+TEST_CASE("sealed link: an agent of another hvdrun version is told from a stranger", "[sealed]") {
+  using hvd::agent::other_agent_version;
+  // Before the link was sealed, an agent's first line was its token in clear.
+  const auto older = other_agent_version("HVDAGENT1 token n1\n");
+  REQUIRE(older.has_value());
+  CHECK_THAT(*older, Contains("an older hvdrun"));
+  const auto newer = other_agent_version("HVDSEAL2\x02n1");
+  REQUIRE(newer.has_value());
+  CHECK_THAT(*newer, Contains("sealed link version 2, this hvdrun version 1"));
+  // This version's hello, in part or whole, is not another version; nor is a stranger's text,
+  // or too few bytes to tell.
+  AgentHandshake a(kSecret, "n1");
+  CHECK_FALSE(other_agent_version(a.hello()).has_value());
+  CHECK_FALSE(other_agent_version("HVDSEAL1").has_value());
+  CHECK_FALSE(other_agent_version("HVDSEAL").has_value());
+  CHECK_FALSE(other_agent_version("HVDSEALX....").has_value());
+  CHECK_FALSE(other_agent_version("GET / HTTP/1.1\r\n").has_value());
+  CHECK_FALSE(other_agent_version("").has_value());
+}
+
 TEST_CASE("sealed link: records open in order, in any chunking, and hide their bytes", "[sealed]") {
   const Pair p = handshake();
   RecordSealer sealer(p.agent.send);
