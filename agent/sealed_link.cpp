@@ -5,8 +5,10 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
 namespace hvd::agent {
@@ -92,8 +94,21 @@ bool same_bytes(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+// A fresh X25519 key pair. Its private key is 32 bytes from the kernel's generator (getrandom,
+// which waits until that is seeded), as RFC 7748 has it; libcrypto's own keygen draws them from
+// its DRBG, whose set-up in each process (about 1 ms of CPU at an srun agent's start, on the
+// launch's critical path) the link does not otherwise need.
 Pkey new_key_pair() {
-  Pkey k(EVP_PKEY_Q_keygen(nullptr, nullptr, "X25519"));
+  unsigned char secret[kSealKeyBytes];
+  std::size_t have = 0;
+  while (have < sizeof secret) {
+    const ssize_t n = ::getrandom(secret + have, sizeof secret - have, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) crypto_failed("X25519 key generation (getrandom)");
+    have += static_cast<std::size_t>(n);
+  }
+  Pkey k(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, secret, sizeof secret));
+  OPENSSL_cleanse(secret, sizeof secret);
   if (!k) crypto_failed("X25519 key generation");
   return k;
 }

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <utility>
 
@@ -56,6 +57,7 @@ struct ChildSetup {
   const ProcessSpec* spec;
   char** argv;
   char** env;
+  char** sh_argv;   // {"/bin/sh", <the file found>, argv[1..], nullptr}: see exec_on_path
   const char* cwd;  // or nullptr
   pid_t parent;
   int in_r;  // or -1: /dev/null
@@ -64,8 +66,68 @@ struct ChildSetup {
   int status_w;
 };
 
-// The child's side of spawn(), after fork or vfork: only async-signal-safe calls, and no write
-// to the parent's memory but `environ` in the one case spawn() forks for; then exec or _exit.
+// execvp's search, on the child's own PATH (the one in `env`), in the child after vfork: execvp
+// would read `environ`, and setting that there would change the parent's. As glibc's execvp:
+// each entry of PATH ("/bin:/usr/bin" without one; an empty entry is the working directory) and
+// the name, exec'd in turn; not there, not a directory or not permitted: the next; a file in no
+// executable format runs under /bin/sh. Returns with errno set when nothing ran (EACCES when a
+// file was found but could not run, else ENOENT). No allocation: a stack buffer per candidate.
+void exec_on_path(const ChildSetup& c) {
+  const char* path = "/bin:/usr/bin";
+  for (char** e = c.env; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PATH=", 5) == 0) {
+      path = *e + 5;
+      break;
+    }
+  }
+  const char* name = c.argv[0];
+  const std::size_t name_len = std::strlen(name);
+  if (name_len == 0) {
+    errno = ENOENT;
+    return;
+  }
+  bool denied = false;
+  char file[PATH_MAX];
+  for (const char* dir = path;;) {
+    const char* end = ::strchrnul(dir, ':');
+    const std::size_t dir_len = static_cast<std::size_t>(end - dir);
+    if (dir_len + 1 + name_len < sizeof file) {
+      std::size_t n = 0;
+      if (dir_len > 0) {
+        std::memcpy(file, dir, dir_len);
+        n = dir_len;
+        file[n++] = '/';
+      }
+      std::memcpy(file + n, name, name_len + 1);
+      ::execve(file, c.argv, c.env);
+      if (errno == ENOEXEC) {
+        c.sh_argv[1] = file;
+        ::execve("/bin/sh", c.sh_argv, c.env);
+        errno = ENOEXEC;
+      }
+      switch (errno) {
+        case EACCES:
+          denied = true;
+          break;
+        case ENOENT:
+        case ENOTDIR:
+        case ESTALE:
+        case ENODEV:
+        case ETIMEDOUT:
+          break;
+        default:
+          return;  // found, and it cannot run: its own error
+      }
+    }
+    if (*end == '\0') break;
+    dir = end + 1;
+  }
+  errno = denied ? EACCES : ENOENT;
+}
+
+// The child's side of spawn(), after vfork: only async-signal-safe calls, and no write to the
+// parent's memory (the child runs on it until it execs) but spawn()'s own scratch `sh_argv`,
+// which the parent does not read again; then exec or _exit.
 [[noreturn]] void run_child(const ChildSetup& c) {
   const ProcessSpec& spec = *c.spec;
   ::setpgid(0, 0);
@@ -112,8 +174,7 @@ struct ChildSetup {
   if (spec.lookup_in_our_path || std::strchr(c.argv[0], '/') != nullptr) {
     ::execvpe(c.argv[0], c.argv, c.env);  // searches our PATH (none with a '/')
   } else {
-    environ = c.env;  // execvp searches the child's own PATH (spawn() forked)
-    ::execvp(c.argv[0], c.argv);
+    exec_on_path(c);  // the child's own PATH
   }
   child_fail(status_fd, Process::Stage::kExec);
 }
@@ -159,23 +220,25 @@ Process Process::spawn(const ProcessSpec& spec) {
   // Everything the child needs is prepared before fork: it must not allocate.
   std::vector<char*> c_argv = c_strings(spec.argv);
   std::vector<char*> c_env = c_strings(spec.env);
+  std::vector<char*> sh_argv{const_cast<char*>("/bin/sh"), nullptr};
+  sh_argv.insert(sh_argv.end(), c_argv.begin() + 1, c_argv.end());
   const char* cwd = spec.cwd ? spec.cwd->c_str() : nullptr;
   const pid_t parent = ::getpid();
 
-  // vfork where the child writes nothing of the parent's (it runs on the parent's memory until
-  // it execs): no copy of the page tables, and no copy-on-write faults in the parent afterwards,
-  // which cost milliseconds per child in a launcher holding a big host list (issue 51 finding
-  // 5: a discovery script runs every few seconds). A bare name looked up in env's PATH sets
-  // `environ` in the child: fork. Signals stay blocked across it, so that no handler of ours runs
-  // in the child before run_child() has put them back to their defaults.
-  const ChildSetup setup{&spec,      c_argv.data(), c_env.data(), cwd,           parent,
-                         in_r.get(), out_w.get(),   err_w.get(),  status_w.get()};
-  const bool share_memory =
-      spec.lookup_in_our_path || spec.argv.front().find('/') != std::string::npos;
+  // vfork: the child writes nothing of the parent's that the parent reads again (it runs on the
+  // parent's memory until it execs): no copy of the page tables, no copy-on-write faults in the
+  // parent afterwards, which cost milliseconds per child in a launcher holding a big host list
+  // (issue 51 finding 5: a discovery script runs every few seconds), and the child runs at once on
+  // the parent's CPU while the parent waits, where a forked child waits for a CPU of its own: an
+  // agent's ranks start sooner on a busy node (issue 51 finding 1: 7 ms of an srun launch of 3
+  // ranks on two cores). Signals stay blocked across it, so that no handler of ours runs in the
+  // child before run_child() has put them back to their defaults.
+  const ChildSetup setup{&spec,  c_argv.data(), c_env.data(), sh_argv.data(), cwd,
+                         parent, in_r.get(),    out_w.get(),  err_w.get(),    status_w.get()};
   sigset_t all, saved;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &saved);
-  const pid_t pid = share_memory ? ::vfork() : ::fork();
+  const pid_t pid = ::vfork();
   if (pid == 0) run_child(setup);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);

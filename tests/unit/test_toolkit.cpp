@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -123,6 +126,61 @@ TEST_CASE("process: a bare name is looked up in the child's PATH, or ours when a
   Process p = Process::spawn(spec);
   REQUIRE(p.started());
   CHECK(p.wait().code() == 0);
+}
+
+TEST_CASE("process: the child's PATH is searched as execvp would, ours left as it was",
+          "[toolkit]") {
+  char tmpl[] = "/tmp/hvd-path-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const auto write_file = [&](const std::string& name, const std::string& text, mode_t mode) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+  };
+  ::mkdir((dir + "/a").c_str(), 0755);
+  ::mkdir((dir + "/b").c_str(), 0755);
+  write_file("a/hvdtest-prog", "#!/bin/sh\necho from-a\n", 0644);  // not executable: skipped
+  write_file("b/hvdtest-prog", "#!/bin/sh\necho from-b \"$@\"\n", 0755);
+  write_file("b/hvdtest-noshebang", "echo plain \"$1\"\n", 0755);  // no #!: runs under sh
+  write_file("a/hvdtest-denied", "#!/bin/sh\n", 0644);
+  const char* ours_before = std::getenv("PATH");
+  const std::string ours = ours_before != nullptr ? ours_before : "";
+  const auto run = [&](std::vector<std::string> argv, const std::string& path) {
+    ProcessSpec spec;
+    spec.argv = std::move(argv);
+    spec.env = {"PATH=" + path};
+    return Process::spawn(spec);
+  };
+  // A directory missing, a file there but not executable: the next entry's runs, with its args.
+  Process p = run({"hvdtest-prog", "x y"}, "/nonexistent:" + dir + "/a:" + dir + "/b");
+  REQUIRE(p.started());
+  CHECK(read_all(p.out()) == "from-b x y\n");
+  CHECK(p.wait().code() == 0);
+  Process q = run({"hvdtest-noshebang", "arg"}, dir + "/b");
+  REQUIRE(q.started());
+  CHECK(read_all(q.out()) == "plain arg\n");
+  CHECK(q.wait().code() == 0);
+  // Found only where it may not run: EACCES, as execvp says; found nowhere: ENOENT.
+  Process denied = run({"hvdtest-denied"}, dir + "/a");
+  CHECK_FALSE(denied.started());
+  CHECK(denied.error_number() == EACCES);
+  Process missing = run({"hvdtest-prog"}, dir);
+  CHECK_FALSE(missing.started());
+  CHECK(missing.error_number() == ENOENT);
+  // An empty entry is the working directory.
+  ProcessSpec here;
+  here.argv = {"hvdtest-prog"};
+  here.env = {"PATH=:/nonexistent"};
+  here.cwd = dir + "/b";
+  Process h = Process::spawn(here);
+  REQUIRE(h.started());
+  CHECK(read_all(h.out()) == "from-b\n");
+  h.wait();
+  // Our own environment is not the child's: PATH here is as it was.
+  const char* ours_after = std::getenv("PATH");
+  CHECK(std::string(ours_after != nullptr ? ours_after : "") == ours);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("process: stdin is a pipe when asked, else /dev/null", "[toolkit]") {
