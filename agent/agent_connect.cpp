@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -68,6 +69,29 @@ std::string read_exactly(int fd, std::size_t size, std::chrono::milliseconds tim
   return out;
 }
 
+// The end of the link, the agent's side, once everything of ours is in the kernel's hands: our
+// FIN goes after the bytes still queued there, then the launcher's bytes (its pings) are read
+// and dropped until it closes its end. Closing at once with some of them unread would make the
+// kernel answer with a reset, which throws away whatever of ours the launcher has not read yet:
+// with a console that is paused, that is the job's last output and the agent's kDone, and the
+// launcher says the host was lost (issue 51, finding 2, through srun). A launcher that stays
+// silent for kLingerSilence (frozen, or gone without a close) is not waited for longer.
+constexpr auto kLingerSilence = std::chrono::seconds(10);
+void close_gracefully(int fd) {
+  if (::shutdown(fd, SHUT_WR) != 0) return;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready =
+        ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kLingerSilence).count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return;  // the launcher's FIN (or its reset): nothing of ours is left to lose
+  }
+}
+
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
@@ -119,7 +143,9 @@ int run_connecting_agent() {
       return 2;
     }
     if (!write_all(fd.get(), handshake.on_reply(reply))) return 2;
-    return run_agent_sealed(fd.get(), handshake.keys());
+    const int code = run_agent_sealed(fd.get(), handshake.keys());
+    close_gracefully(fd.get());
+    return code;
   } catch (const SealError& e) {
     std::fprintf(stderr, "hvdrun agent on %s: refused the launcher at %s port %s: %s (%s)\n",
                  node.c_str(), addresses.c_str(), port.c_str(), e.what(), e.hint().c_str());

@@ -40,6 +40,10 @@ class AgentTransport {
   // killed (its ranks get their parent-death signal), a remote one's SSH session is closed at
   // once (sshd closes the agent's stdin, its dead-man switch stops its ranks). Never blocks.
   virtual void abandon() = 0;
+  // read_fd() reached EOF. A TCP link closes its end too: its agent reads (and drops) what the
+  // launcher still sends until then, since closing with bytes unread would reset the link and
+  // throw away what of the agent's the launcher had not read yet (agent/agent_connect.cpp).
+  virtual void frames_ended() {}
   // True once the agent is gone for good. `frames_ended`: read_fd() has reached EOF.
   virtual bool gone(bool frames_ended) = 0;
   // A remote agent command's exit status once its channel ended (nullopt: not known).

@@ -373,6 +373,7 @@ void NativeJob::read_frames(AgentConn& a) {
   const long n = read_some(a.transport->read_fd(), buf.data(), buf.size());
   if (n <= 0) {
     a.eof = true;
+    a.transport->frames_ended();
     a.check_gone();
     if (!a.done && !sup_.stopping()) agent_lost(a);
     return;
