@@ -209,9 +209,12 @@ int take_handshake(Pending& p, const std::string& token, const Plan& plan,
         if (hello->size != p.in.size()) return -1;
         p.reply.emplace(token, p.in);
       } catch (const agent::SealError&) {
-        if (const auto other = agent::other_agent_version(p.in); other && refused.what.empty()) {
-          spdlog::warn("{} connected: every node must run this hvdrun's agent", *other);
-          refused = {*other + " connected, refused", Refused::kOtherVersion};
+        if (const auto other = agent::other_agent_version(p.in)) {
+          if (refused.what.empty() || refused.why != Refused::kOtherVersion) {  // said once
+            spdlog::warn("{} connected: every node must run this hvdrun's agent", *other);
+          }
+          if (refused.what.empty())
+            refused = {*other + " connected, refused", Refused::kOtherVersion};
         }
         return -1;  // not an agent of this hvdrun
       }
