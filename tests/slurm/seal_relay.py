@@ -165,6 +165,8 @@ def replay_exchange(upstream_port, exchange):
                 said = "launcher sent records"
     except socket.timeout:
         pass
+    except ConnectionRefusedError:
+        said = "listener gone"  # every agent had connected: nothing was tried
     except OSError:
         said = "launcher closed"
     sys.stderr.write(f"seal_relay: replayed exchange: {said}\n")

@@ -160,5 +160,7 @@ grep -qF "seal_relay: replayed exchange: launcher closed" "$work/relay/relay.log
     { show; fail "a replayed exchange was not closed by the launcher"; }
 ! grep -qF "seal_relay: replayed exchange: launcher sent records" "$work/relay/relay.log" ||
     { show; fail "the launcher sent records on a replayed exchange"; }
+grep -qF "did not prove the launch's secret: dropped" "$work/err" ||
+    { show; fail "the launcher did not say it dropped a replayed exchange at its proof"; }
 echo "ok: a replayed exchange is dropped ($(grep -c 'launcher closed' "$work/relay/relay.log") of 3), the job runs"
 echo "elapsed: $(echo "$(date +%s.%N) - $start" | bc) s"
