@@ -59,7 +59,7 @@ class TcpAgent final : public AgentTransport {
   std::string log_label(const std::string&) const override { return ""; }  // "srun: ..." lines
 
   void close_input() override { ::shutdown(fd_.get(), SHUT_WR); }
-  void frames_ended() override { ::shutdown(fd_.get(), SHUT_WR); }
+  void frames_ended() override { close_input(); }
   void abandon() override { ::shutdown(fd_.get(), SHUT_RDWR); }
   bool gone(bool frames_ended) override { return frames_ended; }
   bool remote() const override { return true; }

@@ -21,10 +21,9 @@ hvdrun=$1 cluster=$2
 
 # Only our cluster's settings: a ctest that itself runs inside a Slurm job must not leak that job's
 # SLURM_* variables (hvdrun would read them) or SALLOC_* defaults into these allocations.
-while IFS= read -r var; do
-    unset "$var"
-done < <(compgen -e | grep -E '^(SLURM_|SALLOC_|SRUN_)' || true)
-export SLURM_CONF=$cluster/slurm.conf
+# shellcheck source=tests/slurm/cluster_env.sh
+. "$(dirname "$(realpath "$0")")/cluster_env.sh"
+use_test_cluster "$cluster"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -19,10 +19,9 @@ hvdrun=$1 libhvd_check=$2 cluster=$3
 [[ -f $cluster/slurm.env ]] || fail "no running cluster in '$cluster' (did slurm_cluster_start run?)"
 
 # Only our cluster's settings (see allocation_hosts.sh).
-while IFS= read -r var; do
-    unset "$var"
-done < <(compgen -e | grep -E '^(SLURM_|SALLOC_|SRUN_)' || true)
-export SLURM_CONF=$cluster/slurm.conf
+# shellcheck source=tests/slurm/cluster_env.sh
+. "$(dirname "$(realpath "$0")")/cluster_env.sh"
+use_test_cluster "$cluster"
 
 work=$(mktemp -d)
 marker="hvdsrun-$$-$RANDOM"

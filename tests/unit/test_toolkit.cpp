@@ -133,6 +133,10 @@ TEST_CASE("process: the child's PATH is searched as execvp would, ours left as i
   char tmpl[] = "/tmp/hvd-path-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   const std::string dir = tmpl;
+  struct RemoveAll {
+    std::string dir;
+    ~RemoveAll() { std::filesystem::remove_all(dir); }
+  } remove_all{dir};  // also when a REQUIRE below ends the test
   const auto write_file = [&](const std::string& name, const std::string& text, mode_t mode) {
     const std::string path = dir + "/" + name;
     std::ofstream(path) << text;
@@ -180,7 +184,6 @@ TEST_CASE("process: the child's PATH is searched as execvp would, ours left as i
   // Our own environment is not the child's: PATH here is as it was.
   const char* ours_after = std::getenv("PATH");
   CHECK(std::string(ours_after != nullptr ? ours_after : "") == ours);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("process: stdin is a pipe when asked, else /dev/null", "[toolkit]") {
