@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages hvdrun needs to build and test. Idempotent: packages already
-# present are not fetched again, and `apt-get update` runs only when something is missing.
+# Installs the Debian packages hvdrun needs to build and test, on Debian 12 ("bookworm") or
+# Debian 13 ("trixie"), read from /etc/os-release. Idempotent: packages already present are not
+# fetched again, and `apt-get update` runs only when something is missing.
 # Must run as root (or through sudo). CUDA/NCCL are not Debian packages; they come with the
 # machine's CUDA toolkit when present and are optional (HVD_WITH_NCCL=AUTO).
-# Usage: bash scripts/install-deps.sh [--torch] [--fuzz] [--podman]
+# Usage: bash scripts/install-deps.sh [--torch] [--fuzz] [--podman] [--wheel]
 #   --torch also installs the test-only packages: Debian's python3-torch for the PyTorch tests
 #   (tests/e2e/test_pytorch.cpp; about 190 MB to download, 830 MB installed, about a minute:
 #   not for the main job or the container image), and what the Python binding (python/:
@@ -11,12 +12,29 @@
 #   its timeout plugin; cloudpickle, mock, packaging for Horovod's own test_torch.py through
 #   tests/python/horovod_suite.sh; torchvision, filelock for Horovod's pytorch_mnist.py).
 #   Without it those tests say they are skipped and the binding is not built.
-#   --fuzz also installs clang-14 and its libFuzzer and sanitizer runtimes, for tests/fuzz/run.sh
+#   --fuzz also installs clang and its libFuzzer and sanitizer runtimes, for tests/fuzz/run.sh
 #   (the fuzzers, and CI's replay of every corpus under ASan+UBSan).
 #   --podman also installs Debian's podman with runc (crun fails on these cgroup v1 machines),
 #   debootstrap (the base image: no registry is reachable) and slirp4netns (a userland port
 #   forwarder for one of the traps), for tests/container/podman_job.sh (docs/container.md).
+#   --wheel also installs what `bash scripts/package.sh --wheel` builds a wheel with (python3-build,
+#   python3-wheel, python3-setuptools, python3-venv, patchelf) and checks it in a venv.
 set -euo pipefail
+
+# The distribution, and the one place where its package names differ.
+. /etc/os-release 2>/dev/null || true
+case "${ID:-}:${VERSION_ID:-}" in
+  debian:12) clang=clang-14 ;;
+  debian:13) clang=clang-19 ;;
+  *)
+    echo "install-deps: this is ${PRETTY_NAME:-an unknown system (no /etc/os-release)}; hvdrun's" \
+      "scripts install packages on Debian 12 (bookworm) and Debian 13 (trixie) only." >&2
+    echo "install-deps: elsewhere install by hand what this script lists (CMake >= 3.25, a C++20" \
+      "compiler, libssh, libssl, Open MPI, Gloo, CLI11, spdlog, fmt, nlohmann-json, cpp-httplib," \
+      "yaml-cpp, Catch2 2 or 3, zlib) and build with cmake (docs/architecture.md)." >&2
+    exit 2
+    ;;
+esac
 
 packages=(
   build-essential cmake ninja-build g++ pkg-config
@@ -34,15 +52,18 @@ packages=(
   bsdutils   # script(1): the elastic status line's test runs hvdrun on a terminal
   tmux zsh groff-base   # the shell completion test (bash and zsh in tmux), the man page test
   dpkg-dev   # dpkg-shlibdeps: the packages' Depends (scripts/package.sh)
+  git   # the tests' checks of the tracked files (docs, include rules)
 )
 for arg in "$@"; do
   case "$arg" in
     --torch) packages+=(python3-torch python3-dev pybind11-dev python3-pytest
                         python3-pytest-timeout python3-cloudpickle python3-mock
                         python3-packaging python3-torchvision python3-filelock) ;;
-    --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
+    --fuzz) packages+=("$clang" "libclang-rt-${clang#clang-}-dev") ;;
     --podman) packages+=(podman runc debootstrap slirp4netns) ;;
-    *) echo "usage: bash scripts/install-deps.sh [--torch] [--fuzz] [--podman]" >&2; exit 64 ;;
+    --wheel) packages+=(python3-dev pybind11-dev python3-build python3-wheel python3-setuptools
+                        python3-venv python3-pip patchelf) ;;
+    *) echo "usage: bash scripts/install-deps.sh [--torch] [--fuzz] [--podman] [--wheel]" >&2; exit 64 ;;
   esac
 done
 
@@ -54,7 +75,7 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages present ($PRETTY_NAME)"
   exit 0
 fi
 
@@ -64,7 +85,7 @@ if [ "$(id -u)" -ne 0 ]; then
   SUDO=sudo
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing on $PRETTY_NAME: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

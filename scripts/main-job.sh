@@ -19,9 +19,13 @@ case "${1:-}" in
 esac
 
 np=${NP:-2}
+# A folder configured before (CI's Release build) keeps its build type: only a new one is
+# configured RelWithDebInfo.
+configure=(-S . -B "$build_dir" -G Ninja)
+[ -f "$build_dir/CMakeCache.txt" ] || configure+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [ "$pytorch" -eq 0 ]; then
   bash scripts/install-deps.sh
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake "${configure[@]}" >/dev/null
   cmake --build "$build_dir" -j 2 --target hvdrun train_fashion_mnist
   echo "The plan:"
   "$build_dir/cli/hvdrun" --dry-run -np "$np" "$build_dir/examples/train_fashion_mnist"
@@ -34,7 +38,7 @@ fi
 # Debian's python3, which python3-torch is installed into (the first python3 on PATH may be
 # another: pyenv, a virtualenv); the binding is built for it.
 bash scripts/install-deps.sh --torch
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake "${configure[@]}" >/dev/null
 cmake --build "$build_dir" -j 2 --target hvdrun hvd_python
 [ -n "$(compgen -G "$build_dir/python/hvd/_native*.so")" ] ||
   { echo "main-job.sh: the Python binding was not built (see cmake's 'Python binding:' line)" >&2; exit 1; }

@@ -10,6 +10,7 @@
 #include "ssh/config.h"
 #include "ssh/connection.h"
 #include "ssh/session.h"
+#include "ssh/libssh_compat.h"
 
 namespace hvd::ssh {
 namespace {
@@ -48,8 +49,8 @@ CommandOutput run_remote(Session& session, const std::string& command, Clock::ti
     result.err.append(buf, static_cast<size_t>(e));
   }
   result.complete = ssh_channel_is_eof(channel.get()) != 0;
-  // libssh 0.10: reliable only after all output was read (it blocks before); -1 for a signal.
-  if (result.complete) result.exit_status = ssh_channel_get_exit_status(channel.get());
+  // Reliable only after all output was read (it blocks before); -1 for a signal.
+  if (result.complete) result.exit_status = channel_exit_status(channel.get());
   return result;
 }
 

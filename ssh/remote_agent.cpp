@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/fd_io.h"
+#include "ssh/libssh_compat.h"
 
 namespace hvd::ssh {
 namespace {
@@ -92,7 +93,7 @@ void pump(std::unique_ptr<Connection> connection, Channel channel, UniqueFd fram
         // wait for it at most a second (libssh's call waits up to the session's timeout).
         const long one_second = 1;
         ssh_options_set(connection->session.get(), SSH_OPTIONS_TIMEOUT, &one_second);
-        exit_status->store(ssh_channel_get_exit_status(ch));
+        exit_status->store(channel_exit_status(ch));
         ended = true;
       }
     }

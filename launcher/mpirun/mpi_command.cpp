@@ -85,26 +85,64 @@ bool has_remote_host(const Plan& plan) {
 // "Open MPI's libfabric transport on one machine"). Across machines it stays: it may be the
 // fabric. Open MPI's shared-memory transport (vader) crashes across "hosts" that are one machine:
 // there, TCP.
+// Open MPI 5 has no openib to leave out.
 std::string btl_choice(const Plan& plan, const MpiCommandInput& input) {
-  const std::string_view shared = input.through_slurm ? "self,tcp" : "^openib,vader,ofi";
+  const MpirunDialect& d = mpirun_dialect(input.mpi_major);
+  const std::string openib = d.has_openib ? "openib," : "";
+  const std::string shared = input.through_slurm
+                                 ? "self,tcp"
+                                 : fmt::format("^{}{},ofi", openib, d.shared_memory);
+  const std::string across = d.has_openib ? "^openib" : "";  // empty: Open MPI's own choice
   if (input.placeholders && has_remote_host(plan)) {
-    return fmt::format("<set at launch: ^openib, or {} when two {} are one machine>", shared,
+    return fmt::format("<set at launch: {}{} when two {} are one machine>",
+                       across.empty() ? "" : across + ", or ", shared,
                        input.through_slurm ? "nodes" : "hosts");
   }
-  if (input.same_machine) return std::string(shared);
-  return has_remote_host(plan) ? "^openib" : "^openib,ofi";
+  if (input.same_machine) return shared;
+  return has_remote_host(plan) ? across : fmt::format("^{}ofi", openib);
 }
 
-// The MCA parameters the user's --mpi-args set (`-mca NAME VALUE`, `--mca NAME VALUE`).
+// PRRTE's own TCP (prte_if_include) leaves loopback interfaces out whatever it is told ("Did not
+// find interface matching this subnet" for 127.0.0.0/8) and finds this machine's daemons over
+// them by itself: only the other networks are passed; none left, the parameter goes.
+std::string runtime_include(const std::string& include) {
+  std::vector<std::string> kept;
+  std::string_view rest = include;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    if (!item.starts_with("127.") && item != "lo" && item != "::1/128") kept.emplace_back(item);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return fmt::format("{}", fmt::join(kept, ","));
+}
+
+// The MCA parameters the user's --mpi-args set (`-mca NAME VALUE`, `--mca NAME VALUE`, and Open
+// MPI 5's `--prtemca NAME VALUE`, `--pmixmca NAME VALUE`).
 std::set<std::string, std::less<>> user_mca_names(const std::vector<std::string>& extra) {
   std::set<std::string, std::less<>> names;
   for (std::size_t i = 0; i + 1 < extra.size(); ++i) {
-    if (extra[i] == "-mca" || extra[i] == "--mca") names.insert(extra[i + 1]);
+    if (extra[i] == "-mca" || extra[i] == "--mca" || extra[i] == "--prtemca" ||
+        extra[i] == "--pmixmca") {
+      names.insert(extra[i + 1]);
+    }
   }
   return names;
 }
 
 }  // namespace
+
+const MpirunDialect& mpirun_dialect(int major) {
+  static const MpirunDialect kOpenMpi4{4,           "-mca",      "-mca",     "plm_rsh",
+                                       "orte_launch_agent",      "oob_tcp_if_include",
+                                       "vader",     true,        "-bind-to", "-map-by",
+                                       "-wd",       TagEnd::kColon};
+  static const MpirunDialect kOpenMpi5{5,           "--prtemca", "--mca",     "plm_ssh",
+                                       "prte_launch_agent",      "prte_if_include",
+                                       "sm",        false,       "--bind-to", "--map-by",
+                                       "--wdir",    TagEnd::kColonSpace};
+  return major >= 5 ? kOpenMpi5 : kOpenMpi4;
+}
 
 MpiVersion parse_mpirun_version(std::string_view output) {
   static const std::regex kOpenMpi(R"(\(Open MPI\) ([0-9]+)\.([0-9]+)(\.[0-9]+)?)");
@@ -115,19 +153,20 @@ MpiVersion parse_mpirun_version(std::string_view output) {
                        output.find("MPICH") != std::string_view::npos;
     const bool intel = output.find("Intel") != std::string_view::npos;
     throw UsageError(
-        fmt::format("--mpi needs Open MPI 4.x, but mpirun is {}: \"{}\"",
+        fmt::format("--mpi needs Open MPI 4.x or 5.x, but mpirun is {}: \"{}\"",
                     mpich   ? "MPICH"
                     : intel ? "Intel MPI"
                             : "not Open MPI",
                     first),
-        "install Open MPI 4 (Debian: openmpi-bin) and put its mpirun first on PATH, or use "
+        "install Open MPI (Debian: openmpi-bin) and put its mpirun first on PATH, or use "
         "native mode (without --mpi)");
   }
   MpiVersion v{"Open MPI", std::stoi(m[1].str()), std::stoi(m[2].str()),
                m[1].str() + "." + m[2].str() + m[3].str()};
-  if (v.major != 4) {
-    throw UsageError(fmt::format("--mpi supports Open MPI 4.x; this mpirun is Open MPI {}", v.text),
-                     "install Open MPI 4 (Debian 12: openmpi-bin), or use native mode");
+  if (v.major != 4 && v.major != 5) {
+    throw UsageError(
+        fmt::format("--mpi supports Open MPI 4.x and 5.x; this mpirun is Open MPI {}", v.text),
+        "install Open MPI 4 or 5 (Debian 12 and 13: openmpi-bin), or use native mode");
   }
   return v;
 }
@@ -185,6 +224,7 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                        "launch natively (without --mpi), which takes IPv6 addresses");
     }
   }
+  const MpirunDialect& d = mpirun_dialect(input.mpi_major);
   std::vector<std::string> argv{input.mpirun};
   if (input.as_root) argv.emplace_back("--allow-run-as-root");
   std::vector<std::string> hosts;
@@ -196,26 +236,41 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   if (input.binding_args) {
     argv.insert(argv.end(), input.binding_args->begin(), input.binding_args->end());
   } else {
-    argv.insert(argv.end(), {"-bind-to", "none", "-map-by", "slot"});
+    argv.insert(argv.end(),
+                {std::string(d.bind_to), "none", std::string(d.map_by), "slot"});
   }
   argv.emplace_back("--tag-output");
   // An MCA parameter set in --mpi-args wins over hvdrun's own (mpirun refuses one listed twice),
   // but for the SSH options: they carry hvdrun's host-key policy.
   const auto user_mca = user_mca_names(input.extra_args);
-  if (!input.through_slurm && user_mca.count("plm_rsh_args") != 0) {
-    throw UsageError(
-        "--mpi-args sets plm_rsh_args, which hvdrun builds from its own SSH options (the "
-        "host-key policy among them)",
-        "use --ssh-config, -i, --ssh-known-hosts, -p or --ssh-host-key-policy instead");
+  const std::string plm(d.plm);
+  for (const char* name : {"plm_rsh_args", "plm_ssh_args"}) {
+    if (!input.through_slurm && user_mca.count(name) != 0) {
+      throw UsageError(
+          fmt::format("--mpi-args sets {}, which hvdrun builds from its own SSH options (the "
+                      "host-key policy among them)",
+                      name),
+          "use --ssh-config, -i, --ssh-known-hosts, -p or --ssh-host-key-policy instead");
+    }
   }
+  // A parameter of the MPI library (`mca`) or of the launch runtime (`rte`): one flag for both
+  // under Open MPI 4, two under 5.
+  auto param = [&](std::string_view flag, const std::string& name, std::string value) {
+    if (user_mca.count(name) == 0 && !value.empty()) {
+      argv.insert(argv.end(), {std::string(flag), name, std::move(value)});
+    }
+  };
   auto mca = [&](const std::string& name, std::string value) {
-    if (user_mca.count(name) == 0) argv.insert(argv.end(), {"-mca", name, std::move(value)});
+    param(d.mpi_flag, name, std::move(value));
+  };
+  auto rte = [&](const std::string& name, std::string value) {
+    param(d.runtime_flag, name, std::move(value));
   };
   mca("pml", "ob1");
   mca("btl", btl_choice(plan, input));
   if (input.through_slurm) {
     // Open MPI's own Slurm launcher: its daemons start in a step of the allocation, no SSH.
-    mca("plm", "slurm");
+    rte("plm", "slurm");
   } else if (input.rsh_agent) {
     // Open MPI splits plm_rsh_agent on spaces (and ':' separates alternatives).
     if (input.shim.find_first_of(" :") != std::string::npos) {
@@ -225,20 +280,23 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                        "install hvdrun at a path without spaces or ':', or give it with "
                        "--agent-path");
     }
-    mca("plm_rsh_no_tree_spawn", "1");
-    mca("plm_rsh_agent", input.shim + " --rsh-agent-shim");
+    rte(plm + "_no_tree_spawn", "1");
+    rte(plm + "_agent", input.shim + " --rsh-agent-shim");
   } else {
-    mca("plm_rsh_no_tree_spawn", "1");
-    mca("plm_rsh_args", rsh_args(plan, input.ssh));
+    rte(plm + "_no_tree_spawn", "1");
+    rte(plm + "_args", rsh_args(plan, input.ssh));
     // As horovodrun: from 64 hosts on, every daemon's ssh at once (Open MPI's default is 128
     // at a time, so it changes something only above 128 hosts).
     if (plan.hosts.size() >= kConcurrentSshFromHosts) {
-      mca("plm_rsh_num_concurrent", std::to_string(plan.hosts.size()));
+      rte(plm + "_num_concurrent", std::to_string(plan.hosts.size()));
     }
   }
-  if (input.daemons_share_machine) mca("rtc_hwloc_vmhole", "none");
-  if (!input.session_dir_base.empty() && !input.shim.empty()) {
-    mca("orte_launch_agent", input.shim + " --orted-shim " + input.session_dir_base + " orted");
+  // Open MPI 4's daemons on one machine share a session directory and an hwloc file
+  // (MpiCommandInput); PRRTE's daemons each make their own, named by their pid.
+  if (input.daemons_share_machine && d.major == 4) rte("rtc_hwloc_vmhole", "none");
+  if (!input.session_dir_base.empty() && !input.shim.empty() && d.major == 4) {
+    rte(std::string(d.launch_agent),
+        input.shim + " --orted-shim " + input.session_dir_base + " orted");
   }
   // --network-cidr / --network-interface win: Open MPI takes CIDRs and interface names, and a
   // CIDR works across hosts whose NICs are named differently.
@@ -251,11 +309,11 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
                     "as /31>"
                   : tcp_include(input.host_addresses);
     mca("btl_tcp_if_include", include);
-    mca("oob_tcp_if_include", include);
+    rte(std::string(d.oob_include), d.major == 4 ? include : runtime_include(include));
   }
   for (const std::string& name : forwarded_names(plan)) argv.insert(argv.end(), {"-x", name});
   for (const auto& [name, value] : input.shim_env) argv.insert(argv.end(), {"-x", name});
-  argv.insert(argv.end(), {"-wd", input.cwd});
+  argv.insert(argv.end(), {std::string(d.wdir), input.cwd});
   argv.insert(argv.end(), input.extra_args.begin(), input.extra_args.end());
   if (!input.shim.empty()) argv.insert(argv.end(), {input.shim, "--rank-shim", "--"});
   argv.insert(argv.end(), plan.command.begin(), plan.command.end());

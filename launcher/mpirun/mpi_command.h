@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/mpirun/mpirun_output.h"
 #include "launcher/plan/plan.h"
 #include "ssh/options.h"
 
@@ -22,9 +23,28 @@ struct MpiVersion {
   std::string text;  // the version as printed, "4.1.4"
 };
 
-// Parses `mpirun --version` output. Only Open MPI 4.x is supported: anything else (Open MPI 5,
-// MPICH, Intel MPI, unrecognisable output) is a UsageError saying what was found and what to do.
+// Parses `mpirun --version` output. Open MPI 4.x and 5.x are supported: anything else (Open MPI
+// 3 or 6, MPICH, Intel MPI, unrecognisable output) is a UsageError saying what was found and what
+// to do.
 MpiVersion parse_mpirun_version(std::string_view output);
+
+// What Open MPI 5 (mpirun on PRRTE) spells otherwise than Open MPI 4 (on ORTE) among the
+// arguments hvdrun writes, and how it tags output. The one place where the two differ.
+struct MpirunDialect {
+  int major = 4;
+  // The flag for the launch runtime's parameters (ssh, daemons, its own TCP) and for the MPI
+  // library's (pml, btl): Open MPI 4 takes -mca for both; 5 --prtemca and --mca, and ignores
+  // ORTE's names (plm_rsh_args under -mca is dropped without a word: ssh went to port 22).
+  std::string_view runtime_flag, mpi_flag;
+  std::string_view plm;           // the ssh launcher's parameters: plm_rsh_* / plm_ssh_*
+  std::string_view launch_agent;  // the daemon's command: orte_launch_agent / prte_launch_agent
+  std::string_view oob_include;   // the runtime's TCP interfaces: oob_tcp_if_include / prte_if_include
+  std::string_view shared_memory;  // the shared-memory BTL: vader / sm
+  bool has_openib = true;          // 5 removed the verbs BTL
+  std::string_view bind_to, map_by, wdir;
+  TagEnd tag_end = TagEnd::kColon;
+};
+const MpirunDialect& mpirun_dialect(int major);
 
 // `mpirun --version`'s first line (mpirun from PATH), or nullopt when mpirun cannot be run
 // (`hvdrun --check-build`).
@@ -32,6 +52,7 @@ std::optional<std::string> mpirun_version_line();
 
 struct MpiCommandInput {
   std::string mpirun = "mpirun";
+  int mpi_major = 4;  // mpirun's Open MPI version (parse_mpirun_version): mpirun_dialect's key
   bool as_root = false;
   bool same_machine = false;  // two host entries share a boot id: Open MPI's vader would crash
   // Two of Open MPI's daemons (mpirun counts as one) would run on one machine: they share one

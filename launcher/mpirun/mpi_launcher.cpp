@@ -101,17 +101,18 @@ void kill_daemons_here(const std::string& base) {
 // itself, which stops its daemons and ranks).
 class MpirunJob final : public Job {
  public:
-  MpirunJob(Supervisor& supervisor, Process mpirun, int ranks, std::chrono::milliseconds grace)
+  MpirunJob(Supervisor& supervisor, Process mpirun, int ranks, std::chrono::milliseconds grace,
+            TagEnd tag_end)
       : sup_(supervisor),
         mpirun_(std::move(mpirun)),
         ranks_(ranks),
         grace_(grace),
         out_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
              [this](std::string_view line, bool from_mpirun) { own_line(line, from_mpirun); },
-             ranks),
+             ranks, tag_end),
         err_([this](int r, bool e, std::string_view b) { rank_bytes(r, e, b); },
              [this](std::string_view line, bool from_mpirun) { own_line(line, from_mpirun); },
-             ranks) {}
+             ranks, tag_end) {}
 
   void add_pollfds(std::vector<pollfd>& fds, bool read_output) override {
     for (UniqueFd* fd : {&mpirun_.out(), &mpirun_.err()}) {
@@ -290,9 +291,34 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
     spdlog::info(
         "some hosts are the same machine (one boot id): adding -mca btl {}, as Open MPI's "
         "shared-memory transport crashes across such hosts",
-        input.through_slurm ? "self,tcp" : "^vader");
+        input.through_slurm ? std::string("self,tcp")
+                            : "^" + std::string(mpirun_dialect(input.mpi_major).shared_memory));
   }
   return true;
+}
+
+// `mpirun --version`, which must be Open MPI 4 or 5 (UsageError otherwise).
+MpiVersion check_mpirun(const std::string& mpirun) {
+  ProcessSpec spec;
+  spec.argv = {mpirun, "--version"};
+  spec.env = environ_strings();
+  spec.lookup_in_our_path = true;
+  const auto run = run_and_capture(spec);
+  if (!run || run->output.empty()) {
+    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", mpirun),
+                     "install Open MPI (Debian: openmpi-bin), or use native mode");
+  }
+  return parse_mpirun_version(run->output);
+}
+
+// The Open MPI version the dry run writes mpirun's command for: this machine's mpirun's, or 4
+// where it cannot be run or is not Open MPI 4 or 5 (the launch itself then says why).
+int dry_run_mpi_major(const std::string& mpirun) {
+  try {
+    return check_mpirun(mpirun).major;
+  } catch (const Error&) {
+    return 4;
+  }
 }
 
 MpiCommandInput command_input(const LaunchOptions& options, const MpirunOptions& own,
@@ -335,6 +361,7 @@ void MpiLauncher::check(const Plan& plan) const { (void)choose_agent_launch(opti
 
 std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
   MpiCommandInput input = command_input(options_, own_, plan);
+  input.mpi_major = dry_run_mpi_major(own_.program);
   input.placeholders = true;
   if (!has_remote_host(plan)) input.host_addresses = {"127.0.0.1"};
   input.shim_env = shim_environment(plan, "<set at launch>", "<set at launch>");
@@ -350,20 +377,6 @@ std::vector<LaunchCommand> MpiLauncher::describe(const Plan& plan) const {
 }
 
 namespace {
-
-// `mpirun --version`, which must be Open MPI 4 (UsageError otherwise).
-MpiVersion check_mpirun(const std::string& mpirun) {
-  ProcessSpec spec;
-  spec.argv = {mpirun, "--version"};
-  spec.env = environ_strings();
-  spec.lookup_in_our_path = true;
-  const auto run = run_and_capture(spec);
-  if (!run || run->output.empty()) {
-    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", mpirun),
-                     "install Open MPI 4 (Debian: openmpi-bin), or use native mode");
-  }
-  return parse_mpirun_version(run->output);
-}
 
 // What only mpirun knows, after it ended: its exit code is the job's (the failed rank's, or its
 // own failure), and its messages may name the rank that failed first.
@@ -428,13 +441,17 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
     known = std::move(check.hosts);
   }
   MpiCommandInput input = command_input(options_, own_, plan);
+  input.mpi_major = version.major;
   LaunchResult before;
   if (!learn_hosts(plan, options_, known, input, before)) {
     before.launcher = std::string(name());
     before.exit_code = to_int(exit_code_of(ErrorKind::kSsh));
     return before;
   }
-  if (input.daemons_share_machine) input.session_dir_base = "/tmp/hvdrun-mpi." + plan.job_id;
+  // Open MPI 4's daemons on one machine need session directories of their own (the daemon shim).
+  if (input.daemons_share_machine && version.major == 4) {
+    input.session_dir_base = "/tmp/hvdrun-mpi." + plan.job_id;
+  }
   const auto [master_addr, master_port] = mpi_master(checked, options_.port_range);
   input.shim_env = shim_environment(plan, master_addr, master_port);
   const std::vector<std::string> argv = mpirun_argv(plan, input);
@@ -451,14 +468,15 @@ LaunchResult MpiLauncher::run(const Plan& plan) {
   spec.lookup_in_our_path = true;
   Process mpirun = Process::spawn(spec);
   if (!mpirun.started()) {
-    throw LauncherError("--mpi: " + mpirun.error(), "install Open MPI 4 (Debian: openmpi-bin)");
+    throw LauncherError("--mpi: " + mpirun.error(), "install Open MPI (Debian: openmpi-bin)");
   }
   // mpirun does not say when each rank starts: --output-filename's files exist from its start.
   for (int rank = 0; rank < static_cast<int>(plan.ranks.size()); ++rank) {
     supervisor.output().open_files(rank);
   }
   MpirunJob job(supervisor, std::move(mpirun), static_cast<int>(plan.ranks.size()),
-                std::chrono::milliseconds(static_cast<long>(options_.grace_seconds * 1000)));
+                std::chrono::milliseconds(static_cast<long>(options_.grace_seconds * 1000)),
+                mpirun_dialect(version.major).tag_end);
   LaunchResult result = supervisor.run(job);
   if (job.hung() && !input.session_dir_base.empty()) kill_daemons_here(input.session_dir_base);
   // Open MPI removes its session directories, not the daemons' own directories the shim made

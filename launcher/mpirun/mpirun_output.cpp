@@ -19,10 +19,13 @@ std::optional<int> small_number(std::string_view digits, int limit) {
 
 }  // namespace
 
-std::optional<TaggedLine> parse_tagged_line(std::string_view line, int ranks) {
+std::optional<TaggedLine> parse_tagged_line(std::string_view line, int ranks, TagEnd end) {
   static const std::regex kTag(R"(^\[[0-9]+,([0-9]+)\]<(stdout|stderr)>:)");
+  static const std::regex kTagSpace(R"(^\[[0-9]+,([0-9]+)\]<(stdout|stderr)>: )");
   std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_search(line.begin(), line.end(), m, kTag)) return std::nullopt;
+  if (!std::regex_search(line.begin(), line.end(), m, end == TagEnd::kColon ? kTag : kTagSpace)) {
+    return std::nullopt;
+  }
   const auto rank =
       small_number(std::string_view(&*m[1].first, static_cast<size_t>(m.length(1))), ranks);
   if (!rank) return std::nullopt;
@@ -41,7 +44,7 @@ bool looks_like_tag(std::string_view line) {
 // How much of `s` is one of mpirun's tags, "[J,R]<stdout>:" or "[J,R]<stderr>:", from its start:
 // the tag's length when `s` starts with a whole one, -1 when `s` (all of it) may still become one
 // as more bytes come, 0 when it cannot.
-long tag_at(std::string_view s, int ranks) {
+long tag_at(std::string_view s, int ranks, TagEnd end) {
   size_t i = 0;
   auto digits = [&] {
     const size_t from = i;
@@ -71,6 +74,9 @@ long tag_at(std::string_view s, int ranks) {
   const char which = s[i];
   if (which != 'o' && which != 'e') return 0;
   if (int r = literal(which == 'o' ? "out>:" : "err>:"); r != 1) return r;
+  if (end == TagEnd::kColonSpace) {
+    if (int r = literal(" "); r != 1) return r;
+  }
   return static_cast<long>(i);
 }
 
@@ -109,14 +115,17 @@ void TagSplitter::consume(std::string_view segment, bool ended) {
   const size_t take = std::min(segment.size(), kMaxTag + 1 - head_.size());
   head_.append(segment.substr(0, take));
   const std::string_view rest = segment.substr(take);
-  if (auto tagged = parse_tagged_line(head_, ranks_)) {
+  if (auto tagged = parse_tagged_line(head_, ranks_, end_)) {
     current_ = TaggedLine{tagged->rank, tagged->is_stderr, {}};
     head_.clear();
     consume(tagged->text + std::string(rest), ended);
     return;
   }
+  // A tag's end was seen (">:", and the space after it under Open MPI 5) and it did not parse.
+  const size_t colon = head_.find(">:");
+  const size_t tag_end = colon + 2 + (end_ == TagEnd::kColonSpace ? 1 : 0);
   const bool cannot_be_a_tag = (!head_.empty() && head_.front() != '[') || head_.size() > kMaxTag ||
-                               head_.find(">:") != std::string::npos;
+                               (colon != std::string::npos && head_.size() >= tag_end);
   if (cannot_be_a_tag || ended) {
     forged_ = looks_like_tag(head_);
     own_line_ = true;
@@ -141,7 +150,7 @@ void TagSplitter::pass_through(std::string_view segment, bool ended) {
     size_t at = rest.find('[');
     long len = 0;
     while (at != std::string_view::npos) {
-      len = tag_at(rest.substr(at), ranks_);
+      len = tag_at(rest.substr(at), ranks_, end_);
       if (len != 0) break;
       at = rest.find('[', at + 1);
     }
@@ -157,7 +166,8 @@ void TagSplitter::pass_through(std::string_view segment, bool ended) {
       held_ = std::string(rest.substr(at));
       return;
     }
-    const auto tagged = parse_tagged_line(rest.substr(at, static_cast<size_t>(len)), ranks_);
+    const auto tagged =
+        parse_tagged_line(rest.substr(at, static_cast<size_t>(len)), ranks_, end_);
     current_ = TaggedLine{tagged->rank, tagged->is_stderr, {}};
     rest.remove_prefix(at + static_cast<size_t>(len));
   }
@@ -176,7 +186,9 @@ void TagSplitter::finish() {
 }
 
 std::optional<int> failed_rank_from_mpirun(std::string_view text) {
-  static const std::regex kProcess(R"(Process name:\s*\[\[[0-9]+,[0-9]+\],([0-9]+)\])");
+  // Open MPI 4 names the job "[12345,1]", Open MPI 5 "prterun-HOST-PID@1".
+  static const std::regex kProcess(
+      R"(Process name:\s*\[(?:\[[0-9]+,[0-9]+\]|[^\]\s@]+@[0-9]+),([0-9]+)\])");
   std::match_results<std::string_view::const_iterator> m;
   if (!std::regex_search(text.begin(), text.end(), m, kProcess)) return std::nullopt;
   return small_number(std::string_view(&*m[1].first, static_cast<size_t>(m.length(1))),
@@ -185,13 +197,15 @@ std::optional<int> failed_rank_from_mpirun(std::string_view text) {
 
 bool mpirun_reports_rank_failure(std::string_view text) {
   // mpirun wraps its box's lines where it likes: match the words, whatever the whitespace.
-  static const std::regex kFailure(R"(returned\s+a\s+non-zero\s+exit\s+code)");
+  static const std::regex kFailure(
+      R"(returned\s+a\s+non-zero\s+exit\s+code|exited\s+with\s+non-zero\s+status)");
   return std::regex_search(text.begin(), text.end(), kFailure);
 }
 
 bool mpirun_aborts_job(std::string_view line) {
   return line.find("the job has been aborted") != std::string_view::npos ||
-         line.find("mpirun noticed that process rank") != std::string_view::npos;
+         line.find("mpirun noticed that process rank") != std::string_view::npos ||
+         line.find("prterun noticed that process rank") != std::string_view::npos;
 }
 
 }  // namespace hvd::launcher

@@ -11,6 +11,10 @@
 
 namespace hvd::launcher {
 
+// How mpirun's --tag-output ends a tag: Open MPI 4 writes "[1,3]<stderr>:text", Open MPI 5
+// (PRRTE) "[1,3]<stderr>: text". The space is the tag's, not the rank's text.
+enum class TagEnd { kColon, kColonSpace };
+
 // "[1,3]<stderr>:text" -> rank 3, stderr, "text"; nullopt for mpirun's own lines and for a tag
 // that names no rank of the job (`ranks`: -np): a rank above it, or more digits than an int
 // holds, is text a rank printed, never parsed as a number.
@@ -20,7 +24,8 @@ struct TaggedLine {
   std::string text;
 };
 std::optional<TaggedLine> parse_tagged_line(std::string_view line,
-                                            int ranks = std::numeric_limits<int>::max());
+                                            int ranks = std::numeric_limits<int>::max(),
+                                            TagEnd end = TagEnd::kColon);
 
 // mpirun's --tag-output stream (its stdout or its stderr), split with bounded memory: the bytes of
 // a tagged line go to `on_rank_bytes(rank, is_stderr, bytes)` as they arrive (a line of any length
@@ -40,10 +45,11 @@ class TagSplitter {
   using OwnLine = std::function<void(std::string_view line, bool from_mpirun)>;
 
   TagSplitter(RankBytes on_rank_bytes, OwnLine on_own_line,
-              int ranks = std::numeric_limits<int>::max())
+              int ranks = std::numeric_limits<int>::max(), TagEnd end = TagEnd::kColon)
       : on_rank_bytes_(std::move(on_rank_bytes)),
         on_own_line_(std::move(on_own_line)),
-        ranks_(ranks) {}
+        ranks_(ranks),
+        end_(end) {}
   void feed(std::string_view bytes);
   void finish();  // the stream ended: a last partial own line is delivered
   size_t buffered() const { return head_.size() + held_.size(); }
@@ -55,6 +61,7 @@ class TagSplitter {
   RankBytes on_rank_bytes_;
   OwnLine on_own_line_;
   int ranks_;
+  TagEnd end_;
   std::string head_;                   // a line's start, before its tag is known; or an own line
   std::optional<TaggedLine> current_;  // the line being passed through (text unused)
   std::string held_;                   // in a tagged line: what may be the start of a next tag
@@ -63,14 +70,17 @@ class TagSplitter {
   bool own_truncated_ = false;
 };
 
-// The rank mpirun names in "Process name: [[12345,1],2]", if any.
+// The rank mpirun names in "Process name: [[12345,1],2]" (Open MPI 4) or "Process name:
+// [prterun-host-4242@1,2]" (Open MPI 5), if any.
 std::optional<int> failed_rank_from_mpirun(std::string_view text);
-// Whether mpirun says a rank of the job failed ("Primary job terminated normally, but 1 process
-// returned a non-zero exit code"), also when it does not name the rank (under load it sometimes
+// Whether mpirun says a rank of the job failed (Open MPI 4: "Primary job terminated normally, but
+// 1 process returned a non-zero exit code"; 5: "prterun detected that one or more processes
+// exited with non-zero status"), also when it does not name the rank (under load it sometimes
 // ends before printing "Process name: ...").
 bool mpirun_reports_rank_failure(std::string_view text);
 // Whether this line of mpirun's own says it is aborting the job after a rank failed ("Per
-// user-direction, the job has been aborted.", "mpirun noticed that process rank 1 ...").
+// user-direction, the job has been aborted.", "mpirun noticed that process rank 1 ...", Open
+// MPI 5's "prterun noticed that process rank 1 ...").
 bool mpirun_aborts_job(std::string_view line);
 
 }  // namespace hvd::launcher

@@ -42,7 +42,7 @@ class RendezvousServer::Http final : public httplib::Server {
   // False when the connection must close (an error, or the client asked).
   bool serve_one(httplib::Stream& stream) {
     bool closed = false;
-    return process_request(stream, false, closed, nullptr) && !closed;
+    return process_one(*this, stream, closed) && !closed;
   }
 
   // Parses one request line that names no HTTP method, on the calling thread, and drops the 400
@@ -53,6 +53,23 @@ class RendezvousServer::Http final : public httplib::Server {
   // uninstrumented libcpp-httplib and reported that read as a race (tests/sanitizers/README.md).
   // Built here, before the front end starts its workers, the set is ordered before every
   // worker by the thread's creation.
+  // cpp-httplib 0.11 (Debian 12) parses a request from a stream alone; later versions (0.18,
+  // Debian 13) take the peer's and our own address beside it, which the stream knows. The one
+  // place where the two versions differ; a template so that only the matching call is compiled.
+  template <class Server>
+  static bool process_one(Server& server, httplib::Stream& stream, bool& closed) {
+    if constexpr (requires { server.process_request(stream, false, closed, nullptr); }) {
+      return server.process_request(stream, false, closed, nullptr);
+    } else {
+      std::string remote_ip, local_ip;
+      int remote_port = 0, local_port = 0;
+      stream.get_remote_ip_and_port(remote_ip, remote_port);
+      stream.get_local_ip_and_port(local_ip, local_port);
+      return server.process_request(stream, remote_ip, remote_port, local_ip, local_port, false,
+                                    closed, nullptr);
+    }
+  }
+
   void build_statics() {
     class OneLine final : public httplib::Stream {
      public:

@@ -4,7 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,7 +19,7 @@
 
 namespace hvd::test {
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
 using nlohmann::json;
 using Env = std::vector<std::pair<std::string, std::string>>;
@@ -63,7 +63,7 @@ inline RunResult expect_usage_error(const std::vector<std::string>& args,
   CHECK(r.exit_code == kUsage);
   CHECK(r.out.empty());
   CHECK_THAT(r.err, StartsWith("hvdrun: error: "));
-  for (const std::string& needle : needles) CHECK_THAT(r.err, Contains(needle));
+  for (const std::string& needle : needles) CHECK_THAT(r.err, ContainsSubstring(needle));
   return r;
 }
 

@@ -20,7 +20,7 @@ TEST_CASE("check-build: --json reports the engines, NCCL, CUDA and the GPUs", "[
   CHECK(lib["engines"]["nccl"]["built"] == (HVD_TEST_HAS_NCCL != 0));
   if (HVD_TEST_HAS_MPI != 0) {
     CHECK(doc["launch_modes"]["mpi"]["available"] == true);
-    CHECK_THAT(lib["engines"]["mpi"]["library"].get<std::string>(), Contains("Open MPI"));
+    CHECK_THAT(lib["engines"]["mpi"]["library"].get<std::string>(), ContainsSubstring("Open MPI"));
   }
   if (HVD_TEST_HAS_NCCL != 0 && lib["engines"]["nccl"]["loaded"] == true) {
     // The version the loaded library reports, e.g. "2.28.9".
@@ -39,9 +39,9 @@ TEST_CASE("check-build: a human report", "[cli]") {
   const RunResult r = run_hvdrun({"--check-build"});
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
-  CHECK_THAT(r.out, Contains("native launch      yes"));
-  CHECK_THAT(r.out, Contains("NCCL plugin        "));
-  CHECK_THAT(r.out, Contains("GPUs visible       "));
+  CHECK_THAT(r.out, ContainsSubstring("native launch      yes"));
+  CHECK_THAT(r.out, ContainsSubstring("NCCL plugin        "));
+  CHECK_THAT(r.out, ContainsSubstring("GPUs visible       "));
 }
 
 TEST_CASE("check-build: the Python binding, in the Python it was built for", "[cli]") {
@@ -61,7 +61,7 @@ TEST_CASE("check-build: the Python binding, in the Python it was built for", "[c
     CHECK(built_for["module"] == HVD_TEST_BUILD_DIR "/python/hvd/torch/__init__.py");
     CHECK_FALSE(built_for["torch"].get<std::string>().empty());
   } else {  // no python3-torch on this machine: the reason says so
-    CHECK_THAT(built_for["error"].get<std::string>(), Contains("torch"));
+    CHECK_THAT(built_for["error"].get<std::string>(), ContainsSubstring("torch"));
   }
 }
 
@@ -86,11 +86,11 @@ TEST_CASE("check-build: a python3 on PATH that is not the binding's is probed an
   CHECK(other["on_path"] == true);
   CHECK(other["importable"] == false);
   CHECK_THAT(other["error"].get<std::string>(),
-             Contains("exit 127: pyenv: python3: command not found"));
+             ContainsSubstring("exit 127: pyenv: python3: command not found"));
   const RunResult human = run_hvdrun({"--check-build"}, {{"PATH", path}});
-  CHECK_THAT(human.out, Contains("python3 on PATH    " + (dir / "python3").string() +
+  CHECK_THAT(human.out, ContainsSubstring("python3 on PATH    " + (dir / "python3").string() +
                                  ": not importable: exit 127"));
-  CHECK_THAT(human.out, Contains("name " HVD_TEST_PYTHON " in the command"));
+  CHECK_THAT(human.out, ContainsSubstring("name " HVD_TEST_PYTHON " in the command"));
 }
 
 TEST_CASE("gpus-per-rank: gives each local rank its own CUDA devices", "[cli]") {
@@ -107,8 +107,8 @@ TEST_CASE("gpus-per-rank: gives each local rank its own CUDA devices", "[cli]") 
 TEST_CASE("gpus-per-rank: refused with --mpi and for a bad count", "[cli]") {
   const RunResult mpi = run_hvdrun({"--dry-run", "--mpi", "--gpus-per-rank", "1", "./train"});
   CHECK(mpi.exit_code == kUsage);
-  CHECK_THAT(mpi.err, Contains("--gpus-per-rank works in native mode only"));
+  CHECK_THAT(mpi.err, ContainsSubstring("--gpus-per-rank works in native mode only"));
   const RunResult zero = run_hvdrun({"--dry-run", "--gpus-per-rank", "0", "./train"});
   CHECK(zero.exit_code == kUsage);
-  CHECK_THAT(zero.err, Contains("--gpus-per-rank 0: must be 1 to 64"));
+  CHECK_THAT(zero.err, ContainsSubstring("--gpus-per-rank 0: must be 1 to 64"));
 }

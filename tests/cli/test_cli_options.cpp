@@ -42,14 +42,14 @@ TEST_CASE("a refused command prints nothing but its error", "[cli]") {
     INFO(show(r));
     CHECK(r.exit_code == kUsage);
     CHECK_THAT(r.err, StartsWith("hvdrun: error: "));
-    CHECK_THAT(r.err, !Contains("OMP_NUM_THREADS"));
-    CHECK_THAT(r.err, !Contains("info:"));
+    CHECK_THAT(r.err, !ContainsSubstring("OMP_NUM_THREADS"));
+    CHECK_THAT(r.err, !ContainsSubstring("info:"));
   }
   const RunResult ok = run_hvdrun({"-np", "2", "--output-ranks", "1", "true"});
   INFO(show(ok));
   CHECK(ok.exit_code == kSuccess);
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {  // set, it is forwarded and says nothing
-    CHECK_THAT(ok.err, Contains("hvdrun: info: OMP_NUM_THREADS=1"));
+    CHECK_THAT(ok.err, ContainsSubstring("hvdrun: info: OMP_NUM_THREADS=1"));
   }
 }
 
@@ -66,10 +66,10 @@ TEST_CASE("help", "[cli]") {
   const RunResult r = run_hvdrun({"--help"});
   INFO(show(r));
   CHECK(r.exit_code == kSuccess);
-  CHECK_THAT(r.out, Contains("-np"));
-  CHECK_THAT(r.out, Contains("--hostfile"));
-  CHECK_THAT(r.out, Contains("--dry-run"));
-  CHECK_THAT(r.out, Contains("-x"));
+  CHECK_THAT(r.out, ContainsSubstring("-np"));
+  CHECK_THAT(r.out, ContainsSubstring("--hostfile"));
+  CHECK_THAT(r.out, ContainsSubstring("--dry-run"));
+  CHECK_THAT(r.out, ContainsSubstring("-x"));
   CHECK(r.err.empty());
 }
 
@@ -80,16 +80,16 @@ TEST_CASE("a launch on an unreachable host starts nothing and exits 69", "[cli]"
   INFO(show(r));
   CHECK(r.exit_code == 69);
   CHECK(r.out.empty());
-  CHECK_THAT(r.err, Contains("nothing was started"));
-  CHECK_THAT(r.err, Contains("connection_refused"));
+  CHECK_THAT(r.err, ContainsSubstring("nothing was started"));
+  CHECK_THAT(r.err, ContainsSubstring("connection_refused"));
 }
 
 TEST_CASE("a local launch runs the command on every rank", "[cli]") {
   const RunResult r = run_hvdrun({"-np", "2", "sh", "-c", "echo rank=$RANK"});
   INFO(show(r));
   CHECK(r.exit_code == kSuccess);
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank=0\n"));
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank=1\n"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank=0\n"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank=1\n"));
 }
 
 TEST_CASE("human table has a header and one row per rank", "[cli]") {
@@ -98,7 +98,7 @@ TEST_CASE("human table has a header and one row per rank", "[cli]") {
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
   CHECK(r.err.empty());
-  CHECK_THAT(r.out, Contains("command: ./train --epochs 3"));
+  CHECK_THAT(r.out, ContainsSubstring("command: ./train --epochs 3"));
 
   std::istringstream lines(r.out);
   std::string line;
@@ -106,7 +106,7 @@ TEST_CASE("human table has a header and one row per rank", "[cli]") {
   }
   INFO("header: " << line);
   for (const char* column : {"rank", "host", "local_rank", "cross_rank"}) {
-    CHECK_THAT(line, Contains(column));
+    CHECK_THAT(line, ContainsSubstring(column));
   }
   std::vector<std::string> rows;
   while (std::getline(lines, line) && !line.empty()) rows.push_back(line);
@@ -120,8 +120,8 @@ TEST_CASE("human table has a header and one row per rank", "[cli]") {
     CHECK(rank == std::to_string(i));
     CHECK(host == hosts[i]);
   }
-  CHECK_THAT(rows[0], Contains("local"));
-  CHECK_THAT(rows[2], Contains("remote"));
+  CHECK_THAT(rows[0], ContainsSubstring("local"));
+  CHECK_THAT(rows[2], ContainsSubstring("remote"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ TEST_CASE("x value is redacted unless asked", "[cli]") {
   const RunResult table = run_hvdrun({"--dry-run", "--verbose", "-x", "FOO=secret", "./x"});
   INFO(show(table));
   REQUIRE(table.exit_code == kSuccess);
-  CHECK_THAT(table.out, Contains("FOO=<redacted>"));
+  CHECK_THAT(table.out, ContainsSubstring("FOO=<redacted>"));
   CHECK(table.out.find("secret") == std::string::npos);
   CHECK(table.err.find("secret") == std::string::npos);
 
@@ -204,7 +204,7 @@ TEST_CASE("x name that is not set warns", "[cli]") {
   const RunResult r = run_hvdrun({"--dry-run", "--json", "-x", "HVDTEST_UNSET_VAR", "./x"});
   INFO(show(r));
   REQUIRE(r.exit_code == kSuccess);
-  CHECK_THAT(r.err, Contains("HVDTEST_UNSET_VAR: not set"));
+  CHECK_THAT(r.err, ContainsSubstring("HVDTEST_UNSET_VAR: not set"));
   CHECK_FALSE(parse_stdout(r)["ranks"][0]["env"].contains("HVDTEST_UNSET_VAR"));
 }
 
@@ -243,15 +243,15 @@ TEST_CASE("rendezvous token is always redacted", "[cli]") {
   const RunResult table = run_hvdrun({"--dry-run", "--verbose", "--show-env-values", "./x"}, env);
   INFO(show(table));
   REQUIRE(table.exit_code == kSuccess);
-  CHECK_THAT(table.out, Contains("HVD_RENDEZVOUS_TOKEN=<redacted>"));
+  CHECK_THAT(table.out, ContainsSubstring("HVD_RENDEZVOUS_TOKEN=<redacted>"));
   CHECK(table.out.find("tok-123-real") == std::string::npos);
 }
 
 TEST_CASE("help: -x says a NAME=value value is readable on hvdrun's command line", "[cli]") {
   const RunResult r = run_hvdrun({"--help"});
   REQUIRE(r.exit_code == kSuccess);
-  CHECK_THAT(r.out, Contains("/proc"));
-  CHECK_THAT(r.out, Contains("pass -x NAME"));
+  CHECK_THAT(r.out, ContainsSubstring("/proc"));
+  CHECK_THAT(r.out, ContainsSubstring("pass -x NAME"));
 }
 
 TEST_CASE("the checks take no command and no --dry-run: a usage error, not ignored", "[cli]") {
@@ -284,7 +284,7 @@ TEST_CASE("with --json a usage error is a JSON document on stdout too", "[cli]")
     CHECK(doc["ok"] == false);
     CHECK(doc["exit_code"] == kUsage);
     CHECK(doc["error"]["kind"] == "usage");
-    CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(what));
+    CHECK_THAT(doc["error"]["message"].get<std::string>(), ContainsSubstring(what));
     CHECK_THAT(doc["error"]["hint"].get<std::string>(), !Catch::Matchers::Equals(""));
   }
   // The command's own --json is not hvdrun's.
@@ -306,8 +306,8 @@ TEST_CASE("verbose (-v) names an ssh_config option libssh ignores once, not once
   const auto first = r.err.find(line);
   CHECK(first != std::string::npos);
   CHECK(r.err.find(line, first + 1) == std::string::npos);
-  CHECK_THAT(r.err, Contains("'IdentitiesOnly'"));
-  CHECK_THAT(r.err, !Contains("Unsupported option"));
+  CHECK_THAT(r.err, ContainsSubstring("'IdentitiesOnly'"));
+  CHECK_THAT(r.err, !ContainsSubstring("Unsupported option"));
 }
 
 TEST_CASE("output-ranks: other ranks' lines stay off the console, in their files and report",
@@ -320,11 +320,11 @@ TEST_CASE("output-ranks: other ranks' lines stay off the console, in their files
                   "if [ $HOROVOD_RANK = 1 ]; then exit 3; fi; sleep 0.3"});
   INFO(show(r));
   CHECK(r.exit_code == 3);
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:line0"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:line0"));
   CHECK(r.out.find("line1") == std::string::npos);  // rank 1 is not listed
   CHECK(r.err.find("<stderr>:why1") == std::string::npos);
-  CHECK_THAT(r.err, Contains("rank 1 (host localhost, local rank 1) exited with code 3"));
-  CHECK_THAT(r.err, Contains("    why1"));  // its root cause is still reported
+  CHECK_THAT(r.err, ContainsSubstring("rank 1 (host localhost, local rank 1) exited with code 3"));
+  CHECK_THAT(r.err, ContainsSubstring("    why1"));  // its root cause is still reported
   std::ifstream file(dir + "/rank.1/stdout");
   std::string line;
   std::getline(file, line);
@@ -353,7 +353,7 @@ TEST_CASE("timeout: the job is stopped, exit 124, the ranks still running named"
   INFO(show(r));
   CHECK(r.exit_code == 124);
   CHECK(took < 15);  // 1.5 s, then the stop's grace at most
-  CHECK_THAT(r.err, Contains("the job ran past --timeout 1.5 s and was stopped"));
-  CHECK_THAT(r.err, Contains("rank 1 (host localhost): last line: at step 1"));
+  CHECK_THAT(r.err, ContainsSubstring("the job ran past --timeout 1.5 s and was stopped"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 1 (host localhost): last line: at step 1"));
   if (!mpi) CHECK(r.err.find("rank 0 (host") == std::string::npos);  // it had finished
 }

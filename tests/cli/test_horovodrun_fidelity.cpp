@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "tests/cli/cli_helpers.h"
+#include "tests/support/open_mpi.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
 namespace fs = std::filesystem;
@@ -133,9 +134,9 @@ TEST_CASE("horovodrun fidelity: elastic waits for -np slots from the discovery s
   INFO(show(never));
   CHECK(never.exit_code == kUsage);
   CHECK(never.out.empty());
-  CHECK_THAT(never.err, Contains("waiting up to 1 s (--elastic-timeout) for -np 16"));
-  CHECK_THAT(never.err, Contains("hvdrun: error: the host discovery script"));
-  CHECK_THAT(never.err, Contains("listed 12 slots for 1 s, fewer than -np 16"));
+  CHECK_THAT(never.err, ContainsSubstring("waiting up to 1 s (--elastic-timeout) for -np 16"));
+  CHECK_THAT(never.err, ContainsSubstring("hvdrun: error: the host discovery script"));
+  CHECK_THAT(never.err, ContainsSubstring("listed 12 slots for 1 s, fewer than -np 16"));
 }
 
 // horovodrun's --max-np has no default limit: with -np 2 --min-np 1 -H a:2,b:2 every slot
@@ -149,7 +150,7 @@ TEST_CASE("horovodrun fidelity: --max-np is unlimited by default", "[horovodrun]
       run_hvdrun({"--dry-run", "-np", "2", "--min-np", "1", "-H", "a:2,b:2", "./train"});
   INFO(show(text));
   CHECK(text.exit_code == kSuccess);
-  CHECK_THAT(text.out, Contains("grows onto the hosts' 2 free slots at once (--max-np: no limit"));
+  CHECK_THAT(text.out, ContainsSubstring("grows onto the hosts' 2 free slots at once (--max-np: no limit"));
   CHECK(plan_of({"-np", "2", "--min-np", "1", "--max-np", "3", "-H",
                  "a:2,b:2"})["elastic"]["max_np"] == 3);
 }
@@ -169,8 +170,8 @@ TEST_CASE("horovodrun fidelity: -x '*' forwards the launcher's environment", "[h
   const Env env{{"MY_DATA_DIR", "/data"}, {"BASH_FUNC_f%%", "() {  echo hi\n}"}};
   const json allow = plan_of({"-np", "1", "-H", "localhost:1"}, env);
   CHECK_FALSE(allow["ranks"][0]["env"].contains("MY_DATA_DIR"));
-  CHECK_THAT(notices_of(allow), Contains("of hvdrun's environment are not forwarded"));
-  CHECK_THAT(notices_of(allow), Contains("-x '*'"));
+  CHECK_THAT(notices_of(allow), ContainsSubstring("of hvdrun's environment are not forwarded"));
+  CHECK_THAT(notices_of(allow), ContainsSubstring("-x '*'"));
 
   const json all = plan_of({"-np", "1", "-H", "localhost:1", "-x", "*"}, env);
   const json& rank_env = all["ranks"][0]["env"];
@@ -178,7 +179,7 @@ TEST_CASE("horovodrun fidelity: -x '*' forwards the launcher's environment", "[h
   CHECK_FALSE(rank_env.contains("BASH_FUNC_f%%"));
   CHECK_FALSE(rank_env.contains("SSH_AUTH_SOCK"));
   CHECK(rank_env["HOROVOD_RANK"] == "0");  // per-rank values win
-  CHECK_THAT(notices_of(all), Contains("-x '*': 1 entry of hvdrun's environment skipped"));
+  CHECK_THAT(notices_of(all), ContainsSubstring("-x '*': 1 entry of hvdrun's environment skipped"));
 
   // Under --mpi the names travel as -x NAME; no value on mpirun's command line.
   const json mpi = plan_of({"--mpi", "-np", "1", "-H", "localhost:1", "-x", "*"},
@@ -211,16 +212,19 @@ TEST_CASE(
   const json once = plan_of({"-np", "4", "--host-discovery-script", twice.string()});
   CHECK(host_names(once) == std::vector<std::string>{"a", "b"});
 
-  // From 64 hosts on, horovodrun passes -mca plm_rsh_num_concurrent <hosts> to mpirun.
+  // From 64 hosts on, horovodrun passes -mca plm_rsh_num_concurrent <hosts> to mpirun (Open
+  // MPI 5: --prtemca plm_ssh_num_concurrent).
   auto hosts = [](int n) {
     std::string list;
     for (int i = 1; i <= n; ++i) list += (i > 1 ? "," : "") + ("h" + std::to_string(i));
     return list;
   };
+  const bool five = hvd::test::installed_open_mpi_major() >= 5;
+  const std::string concurrent = five ? "plm_ssh_num_concurrent" : "plm_rsh_num_concurrent";
   const json many = plan_of({"--mpi", "-H", hosts(64)});
   CHECK(has_words(many["launcher_commands"].back()["argv"],
-                  {"-mca", "plm_rsh_num_concurrent", "64"}));
+                  {five ? "--prtemca" : "-mca", concurrent, "64"}));
   const json fewer = plan_of({"--mpi", "-H", hosts(63)});
-  CHECK(fewer["launcher_commands"].back()["argv"].dump().find("plm_rsh_num_concurrent") ==
+  CHECK(fewer["launcher_commands"].back()["argv"].dump().find("num_concurrent") ==
         std::string::npos);
 }

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -32,7 +32,7 @@ extern char** environ;
 
 namespace hvd::test::check_ssh {
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
 using hvd::test::RunResult;
 using hvd::test::TestHosts;
@@ -290,12 +290,12 @@ inline void check_failed_host(const Check& c, json host, const std::string& addr
   REQUIRE(host["reproduce"].is_string());
   const std::string reproduce = host["reproduce"];
   CHECK_THAT(reproduce, StartsWith("ssh "));
-  CHECK_THAT(reproduce, Contains("-F"));
-  CHECK_THAT(reproduce, Contains(c.ssh_config));
-  CHECK_THAT(reproduce, Contains("UserKnownHostsFile"));
-  CHECK_THAT(reproduce, Contains(c.known_hosts));
-  CHECK_THAT(reproduce, Contains(address));
-  CHECK_THAT(reproduce, Contains(std::to_string(port)));
+  CHECK_THAT(reproduce, ContainsSubstring("-F"));
+  CHECK_THAT(reproduce, ContainsSubstring(c.ssh_config));
+  CHECK_THAT(reproduce, ContainsSubstring("UserKnownHostsFile"));
+  CHECK_THAT(reproduce, ContainsSubstring(c.known_hosts));
+  CHECK_THAT(reproduce, ContainsSubstring(address));
+  CHECK_THAT(reproduce, ContainsSubstring(std::to_string(port)));
 }
 
 // The reproduce line, run as the user would paste it, must fail too.

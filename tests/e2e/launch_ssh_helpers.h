@@ -2,7 +2,7 @@
 #pragma once
 #include <sched.h>
 #include <sys/stat.h>
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -11,7 +11,7 @@
 #include "tests/support/test_hosts.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
 
 namespace hvd::test::launch_ssh {

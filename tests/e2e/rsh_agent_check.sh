@@ -94,16 +94,22 @@ expect "quotes keep a word together; {user} and {port} are replaced" \
   has "env 'A B=pod-a' $(id -un)@2222 $hvdrun --agent" "$out"
 
 # Under --mpi: the network check's agents through the command, then mpirun's daemons through
-# it too (plm_rsh_agent: hvdrun --rsh-agent-shim, which runs `TEMPLATE sh -c 'orted ...'`).
+# it too (plm_rsh_agent: hvdrun --rsh-agent-shim, which runs `TEMPLATE sh -c 'orted ...'`;
+# Open MPI 5: --prtemca plm_ssh_agent, and its daemon is prted).
+if mpirun --version 2>/dev/null | grep -q '(Open MPI) [5-9]\.'; then
+  agent_param="--prtemca plm_ssh_agent"
+else
+  agent_param="-mca plm_rsh_agent"
+fi
 : >"$work/kubectl.log"
 run mpi_dry --dry-run --mpi -np 2 -H pod-a:1,pod-b:1 --rsh-agent "$kube" "$check" collectives
 expect "--mpi --dry-run: mpirun's agent is hvdrun's shim, not ssh" \
-  has "-mca plm_rsh_agent '$hvdrun --rsh-agent-shim'" "$out"
+  has "$agent_param '$hvdrun --rsh-agent-shim'" "$out"
 run mpi_job --mpi -np 2 -H pod-a:1,pod-b:1 --rsh-agent "$kube" "$check" collectives
 expect "--mpi: a 2-rank libhvd job (MPI) across two pods passes every collective" \
   test "$rc" -eq 0 -a "$(grep -c 'all checks passed' "$work/mpi_job.out")" -eq 2
 expect "--mpi: both pods' Open MPI daemons were started through kubectl exec, in sh -c" \
-  test "$(grep -c "^pod-[ab] sh -c .*orted" "$work/kubectl.log")" -eq 2
+  test "$(grep -cE "^pod-[ab] sh -c .*(orted|prted)" "$work/kubectl.log")" -eq 2
 run mpi_user --dry-run --mpi -H pod-a --rsh-agent "kubectl exec -i {host} --user={user} --" true
 expect "--mpi with {user} in the template is a usage error" \
   test "$rc" -eq 64 -a -n "$(grep -F "{user} and {port} cannot be filled in" <<<"$err")"

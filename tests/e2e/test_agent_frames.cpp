@@ -5,7 +5,7 @@
 // (launch_helpers.h).
 #include <poll.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <nlohmann/json.hpp>
 

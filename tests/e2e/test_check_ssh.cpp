@@ -26,7 +26,7 @@ TEST_CASE("fakes: closed port refuses and accept-and-close closes before a banne
   CHECK(hvd::test::read_first_line(closed.address(), closed.port(), milliseconds(500)).empty());
   const ShellResult refused = run_shell("bash -c 'exec 3<>/dev/tcp/127.0.1.20/" +
                                         std::to_string(closed.port()) + "' && echo connected");
-  CHECK_THAT(refused.output, Contains("refused"));
+  CHECK_THAT(refused.output, ContainsSubstring("refused"));
 
   hvd::test::AcceptAndClose closing("127.0.1.21");
   const Clock::time_point start = Clock::now();
@@ -82,7 +82,7 @@ TEST_CASE("fakes: sshd with MaxStartups 1 and one held connection drops the next
   }
   INFO(login.output);
   CHECK(login.exit_code == 0);
-  CHECK_THAT(login.output, Contains("logged-in"));
+  CHECK_THAT(login.output, ContainsSubstring("logged-in"));
 
   hvd::test::HeldConnections held = sshd.hold_connections(1);
   CHECK(held.size() == 1);
@@ -127,7 +127,7 @@ TEST_CASE("check-ssh: four fixture hosts are ok", "[check-ssh]") {
     REQUIRE(agent["version"].is_string());
     const std::string v = agent["version"];
     CHECK(!v.empty());
-    CHECK_THAT(version.out, Contains(v));  // `hvdrun --version` says "hvdrun 0.1.0"
+    CHECK_THAT(version.out, ContainsSubstring(v));  // `hvdrun --version` says "hvdrun 0.1.0"
   }
   CHECK(std::string(read_file(c.known_hosts)) == read_file(fx.hosts.known_hosts));
 }
@@ -170,9 +170,9 @@ void check_agent_problem(const Fixture& fx, Check& c, const std::string& agent_p
   INFO("host entry: " << h.dump());
   CHECK(h["code"] == code);
   check_stages(h, "probe");
-  CHECK_THAT(h.value("message", ""), Contains(agent_path));
-  CHECK_THAT(h.value("message", ""), Contains(words));
-  CHECK_THAT(h.value("hint", ""), Contains("install hvdrun") || Contains("--version"));
+  CHECK_THAT(h.value("message", ""), ContainsSubstring(agent_path));
+  CHECK_THAT(h.value("message", ""), ContainsSubstring(words));
+  CHECK_THAT(h.value("hint", ""), ContainsSubstring("install hvdrun") || ContainsSubstring("--version"));
   REQUIRE(h["remote"].is_object());  // what the probe found
   CHECK(h["remote"]["agent"]["path"] == agent_path);
   CHECK(h["remote"]["agent"]["present"] == present);
@@ -194,7 +194,7 @@ void check_agent_problem(const Fixture& fx, Check& c, const std::string& agent_p
   const RunResult table = hvd::test::run_hvdrun(table_args);
   INFO(show(table));
   CHECK(table.exit_code == kSshFailed);
-  CHECK_THAT(table.err, Contains(code));
+  CHECK_THAT(table.err, ContainsSubstring(code));
 }
 
 }  // namespace
@@ -284,7 +284,7 @@ TEST_CASE("check-ssh: http server is not ssh", "[check-ssh]") {
   json& h = doc["hosts"][0];
   check_failed_host(c, h, server.address(), server.port(), "not_ssh", "banner");
   const std::string message = h.value("message", "");
-  CHECK_THAT(message, Contains("HTTP/1.1 400 Bad Request"));  // the first bytes are shown ...
+  CHECK_THAT(message, ContainsSubstring("HTTP/1.1 400 Bad Request"));  // the first bytes are shown ...
   bool has_control = false;                                   // ... sanitised
   for (const char ch : message) has_control = has_control || static_cast<unsigned char>(ch) < 0x20;
   CHECK_FALSE(has_control);
@@ -343,10 +343,10 @@ TEST_CASE("check-ssh on a terminal: a live line counts the hosts, then the table
       std::chrono::seconds(30));
   INFO(r.out);
   const std::string clear = "\r\033[K";
-  CHECK_THAT(r.out, Contains(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending ("));
-  CHECK_THAT(r.out, Contains(clear + "check-ssh: 2 of 2 hosts done, 2 failed, 0 pending"));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending ("));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "check-ssh: 2 of 2 hosts done, 2 failed, 0 pending"));
   // Cleared before the table, which starts on its own line.
-  CHECK_THAT(r.out, Contains(clear + "hvdrun --check-ssh: 2 hosts, 2 failed"));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "hvdrun --check-ssh: 2 hosts, 2 failed"));
   // Not on a pipe, and not with --json on a terminal.
   const hvd::test::RunResult piped = hvd::test::run_hvdrun(
       {"--check-ssh", "-H", hosts, "-p", std::to_string(silent.port()), "--ssh-timeout", "1.2"});

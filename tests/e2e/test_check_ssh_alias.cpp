@@ -2,7 +2,7 @@
 // aliases), over the sshd test hosts: hvdrun reads OpenSSH's own answer for the name (ssh -G),
 // connects to its HostName, and checks the host key under OpenSSH's name for it, so a
 // known_hosts entry written by OpenSSH's ssh is honoured and one hvdrun records is OpenSSH's.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 #include "tests/support/test_hosts.h"
 
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::test::RunResult;
 using hvd::test::TestHosts;
 
@@ -99,7 +99,7 @@ TEST_CASE("alias with '_': --check-ssh connects to its HostName and records Open
   // Recorded under OpenSSH's name: the HostName, [..]:port.
   const std::string recorded = read_file(c.known_hosts);
   CHECK_THAT(recorded,
-             Contains("[" + hosts.addresses.at(0) + "]:" + std::to_string(hosts.port) + " "));
+             ContainsSubstring("[" + hosts.addresses.at(0) + "]:" + std::to_string(hosts.port) + " "));
   // ... which OpenSSH's ssh then accepts under its strictest policy.
   const RunResult ssh = c.openssh("yes");
   INFO(show(ssh));
@@ -117,7 +117,7 @@ TEST_CASE("alias with '_': an entry written by OpenSSH's ssh is honoured under s
     REQUIRE(ssh.exit_code == 0);
     const std::string before = read_file(c.known_hosts);
     REQUIRE_FALSE(before.empty());
-    if (!alias.empty()) CHECK_THAT(before, Contains(alias + " "));
+    if (!alias.empty()) CHECK_THAT(before, ContainsSubstring(alias + " "));
     const auto host = check(c, {"--ssh-host-key-policy", "strict"}, 0);
     INFO(host.dump(2));
     CHECK(host["code"] == "ok");
@@ -150,6 +150,6 @@ TEST_CASE("alias with '_': a launch on it runs", "[launch][alias]") {
   const RunResult r = hvd::test::run_hvdrun(args, {}, std::chrono::seconds(60));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("rank 0 on worker_1"));
-  CHECK_THAT(r.out, Contains("rank 1 on worker_1"));
+  CHECK_THAT(r.out, ContainsSubstring("rank 0 on worker_1"));
+  CHECK_THAT(r.out, ContainsSubstring("rank 1 on worker_1"));
 }

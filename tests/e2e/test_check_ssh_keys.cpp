@@ -13,7 +13,7 @@ void expect_usage_json(const std::string& out, const std::string& what) {
   CHECK(doc["ok"] == false);
   CHECK(doc["exit_code"] == kUsage);
   CHECK(doc["error"]["kind"] == "usage");
-  CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(what));
+  CHECK_THAT(doc["error"]["message"].get<std::string>(), ContainsSubstring(what));
 }
 
 }  // namespace
@@ -45,11 +45,11 @@ TEST_CASE("check-ssh: changed host key fails and leaves known hosts alone", "[ch
   check_failed_host(c, h, fx.addr(0), fx.hosts.port, "host_key_changed", "host_key");
   CHECK(h["address"] == fx.addr(0));
   const std::string said = h.value("message", "") + "\n" + h.value("hint", "");
-  CHECK_THAT(said, Contains(fingerprint(fx.host_key_pub)));  // the server's key
-  CHECK_THAT(said, Contains(fingerprint(other + ".pub")));   // the one on record
+  CHECK_THAT(said, ContainsSubstring(fingerprint(fx.host_key_pub)));  // the server's key
+  CHECK_THAT(said, ContainsSubstring(fingerprint(other + ".pub")));   // the one on record
   // The removal command for this file and entry ("ssh-keygen [-f FILE] -R '[addr]:port'").
   CHECK(removal_command_named(said));
-  CHECK_THAT(said, Contains(fx.known_hosts_line(fx.addr(0))));
+  CHECK_THAT(said, ContainsSubstring(fx.known_hosts_line(fx.addr(0))));
   check_ok_host(fx, doc["hosts"][1], fx.addr(1));
   CHECK(read_file(c.known_hosts) == text);  // never recorded, never removed: byte-identical
   check_reproduce_fails(h);
@@ -64,7 +64,7 @@ TEST_CASE("check-ssh: strict policy with empty known hosts is host key unknown",
   json doc = expect_failed_run(r, 1);
   json& h = doc["hosts"][0];
   check_failed_host(c, h, fx.addr(0), fx.hosts.port, "host_key_unknown", "host_key");
-  CHECK_THAT(h.value("hint", ""), Contains("ssh-keyscan"));
+  CHECK_THAT(h.value("hint", ""), ContainsSubstring("ssh-keyscan"));
   CHECK(read_file(c.known_hosts).empty());
   check_reproduce_fails(h);
   CHECK(read_file(c.known_hosts).empty());
@@ -146,10 +146,10 @@ TEST_CASE("check-ssh: unauthorized key is auth denied", "[check-ssh]") {
   json& h = doc["hosts"][0];
   check_failed_host(c, h, fx.addr(0), fx.hosts.port, "auth_denied", "auth");
   const std::string message = h.value("message", "");
-  CHECK_THAT(message, Contains(fx.hosts.user));        // the user
-  CHECK_THAT(message, Contains("publickey"));          // the methods the server offers
-  CHECK_THAT(message, Contains(fx.key_unauthorized));  // the keys tried
-  CHECK_THAT(h.value("reproduce", ""), Contains(fx.key_unauthorized));
+  CHECK_THAT(message, ContainsSubstring(fx.hosts.user));        // the user
+  CHECK_THAT(message, ContainsSubstring("publickey"));          // the methods the server offers
+  CHECK_THAT(message, ContainsSubstring(fx.key_unauthorized));  // the keys tried
+  CHECK_THAT(h.value("reproduce", ""), ContainsSubstring(fx.key_unauthorized));
   check_reproduce_fails(h);
 }
 
@@ -258,7 +258,7 @@ TEST_CASE("check-ssh bad input: missing identity file", "[check-ssh]") {
   const RunResult r = c.run({{fx.addr(0), fx.hosts.port}});
   INFO(show(r));
   CHECK(r.exit_code == kUsage);
-  CHECK_THAT(r.err, Contains("/nonexistent/id_ed25519"));
+  CHECK_THAT(r.err, ContainsSubstring("/nonexistent/id_ed25519"));
 }
 
 TEST_CASE("check-ssh bad input: port out of range", "[check-ssh]") {

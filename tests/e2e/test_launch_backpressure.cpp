@@ -3,13 +3,13 @@
 // test_launch_ssh_backpressure.cpp; srun's: tests/slurm/backpressure_check.sh): a console that
 // pauses must slow the ranks but never lose a host, and a frozen hvdrun must not leave printing
 // ranks blocked for good.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/e2e/backpressure_helpers.h"
 
 using namespace hvd::test;                // NOLINT: test helpers
 using namespace hvd::test::backpressure;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 
 TEST_CASE("a console that stops reading past twice --keepalive loses no host (local agent)",
           "[launch]") {

@@ -3,7 +3,7 @@
 // at 210.0 when every one of its 20 steps ran exactly once, whatever the world's size was) on
 // this machine. A rank is killed mid-training; the others must go on in a new generation from
 // their last commit, and hvdrun must say what happened, in its log and in --json.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@
 #include "tests/e2e/launch_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
 
 namespace {
@@ -58,11 +58,11 @@ TEST_CASE("elastic launch: a killed rank leaves, the others finish in a smaller 
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   // Every step ran once on the survivors: generation 0 at size 3, generation 1 at size 2.
-  CHECK_THAT(r.err, Contains(done_line(0, 1, 0, 2, 1)));
-  CHECK_THAT(r.err, Contains(done_line(1, 1, 1, 2, 1)));
-  CHECK_THAT(r.err, Contains("elastic: generation 1: 2 ranks on 1 host (rank 2 (worker 2) on "
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 1, 0, 2, 1)));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(1, 1, 1, 2, 1)));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 2 ranks on 1 host (rank 2 (worker 2) on "
                              "localhost was killed by signal 9"));
-  CHECK_THAT(r.err, Contains("elastic: generation 1 formed in"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1 formed in"));
   const json doc = json::parse(r.out);
   CHECK(doc["exit_code"] == 0);
   CHECK(doc["first_failure"].is_null());
@@ -76,7 +76,7 @@ TEST_CASE("elastic launch: a killed rank leaves, the others finish in a smaller 
   CHECK(elastic["generations"][0]["size"] == 3);
   CHECK(elastic["generations"][1]["workers"] == json::array({0, 1}));
   CHECK_THAT(elastic["generations"][1]["reason"].get<std::string>(),
-             Contains("worker 2) on localhost was killed by signal 9"));
+             ContainsSubstring("worker 2) on localhost was killed by signal 9"));
   CHECK_FALSE(elastic["generations"][1]["formed_ms"].is_null());
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
@@ -93,11 +93,11 @@ TEST_CASE("elastic launch: a failed slot comes back after its cooldown, a new ra
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   // 60 steps, each once, whatever the size: every weight is 60 * 61 / 2 on every rank.
-  CHECK_THAT(r.err, Contains(done_line(0, 2, 0, 3, 2, 60, "1830.0")));
-  CHECK_THAT(r.err, Contains(done_line(1, 2, 1, 3, 2, 60, "1830.0")));
-  CHECK_THAT(r.err, Contains(done_line(3, 2, 2, 3, 0, 60, "1830.0")));
-  CHECK_THAT(r.err, Contains("elastic: slot localhost#2 cools down for 1."));
-  CHECK_THAT(r.err, Contains("elastic: generation 2: 3 ranks on 1 host (growing: localhost#2 "
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 2, 0, 3, 2, 60, "1830.0")));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(1, 2, 1, 3, 2, 60, "1830.0")));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(3, 2, 2, 3, 0, 60, "1830.0")));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: slot localhost#2 cools down for 1."));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 2: 3 ranks on 1 host (growing: localhost#2 "
                              "back after its cooldown)"));
   const json doc = json::parse(r.out);
   const json& elastic = doc["elastic"];
@@ -122,9 +122,9 @@ TEST_CASE("elastic launch: below --min-np the job waits for a cooldown instead o
                                   {"30", "1", "5"}, 100);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: 1 rank left, fewer than --min-np 2: waiting up to 600 s"));
-  CHECK_THAT(r.err, Contains(done_line(0, 1, 0, 2, 1, 30, "465.0")));
-  CHECK_THAT(r.err, Contains(done_line(2, 1, 1, 2, 0, 30, "465.0")));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: 1 rank left, fewer than --min-np 2: waiting up to 600 s"));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 1, 0, 2, 1, 30, "465.0")));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(2, 1, 1, 2, 0, 30, "465.0")));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
@@ -136,10 +136,10 @@ TEST_CASE("elastic launch: with -np below --max-np the job grows onto the free s
       50);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: generation 1: 3 ranks on 1 host (growing: localhost#2 "
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 3 ranks on 1 host (growing: localhost#2 "
                              "free slot up to --max-np 3)"));
   for (int w = 0; w < 3; ++w) {
-    CHECK_THAT(r.err, Contains(done_line(w, 1, w, 3, w == 2 ? 0 : 1)));
+    CHECK_THAT(r.err, ContainsSubstring(done_line(w, 1, w, 3, w == 2 ? 0 : 1)));
   }
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
@@ -156,8 +156,8 @@ TEST_CASE("elastic launch: --gpus-per-rank gives a rank that takes a free slot t
                                  {marker.env()}, std::chrono::seconds(60));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("slot 0 sees 0,1") && Contains("slot 1 sees 2,3") &&
-                        Contains("slot 2 sees 4,5"));
+  CHECK_THAT(r.out, ContainsSubstring("slot 0 sees 0,1") && ContainsSubstring("slot 1 sees 2,3") &&
+                        ContainsSubstring("slot 2 sees 4,5"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
@@ -174,11 +174,11 @@ TEST_CASE("elastic launch: a new rank dies before it connects, the others give i
                   {"30"}, 100);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("worker 2: killing myself before hvd::init()"));
-  CHECK_THAT(r.err, Contains("elastic: generation 1 could not be formed"));
-  CHECK_THAT(r.err, Contains("a newer generation of the elastic job was announced"));
-  CHECK_THAT(r.err, Contains(done_line(0, 2, 0, 2, 1, 30, "465.0")));
-  CHECK_THAT(r.err, Contains(done_line(1, 2, 1, 2, 1, 30, "465.0")));
+  CHECK_THAT(r.err, ContainsSubstring("worker 2: killing myself before hvd::init()"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1 could not be formed"));
+  CHECK_THAT(r.err, ContainsSubstring("a newer generation of the elastic job was announced"));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 2, 0, 2, 1, 30, "465.0")));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(1, 2, 1, 2, 1, 30, "465.0")));
   const json doc = json::parse(r.out);
   CHECK(doc["elastic"]["generations"][2]["workers"] == json::array({0, 1}));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
@@ -193,9 +193,9 @@ TEST_CASE("elastic launch: the C API (hvd_elastic_run) survives a killed rank th
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   // Worker 1 died after step 7: workers 0 and 2 end as ranks 0 and 1 of 2, every step once.
-  CHECK_THAT(r.out, Contains(done_line(0, 1, 0, 2, 1)));
-  CHECK_THAT(r.out, Contains(done_line(2, 1, 1, 2, 1)));
-  CHECK_THAT(r.out, Contains("worker 2: generation 1 rank 1 size 2 from step 7"));
+  CHECK_THAT(r.out, ContainsSubstring(done_line(0, 1, 0, 2, 1)));
+  CHECK_THAT(r.out, ContainsSubstring(done_line(2, 1, 1, 2, 1)));
+  CHECK_THAT(r.out, ContainsSubstring("worker 2: generation 1 rank 1 size 2 from step 7"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
@@ -205,8 +205,8 @@ TEST_CASE("elastic launch: rank 0 dies, the next survivor is rank 0 of the new w
   const RunResult r = run_elastic(marker, {"-np", "3", "--min-np", "2"}, {"20", "0", "7"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains(done_line(1, 1, 0, 2, 1)));
-  CHECK_THAT(r.out, Contains(done_line(2, 1, 1, 2, 1)));
+  CHECK_THAT(r.out, ContainsSubstring(done_line(1, 1, 0, 2, 1)));
+  CHECK_THAT(r.out, ContainsSubstring(done_line(2, 1, 1, 2, 1)));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }
 
@@ -216,8 +216,8 @@ TEST_CASE("elastic launch: a rank dying inside the reset costs one more generati
   const RunResult r = run_elastic(marker, {"-np", "4", "--min-np", "2"}, {"20", "3", "5", "2"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains(done_line(0, 2, 0, 2, 2)));
-  CHECK_THAT(r.out, Contains(done_line(1, 2, 1, 2, 2)));
+  CHECK_THAT(r.out, ContainsSubstring(done_line(0, 2, 0, 2, 2)));
+  CHECK_THAT(r.out, ContainsSubstring(done_line(1, 2, 1, 2, 2)));
 
   // The same with --reset-limit 1: the second change ends the job with its cause.
   JobMarker limited;
@@ -226,8 +226,8 @@ TEST_CASE("elastic launch: a rank dying inside the reset costs one more generati
   INFO(show(l));
   CHECK(l.exit_code == 137);
   CHECK_THAT(l.err,
-             Contains("hvdrun: rank 2 (host localhost, local rank 2) was killed by signal 9"));
-  CHECK_THAT(l.err, Contains("hvdrun: elastic: --reset-limit 1 reached (generation 1 was the "
+             ContainsSubstring("hvdrun: rank 2 (host localhost, local rank 2) was killed by signal 9"));
+  CHECK_THAT(l.err, ContainsSubstring("hvdrun: elastic: --reset-limit 1 reached (generation 1 was the "
                              "last); hvdrun stopped 2 other ranks."));
   CHECK(wait_until([&] { return limited.alive().empty(); }, 10s));
 }
@@ -240,8 +240,8 @@ TEST_CASE("elastic launch: below --min-np the job ends with the failure that too
   INFO(show(r));
   CHECK(r.exit_code == 137);
   CHECK_THAT(r.err,
-             Contains("hvdrun: rank 1 (host localhost, local rank 1) was killed by signal 9"));
-  CHECK_THAT(r.err, Contains("hvdrun: elastic: 1 rank left, fewer than --min-np 2; hvdrun "
+             ContainsSubstring("hvdrun: rank 1 (host localhost, local rank 1) was killed by signal 9"));
+  CHECK_THAT(r.err, ContainsSubstring("hvdrun: elastic: 1 rank left, fewer than --min-np 2; hvdrun "
                              "stopped 1 other rank."));
   const json doc = json::parse(r.out);
   CHECK(doc["first_failure"]["rank"] == 1);
@@ -261,7 +261,7 @@ TEST_CASE("elastic launch: survivors that never rebuild their world fail at the 
                  {marker.env()}, std::chrono::seconds(60));
   INFO(show(r));
   CHECK(r.exit_code == 75);  // a start-up phase (the reset) did not finish in time
-  CHECK_THAT(r.err, Contains("elastic: generation 1 did not form within 2 s: worker 0 never "
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1 did not form within 2 s: worker 0 never "
                              "joined"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
@@ -290,14 +290,14 @@ TEST_CASE("elastic launch: flags it cannot honour are refused before anything st
     const RunResult r = run_hvdrun(args);
     INFO(show(r));
     CHECK(r.exit_code == 64);
-    CHECK_THAT(r.err, Contains(c.error));
+    CHECK_THAT(r.err, ContainsSubstring(c.error));
   }
   // The dry run says what the job will do.
   const RunResult dry = run_hvdrun({"--dry-run", "-np", "3", "--min-np", "2", "true"});
   INFO(show(dry));
   CHECK(dry.exit_code == 0);
-  CHECK_THAT(dry.out, Contains("while at least 2 of the 3 ranks remain (--min-np)"));
-  CHECK_THAT(dry.out, Contains("a failed slot is out for good"));
+  CHECK_THAT(dry.out, ContainsSubstring("while at least 2 of the 3 ranks remain (--min-np)"));
+  CHECK_THAT(dry.out, ContainsSubstring("a failed slot is out for good"));
   const RunResult dry_json =
       run_hvdrun({"--dry-run", "--json", "-np", "3", "--min-np", "2", "--max-np", "5",
                   "--reset-limit", "4", "--elastic-timeout", "30", "--blacklist-cooldown-range",
@@ -326,20 +326,20 @@ TEST_CASE("elastic launch: a host the discovery script adds joins, and leaves wh
       {"80"}, 100);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: the host discovery lists 2 hosts; new: 127.0.0.1"));
-  CHECK_THAT(r.err, Contains("elastic: the agent on 127.0.0.1 is up; checking its network"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: the host discovery lists 2 hosts; new: 127.0.0.1"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: the agent on 127.0.0.1 is up; checking its network"));
   // The joiner reached the running host and the rendezvous server, and the running host it.
-  CHECK_THAT(r.err, Contains("elastic: 127.0.0.1 passed the network check (3 probes)"));
-  CHECK_THAT(r.err, Contains("elastic: generation 1: 3 ranks on 2 hosts (growing: 127.0.0.1#0 "
+  CHECK_THAT(r.err, ContainsSubstring("elastic: 127.0.0.1 passed the network check (3 probes)"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 3 ranks on 2 hosts (growing: 127.0.0.1#0 "
                              "free slot)"));
-  CHECK_THAT(r.err, Contains("worker 2: generation 1 rank 2 size 3"));
-  CHECK_THAT(r.err, Contains("elastic: generation 2: 2 ranks on 1 host (hosts changed: "
+  CHECK_THAT(r.err, ContainsSubstring("worker 2: generation 1 rank 2 size 3"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 2: 2 ranks on 1 host (hosts changed: "
                              "127.0.0.1#0 no longer listed by the host discovery)"));
-  CHECK_THAT(r.err, Contains("HVD_ERR_REMOVED"));  // worker 2 learnt it at its reset
-  CHECK_THAT(r.err, Contains("elastic: 127.0.0.1 left the job: its agent ends"));
+  CHECK_THAT(r.err, ContainsSubstring("HVD_ERR_REMOVED"));  // worker 2 learnt it at its reset
+  CHECK_THAT(r.err, ContainsSubstring("elastic: 127.0.0.1 left the job: its agent ends"));
   // Every step once, on every rank that finished.
-  CHECK_THAT(r.err, Contains(done_line(0, 2, 0, 2, 2, 80, "3240.0")));
-  CHECK_THAT(r.err, Contains(done_line(1, 2, 1, 2, 2, 80, "3240.0")));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 2, 0, 2, 2, 80, "3240.0")));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(1, 2, 1, 2, 2, 80, "3240.0")));
   const json doc = json::parse(r.out);
   CHECK(doc["exit_code"] == 0);
   const json& elastic = doc["elastic"];
@@ -364,10 +364,10 @@ TEST_CASE("elastic launch: the launch waits for the discovery script to list --m
       {"20"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: the host discovery script lists 0 slots; waiting up to "
+  CHECK_THAT(r.err, ContainsSubstring("elastic: the host discovery script lists 0 slots; waiting up to "
                              "600 s (--elastic-timeout) for --min-np 2"));
-  CHECK_THAT(r.err, Contains(done_line(0, 0, 0, 2, 0)));
-  CHECK_THAT(r.err, Contains(done_line(1, 0, 1, 2, 0)));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 0, 0, 2, 0)));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(1, 0, 1, 2, 0)));
   // Never enough: a usage error at --elastic-timeout, naming the script.
   TempDir empty;
   const std::string nothing = discovery_script(empty, "true\n");
@@ -375,7 +375,7 @@ TEST_CASE("elastic launch: the launch waits for the discovery script to list --m
                                       "0.2", "--elastic-timeout", "1", "--min-np", "1", "true"});
   INFO(show(never));
   CHECK(never.exit_code == 64);
-  CHECK_THAT(never.err, Contains("listed 0 slots for 1 s, fewer than --min-np 1"));
+  CHECK_THAT(never.err, ContainsSubstring("listed 0 slots for 1 s, fewer than --min-np 1"));
 }
 
 TEST_CASE("elastic launch: a failing discovery script keeps the last list", "[elastic]") {
@@ -388,9 +388,9 @@ TEST_CASE("elastic launch: a failing discovery script keeps the last list", "[el
       100);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("exited with 1 (its stderr: no scheduler today); keeping the last "
+  CHECK_THAT(r.err, ContainsSubstring("exited with 1 (its stderr: no scheduler today); keeping the last "
                              "list"));
-  CHECK_THAT(r.err, Contains(done_line(0, 0, 0, 2, 0)));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(0, 0, 0, 2, 0)));
   // Refused before anything starts: with -H, not executable, --slots-per-host alone.
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"--host-discovery-script", script, "-H", "localhost:2"},
@@ -404,7 +404,7 @@ TEST_CASE("elastic launch: a failing discovery script keeps the last list", "[el
     const RunResult u = run_hvdrun(full);
     INFO(show(u));
     CHECK(u.exit_code == 64);
-    CHECK_THAT(u.err, Contains(words));
+    CHECK_THAT(u.err, ContainsSubstring(words));
   }
 }
 
@@ -427,16 +427,16 @@ TEST_CASE("elastic launch: on a terminal, one status line counts the cooldown do
   REQUIRE(r.exit_code == 0);
   // Drawn after a carriage return and an erase, redrawn as it changes, and cleared at the end.
   const std::string clear = "\r\033[K";
-  CHECK_THAT(r.out, Contains(clear + "elastic: 3 ranks on 1 host, generation 0"));
-  CHECK_THAT(r.out, Contains(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
+  CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 3 ranks on 1 host, generation 0"));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
                                      "in 2 s"));
-  CHECK_THAT(r.out, Contains(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
+  CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
                                      "in 1 s"));
-  CHECK_THAT(r.out, Contains(clear + "elastic: 3 ranks on 1 host, generation 2"));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 3 ranks on 1 host, generation 2"));
   CHECK(r.out.size() >= clear.size());
   CHECK(r.out.substr(r.out.size() - clear.size()) == clear);  // the terminal is left clean
   // Every log line and rank line starts on a cleared line: none is glued to the status.
-  CHECK_THAT(r.out, !Contains("generation 0hvdrun"));
-  CHECK_THAT(r.out, Contains(clear + "hvdrun: info: elastic: generation 2 formed in"));
+  CHECK_THAT(r.out, !ContainsSubstring("generation 0hvdrun"));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "hvdrun: info: elastic: generation 2 formed in"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }

@@ -3,7 +3,7 @@
 // same time; at most --ssh-concurrency join logins run together, the others wait their turn.
 // The new hosts' "sshd"s are silent listeners of the test's own (tests/support/silent_crowd.h)
 // that count the connections open at once; each login ends at its banner timeout.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <string>
 #include <vector>
 
@@ -12,7 +12,7 @@
 #include "tests/support/silent_crowd.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 
 TEST_CASE("elastic launch: hosts that join over SSH log in at most --ssh-concurrency at a time",
           "[elastic]") {
@@ -45,11 +45,11 @@ TEST_CASE("elastic launch: hosts that join over SSH log in at most --ssh-concurr
   REQUIRE(r.exit_code == 0);
   INFO("logins: " << crowd.accepted() << ", at most " << crowd.peak_open() << " at once");
   for (const std::string& a : addresses) {
-    CHECK_THAT(r.err, Contains("elastic: host " + a + " could not join: banner_timeout"));
+    CHECK_THAT(r.err, ContainsSubstring("elastic: host " + a + " could not join: banner_timeout"));
   }
   CHECK(crowd.accepted() >= kHosts);  // every host's login ran
   CHECK(crowd.peak_open() >= 1);
   CHECK(crowd.peak_open() <= kConcurrency);
-  CHECK_THAT(r.out, Contains("worker 0 done: generation 0 rank 0 size 1"));
+  CHECK_THAT(r.out, ContainsSubstring("worker 0 done: generation 0 rank 0 size 1"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }

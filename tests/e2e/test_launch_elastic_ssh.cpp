@@ -3,7 +3,7 @@
 // the others must go on in a smaller world from their last commit (elastic_check's weights end at
 // 210.0 only when each of its 20 steps ran once), and below --min-np the job must end with the
 // lost host's code and words.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/e2e/launch_ssh_helpers.h"
 
@@ -39,11 +39,11 @@ TEST_CASE("elastic over SSH: a rank on the second host dies, three ranks on two 
   const RunResult r = run_elastic(hosts, marker, a, b, 2, 3, false);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  for (int w : {0, 1, 2}) CHECK_THAT(r.err, Contains(done_line(w, 1, w, 3)));
+  for (int w : {0, 1, 2}) CHECK_THAT(r.err, ContainsSubstring(done_line(w, 1, w, 3)));
   const json doc = parse_json(r.out);
   const json& g1 = doc["elastic"]["generations"][1];
   CHECK(g1["workers"] == json::array({0, 1, 2}));
-  CHECK_THAT(g1["reason"].get<std::string>(), Contains("(worker 3) on " + b));
+  CHECK_THAT(g1["reason"].get<std::string>(), ContainsSubstring("(worker 3) on " + b));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
 
@@ -55,8 +55,8 @@ TEST_CASE("elastic over SSH: a lost host takes its ranks, the other host's ranks
   const RunResult r = run_elastic(hosts, marker, a, b, 2, 3, true);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: generation 1: 2 ranks on 1 host (lost the agent on " + b));
-  for (int w : {0, 1}) CHECK_THAT(r.err, Contains(done_line(w, 1, w, 2)));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 2 ranks on 1 host (lost the agent on " + b));
+  for (int w : {0, 1}) CHECK_THAT(r.err, ContainsSubstring(done_line(w, 1, w, 2)));
   const json doc = parse_json(r.out);
   CHECK(doc["elastic"]["generations"][1]["workers"] == json::array({0, 1}));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
@@ -70,8 +70,8 @@ TEST_CASE("elastic over SSH: rank 0's host is lost, the next host's first rank i
   const RunResult r = run_elastic(hosts, marker, a, b, 2, 0, true);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains(done_line(2, 1, 0, 2)));
-  CHECK_THAT(r.err, Contains(done_line(3, 1, 1, 2)));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(2, 1, 0, 2)));
+  CHECK_THAT(r.err, ContainsSubstring(done_line(3, 1, 1, 2)));
   // The new rank 0's host is generation 1's master (hvd::elastic::world()), on both ranks.
   CHECK(std::regex_search(r.err,
                           std::regex("worker 2: generation 1 rank 0 size 2 from step [0-9]+, "
@@ -84,7 +84,7 @@ TEST_CASE("elastic over SSH: rank 0's host is lost, the next host's first rank i
   // Generation 0's master was a, as a survivor on b printed it (a's own lines may be lost with
   // its agent).
   CHECK_THAT(r.err,
-             Contains("worker 2: generation 0 rank 2 size 4 from step 0, master " + a + ":"));
+             ContainsSubstring("worker 2: generation 0 rank 2 size 4 from step 0, master " + a + ":"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
 
@@ -96,8 +96,8 @@ TEST_CASE("elastic over SSH: a lost host below --min-np ends the job as a lost h
   const RunResult r = run_elastic(hosts, marker, a, b, 3, 3, true);
   INFO(show(r));
   CHECK(r.exit_code == 74);
-  CHECK_THAT(r.err, Contains("lost the agent on " + b));
-  CHECK_THAT(r.err, Contains("elastic: 2 ranks left, fewer than --min-np 3"));
+  CHECK_THAT(r.err, ContainsSubstring("lost the agent on " + b));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: 2 ranks left, fewer than --min-np 3"));
   const json doc = parse_json(r.out);
   CHECK(doc["error"]["kind"] == "host_lost");
   CHECK(wait_until([&] { return marker.alive().empty(); }, 15s));
@@ -120,15 +120,15 @@ TEST_CASE("elastic over SSH: a discovered host joins over SSH, one that refuses 
   const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("elastic: the agent on " + b + " is up; checking its network"));
-  CHECK_THAT(r.err, Contains("elastic: " + b + " passed the network check (3 probes)"));
-  CHECK_THAT(r.err, Contains("elastic: host " + refused + " could not join: connection_refused"));
-  CHECK_THAT(r.err, Contains("elastic: host " + refused + " is out for good"));
-  CHECK_THAT(r.err, Contains("elastic: generation 1: 4 ranks on 2 hosts (growing: " + b + "#0, " +
+  CHECK_THAT(r.err, ContainsSubstring("elastic: the agent on " + b + " is up; checking its network"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: " + b + " passed the network check (3 probes)"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: host " + refused + " could not join: connection_refused"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: host " + refused + " is out for good"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 4 ranks on 2 hosts (growing: " + b + "#0, " +
                              b + "#1 free slots)"));
   // Each step once on every rank, those that joined included (their state came from rank 0).
   for (int w = 0; w < 4; ++w) {
-    CHECK_THAT(r.err, Contains("worker " + std::to_string(w) + " done: generation 1 rank " +
+    CHECK_THAT(r.err, ContainsSubstring("worker " + std::to_string(w) + " done: generation 1 rank " +
                                std::to_string(w) + " size 4 resets " + (w < 2 ? "1" : "0") +
                                " steps 60 weights 1830.0"));
   }
@@ -199,12 +199,12 @@ TEST_CASE("elastic over SSH: the Fashion-MNIST example while hosts join, fail an
   const std::string out = read_file(dir / "out"), err = read_file(dir / "err");
   INFO(out + "\n---\n" + err);
   CHECK(code == 0);
-  CHECK_THAT(err, Contains("elastic: " + b + " passed the network check"));
-  CHECK_THAT(err, Contains("was killed by signal 9"));
-  CHECK_THAT(err, Contains(b + "#0 no longer listed by the host discovery"));
-  CHECK_THAT(err, Contains("elastic: " + b + " left the job: its agent ends"));
+  CHECK_THAT(err, ContainsSubstring("elastic: " + b + " passed the network check"));
+  CHECK_THAT(err, ContainsSubstring("was killed by signal 9"));
+  CHECK_THAT(err, ContainsSubstring(b + "#0 no longer listed by the host discovery"));
+  CHECK_THAT(err, ContainsSubstring("elastic: " + b + " left the job: its agent ends"));
   // Every generation began with the same parameters everywhere, and so did every epoch's end.
-  CHECK_THAT(out, !Contains("DIFFER"));
+  CHECK_THAT(out, !ContainsSubstring("DIFFER"));
   CHECK(std::regex_search(out, std::regex("final test accuracy: (8[0-9]|9[0-9])\\.[0-9]+% on 2 "
                                           "ranks \\(elastic, 3 resets\\)")));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
@@ -224,12 +224,12 @@ TEST_CASE(
   const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
   INFO(show(r));
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("hvdrun: elastic: " + refused +
+  CHECK_THAT(r.err, ContainsSubstring("hvdrun: elastic: " + refused +
                              " cannot be reached over SSH; the "
                              "job starts without it on 2 slots (--min-np 2)"));
-  CHECK_THAT(r.err, Contains("connection_refused"));
+  CHECK_THAT(r.err, ContainsSubstring("connection_refused"));
   for (int w : {0, 1}) {
-    CHECK_THAT(r.out, Contains("worker " + std::to_string(w) + " done: generation 0 rank " +
+    CHECK_THAT(r.out, ContainsSubstring("worker " + std::to_string(w) + " done: generation 0 rank " +
                                std::to_string(w) + " size 2 resets 0 steps 20 weights 210.0"));
   }
   // Not enough left for --min-np 3: the launch fails as any SSH failure does (69).

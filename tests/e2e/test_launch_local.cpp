@@ -5,7 +5,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -16,7 +16,7 @@
 #include "tests/e2e/launch_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
 
 namespace {
@@ -200,9 +200,9 @@ TEST_CASE("a failing rank stops the others and is named with its last stderr", "
   INFO(show(r));
   CHECK(r.exit_code == 3);
   CHECK(elapsed < 10s);
-  CHECK_THAT(r.err, Contains("rank 1 (host localhost, local rank 1) exited with code 3"));
-  CHECK_THAT(r.err, Contains("hvdrun stopped 2 other ranks"));
-  CHECK_THAT(r.err, Contains("    first\n    second\n    third, unfinished\n"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 1 (host localhost, local rank 1) exited with code 3"));
+  CHECK_THAT(r.err, ContainsSubstring("hvdrun stopped 2 other ranks"));
+  CHECK_THAT(r.err, ContainsSubstring("    first\n    second\n    third, unfinished\n"));
   const json doc = parse_json(r.out);
   CHECK(doc["ok"] == false);
   CHECK(doc["exit_code"] == 3);
@@ -228,13 +228,13 @@ TEST_CASE("a rank killed by SIGKILL makes hvdrun exit 137 and says SIGKILL", "[l
   INFO(show(r));
   CHECK(r.exit_code == 137);
   CHECK_THAT(r.err,
-             Contains("rank 0 (host localhost, local rank 0) was killed by signal 9 (SIGKILL"));
+             ContainsSubstring("rank 0 (host localhost, local rank 0) was killed by signal 9 (SIGKILL"));
   const json doc = parse_json(r.out);
   CHECK(doc["exit_code"] == 137);
   CHECK(doc["first_failure"]["rank"] == 0);
   CHECK(doc["first_failure"]["signal"] == "SIGKILL");
   CHECK(doc["first_failure"]["exit_code"].is_null());
-  CHECK_THAT(doc["first_failure"]["description"].get<std::string>(), Contains("SIGKILL"));
+  CHECK_THAT(doc["first_failure"]["description"].get<std::string>(), ContainsSubstring("SIGKILL"));
   CHECK(doc["ranks"][1]["stopped_by_hvdrun"] == true);
 }
 
@@ -269,8 +269,8 @@ TEST_CASE("a missing working directory exits 127 with one message naming the hos
   CHECK(r.exit_code == 127);
   CHECK(r.out.empty());
   CHECK(count(r.err, "hvdrun: error:") == 1);
-  CHECK_THAT(r.err, Contains("host localhost"));
-  CHECK_THAT(r.err, Contains(missing));
+  CHECK_THAT(r.err, ContainsSubstring("host localhost"));
+  CHECK_THAT(r.err, ContainsSubstring(missing));
   CHECK(marker.alive().empty());
 
   const RunResult j = run_hvdrun({"-np", "2", "--json", "--wd", missing, "true"});
@@ -278,7 +278,7 @@ TEST_CASE("a missing working directory exits 127 with one message naming the hos
   CHECK(j.exit_code == 127);
   const json doc = parse_json(j.out);
   CHECK(doc["exit_code"] == 127);
-  CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(missing));
+  CHECK_THAT(doc["error"]["message"].get<std::string>(), ContainsSubstring(missing));
   CHECK(doc["first_failure"].is_null());
   CHECK(doc["ranks"][0]["pid"].is_null());
 }
@@ -299,7 +299,7 @@ TEST_CASE("a missing program exits 127 with one message naming the host", "[laun
     const bool names_host = r.err.find("host localhost: rank") != std::string::npos ||
                             r.err.find("host 127.0.0.1: rank") != std::string::npos;
     CHECK(names_host);
-    CHECK_THAT(r.err, Contains("cannot run the command '" + program + "'"));
+    CHECK_THAT(r.err, ContainsSubstring("cannot run the command '" + program + "'"));
     CHECK(marker.alive().empty());
   }
 }
@@ -458,8 +458,8 @@ TEST_CASE("a program or directory name that is not UTF-8 still gets a clear mess
     CHECK(r->err.find("exited unexpectedly") == std::string::npos);
     CHECK(r->err.find("terminate called") == std::string::npos);
   }
-  CHECK_THAT(program.err, Contains("host localhost: rank 0: cannot run the command './no-such-"));
-  CHECK_THAT(wd.err, Contains("host localhost: the working directory /nonexistent-"));
+  CHECK_THAT(program.err, ContainsSubstring("host localhost: rank 0: cannot run the command './no-such-"));
+  CHECK_THAT(wd.err, ContainsSubstring("host localhost: the working directory /nonexistent-"));
   CHECK(marker.alive().empty());
 }
 
@@ -498,9 +498,9 @@ TEST_CASE("output-filename never follows a symbolic link below its folder", "[la
   CHECK(r.exit_code == 0);
   CHECK(read_file(victim) == "precious\n");
   CHECK_FALSE(std::filesystem::exists(dir / "elsewhere/stdout"));
-  CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs + "/rank.0/stdout"));
-  CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs + "/rank.1/stdout"));
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:out 0"));
+  CHECK_THAT(r.err, ContainsSubstring("--output-filename: refusing to write " + logs + "/rank.0/stdout"));
+  CHECK_THAT(r.err, ContainsSubstring("--output-filename: refusing to write " + logs + "/rank.1/stdout"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:out 0"));
 }
 
 // ---------------------------------------------------------------------------------------------

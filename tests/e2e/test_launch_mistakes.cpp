@@ -1,13 +1,13 @@
 // A new user's mistakes in a local launch (issue 27) and what hvdrun says about them: the real
 // hvdrun, its agent and rank processes; the exit code, the message and the --json result.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
 
 namespace {
@@ -30,21 +30,21 @@ TEST_CASE("a deleted current directory is named as such, with what to do", "[lau
   const RunResult r = run_in_deleted_directory("-np 1 true");
   INFO(show(r));
   CHECK(r.exit_code == 64);
-  CHECK_THAT(r.err, Contains("current directory cannot be read"));
-  CHECK_THAT(r.err, Contains("deleted"));
-  CHECK_THAT(r.err, Contains("cd to a directory that exists"));
-  CHECK_THAT(r.err, Contains("--wd DIR"));
-  CHECK_THAT(r.err, !Contains("is not absolute"));
+  CHECK_THAT(r.err, ContainsSubstring("current directory cannot be read"));
+  CHECK_THAT(r.err, ContainsSubstring("deleted"));
+  CHECK_THAT(r.err, ContainsSubstring("cd to a directory that exists"));
+  CHECK_THAT(r.err, ContainsSubstring("--wd DIR"));
+  CHECK_THAT(r.err, !ContainsSubstring("is not absolute"));
 
   // A relative --wd needs it too; an absolute one does not.
   const RunResult relative = run_in_deleted_directory("-np 1 --wd sub true");
   INFO(show(relative));
   CHECK(relative.exit_code == 64);
-  CHECK_THAT(relative.err, Contains("--wd sub is taken from it"));
+  CHECK_THAT(relative.err, ContainsSubstring("--wd sub is taken from it"));
   const RunResult absolute = run_in_deleted_directory("-np 1 --wd / sh -c pwd");
   INFO(show(absolute));
   CHECK(absolute.exit_code == 0);
-  CHECK_THAT(absolute.out, Contains("[1,0]<stdout>:/\n"));
+  CHECK_THAT(absolute.out, ContainsSubstring("[1,0]<stdout>:/\n"));
 }
 
 TEST_CASE("a rank that ended on its own while hvdrun stopped the job is not 'stopped by hvdrun'",
@@ -83,7 +83,7 @@ TEST_CASE("a rank that ended on its own while hvdrun stopped the job is not 'sto
   CHECK(rank0_ended);
   CHECK(rank1_ended);
   CHECK(code == 3);
-  CHECK_THAT(err, Contains("hvdrun stopped 0 other ranks"));
+  CHECK_THAT(err, ContainsSubstring("hvdrun stopped 0 other ranks"));
   const json doc = json::parse(read_file(dir / "out"), nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["first_failure"]["rank"] == 1);
@@ -96,14 +96,14 @@ TEST_CASE("a library the loader cannot find is the root cause, with the fix", "[
   const RunResult r = run_hvdrun({"-np", "1", "--json", NEEDS_LIB});
   INFO(show(r));
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, Contains("rank 0 (host localhost, local rank 0) exited with code 127: the "
+  CHECK_THAT(r.err, ContainsSubstring("rank 0 (host localhost, local rank 0) exited with code 127: the "
                              "dynamic loader could not load libhvd_test_lib.so"));
-  CHECK_THAT(r.err, Contains("-x LD_LIBRARY_PATH"));
-  CHECK_THAT(r.err, Contains("rpath"));
+  CHECK_THAT(r.err, ContainsSubstring("-x LD_LIBRARY_PATH"));
+  CHECK_THAT(r.err, ContainsSubstring("rpath"));
   const json doc = json::parse(r.out, nullptr, false);
   REQUIRE(doc.is_object());
   CHECK_THAT(doc["first_failure"]["description"].get<std::string>(),
-             Contains("could not load libhvd_test_lib.so"));
+             ContainsSubstring("could not load libhvd_test_lib.so"));
   // The fix the message gives works.
   const RunResult fixed =
       run_hvdrun({"-np", "1", "-x", std::string("LD_LIBRARY_PATH=") + NEEDS_LIB_DIR, NEEDS_LIB});
@@ -113,5 +113,5 @@ TEST_CASE("a library the loader cannot find is the root cause, with the fix", "[
   const RunResult shell = run_hvdrun({"-np", "1", "sh", "-c", "no-such-command-hvd"});
   INFO(show(shell));
   CHECK(shell.exit_code == 127);
-  CHECK_THAT(shell.err, !Contains("dynamic loader"));
+  CHECK_THAT(shell.err, !ContainsSubstring("dynamic loader"));
 }

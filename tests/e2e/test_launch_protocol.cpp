@@ -1,7 +1,7 @@
 // A misbehaving agent (tests/support/fake_agent.py, started over SSH as --agent-path) must be a
 // protocol error naming its host, exit 127 and error kind "remote": never an "internal error",
 // and never a start-up step repeated because a frame came twice or out of order.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 
@@ -10,7 +10,7 @@
 #include "tests/e2e/launch_ssh_helpers.h"
 
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::test::launch_ssh::Hosts;
 using hvd::test::launch_ssh::show;
 
@@ -29,9 +29,9 @@ hvd::test::RunResult launch_with_fake_agent(const Hosts& hosts, const std::strin
 void expect_protocol_error(const hvd::test::RunResult& r, const std::string& what) {
   INFO(show(r));
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, Contains("protocol error: the agent on "));
-  CHECK_THAT(r.err, Contains(what));
-  CHECK_THAT(r.err, !Contains("internal error"));
+  CHECK_THAT(r.err, ContainsSubstring("protocol error: the agent on "));
+  CHECK_THAT(r.err, ContainsSubstring(what));
+  CHECK_THAT(r.err, !ContainsSubstring("internal error"));
   const auto doc = nlohmann::json::parse(r.out, nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["error"]["kind"] == "remote");
@@ -51,7 +51,7 @@ TEST_CASE("protocol: a field of the wrong JSON type is a protocol error naming t
   Hosts hosts;
   const auto r = launch_with_fake_agent(hosts, "bad-json");
   expect_protocol_error(r, "cannot read");
-  CHECK_THAT(r.err, Contains("'port'"));
+  CHECK_THAT(r.err, ContainsSubstring("'port'"));
 }
 
 TEST_CASE("protocol: rank events before any job are refused", "[protocol]") {
@@ -66,8 +66,8 @@ TEST_CASE("protocol: an error frame with fields of the wrong type still names th
   const auto r = launch_with_fake_agent(hosts, "error-bad-types");
   INFO(show(r));
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, Contains("host " + hosts.addr(44)) || Contains("host " + hosts.addr(45)));
-  CHECK_THAT(r.err, !Contains("internal error"));
+  CHECK_THAT(r.err, ContainsSubstring("host " + hosts.addr(44)) || ContainsSubstring("host " + hosts.addr(45)));
+  CHECK_THAT(r.err, !ContainsSubstring("internal error"));
 }
 
 TEST_CASE("protocol: text a login script prints before the agent is named as such", "[protocol]") {
@@ -79,5 +79,5 @@ TEST_CASE("protocol: text a login script prints before the agent is named as suc
   const auto r = hvd::test::run_hvdrun(
       hosts.args({"--json", "--agent-path", agent, "-H", hosts.addr(46), "true"}));
   expect_protocol_error(r, "unexpected bytes from the peer: \"Welcome to the cluster!");
-  CHECK_THAT(r.err, Contains("a login script (~/.bashrc, /etc/profile) printing text"));
+  CHECK_THAT(r.err, ContainsSubstring("a login script (~/.bashrc, /etc/profile) printing text"));
 }

@@ -1,11 +1,11 @@
 // Ranks of a real launch reach the launcher's rendezvous server with the job's token, from the
 // HVD_RENDEZVOUS_* variables alone (bash's /dev/tcp as the HTTP client), and are refused without
 // it.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::test::run_hvdrun;
 
 namespace {
@@ -32,9 +32,9 @@ TEST_CASE("ranks reach the rendezvous server with the job token", "[launch][rend
   REQUIRE(r.exit_code == 0);
   for (int rank : {0, 1}) {
     const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:";
-    CHECK_THAT(r.out, Contains(tag + "put=HTTP/1.1 200 OK"));
-    CHECK_THAT(r.out, Contains(tag + "get=HTTP/1.1 200 OK value-" + std::to_string(rank)));
-    CHECK_THAT(r.out, Contains(tag + "bad=HTTP/1.1 401 Unauthorized"));
+    CHECK_THAT(r.out, ContainsSubstring(tag + "put=HTTP/1.1 200 OK"));
+    CHECK_THAT(r.out, ContainsSubstring(tag + "get=HTTP/1.1 200 OK value-" + std::to_string(rank)));
+    CHECK_THAT(r.out, ContainsSubstring(tag + "bad=HTTP/1.1 401 Unauthorized"));
   }
 }
 
@@ -43,7 +43,7 @@ TEST_CASE("the rendezvous token is set for ranks but never shown", "[launch][ren
       run_hvdrun({"-np", "1", "sh", "-c", "echo ${#HVD_RENDEZVOUS_TOKEN} $HVD_RENDEZVOUS_ADDR"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:64 127.0.0.1:"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:64 127.0.0.1:"));
   const auto dry = run_hvdrun({"--dry-run", "--json", "--show-env-values", "-np", "1", "true"});
-  CHECK_THAT(dry.out, Contains("\"HVD_RENDEZVOUS_TOKEN\": \"<redacted>\""));
+  CHECK_THAT(dry.out, ContainsSubstring("\"HVD_RENDEZVOUS_TOKEN\": \"<redacted>\""));
 }

@@ -4,7 +4,7 @@
 // ranks.
 #include <signal.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@
 #include "tests/e2e/launch_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
 
 namespace {
@@ -44,9 +44,9 @@ TEST_CASE("restarts: a rank killed once, the second attempt succeeds and sees it
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   // --json: rank output on stderr. Both attempts ran both ranks, with their counts.
-  CHECK_THAT(r.err, Contains("rank 0 attempt 0 of 2"));
-  CHECK_THAT(r.err, Contains("rank 1 attempt 1 of 2"));
-  CHECK_THAT(r.err, Contains("attempt 2 of 3 after rank 1 on localhost was killed by signal 9"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 0 attempt 0 of 2"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 1 attempt 1 of 2"));
+  CHECK_THAT(r.err, ContainsSubstring("attempt 2 of 3 after rank 1 on localhost was killed by signal 9"));
   const json doc = json::parse(r.out);
   REQUIRE(doc["attempts"].size() == 2);
   CHECK(doc["attempts"][0]["exit_code"] == 137);
@@ -67,8 +67,8 @@ TEST_CASE("restarts: a rank that always fails gets exactly N+1 attempts and its 
   INFO(show(r));
   CHECK(r.exit_code == 3);
   CHECK(count(r.err, "rank 0 (host localhost, local rank 0) exited with code 3") == 3);
-  CHECK_THAT(r.err, Contains("attempt 3 of 3 after rank 0 on localhost exited with code 3"));
-  CHECK_THAT(r.err, Contains("no restart: all 2 restarts were used"));
+  CHECK_THAT(r.err, ContainsSubstring("attempt 3 of 3 after rank 0 on localhost exited with code 3"));
+  CHECK_THAT(r.err, ContainsSubstring("no restart: all 2 restarts were used"));
   const json doc = json::parse(r.out);
   CHECK(doc["attempts"].size() == 3);
   CHECK(doc["exit_code"] == 3);
@@ -82,7 +82,7 @@ TEST_CASE("restarts: a failure that would repeat is not retried, and the report 
   INFO(show(r));
   CHECK(r.exit_code == 127);
   CHECK(count(r.err, "/nonexistent/train") >= 1);
-  CHECK_THAT(r.err, Contains("no restart: the job cannot start on a host"));
+  CHECK_THAT(r.err, ContainsSubstring("no restart: the job cannot start on a host"));
   CHECK(r.err.find("attempt 2 of") == std::string::npos);
 }
 
@@ -135,8 +135,8 @@ TEST_CASE("restarts: the dry run shows the policy", "[launch][restarts]") {
   const RunResult table = run_hvdrun(
       {"--dry-run", "--max-restarts", "4", "--restart-backoff", "2", "-np", "1", "true"});
   CHECK(table.exit_code == 0);
-  CHECK_THAT(table.out, Contains("restarts: up to 4"));
-  CHECK_THAT(table.out, Contains("waits 2 s before the first"));
+  CHECK_THAT(table.out, ContainsSubstring("restarts: up to 4"));
+  CHECK_THAT(table.out, ContainsSubstring("waits 2 s before the first"));
   const RunResult doc =
       run_hvdrun({"--dry-run", "--json", "--max-restarts", "4", "-np", "1", "true"});
   REQUIRE(doc.exit_code == 0);
@@ -151,7 +151,7 @@ TEST_CASE("restarts: the dry run shows the policy", "[launch][restarts]") {
   const json capped_plan = json::parse(capped.out);
   CHECK(capped_plan["restarts"]["backoff_seconds"] == 30.0);
   CHECK_THAT(capped_plan["warnings"].dump(),
-             Contains("--restart-backoff 100: a wait is at most 30 s"));
+             ContainsSubstring("--restart-backoff 100: a wait is at most 30 s"));
 }
 
 TEST_CASE("restarts: a symbolic link planted as DIR/attempt.K is not followed",
@@ -170,7 +170,7 @@ TEST_CASE("restarts: a symbolic link planted as DIR/attempt.K is not followed",
   INFO(show(r));
   CHECK(r.exit_code == 0);
   CHECK(read_file(victim) == "precious\n");
-  CHECK_THAT(r.err, Contains("--output-filename: refusing to write " + logs +
+  CHECK_THAT(r.err, ContainsSubstring("--output-filename: refusing to write " + logs +
                              "/attempt.1/rank.0/stdout: attempt.1 is a symbolic link"));
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:out"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:out"));
 }

@@ -1,6 +1,6 @@
 // One SSH login per host per launch, read from a dedicated sshd's own log; and an agent of
 // another hvdrun version, named with both versions.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,7 +10,7 @@
 #include "tests/support/test_hosts.h"
 
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
@@ -31,7 +31,7 @@ TEST_CASE("launch: one SSH login per host, whatever its slot count", "[launch][s
        "--ssh-known-hosts", known_hosts.string(), "sh", "-c", "echo rank $RANK"});
   INFO("stderr:\n" << r.err << "\nsshd log:\n" << sshd.log());
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,2]<stdout>:rank 2"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,2]<stdout>:rank 2"));
   // The SSH check and the agent share one session: exactly one accepted login.
   CHECK(count_matches(sshd.log(), std::regex("Accepted publickey")) == 1);
   fs::remove(known_hosts);
@@ -60,8 +60,8 @@ TEST_CASE("launch: an agent of another hvdrun version is named with both version
        hosts.ssh_config, "--ssh-known-hosts", known_hosts.string(), "--agent-path", agent, "true"});
   INFO(r.err);
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, Contains("the agent on " + hosts.addresses.at(31) +
+  CHECK_THAT(r.err, ContainsSubstring("the agent on " + hosts.addresses.at(31) +
                              " is hvdrun 0.0.1 speaking protocol 1; this launcher is hvdrun"));
-  CHECK_THAT(r.err, Contains("same hvdrun version on every host"));
+  CHECK_THAT(r.err, ContainsSubstring("same hvdrun version on every host"));
   fs::remove_all(dir);
 }

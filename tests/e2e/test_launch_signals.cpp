@@ -9,14 +9,14 @@
 #include <filesystem>
 #include <sstream>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
 
 using namespace hvd::test;  // NOLINT: test helpers
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
 
 namespace {
@@ -54,7 +54,7 @@ TEST_CASE("SIGTERM to hvdrun stops every rank and what the ranks left behind", "
   CHECK(left.empty());
   CHECK(elapsed >= 900ms);  // rank 2 had its grace period
   CHECK(elapsed < 6s);
-  CHECK_THAT(read_file(dir / "err"), Contains("interrupted by SIGTERM"));
+  CHECK_THAT(read_file(dir / "err"), ContainsSubstring("interrupted by SIGTERM"));
   const json doc = parse_json(read_file(dir / "out"));
   CHECK(doc["exit_code"] == 143);
   CHECK(doc["interrupted_by"] == "SIGTERM");
@@ -132,7 +132,7 @@ TEST_CASE("SIGKILL to the local agent: every process its ranks started ends with
   CHECK(elapsed < 2s);
   CHECK(code == 74);
   CHECK(marker.alive().empty());  // the guard too
-  CHECK_THAT(read_file(dir / "err"), Contains("lost the agent on localhost"));
+  CHECK_THAT(read_file(dir / "err"), ContainsSubstring("lost the agent on localhost"));
   const json doc = parse_json(read_file(dir / "out"));
   CHECK(doc["exit_code"] == 74);
   CHECK(doc["error"]["kind"] == "host_lost");
@@ -191,9 +191,9 @@ TEST_CASE("SIGINT to hvdrun sends SIGTERM to the ranks and exits 130", "[launch]
   INFO(err);
   REQUIRE(up);
   CHECK(code == 130);
-  CHECK_THAT(err, Contains("[1,0]<stdout>:rank 0 got TERM"));
-  CHECK_THAT(err, Contains("[1,1]<stdout>:rank 1 got TERM"));
-  CHECK_THAT(err, Contains("interrupted by SIGINT"));
+  CHECK_THAT(err, ContainsSubstring("[1,0]<stdout>:rank 0 got TERM"));
+  CHECK_THAT(err, ContainsSubstring("[1,1]<stdout>:rank 1 got TERM"));
+  CHECK_THAT(err, ContainsSubstring("interrupted by SIGINT"));
   const json doc = parse_json(read_file(dir / "out"));
   CHECK(doc["exit_code"] == 130);
   CHECK(doc["interrupted_by"] == "SIGINT");
@@ -399,9 +399,9 @@ TEST_CASE("SIGUSR1 and SIGUSR2 to hvdrun are forwarded to every rank", "[launch]
   REQUIRE(up);
   CHECK(usr1);
   CHECK(code == 0);  // each rank ended on its own after SIGUSR2; hvdrun was not killed by either
-  CHECK_THAT(err, Contains("[1,0]<stdout>:rank 0 got USR2"));
-  CHECK_THAT(err, Contains("[1,1]<stdout>:rank 1 got USR2"));
-  CHECK_THAT(err, Contains("SIGUSR1: forwarded to every rank"));
+  CHECK_THAT(err, ContainsSubstring("[1,0]<stdout>:rank 0 got USR2"));
+  CHECK_THAT(err, ContainsSubstring("[1,1]<stdout>:rank 1 got USR2"));
+  CHECK_THAT(err, ContainsSubstring("SIGUSR1: forwarded to every rank"));
   const json doc = parse_json(read_file(dir / "out"));
   CHECK(doc["ok"] == true);
   CHECK(doc["interrupted_by"].is_null());

@@ -233,12 +233,12 @@ TEST_CASE("launch on a terminal: a live line through the start-up, cleared befor
   REQUIRE(r.exit_code == 0);
   const std::string clear = "\r\033[K";
   // The SSH logins, then the agents (both drawn at their start), each after an erase.
-  CHECK_THAT(r.out, Contains(clear + "launch: SSH logins 0 of 2 done, 0 failed ("));
-  CHECK_THAT(r.out, Contains(clear + "launch: agents up on 0 of 2 hosts ("));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "launch: SSH logins 0 of 2 done, 0 failed ("));
+  CHECK_THAT(r.out, ContainsSubstring(clear + "launch: agents up on 0 of 2 hosts ("));
   // Gone before the ranks' lines, which start on a cleared line, and gone at the end.
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0 up"));
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1 up"));
-  CHECK_THAT(r.out, !Contains(" s)[1,"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank 0 up"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1 up"));
+  CHECK_THAT(r.out, !ContainsSubstring(" s)[1,"));
   const size_t last = r.out.rfind("launch: ");
   REQUIRE(last != std::string::npos);
   CHECK(r.out.find(clear, last) != std::string::npos);
@@ -246,12 +246,12 @@ TEST_CASE("launch on a terminal: a live line through the start-up, cleared befor
   const RunResult piped =
       run_hvdrun(hosts.args({"-H", list, "-x", marker.forward(), "true"}), {marker.env()});
   REQUIRE(piped.exit_code == 0);
-  CHECK_THAT(piped.err, !Contains("launch: "));
+  CHECK_THAT(piped.err, !ContainsSubstring("launch: "));
   std::string json_command = command;
   json_command.insert(json_command.find(" sh -c"), " --json");
   const RunResult json_run = run_program({"/usr/bin/script", "-qec", json_command, "/dev/null"},
                                          {marker.env()}, std::chrono::seconds(60));
   REQUIRE(json_run.exit_code == 0);
-  CHECK_THAT(json_run.out, !Contains("launch: "));
+  CHECK_THAT(json_run.out, !ContainsSubstring("launch: "));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
 }

@@ -54,9 +54,9 @@ TEST_CASE("a failing remote rank stops the others and is named with its host", "
   CHECK(code == 5);
   CHECK(elapsed < 8s);
   CHECK(all_gone);
-  CHECK_THAT(err, Contains("rank 2 (host " + b + ", local rank 0) exited with code 5"));
-  CHECK_THAT(err, Contains("hvdrun stopped 3 other ranks"));
-  CHECK_THAT(err, Contains("    first\n    last words\n"));
+  CHECK_THAT(err, ContainsSubstring("rank 2 (host " + b + ", local rank 0) exited with code 5"));
+  CHECK_THAT(err, ContainsSubstring("hvdrun stopped 3 other ranks"));
+  CHECK_THAT(err, ContainsSubstring("    first\n    last words\n"));
   const json doc = parse_json(read_file(hosts.dir() / "out"));
   CHECK(doc["ok"] == false);
   CHECK(doc["exit_code"] == 5);
@@ -83,7 +83,7 @@ TEST_CASE("a remote rank killed by SIGKILL makes hvdrun exit 137 and say SIGKILL
   INFO(show(r));
   CHECK(r.exit_code == 137);
   CHECK_THAT(r.err,
-             Contains("rank 1 (host " + b + ", local rank 0) was killed by signal 9 (SIGKILL"));
+             ContainsSubstring("rank 1 (host " + b + ", local rank 0) was killed by signal 9 (SIGKILL"));
   const json doc = parse_json(r.out);
   CHECK(doc["exit_code"] == 137);
   CHECK(doc["first_failure"]["rank"] == 1);
@@ -153,7 +153,7 @@ TEST_CASE("SIGTERM to hvdrun stops every remote rank and exits 143", "[launch-ss
   CHECK(code == 143);
   CHECK(all_gone);
   // hvdrun handled the signal (it was not simply killed by it): it says so and reports.
-  CHECK_THAT(err, Contains("interrupted by SIGTERM"));
+  CHECK_THAT(err, ContainsSubstring("interrupted by SIGTERM"));
   json doc;
   CHECK_NOTHROW(doc = json::parse(out));
   if (doc.is_object()) {
@@ -226,7 +226,7 @@ TEST_CASE(
   CHECK(elapsed < 2s);
   CHECK(code == 74);
   CHECK(all_gone);  // the other host's side, the guard and both sshd sessions too
-  CHECK_THAT(err, Contains("lost the agent on " + b));
+  CHECK_THAT(err, ContainsSubstring("lost the agent on " + b));
   const json doc = parse_json(read_file(hosts.dir() / "out"));
   CHECK(doc["exit_code"] == 74);
   CHECK(doc["error"]["kind"] == "host_lost");
@@ -266,13 +266,13 @@ TEST_CASE("a cut SSH link to one host exits 74 (host lost) naming the host and l
   CHECK(code == 74);
   CHECK(elapsed < 8s);
   CHECK(all_gone);
-  CHECK_THAT(err, Contains("lost the agent on " + b));
+  CHECK_THAT(err, ContainsSubstring("lost the agent on " + b));
   CHECK(err.find("lost the agent on " + a) == std::string::npos);
   const json doc = parse_json(read_file(hosts.dir() / "out"));
   CHECK(doc["exit_code"] == 74);
   CHECK(doc["error"].is_object());
   if (doc["error"].is_object()) {
-    CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains(b));
+    CHECK_THAT(doc["error"]["message"].get<std::string>(), ContainsSubstring(b));
   }
 }
 
@@ -298,7 +298,7 @@ TEST_CASE("an agent path missing on the ssh hosts exits 127 naming host and path
       r.err.find("no hvdrun agent answered on " + a + " ") != std::string::npos ||
       r.err.find("no hvdrun agent answered on " + b + " ") != std::string::npos;
   CHECK(names_host);
-  CHECK_THAT(r.err, Contains("/nonexistent/hvdrun"));
+  CHECK_THAT(r.err, ContainsSubstring("/nonexistent/hvdrun"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 3s));
 }
 
@@ -313,8 +313,8 @@ TEST_CASE("a working directory missing on an ssh host exits 127 naming the host"
   CHECK(r.exit_code == 127);
   CHECK(r.out.empty());
   CHECK(count(r.err, "hvdrun: error:") == 1);
-  CHECK_THAT(r.err, Contains("host " + a));
-  CHECK_THAT(r.err, Contains(missing));
+  CHECK_THAT(r.err, ContainsSubstring("host " + a));
+  CHECK_THAT(r.err, ContainsSubstring(missing));
   CHECK(marker.ranks().empty());
   CHECK(wait_until([&] { return marker.alive().empty(); }, 3s));
 }
@@ -354,9 +354,9 @@ TEST_CASE("an unreachable host exits 69 with its check-ssh row and starts nothin
   INFO("agent starts:\n" << read_file(started));
   CHECK(bad.exit_code == 69);
   CHECK(elapsed < 10s);
-  CHECK_THAT(bad.err, Contains("nothing was started"));
-  CHECK_THAT(bad.err, Contains("127.0.1.250"));
-  CHECK_THAT(bad.err, Contains("connection_refused"));
+  CHECK_THAT(bad.err, ContainsSubstring("nothing was started"));
+  CHECK_THAT(bad.err, ContainsSubstring("127.0.1.250"));
+  CHECK_THAT(bad.err, ContainsSubstring("connection_refused"));
   // The row is that host's alone: the good hosts passed.
   CHECK(bad.err.find(a + " ") == std::string::npos);
   CHECK(none_started);
@@ -456,17 +456,17 @@ TEST_CASE("a login that prints on stdout: --check-ssh fails it with the launch's
   const json row = json::parse(check.out, nullptr, false)["hosts"][0];
   REQUIRE(row.is_object());
   CHECK(row["code"] == "login_prints_text");
-  CHECK_THAT(row["message"].get<std::string>(), Contains("\"Welcome to the cluster!\""));
+  CHECK_THAT(row["message"].get<std::string>(), ContainsSubstring("\"Welcome to the cluster!\""));
   CHECK_THAT(row["hint"].get<std::string>(),
-             Contains("a login script (~/.bashrc, /etc/profile) printing text"));
+             ContainsSubstring("a login script (~/.bashrc, /etc/profile) printing text"));
   CHECK(row["remote"].is_null());
   CHECK(row["stages"].back()["name"] == "probe");
   CHECK(row["stages"].back()["ok"] == false);
   // The launch fails on it as a protocol error (not an internal one) with the same words.
   CHECK(launch.exit_code == 127);
-  CHECK_THAT(launch.err, Contains("Welcome to the cluster!"));
-  CHECK_THAT(launch.err, Contains("a login script (~/.bashrc, /etc/profile) printing text"));
-  CHECK_THAT(launch.err, !Contains("internal error"));
+  CHECK_THAT(launch.err, ContainsSubstring("Welcome to the cluster!"));
+  CHECK_THAT(launch.err, ContainsSubstring("a login script (~/.bashrc, /etc/profile) printing text"));
+  CHECK_THAT(launch.err, !ContainsSubstring("internal error"));
 }
 
 TEST_CASE("a forced command in authorized_keys: the launch says what --check-ssh says",
@@ -478,13 +478,13 @@ TEST_CASE("a forced command in authorized_keys: the launch says what --check-ssh
       run_hvdrun(hosts.args({"-H", a, "-i", hosts.key_exit7(), "--json", "true"}));
   INFO("--- check ---\n" << show(check) << "\n--- launch ---\n" << show(launch));
   CHECK(check.exit_code == 69);
-  CHECK_THAT(check.err, Contains("remote_command_failed"));
-  CHECK_THAT(check.err, Contains("exited with status 7"));
+  CHECK_THAT(check.err, ContainsSubstring("remote_command_failed"));
+  CHECK_THAT(check.err, ContainsSubstring("exited with status 7"));
   CHECK(launch.exit_code == 69);
-  CHECK_THAT(launch.err, Contains(a + ": remote_command_failed"));
-  CHECK_THAT(launch.err, Contains("exited with status 7"));
-  CHECK_THAT(launch.err, Contains("a forced command= in authorized_keys"));
-  CHECK_THAT(launch.err, !Contains("no hvdrun agent answered"));
+  CHECK_THAT(launch.err, ContainsSubstring(a + ": remote_command_failed"));
+  CHECK_THAT(launch.err, ContainsSubstring("exited with status 7"));
+  CHECK_THAT(launch.err, ContainsSubstring("a forced command= in authorized_keys"));
+  CHECK_THAT(launch.err, !ContainsSubstring("no hvdrun agent answered"));
   const json doc = json::parse(launch.out, nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["error"]["kind"] == "ssh");
@@ -503,9 +503,9 @@ TEST_CASE(
       launch_with_agent_script(hosts, a, "agent-session-killed.sh", "kill -9 $PPID\nsleep 5\n");
   INFO(show(launch));
   CHECK(launch.exit_code == 74);
-  CHECK_THAT(launch.err, Contains("lost the agent on " + a + " before it answered"));
-  CHECK_THAT(launch.err, !Contains("no hvdrun agent answered"));
-  CHECK_THAT(launch.err, !Contains("install the same hvdrun"));
+  CHECK_THAT(launch.err, ContainsSubstring("lost the agent on " + a + " before it answered"));
+  CHECK_THAT(launch.err, !ContainsSubstring("no hvdrun agent answered"));
+  CHECK_THAT(launch.err, !ContainsSubstring("install the same hvdrun"));
 }
 
 TEST_CASE(
@@ -519,9 +519,9 @@ TEST_CASE(
   const RunResult launch = launch_with_agent_script(hosts, a, "agent-killed.sh", "kill -9 $$\n");
   INFO(show(launch));
   CHECK(launch.exit_code == 74);
-  CHECK_THAT(launch.err, Contains("lost the agent on " + a + " before it answered"));
-  CHECK_THAT(launch.err, Contains("killed by a signal"));
-  CHECK_THAT(launch.err, Contains("the OOM killer"));
-  CHECK_THAT(launch.err, !Contains("remote_command_failed"));
-  CHECK_THAT(launch.err, !Contains("authorized_keys"));
+  CHECK_THAT(launch.err, ContainsSubstring("lost the agent on " + a + " before it answered"));
+  CHECK_THAT(launch.err, ContainsSubstring("killed by a signal"));
+  CHECK_THAT(launch.err, ContainsSubstring("the OOM killer"));
+  CHECK_THAT(launch.err, !ContainsSubstring("remote_command_failed"));
+  CHECK_THAT(launch.err, !ContainsSubstring("authorized_keys"));
 }

@@ -2,7 +2,7 @@
 // its phase, the launch exits 75, and nothing of the job is left behind.
 #include <signal.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -32,10 +32,10 @@ TEST_CASE("launch: a slow agent hits the start timeout with its phase and host n
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(r.err);
   CHECK(r.exit_code == 75);
-  CHECK_THAT(r.err, Catch::Matchers::Contains(
+  CHECK_THAT(r.err, Catch::Matchers::ContainsSubstring(
                         "start-up timed out after 1 s in the agent handshake phase; late: " +
                         hosts.addresses[0] + ", " + hosts.addresses[1]));
-  CHECK_THAT(r.err, Catch::Matchers::Contains("--start-timeout"));
+  CHECK_THAT(r.err, Catch::Matchers::ContainsSubstring("--start-timeout"));
   CHECK(seconds < 8);  // the timeout, plus the bounded wait for the cut-off agents
   fs::remove_all(dir);
 }
@@ -64,7 +64,7 @@ TEST_CASE("launch: an agent that never answers ends the launch at --start-timeou
   if (pid_file >> pid && pid > 0) ::kill(pid, SIGKILL);  // the sleep left on the "host"
   INFO(r.err);
   CHECK(r.exit_code == 75);
-  CHECK_THAT(r.err, Catch::Matchers::Contains("start-up timed out after 2 s"));
+  CHECK_THAT(r.err, Catch::Matchers::ContainsSubstring("start-up timed out after 2 s"));
   CHECK(seconds >= 1.9);
   CHECK(seconds < 3.0);  // the timeout, plus the SSH login: not plus a linger or --ssh-timeout
   fs::remove_all(dir);

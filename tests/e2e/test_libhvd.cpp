@@ -1,13 +1,13 @@
 // libhvd across real processes: the same rank program (tests/libhvd/libhvd_check.cpp) checks
 // every collective against exact values at 2, 3 and 4 ranks, natively over the sshd test hosts
 // (Gloo, bootstrapped through hvdrun's rendezvous) and under `hvdrun --mpi` (Open MPI).
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <numeric>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_ssh_helpers.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::test::launch_ssh::Hosts;
 using hvd::test::launch_ssh::show;
 using nlohmann::json;
@@ -50,8 +50,8 @@ TEST_CASE("libhvd native (Gloo) over sshd hosts: every collective at 2, 3 and 4 
   REQUIRE(r.exit_code == 0);
   // --json: rank output goes to stderr, the result document to stdout.
   for (int rank = 0; rank < np; ++rank) {
-    CHECK_THAT(r.err, Contains(topology_line(np, rank, "gloo")));
-    CHECK_THAT(r.err, Contains("rank " + std::to_string(rank) + ": all checks passed"));
+    CHECK_THAT(r.err, ContainsSubstring(topology_line(np, rank, "gloo")));
+    CHECK_THAT(r.err, ContainsSubstring("rank " + std::to_string(rank) + ": all checks passed"));
   }
   const json doc = json::parse(r.out);
   std::vector<int> all(static_cast<size_t>(np));
@@ -74,8 +74,8 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < np; ++rank) {
     const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:";
-    CHECK_THAT(r.out, Contains(tag + topology_line(np, rank, "mpi")));
-    CHECK_THAT(r.out, Contains(tag + "rank " + std::to_string(rank) + ": all checks passed"));
+    CHECK_THAT(r.out, ContainsSubstring(tag + topology_line(np, rank, "mpi")));
+    CHECK_THAT(r.out, ContainsSubstring(tag + "rank " + std::to_string(rank) + ": all checks passed"));
   }
 }
 
@@ -96,9 +96,9 @@ TEST_CASE("libhvd under hvdrun --mpi: a rank that never reaches hvd::init() ends
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(show(r));
   CHECK(r.exit_code == 75);
-  CHECK_THAT(r.out + r.err, Contains("hvd::init() did not finish within 2 s"));
-  CHECK_THAT(r.out + r.err, Contains("waiting in MPI_Init_thread"));
-  CHECK_THAT(r.err, Contains("rank 0"));  // hvdrun names the rank that gave up
+  CHECK_THAT(r.out + r.err, ContainsSubstring("hvd::init() did not finish within 2 s"));
+  CHECK_THAT(r.out + r.err, ContainsSubstring("waiting in MPI_Init_thread"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 0"));  // hvdrun names the rank that gave up
   CHECK(took < 20);                       // 2 s + 2 s, and mpirun's start and stop; was: never
   CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
 }
@@ -115,16 +115,16 @@ TEST_CASE("libhvd under hvdrun --mpi: the control plane listens in Open MPI's ne
                             {{"HOROVOD_LOG_LEVEL", "debug"}}, std::chrono::seconds(90));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out + r.err, Contains("the engine's control plane listens on 127.0.0.1:"));
-  CHECK_THAT(r.out + r.err, !Contains("listens on every interface"));
+  CHECK_THAT(r.out + r.err, ContainsSubstring("the engine's control plane listens on 127.0.0.1:"));
+  CHECK_THAT(r.out + r.err, !ContainsSubstring("listens on every interface"));
 }
 
 TEST_CASE("libhvd native on localhost: 2 ranks without SSH", "[libhvd]") {
   const auto r = hvd::test::run_hvdrun({"-np", "2", LIBHVD_CHECK, "collectives"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0: all checks passed"));
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank 0: all checks passed"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1: all checks passed"));
 }
 
 // Allreduces of up to HOROVOD_GLOO_SYNC_BYTES run Gloo's halving-doubling on pairs in Gloo's
@@ -151,7 +151,7 @@ TEST_CASE(
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < s.np; ++rank) {
-    CHECK_THAT(r.out, Contains("[1," + std::to_string(rank) + "]<stdout>:rank " +
+    CHECK_THAT(r.out, ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " +
                                std::to_string(rank) + ": all checks passed"));
   }
 }
@@ -167,21 +167,21 @@ TEST_CASE("network: --network-cidr picks each host's address and every engine ge
               "$HOROVOD_GLOO_IFACE"}));
   INFO(show(env));
   REQUIRE(env.exit_code == 0);
-  CHECK_THAT(env.out, Contains("[1,0]<stdout>:net 127.0.0.1 127.0.0.1 lo lo"));
-  CHECK_THAT(env.out, Contains("[1,1]<stdout>:net 127.0.0.1 127.0.0.1 lo lo"));
-  CHECK_THAT(env.err, Contains("host " + h.addr(31) + ": ranks use 127.0.0.1 (lo)"));
+  CHECK_THAT(env.out, ContainsSubstring("[1,0]<stdout>:net 127.0.0.1 127.0.0.1 lo lo"));
+  CHECK_THAT(env.out, ContainsSubstring("[1,1]<stdout>:net 127.0.0.1 127.0.0.1 lo lo"));
+  CHECK_THAT(env.err, ContainsSubstring("host " + h.addr(31) + ": ranks use 127.0.0.1 (lo)"));
 
   const auto gloo = hvd::test::run_hvdrun(h.args(
       {"-np", "2", "-H", hosts, "--network-cidr", "127.0.0.0/8", LIBHVD_CHECK, "collectives"}));
   INFO(show(gloo));
   CHECK(gloo.exit_code == 0);
-  CHECK_THAT(gloo.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
+  CHECK_THAT(gloo.out, ContainsSubstring("[1,1]<stdout>:rank 1: all checks passed"));
 
   const auto mpi = hvd::test::run_hvdrun(h.args({"--mpi", "-np", "2", "-H", hosts, "--network-cidr",
                                                  "127.0.0.0/8", LIBHVD_CHECK, "collectives"}));
   INFO(show(mpi));
   CHECK(mpi.exit_code == 0);
-  CHECK_THAT(mpi.out, Contains("[1,1]<stdout>:rank 1: all checks passed"));
+  CHECK_THAT(mpi.out, ContainsSubstring("[1,1]<stdout>:rank 1: all checks passed"));
 }
 
 TEST_CASE("network: --network-interface takes the first name each host has", "[network]") {
@@ -191,7 +191,7 @@ TEST_CASE("network: --network-interface takes the first name each host has", "[n
               "sh", "-c", "echo net $HVD_ADVERTISE_ADDR $NCCL_SOCKET_IFNAME"}));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:net 127.0.0.1 lo"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:net 127.0.0.1 lo"));
 }
 
 TEST_CASE("network: a host without an address in the CIDR stops the launch before any rank",
@@ -202,7 +202,7 @@ TEST_CASE("network: a host without an address in the CIDR stops the launch befor
               "sh", "-c", "echo started"}));
   INFO(show(r));
   CHECK(r.exit_code == 64);
-  CHECK_THAT(r.err, Contains("--network-cidr 10.254.0.0/16: host " + h.addr(34) +
+  CHECK_THAT(r.err, ContainsSubstring("--network-cidr 10.254.0.0/16: host " + h.addr(34) +
                              " has no address in it (its interfaces: lo 127.0.0.1 (up, "
                              "loopback)"));
   CHECK(r.out.find("started") == std::string::npos);

@@ -3,7 +3,7 @@
 // started with the env contract hvdrun would give them. This way the test can hand a rank a wrong
 // token, leave a rank out, or watch the survivors after one rank is SIGKILLed (hvdrun itself would
 // stop them at once, which is right for users but hides what libhvd says).
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <chrono>
 #include <future>
@@ -13,7 +13,7 @@
 #include "tests/cli/process.h"
 #include "tests/e2e/rank_env.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::test::RunResult;
 
 namespace {
@@ -60,10 +60,10 @@ TEST_CASE("libhvd: a rank with a wrong rendezvous token fails naming the store",
   const auto results = run_ranks({0}, 2, port, "not-the-token", {"info"});
   INFO(show(results));
   CHECK(results[0].exit_code == 3);
-  CHECK_THAT(results[0].err, Contains("HVD_ERR_CONFIG"));
-  CHECK_THAT(results[0].err, Contains("rendezvous store http://127.0.0.1:" + std::to_string(port) +
+  CHECK_THAT(results[0].err, ContainsSubstring("HVD_ERR_CONFIG"));
+  CHECK_THAT(results[0].err, ContainsSubstring("rendezvous store http://127.0.0.1:" + std::to_string(port) +
                                       "/faults" + std::to_string(port) + ".global"));
-  CHECK_THAT(results[0].err, Contains("refused this rank's token (401)"));
+  CHECK_THAT(results[0].err, ContainsSubstring("refused this rank's token (401)"));
   CHECK(server.stats().rejected >= 1);
   CHECK(server.stats().ranks_seen.empty());
 }
@@ -88,8 +88,8 @@ TEST_CASE("libhvd: a rank that never joins is named within the Gloo timeout", "[
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(show(results));
   CHECK(results[0].exit_code == 3);
-  CHECK_THAT(results[0].err, Contains("HVD_ERR_TIMEOUT"));
-  CHECK_THAT(results[0].err, Contains("rank 1 never joined"));
+  CHECK_THAT(results[0].err, ContainsSubstring("HVD_ERR_TIMEOUT"));
+  CHECK_THAT(results[0].err, ContainsSubstring("rank 1 never joined"));
   CHECK(took < 2 + 5);
 }
 
@@ -114,10 +114,10 @@ TEST_CASE("libhvd: after SIGKILL of one rank mid-allreduce the others fail in ti
     CHECK(r.exit_code == 3);
     // The engine's control connection notices first: the op and the dead rank are named, with
     // the status that says a peer is gone.
-    CHECK_THAT(r.out, Contains("(status HVD_ERR_PEER_LOST)"));
-    CHECK_THAT(r.out, Contains("allreduce 'hvd.allreduce."));
+    CHECK_THAT(r.out, ContainsSubstring("(status HVD_ERR_PEER_LOST)"));
+    CHECK_THAT(r.out, ContainsSubstring("allreduce 'hvd.allreduce."));
     CHECK_THAT(r.out,
-               Contains(victim == 0 ? "rank 0 (the coordinator) is gone"
+               ContainsSubstring(victim == 0 ? "rank 0 (the coordinator) is gone"
                                     : "rank 2 left the job without calling hvd::shutdown()"));
     // "error after S s": within HOROVOD_GLOO_TIMEOUT_SECONDS (5) plus 5 s.
     std::smatch m;
@@ -132,7 +132,7 @@ TEST_CASE("libhvd: Gloo under mpirun's environment is a clear error", "[libhvd]"
       std::chrono::seconds(30));
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
-  CHECK_THAT(r.err, Contains("Gloo needs hvdrun's rendezvous"));
+  CHECK_THAT(r.err, ContainsSubstring("Gloo needs hvdrun's rendezvous"));
 }
 
 TEST_CASE("libhvd: a bad knob value names the variable", "[libhvd]") {
@@ -140,5 +140,5 @@ TEST_CASE("libhvd: a bad knob value names the variable", "[libhvd]") {
       {LIBHVD_CHECK, "info"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "soon"}}, std::chrono::seconds(30));
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
-  CHECK_THAT(r.err, Contains("HOROVOD_GLOO_TIMEOUT_SECONDS=\"soon\" is not valid"));
+  CHECK_THAT(r.err, ContainsSubstring("HOROVOD_GLOO_TIMEOUT_SECONDS=\"soon\" is not valid"));
 }

@@ -1,7 +1,7 @@
 // hvdrun --mpi over the sshd test hosts, with no MCA arguments from the test: hvdrun's generated
 // mpirun command must work as it is (loopback hosts, one machine twice, root).
 #include <sys/resource.h>
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <filesystem>
 #include <map>
@@ -14,7 +14,7 @@
 #include "tests/support/test_hosts.h"
 
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
@@ -62,8 +62,8 @@ TEST_CASE("mpi mode: 2 ranks on 2 hosts allreduce and land on their hosts", "[mp
   const auto r = run_mpi(hosts.host_list(2), "2");
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0 of 2 sum 1 host " + hosts.addresses[0] + " ok"));
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1 of 2 sum 1 host " + hosts.addresses[1] + " ok"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank 0 of 2 sum 1 host " + hosts.addresses[0] + " ok"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1 of 2 sum 1 host " + hosts.addresses[1] + " ok"));
 }
 
 TEST_CASE("mpi mode: 4 ranks on 2 hosts x 2 slots", "[mpi]") {
@@ -73,10 +73,10 @@ TEST_CASE("mpi mode: 4 ranks on 2 hosts x 2 slots", "[mpi]") {
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 4; ++rank) {
     CHECK_THAT(r.out,
-               Contains("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+               ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
                         " of 4 sum 6 host " + hosts.addresses[rank / 2] + " ok"));
   }
-  CHECK_THAT(r.err, Contains("same machine"));  // the vader notice
+  CHECK_THAT(r.err, ContainsSubstring("same machine"));  // the vader notice
 }
 
 TEST_CASE("mpi mode: a failing rank's code and root cause come back", "[mpi]") {
@@ -84,9 +84,9 @@ TEST_CASE("mpi mode: a failing rank's code and root cause come back", "[mpi]") {
   const auto r = run_mpi(hosts.host_list(2), "2", {"1", "3"});
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 3);
-  CHECK_THAT(r.err, Contains("hvdrun: rank 1 (host " + hosts.addresses[1] +
+  CHECK_THAT(r.err, ContainsSubstring("hvdrun: rank 1 (host " + hosts.addresses[1] +
                              ", local rank 0) exited with code 3."));
-  CHECK_THAT(r.err, Contains("rank 1 fails on purpose"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 1 fails on purpose"));
 }
 
 TEST_CASE("mpi mode: 4 ranks on 4 hosts", "[mpi]") {
@@ -96,7 +96,7 @@ TEST_CASE("mpi mode: 4 ranks on 4 hosts", "[mpi]") {
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 4; ++rank) {
     CHECK_THAT(r.out,
-               Contains("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+               ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
                         " of 4 sum 6 host " + hosts.addresses[rank] + " ok"));
   }
 }
@@ -126,7 +126,7 @@ TEST_CASE("mpi mode: -x values stay off every command line and nothing is left",
   CHECK(ranks_up);
   CHECK(on_cmdline.empty());
   CHECK(code == 0);
-  CHECK_THAT(out, Contains("<stdout>:seen=" + secret));
+  CHECK_THAT(out, ContainsSubstring("<stdout>:seen=" + secret));
   CHECK(gone);
 }
 
@@ -194,9 +194,9 @@ TEST_CASE("mpi mode: an mpirun that aborts the job and then hangs is killed afte
   INFO("stderr:\n" << r.err);
   CHECK(r.exit_code == 71);
   CHECK(took < std::chrono::seconds(20));  // --grace 1 + the stop margin (3 s) after the abort
-  CHECK_THAT(r.err, Contains("has not ended: Open MPI's daemons hang in their teardown"));
-  CHECK_THAT(r.err, Contains("mpirun was killed; it had not said which rank failed"));
-  CHECK_THAT(r.err, Contains("killed 1 Open MPI daemon process of this job left on this machine"));
+  CHECK_THAT(r.err, ContainsSubstring("has not ended: Open MPI's daemons hang in their teardown"));
+  CHECK_THAT(r.err, ContainsSubstring("mpirun was killed; it had not said which rank failed"));
+  CHECK_THAT(r.err, ContainsSubstring("killed 1 Open MPI daemon process of this job left on this machine"));
   const std::string mpirun = hvd::test::read_file(dir / "pid");
   const std::string daemon = hvd::test::read_file(dir / "daemon");
   REQUIRE_FALSE(mpirun.empty());
@@ -236,7 +236,7 @@ TEST_CASE("mpi mode: the daemons log in over the hosts' sshd", "[mpi]") {
        << first.log() << "\nsshd log 2:\n"
        << second.log());
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1 of 2 sum 1 host 127.0.1.71 ok"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1 of 2 sum 1 host 127.0.1.71 ok"));
   // Each host: the network check's agent (hvdrun's agents probe the hosts first; its login is
   // also hvdrun's SSH check, whose address and boot id mpirun's host list reuses), then the Open
   // MPI daemon.
@@ -319,8 +319,8 @@ TEST_CASE("mpi mode: --max-restarts starts a new mpirun after a failed rank, not
       r.err.find("attempt 2 of 2 after a rank exited with code 4; mpirun did not say which") !=
       std::string::npos;
   CHECK((named || unnamed));
-  CHECK_THAT(r.out, Contains("<stdout>:rank 0 attempt 1"));
-  CHECK_THAT(r.out, Contains("<stdout>:rank 1 attempt 1"));
+  CHECK_THAT(r.out, ContainsSubstring("<stdout>:rank 0 attempt 1"));
+  CHECK_THAT(r.out, ContainsSubstring("<stdout>:rank 1 attempt 1"));
   CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
 }
 
@@ -352,9 +352,9 @@ TEST_CASE("mpi mode: SIGUSR1 and SIGUSR2 to hvdrun reach every rank through mpir
   REQUIRE(up);
   CHECK(usr1);
   CHECK(code == 0);  // each rank ended on its own after SIGUSR2; the job was not stopped
-  CHECK_THAT(err, Contains("[1,0]<stdout>:rank 0 got USR2"));
-  CHECK_THAT(err, Contains("[1,1]<stdout>:rank 1 got USR2"));
-  CHECK_THAT(err, Contains("SIGUSR1: forwarded to every rank"));
+  CHECK_THAT(err, ContainsSubstring("[1,0]<stdout>:rank 0 got USR2"));
+  CHECK_THAT(err, ContainsSubstring("[1,1]<stdout>:rank 1 got USR2"));
+  CHECK_THAT(err, ContainsSubstring("SIGUSR1: forwarded to every rank"));
   const auto doc = nlohmann::json::parse(hvd::test::read_file(dir / "out"), nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["ok"] == true);
@@ -382,7 +382,7 @@ TEST_CASE("mpi mode: SIGTERM to hvdrun exits 143 whatever code the stopped ranks
   INFO(err);
   REQUIRE(up);
   CHECK(code == 143);
-  CHECK_THAT(err, Contains("interrupted by SIGTERM"));
+  CHECK_THAT(err, ContainsSubstring("interrupted by SIGTERM"));
   const auto doc = nlohmann::json::parse(hvd::test::read_file(dir / "out"), nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["exit_code"] == 143);

@@ -6,7 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <random>
 #include <regex>
 
@@ -14,7 +14,7 @@
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_ssh_helpers.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::test::launch_ssh::Hosts;
 using hvd::test::launch_ssh::show;
 using nlohmann::json;
@@ -82,7 +82,7 @@ TEST_CASE("check-net: --json on three hosts lists every probe with its result an
   CHECK(seen.count({h.addr(20), "rendezvous", "rendezvous"}) == 1);
   // Nothing was launched: no rank output, and the agents are gone (the sshd hosts would
   // keep a stray agent; test_launch_ssh checks that separately for launches).
-  CHECK_THAT(r.err, !Contains("<stdout>"));
+  CHECK_THAT(r.err, !ContainsSubstring("<stdout>"));
 }
 
 TEST_CASE("check-net: --check-net-full probes every ordered pair, shown as a matrix", "[net]") {
@@ -91,8 +91,8 @@ TEST_CASE("check-net: --check-net-full probes every ordered pair, shown as a mat
   const auto r = hvd::test::run_hvdrun(h.args({"--check-net-full", "-H", hosts}));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("network check: 3 hosts, 9 probes, 0 failed"));
-  CHECK_THAT(r.err, Contains("FROM \\ TO"));
+  CHECK_THAT(r.err, ContainsSubstring("network check: 3 hosts, 9 probes, 0 failed"));
+  CHECK_THAT(r.err, ContainsSubstring("FROM \\ TO"));
   // Every off-diagonal cell is an ok with a time; no "." (not probed) cell.
   const std::regex row("\\n  " + std::regex_replace(h.addr(24), std::regex("\\."), "\\.") +
                        " +ok [<0-9.]+ms +- +ok [<0-9.]+ms +ok [<0-9.]+ms\\n");
@@ -121,7 +121,7 @@ TEST_CASE("check-net: an agent missing is an error document and exit 127", "[net
   CHECK(r.exit_code == 127);
   const json doc = json::parse(r.out);
   CHECK(doc["ok"] == false);
-  CHECK_THAT(doc["error"]["message"].get<std::string>(), Contains("no hvdrun agent answered"));
+  CHECK_THAT(doc["error"]["message"].get<std::string>(), ContainsSubstring("no hvdrun agent answered"));
 }
 
 TEST_CASE("a launch reports its network check in --json", "[net]") {
@@ -166,15 +166,15 @@ TEST_CASE("port range: --port-range confines libhvd's control plane: 3 ports run
         {"--port-range", range(low, 3), "-np", "2", LIBHVD_CHECK, "collectives"});
     INFO(show(r));
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.out, Contains("rank 1: all checks passed"));
+    CHECK_THAT(r.out, ContainsSubstring("rank 1: all checks passed"));
   }
   SECTION("two ports: refused before anything starts, naming the three it needs") {
     const auto r = hvd::test::run_hvdrun(
         {"--port-range", range(low, 2), "-np", "2", LIBHVD_CHECK, "collectives"});
     INFO(show(r));
     CHECK(r.exit_code == 64);
-    CHECK_THAT(r.err, Contains("--port-range " + range(low, 2) + " has 2 ports; this job needs 3"));
-    CHECK_THAT(r.out, !Contains("rank"));
+    CHECK_THAT(r.err, ContainsSubstring("--port-range " + range(low, 2) + " has 2 ports; this job needs 3"));
+    CHECK_THAT(r.out, !ContainsSubstring("rank"));
   }
 }
 
@@ -187,7 +187,7 @@ TEST_CASE(
       h.args({"--port-range", range(low, 2), "-H", h.addr(33) + "," + h.addr(34), "true"}));
   INFO(show(r));
   CHECK(r.exit_code == 71);  // the launcher's own part: docs/exit-codes.md
-  CHECK_THAT(r.err, Contains("every port of --port-range " + range(low, 2) + " is in use"));
+  CHECK_THAT(r.err, ContainsSubstring("every port of --port-range " + range(low, 2) + " is in use"));
 }
 
 TEST_CASE("port range: a host with no free port in the range is named, and nothing starts",
@@ -214,10 +214,10 @@ TEST_CASE("port range: a host with no free port in the range is named, and nothi
         {"--port-range", range(low, 3), "--json", "-H", host, "sh", "-c", "echo rank-started"}));
     INFO(show(r));
     CHECK(r.exit_code == 71);
-    CHECK_THAT(r.err, Contains("host " + host + ": every port of --port-range " + range(low, 3) +
+    CHECK_THAT(r.err, ContainsSubstring("host " + host + ": every port of --port-range " + range(low, 3) +
                                " is in use on this host (hvdrun's network probes)"));
-    CHECK_THAT(r.err, Contains("widen the range"));
-    CHECK_THAT(r.out + r.err, !Contains("rank-started"));
+    CHECK_THAT(r.err, ContainsSubstring("widen the range"));
+    CHECK_THAT(r.out + r.err, !ContainsSubstring("rank-started"));
     const json doc = json::parse(r.out, nullptr, false);
     REQUIRE(doc.is_object());
     CHECK(doc["exit_code"] == 71);
@@ -234,7 +234,7 @@ TEST_CASE("check-net: a host that fails SSH gives the SSH rows and no network ch
   const json doc = json::parse(r.out);
   REQUIRE(doc.contains("check_ssh"));
   CHECK(doc["check_net"].is_null());
-  CHECK_THAT(doc["check_ssh"].dump(), Contains("127.3.3.3"));
+  CHECK_THAT(doc["check_ssh"].dump(), ContainsSubstring("127.3.3.3"));
 }
 
 TEST_CASE("hosts named by ssh_config aliases: ranks get the addresses SSH arrived at", "[net]") {
@@ -245,10 +245,10 @@ TEST_CASE("hosts named by ssh_config aliases: ranks get the addresses SSH arrive
       {"-H", "h40,h41", "sh", "-c", "echo env $HOROVOD_RANK $HVD_ADVERTISE_ADDR $MASTER_ADDR"}));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("env 0 127.0.0.41 127.0.0.41"));
-  CHECK_THAT(r.out, Contains("env 1 127.0.0.42 127.0.0.41"));
+  CHECK_THAT(r.out, ContainsSubstring("env 0 127.0.0.41 127.0.0.41"));
+  CHECK_THAT(r.out, ContainsSubstring("env 1 127.0.0.42 127.0.0.41"));
   const auto gloo = hvd::test::run_hvdrun(h.args({"-H", "h40,h41", LIBHVD_CHECK, "collectives"}));
   INFO(show(gloo));
   CHECK(gloo.exit_code == 0);
-  CHECK_THAT(gloo.out, Contains("rank 1: all checks passed"));
+  CHECK_THAT(gloo.out, ContainsSubstring("rank 1: all checks passed"));
 }

@@ -4,7 +4,7 @@
 // a SIGKILL; a rank's Python exception is the root cause, with its traceback's last line.
 // tests/pytorch/ddp_check.py is the rank program. Without torch (scripts/install-deps.sh --torch
 // installs it; .ci/run does) each test says it is skipped and why.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <chrono>
 #include <regex>
@@ -53,8 +53,8 @@ TEST_CASE("DDP over init_process_group gloo averages the ranks' gradients", "[py
   REQUIRE(r.exit_code == 0);
   for (int rank : {0, 1}) {
     const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank);
-    CHECK_THAT(r.out, Contains(tag + " of 2: local rank 0, master " + a + ":"));
-    CHECK_THAT(r.out, Contains(tag + ": DDP gradients equal the mean of 2 ranks' local gradients"));
+    CHECK_THAT(r.out, ContainsSubstring(tag + " of 2: local rank 0, master " + a + ":"));
+    CHECK_THAT(r.out, ContainsSubstring(tag + ": DDP gradients equal the mean of 2 ranks' local gradients"));
   }
 }
 
@@ -97,7 +97,7 @@ TEST_CASE("the line a rank printed before its SIGKILL is not lost", "[pytorch][s
                                  std::chrono::seconds(120));
   INFO(show(r));
   CHECK(r.exit_code == 137);
-  CHECK_THAT(r.out, Contains("[1,1]<stdout>:rank 1: last words before SIGKILL"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1: last words before SIGKILL"));
 }
 
 TEST_CASE("a rank's Python exception is the root cause, with its last line", "[pytorch][ssh]") {
@@ -116,10 +116,10 @@ TEST_CASE("a rank's Python exception is the root cause, with its last line", "[p
     // race, seen in a suite run of 2026-12-03; 83aa16e): hvdrun says so, and the rank's own
     // tagged lines still carry the root cause.
     CHECK_THAT(r.err,
-               Contains("[1,1]<stderr>:ValueError: ddp_check: rank 1 cannot read its shard"));
+               ContainsSubstring("[1,1]<stderr>:ValueError: ddp_check: rank 1 cannot read its shard"));
     return;
   }
-  CHECK_THAT(r.err, Contains("hvdrun: rank 1 (host " + b + ", local rank 0) exited with code 1."));
-  CHECK_THAT(r.err, Contains("lines of rank 1's stderr:"));
-  CHECK_THAT(r.err, Contains("    ValueError: ddp_check: rank 1 cannot read its shard"));
+  CHECK_THAT(r.err, ContainsSubstring("hvdrun: rank 1 (host " + b + ", local rank 0) exited with code 1."));
+  CHECK_THAT(r.err, ContainsSubstring("lines of rank 1's stderr:"));
+  CHECK_THAT(r.err, ContainsSubstring("    ValueError: ddp_check: rank 1 cannot read its shard"));
 }

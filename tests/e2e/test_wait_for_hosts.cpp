@@ -1,7 +1,7 @@
 // --wait-for-hosts: a host that is not up yet (nothing listens on its port, its name does not
 // resolve) is tried again until the deadline, for --check-ssh and for a launch; without the flag
 // it fails at once. The "host" is a private sshd on 127.0.1.8X that starts ~1.5 s after hvdrun.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -14,7 +14,7 @@
 #include "tests/support/test_hosts.h"
 
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using Clock = std::chrono::steady_clock;
 using hvd::test::RunResult;
 
@@ -99,7 +99,7 @@ TEST_CASE("wait for hosts: without it, a refused connection fails at once", "[wa
   const auto doc = nlohmann::json::parse(r.out, nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["hosts"][0]["code"] == "connection_refused");
-  CHECK_THAT(doc["hosts"][0]["message"].get<std::string>(), !Contains("--wait-for-hosts"));
+  CHECK_THAT(doc["hosts"][0]["message"].get<std::string>(), !ContainsSubstring("--wait-for-hosts"));
   CHECK(took < 3);
 }
 
@@ -113,7 +113,7 @@ TEST_CASE("wait for hosts: a launch waits for an sshd that comes up late", "[wai
                          std::chrono::milliseconds(1500), port);
   INFO(show(r));
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("[1,0]<stdout>:rank 0 is up"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank 0 is up"));
   CHECK(took >= 1.5);
   CHECK(took < 10);
 }
@@ -128,7 +128,7 @@ TEST_CASE("wait for hosts: a launch without it fails at once on the refused host
   const double took = seconds_since(start);
   INFO(show(r));
   CHECK(r.exit_code == 69);
-  CHECK_THAT(r.err, Contains("connection_refused"));
+  CHECK_THAT(r.err, ContainsSubstring("connection_refused"));
   CHECK(took < 3);
 }
 
@@ -145,7 +145,7 @@ TEST_CASE("a --json launch that stops at SSH prints the launch result, the SSH r
         hvd::test::run_hvdrun(ssh_args(address, closed.port(), mpi ? "json_mpi" : "json", rest));
     INFO((mpi ? "--mpi\n" : "native\n") << show(r));
     CHECK(r.exit_code == 69);
-    CHECK_THAT(r.err, Contains("connection_refused"));  // the table on stderr, as before
+    CHECK_THAT(r.err, ContainsSubstring("connection_refused"));  // the table on stderr, as before
     const auto doc = nlohmann::json::parse(r.out, nullptr, false);
     REQUIRE(doc.is_object());
     CHECK(doc["schema_version"] == 1);
@@ -161,8 +161,8 @@ TEST_CASE("a --json launch that stops at SSH prints the launch result, the SSH r
     REQUIRE(doc["error"].is_object());
     CHECK(doc["error"]["kind"] == "ssh");
     CHECK_THAT(doc["error"]["message"].get<std::string>(),
-               Contains(address + " (connection_refused)"));
-    CHECK_THAT(doc["error"]["hint"].get<std::string>(), Contains("check_ssh"));
+               ContainsSubstring(address + " (connection_refused)"));
+    CHECK_THAT(doc["error"]["hint"].get<std::string>(), ContainsSubstring("check_ssh"));
     REQUIRE(doc["check_ssh"].is_object());
     CHECK(doc["check_ssh"]["ok"] == false);
     REQUIRE(doc["check_ssh"]["hosts"].size() == 1);
@@ -186,8 +186,8 @@ TEST_CASE("wait for hosts: a name that never resolves is tried until the deadlin
   const auto& row = doc["hosts"][0];
   CHECK(row["code"] == "dns_failure");
   // Tried again after 0.25 s and 0.5 s (when the resolver answers at once: three tries).
-  CHECK_THAT(row["message"].get<std::string>(), Contains(" tries in "));
-  CHECK_THAT(row["message"].get<std::string>(), Contains("--wait-for-hosts"));
+  CHECK_THAT(row["message"].get<std::string>(), ContainsSubstring(" tries in "));
+  CHECK_THAT(row["message"].get<std::string>(), ContainsSubstring("--wait-for-hosts"));
   CHECK(took >= 0.75);
   CHECK(took < 5);
 }
@@ -197,7 +197,7 @@ TEST_CASE("wait for hosts: a bad value is a usage error naming the range", "[wai
     const RunResult r = hvd::test::run_hvdrun({"--wait-for-hosts", value, "--dry-run", "true"});
     INFO(show(r));
     CHECK(r.exit_code == 64);
-    CHECK_THAT(r.err, Contains("--wait-for-hosts " + value));
-    CHECK_THAT(r.err, Contains("from 0 to 3600"));
+    CHECK_THAT(r.err, ContainsSubstring("--wait-for-hosts " + value));
+    CHECK_THAT(r.err, ContainsSubstring("from 0 to 3600"));
   }
 }

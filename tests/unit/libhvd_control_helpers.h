@@ -2,7 +2,7 @@
 // (test_libhvd_messages.cpp: the codec; test_libhvd_controller.cpp: the coordinator).
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <chrono>
 #include <cstdint>

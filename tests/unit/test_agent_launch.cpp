@@ -1,7 +1,7 @@
 // The agent launches (launcher/native/agent_launch.h): their table and the choice among them,
 // what each says it would run, and --rsh-agent's template and address choice (pure parts; the
 // real commands run in tests/e2e/rsh_agent_check.sh).
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -13,7 +13,7 @@
 #include "launcher/plan/plan.h"
 #include "launcher_fixture.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using namespace hvd::launcher;
 using hvd::agent::NetInterface;
 using hvd::test::launch_options;
@@ -66,7 +66,7 @@ TEST_CASE("agent launches: --rsh-agent, --launcher, and auto's choice", "[launch
     choose_agent_launch(o, plan_on("a,b"));
     FAIL("srun outside an allocation must be refused");
   } catch (const hvd::UsageError& e) {
-    CHECK_THAT(e.what(), Contains("--launcher srun: not inside a Slurm allocation"));
+    CHECK_THAT(e.what(), ContainsSubstring("--launcher srun: not inside a Slurm allocation"));
   }
   ::setenv("SLURM_JOB_ID", "7", 1);
   CHECK(choose_agent_launch(o, plan_on("a,b")).name == "srun");
@@ -89,14 +89,14 @@ TEST_CASE("rsh template: words as a shell splits them, nothing expanded", "[laun
 }
 
 TEST_CASE("rsh template: bad input is a usage error that says what", "[launcher]") {
-  CHECK_THAT(usage_error(""), Contains("the template is empty"));
-  CHECK_THAT(usage_error(" \t "), Contains("the template is empty"));
-  CHECK_THAT(usage_error("kubectl exec '{host}"), Contains("unbalanced quotes: a ' is not closed"));
-  CHECK_THAT(usage_error("kubectl \"exec"), Contains("unbalanced quotes: a \" is not closed"));
-  CHECK_THAT(usage_error("kubectl exec \\"), Contains("it ends with a backslash"));
+  CHECK_THAT(usage_error(""), ContainsSubstring("the template is empty"));
+  CHECK_THAT(usage_error(" \t "), ContainsSubstring("the template is empty"));
+  CHECK_THAT(usage_error("kubectl exec '{host}"), ContainsSubstring("unbalanced quotes: a ' is not closed"));
+  CHECK_THAT(usage_error("kubectl \"exec"), ContainsSubstring("unbalanced quotes: a \" is not closed"));
+  CHECK_THAT(usage_error("kubectl exec \\"), ContainsSubstring("it ends with a backslash"));
   CHECK_THAT(usage_error("kubectl exec {pod} --"),
-             Contains("unknown placeholder {pod}: the placeholders are {host}, {user} and {port}"));
-  CHECK_THAT(usage_error("kubectl exec {pod} --"), Contains("--rsh-agent 'kubectl exec {pod} --'"));
+             ContainsSubstring("unknown placeholder {pod}: the placeholders are {host}, {user} and {port}"));
+  CHECK_THAT(usage_error("kubectl exec {pod} --"), ContainsSubstring("--rsh-agent 'kubectl exec {pod} --'"));
 }
 
 TEST_CASE("rsh argv: placeholders replaced inside words, the host appended without one",
@@ -119,10 +119,10 @@ TEST_CASE("rsh launch: the dry run shows each host's exact argv, local hosts sta
   const Plan plan = plan_on("pod-a:1,localhost:1");
   const auto commands = choose_agent_launch(o, plan).make(o)->describe(plan);
   REQUIRE(commands.size() == 2);
-  CHECK_THAT(commands[0].where, Contains("on pod-a through --rsh-agent"));
+  CHECK_THAT(commands[0].where, ContainsSubstring("on pod-a through --rsh-agent"));
   CHECK(commands[0].argv == std::vector<std::string>{"kubectl", "exec", "-i", "pod-a", "--",
                                                      "/opt/hvd/bin/hvdrun", "--agent"});
-  CHECK_THAT(commands[1].where, Contains("as a local child"));
+  CHECK_THAT(commands[1].where, ContainsSubstring("as a local child"));
 }
 
 TEST_CASE("rsh addresses: where a host's ranks listen and reach the launcher", "[launcher]") {
@@ -165,10 +165,10 @@ TEST_CASE("rsh addresses: where a host's ranks listen and reach the launcher", "
       FAIL("no address in common must be refused");
     } catch (const hvd::Error& e) {
       CHECK(e.kind() == hvd::ErrorKind::kNetCheck);
-      CHECK_THAT(e.what(), Contains("pod-x: none of the addresses its agent reports"));
-      CHECK_THAT(e.what(), Contains("192.168.9.2"));
-      CHECK_THAT(e.what(), Contains("eth0 10.231.0.1/24"));
-      CHECK_THAT(e.hint(), Contains("--network-cidr"));
+      CHECK_THAT(e.what(), ContainsSubstring("pod-x: none of the addresses its agent reports"));
+      CHECK_THAT(e.what(), ContainsSubstring("192.168.9.2"));
+      CHECK_THAT(e.what(), ContainsSubstring("eth0 10.231.0.1/24"));
+      CHECK_THAT(e.hint(), ContainsSubstring("--network-cidr"));
     }
   }
 }

@@ -1,6 +1,6 @@
 // The byte helpers under the wire format (common/bytes.h): UTF-8 validation and base64, which
 // carry argv and environment values that are not text.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <string>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include "cli/options.h"
 #include "common/error.h"
@@ -57,7 +57,7 @@ TEST_CASE("version: -v alone prints it, -v with anything else is refused", "[cli
   // hvdrun's -v once meant --verbose: an old command line must not print a version and exit 0.
   for (const Args& args :
        {Args{"-v", "-np", "2", "./x"}, Args{"-vx", "FOO", "./x"}, Args{"-v", "./x"}}) {
-    CHECK_THROWS_WITH(parse_options(args), Catch::Matchers::Contains("-v is --version"));
+    CHECK_THROWS_WITH(parse_options(args), Catch::Matchers::ContainsSubstring("-v is --version"));
   }
   // An option's value that starts with -v is the value, not -v.
   const auto o = parse_options({"--mpi", "--mpi-args", "-v", "-x", "-vX", "./x"});
@@ -157,8 +157,8 @@ TEST_CASE("parse: --help and --version exit early", "[cli]") {
     parse_options({"--help"});
     FAIL("no EarlyExit");
   } catch (const EarlyExit& e) {
-    CHECK_THAT(e.text, Catch::Matchers::Contains("-np"));
-    CHECK_THAT(e.text, Catch::Matchers::Contains("--hostfile"));
+    CHECK_THAT(e.text, Catch::Matchers::ContainsSubstring("-np"));
+    CHECK_THAT(e.text, Catch::Matchers::ContainsSubstring("--hostfile"));
   }
   try {
     parse_options({"--version"});

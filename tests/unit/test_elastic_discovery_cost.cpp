@@ -4,7 +4,7 @@
 // 320 MB and a full core: next_deadline(), asked every turn, built a key for every listed slot.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <chrono>
 #include <filesystem>
@@ -18,7 +18,7 @@
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/plan/discovery.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::launcher::ElasticDriver;
 using hvd::launcher::ElasticPolicy;
 using hvd::launcher::parse_discovery_output;
@@ -113,7 +113,7 @@ TEST_CASE("discovery output: every refusal names its line", "[elastic]") {
       parse_discovery_output(text, 1);
       FAIL("accepted");
     } catch (const hvd::Error& e) {
-      CHECK_THAT(std::string(e.what()), Contains(words));
+      CHECK_THAT(std::string(e.what()), ContainsSubstring(words));
     }
   };
   refused("a:2\nb:x\n", "line 2");

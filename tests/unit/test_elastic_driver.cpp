@@ -3,7 +3,7 @@
 // process, no clock but the tests' own. The world document and the slots a generation takes are
 // test_elastic_world.cpp's; the discovery script's output and runs,
 // test_elastic_discovery_cost.cpp's.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <string>
 
@@ -12,7 +12,7 @@
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/elastic/elastic_world.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::contract::decode_world;
 using hvd::contract::encode_world;
 using hvd::contract::RankTopology;
@@ -76,7 +76,7 @@ TEST_CASE("elastic driver: a failed worker's generation shrinks, ranks compacted
   CHECK(hvd::contract::decode_world(hvd::contract::encode_world(publish->doc)) == publish->doc);
   REQUIRE(find_action<act::Log>(actions) != nullptr);
   CHECK_THAT(find_action<act::Log>(actions)->line,
-             Contains("elastic: generation 1: 3 ranks on 2 hosts (rank 1 on a was killed"));
+             ContainsSubstring("elastic: generation 1: 3 ranks on 2 hosts (rank 1 on a was killed"));
   CHECK_FALSE(d.formed());
   REQUIRE(d.next_deadline().has_value());
   // The survivors join; the generation is formed and no deadline is left.
@@ -134,7 +134,7 @@ TEST_CASE("elastic driver: below --min-np, over --reset-limit, a generation that
   fail = find_action<act::Fail>(limited_actions);
   REQUIRE(fail != nullptr);
   CHECK(fail->exit_code == 137);
-  CHECK_THAT(fail->message, Contains("--reset-limit 1 reached"));
+  CHECK_THAT(fail->message, ContainsSubstring("--reset-limit 1 reached"));
   CHECK(fail->worker == 2);
 
   ElasticDriver slow = four_workers(policy(1, 4, std::nullopt, std::chrono::milliseconds(500)), t0);
@@ -145,7 +145,7 @@ TEST_CASE("elastic driver: below --min-np, over --reset-limit, a generation that
   fail = find_action<act::Fail>(slow_actions);
   REQUIRE(fail != nullptr);
   CHECK(fail->exit_code == to_int(hvd::exit_code_of(hvd::ErrorKind::kTimeout)));
-  CHECK_THAT(fail->message, Contains("generation 1 did not form within 0 s: workers 1, 2 never "
+  CHECK_THAT(fail->message, ContainsSubstring("generation 1 did not form within 0 s: workers 1, 2 never "
                                      "joined"));
   CHECK_FALSE(fail->worker.has_value());
 }
@@ -380,13 +380,13 @@ TEST_CASE("elastic driver: below --min-np it waits for a cooldown, then for --el
   const auto* early = find_action<act::Fail>(early_actions);
   REQUIRE(early != nullptr);
   CHECK(early->worker == 2);
-  CHECK_THAT(early->message, Contains("3 ranks left, fewer than --min-np 4"));
+  CHECK_THAT(early->message, ContainsSubstring("3 ranks left, fewer than --min-np 4"));
   const auto timeout = f.on_tick(t0 + 60s);  // a tick that came late
   fail = find_action<act::Fail>(timeout);
   REQUIRE(fail != nullptr);
   CHECK(fail->exit_code == 137);
   CHECK(fail->worker == 2);
-  CHECK_THAT(fail->message, Contains("fewer than --min-np 4 ranks for 60 s (--elastic-timeout)"));
+  CHECK_THAT(fail->message, ContainsSubstring("fewer than --min-np 4 ranks for 60 s (--elastic-timeout)"));
 }
 
 TEST_CASE("elastic driver: --reset-limit stops growth without failing the job", "[elastic]") {
@@ -425,7 +425,7 @@ TEST_CASE("elastic driver: a discovered host gets an agent, then its slots", "[e
   publish = find_action<act::Publish>(gone);
   REQUIRE(publish != nullptr);
   CHECK(publish->workers == std::vector<int>{0, 1});
-  CHECK_THAT(publish->doc.reason, Contains("c#0 no longer listed"));
+  CHECK_THAT(publish->doc.reason, ContainsSubstring("c#0 no longer listed"));
   CHECK(d.on_exit(2, 3, "worker 2 exited with 3 (HVD_ERR_REMOVED)", t0).empty());  // removed
   const auto formed = join_all(d, t0);
   const auto* stop = find_action<act::StopAgent>(formed);

@@ -1,7 +1,7 @@
 // Elastic training's pure parts: the world document every rank reads per generation
 // (contract/elastic.h) and which slots a generation takes (launcher/elastic/elastic_world.h); the
 // driver is test_elastic_driver.cpp's.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <string>
 
@@ -9,7 +9,7 @@
 #include "contract/elastic.h"
 #include "launcher/elastic/elastic_world.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::contract::decode_world;
 using hvd::contract::encode_world;
 using hvd::contract::RankTopology;
@@ -41,7 +41,7 @@ void require_refused(const std::string& text, const std::string& what) {
     decode_world(text);
     FAIL("accepted");
   } catch (const hvd::ContractError& e) {
-    CHECK_THAT(e.what(), Contains(what));
+    CHECK_THAT(e.what(), ContainsSubstring(what));
   }
 }
 

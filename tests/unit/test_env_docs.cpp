@@ -1,5 +1,5 @@
 // docs/environment.md and the contract table must list the same variables.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <map>

@@ -1,7 +1,7 @@
 // Small helpers shared by the unit tests.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <string>
 
 #include "common/error.h"
@@ -16,8 +16,8 @@ void require_usage_error(Fn&& fn, const std::string& what, const std::string& hi
     FAIL("expected a UsageError containing: " << what);
   } catch (const UsageError& e) {
     INFO("message: " << e.what() << "\nhint: " << e.hint());
-    CHECK_THAT(e.what(), Catch::Matchers::Contains(what));
-    if (!hint.empty()) CHECK_THAT(e.hint(), Catch::Matchers::Contains(hint));
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring(what));
+    if (!hint.empty()) CHECK_THAT(e.hint(), Catch::Matchers::ContainsSubstring(hint));
     CHECK(e.exit_code() == ExitCode::kUsage);
   }
 }

@@ -3,7 +3,7 @@
 // of CPU (a pairwise duplicate check), and neither file had a size bound.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>

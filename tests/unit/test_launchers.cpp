@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -16,7 +16,7 @@
 #include "launcher/registry.h"
 #include "launcher_fixture.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using namespace hvd::launcher;
 using hvd::test::launch_options;
 using hvd::test::plan_on;
@@ -33,8 +33,8 @@ TEST_CASE("registry: every launcher by its name, an unknown name lists them", "[
     make_launcher("srun", launch_options());
     FAIL("an unknown launcher must be refused");
   } catch (const hvd::UsageError& e) {
-    CHECK_THAT(e.what(), Contains("no launcher called 'srun'"));
-    CHECK_THAT(e.hint(), Contains("native, mpirun"));
+    CHECK_THAT(e.what(), ContainsSubstring("no launcher called 'srun'"));
+    CHECK_THAT(e.hint(), ContainsSubstring("native, mpirun"));
   }
 }
 
@@ -61,9 +61,9 @@ TEST_CASE("native describe: the agent command per host, local or over SSH", "[la
       make_launcher("native", launch_options())->describe(plan_on("localhost,10.0.0.2"));
   REQUIRE(commands.size() == 2);
   CHECK(commands[0].argv == std::vector<std::string>{"/opt/hvd/bin/hvdrun", "--agent"});
-  CHECK_THAT(commands[0].where, Contains("local child"));
+  CHECK_THAT(commands[0].where, ContainsSubstring("local child"));
   CHECK(commands[1].argv == std::vector<std::string>{"exec", "/opt/hvd/bin/hvdrun", "--agent"});
-  CHECK_THAT(commands[1].where, Contains("me@10.0.0.2:22"));
+  CHECK_THAT(commands[1].where, ContainsSubstring("me@10.0.0.2:22"));
 }
 
 TEST_CASE("mpirun describe: the exact argv, with what only the launch knows as placeholders",

@@ -3,7 +3,7 @@
 // the batch due itself. The engines that use it: test_libhvd_cycle_engine.cpp.
 #include <sys/timerfd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <thread>
 

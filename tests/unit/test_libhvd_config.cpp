@@ -1,5 +1,5 @@
 // libhvd's read_config: the environment -> RuntimeConfig step of init(), strict about every value.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <map>
 #include <string>
@@ -148,9 +148,9 @@ TEST_CASE("read_config: HOROVOD_CPU_OPERATIONS", "[libhvd]") {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_CPU_OPERATIONS", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_CPU_OPERATIONS"));
-    CHECK_THAT(f.what, Catch::Matchers::Contains(v));
-    CHECK_THAT(f.hint, Catch::Matchers::Contains("mpi or gloo"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_CPU_OPERATIONS"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring(v));
+    CHECK_THAT(f.hint, Catch::Matchers::ContainsSubstring("mpi or gloo"));
   }
 }
 
@@ -159,28 +159,28 @@ TEST_CASE("read_config: backend and launcher that cannot work together", "[libhv
   env["HOROVOD_CPU_OPERATIONS"] = "gloo";
   const auto gloo_under_mpirun = failure_of(env);
   CHECK(gloo_under_mpirun.status == HVD_ERR_CONFIG);
-  CHECK_THAT(gloo_under_mpirun.what, Catch::Matchers::Contains("mpirun"));
+  CHECK_THAT(gloo_under_mpirun.what, Catch::Matchers::ContainsSubstring("mpirun"));
 
   env = native_env();
   env["HOROVOD_CPU_OPERATIONS"] = "mpi";
   const auto mpi_native = failure_of(env);
   CHECK(mpi_native.status == HVD_ERR_CONFIG);
-  CHECK_THAT(mpi_native.what, Catch::Matchers::Contains("HOROVOD_CPU_OPERATIONS=mpi"));
-  CHECK_THAT(mpi_native.hint, Catch::Matchers::Contains("--mpi"));
+  CHECK_THAT(mpi_native.what, Catch::Matchers::ContainsSubstring("HOROVOD_CPU_OPERATIONS=mpi"));
+  CHECK_THAT(mpi_native.hint, Catch::Matchers::ContainsSubstring("--mpi"));
 }
 
 TEST_CASE("read_config: a backend this build lacks", "[libhvd]") {
   for (const Env& env : {Env{}, mpirun_env(), native_env()}) {
     const auto f = failure_of(env, kNeither);
     CHECK(f.status == HVD_ERR_UNSUPPORTED);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("built without"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("built without"));
   }
   const auto no_gloo = failure_of({{"HOROVOD_CPU_OPERATIONS", "gloo"}}, kMpiOnly);
   CHECK(no_gloo.status == HVD_ERR_UNSUPPORTED);
-  CHECK_THAT(no_gloo.what, Catch::Matchers::Contains("gloo"));
+  CHECK_THAT(no_gloo.what, Catch::Matchers::ContainsSubstring("gloo"));
   const auto no_mpi = failure_of(mpirun_env(), kGlooOnly);
   CHECK(no_mpi.status == HVD_ERR_UNSUPPORTED);
-  CHECK_THAT(no_mpi.what, Catch::Matchers::Contains("mpi"));
+  CHECK_THAT(no_mpi.what, Catch::Matchers::ContainsSubstring("mpi"));
   CHECK(failure_of({{"HOROVOD_CPU_OPERATIONS", "mpi"}}, kGlooOnly).status == HVD_ERR_UNSUPPORTED);
 }
 
@@ -198,8 +198,8 @@ TEST_CASE("read_config: HOROVOD_GLOO_TIMEOUT_SECONDS", "[libhvd]") {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_GLOO_TIMEOUT_SECONDS", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_TIMEOUT_SECONDS"));
-    CHECK_THAT(f.what, Catch::Matchers::Contains(v));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_GLOO_TIMEOUT_SECONDS"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring(v));
   }
 }
 
@@ -213,8 +213,8 @@ TEST_CASE("read_config: HOROVOD_EAGER_BYTES", "[libhvd]") {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_EAGER_BYTES", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_EAGER_BYTES"));
-    CHECK_THAT(f.hint, Catch::Matchers::Contains("from -1 to 1048576"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_EAGER_BYTES"));
+    CHECK_THAT(f.hint, Catch::Matchers::ContainsSubstring("from -1 to 1048576"));
   }
 }
 
@@ -229,15 +229,15 @@ TEST_CASE("read_config: HOROVOD_GLOO_SYNC_BYTES and HOROVOD_GLOO_SYNC_PIECE_BYTE
     INFO(v);
     const auto f = failure_of({{"HOROVOD_GLOO_SYNC_BYTES", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_SYNC_BYTES"));
-    CHECK_THAT(f.hint, Catch::Matchers::Contains("from 0 to 1073741824"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_GLOO_SYNC_BYTES"));
+    CHECK_THAT(f.hint, Catch::Matchers::ContainsSubstring("from 0 to 1073741824"));
   }
   for (const char* v : {"-2", "0", "63", "1073741825", "wmem"}) {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_GLOO_SYNC_PIECE_BYTES", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_SYNC_PIECE_BYTES"));
-    CHECK_THAT(f.hint, Catch::Matchers::Contains("1073741824"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_GLOO_SYNC_PIECE_BYTES"));
+    CHECK_THAT(f.hint, Catch::Matchers::ContainsSubstring("1073741824"));
   }
 }
 
@@ -253,8 +253,8 @@ TEST_CASE("read_config: HOROVOD_GLOO_LOOP_POLICY", "[libhvd]") {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_GLOO_LOOP_POLICY", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_GLOO_LOOP_POLICY"));
-    CHECK_THAT(f.hint, Catch::Matchers::Contains("normal, batch or idle"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_GLOO_LOOP_POLICY"));
+    CHECK_THAT(f.hint, Catch::Matchers::ContainsSubstring("normal, batch or idle"));
   }
 }
 
@@ -267,8 +267,8 @@ TEST_CASE("read_config: HOROVOD_LOG_LEVEL", "[libhvd]") {
     INFO(v);
     const auto f = failure_of({{"HOROVOD_LOG_LEVEL", v}});
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_LOG_LEVEL"));
-    CHECK_THAT(f.what, Catch::Matchers::Contains(v));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_LOG_LEVEL"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring(v));
   }
 }
 
@@ -280,25 +280,25 @@ TEST_CASE("read_config: a multi-rank topology without a launcher", "[libhvd]") {
   }
   const auto f = failure_of(env);
   CHECK(f.status == HVD_ERR_CONFIG);
-  CHECK_THAT(f.what, Catch::Matchers::Contains("HOROVOD_SIZE=4"));
+  CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HOROVOD_SIZE=4"));
 
   env = {{"HOROVOD_RANK", "1"},       {"HOROVOD_SIZE", "2"},       {"HOROVOD_LOCAL_RANK", "0"},
          {"HOROVOD_LOCAL_SIZE", "1"}, {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "2"}};
   const auto two = failure_of(env);
   CHECK(two.status == HVD_ERR_CONFIG);
-  CHECK_THAT(two.what, Catch::Matchers::Contains("HOROVOD_SIZE=2"));
+  CHECK_THAT(two.what, Catch::Matchers::ContainsSubstring("HOROVOD_SIZE=2"));
 
   // A bad HOROVOD_* value is the rank contract's error, naming the variable.
   env["HOROVOD_SIZE"] = "x";
   CHECK_THROWS_AS(config_of(env), hvd::ContractError);
-  CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_SIZE='x'"));
+  CHECK_THROWS_WITH(config_of(env), Catch::Matchers::ContainsSubstring("HOROVOD_SIZE='x'"));
 }
 
 TEST_CASE("read_config: a bare srun of several tasks is refused with how to start it", "[libhvd]") {
   const auto f = failure_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "6"}, {"SLURM_JOB_ID", "9"}});
   CHECK(f.status == HVD_ERR_CONFIG);
-  CHECK_THAT(f.what, Catch::Matchers::Contains("started by srun as task 2 of 6"));
-  CHECK_THAT(f.hint, Catch::Matchers::Contains("hvdrun ./train"));
+  CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("started by srun as task 2 of 6"));
+  CHECK_THAT(f.hint, Catch::Matchers::ContainsSubstring("hvdrun ./train"));
   // One task, or Slurm variables a launcher's rank inherited, are not a bare srun.
   CHECK_NOTHROW(config_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
   Env native = native_env();
@@ -319,19 +319,19 @@ TEST_CASE("read_config: an incomplete native launch", "[libhvd]") {
       }
       const auto f = failure_of(env);
       CHECK(f.status == HVD_ERR_CONFIG);
-      CHECK_THAT(f.what, Catch::Matchers::Contains(name));
+      CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring(name));
     }
   }
   auto env = native_env();
   env.erase("HOROVOD_RANK");
   const auto no_rank = failure_of(env);
   CHECK(no_rank.status == HVD_ERR_CONFIG);
-  CHECK_THAT(no_rank.what, Catch::Matchers::Contains("HOROVOD_RANK"));
+  CHECK_THAT(no_rank.what, Catch::Matchers::ContainsSubstring("HOROVOD_RANK"));
 
   env = native_env();
   env["HOROVOD_LOCAL_RANK"] = "2";  // not less than HOROVOD_LOCAL_SIZE=2
   CHECK_THROWS_AS(config_of(env), hvd::ContractError);
-  CHECK_THROWS_WITH(config_of(env), Catch::Matchers::Contains("HOROVOD_LOCAL_RANK=2"));
+  CHECK_THROWS_WITH(config_of(env), Catch::Matchers::ContainsSubstring("HOROVOD_LOCAL_RANK=2"));
 }
 
 TEST_CASE("read_config: HVD_PORT_RANGE and MASTER_PORT for the control plane", "[libhvd][config]") {
@@ -349,9 +349,9 @@ TEST_CASE("read_config: HVD_PORT_RANGE and MASTER_PORT for the control plane", "
     env["HVD_PORT_RANGE"] = bad;
     const Failure f = failure_of(env);
     CHECK(f.status == HVD_ERR_CONFIG);
-    CHECK_THAT(f.what, Catch::Matchers::Contains("HVD_PORT_RANGE"));
+    CHECK_THAT(f.what, Catch::Matchers::ContainsSubstring("HVD_PORT_RANGE"));
   }
   env["HVD_PORT_RANGE"] = "29500-29510";
   env["MASTER_PORT"] = "port";
-  CHECK_THAT(failure_of(env).what, Catch::Matchers::Contains("MASTER_PORT"));
+  CHECK_THAT(failure_of(env).what, Catch::Matchers::ContainsSubstring("MASTER_PORT"));
 }

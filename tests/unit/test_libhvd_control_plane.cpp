@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -25,7 +25,7 @@
 #include "common/unique_fd.h"
 
 using namespace hvd::runtime;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 
 namespace {
 

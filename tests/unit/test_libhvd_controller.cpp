@@ -338,16 +338,16 @@ TEST_CASE("controller: a rank that leaves without a shutdown is fatal, once", "[
   Controller c = controller(3);
   c.add(0, names_list({"A"}), at(0));
   c.rank_left(1);
-  CHECK_THAT(c.fatal(), Catch::Matchers::Contains("rank 1 left the job without calling "
+  CHECK_THAT(c.fatal(), Catch::Matchers::ContainsSubstring("rank 1 left the job without calling "
                                                   "hvd::shutdown()"));
   const ResponseList first = c.take();
   CHECK(first.fatal == c.fatal());
-  CHECK_THAT(first.fatal, Catch::Matchers::Contains("rank 1 left"));
+  CHECK_THAT(first.fatal, Catch::Matchers::ContainsSubstring("rank 1 left"));
   CHECK(first.fatal_status == HVD_ERR_PEER_LOST);  // a lost peer, not an engine failure
   CHECK(c.take().fatal.empty());
   c.rank_left(2);  // the first cause stays the one reported
   CHECK(c.take().fatal.empty());
-  CHECK_THAT(c.fatal(), Catch::Matchers::Contains("rank 1 left"));
+  CHECK_THAT(c.fatal(), Catch::Matchers::ContainsSubstring("rank 1 left"));
   // A request after the loss gets no error of its own ("rank(s) 1 already shut down", another
   // status): the fatal PEER_LOST is what fails it, as every other pending op (seen in the
   // elastic Fashion-MNIST e2e: the survivors' next gradient failed that way and they quit).
@@ -379,7 +379,7 @@ TEST_CASE("controller: stall warnings name the missing ranks, once per period", 
   REQUIRE(warnings.size() == 1);
   CHECK_THAT(warnings[0], Catch::Matchers::StartsWith("stall: rank 1 has not submitted tensor "
                                                       "'A'"));
-  CHECK_THAT(warnings[0], Catch::Matchers::Contains("2 s or more"));
+  CHECK_THAT(warnings[0], Catch::Matchers::ContainsSubstring("2 s or more"));
   CHECK(c.next_stall_check() == at(4.5));
   CHECK(c.check_stalls(at(3)).empty());
   CHECK(c.check_stalls(at(4.4)).empty());
@@ -403,7 +403,7 @@ TEST_CASE("controller: one stall line per missing rank, listing its tensors", "[
   REQUIRE(warnings.size() == 2);
   CHECK_THAT(warnings[0], Catch::Matchers::StartsWith("stall: rank 1 has not submitted tensor "
                                                       "'B',"));
-  CHECK_THAT(warnings[0], Catch::Matchers::Contains("1 s or more"));
+  CHECK_THAT(warnings[0], Catch::Matchers::ContainsSubstring("1 s or more"));
   CHECK_THAT(warnings[1], Catch::Matchers::StartsWith("stall: rank 2 has not submitted tensors "
                                                       "'A', 'B',"));
   CHECK(c.next_stall_check() == at(1.75));

@@ -36,7 +36,7 @@ TEST_CASE(
       const auto f = std::find_if(expected.responses.begin(), expected.responses.end(),
                                   [](const Response& r) { return r.names == Names{"f"}; });
       REQUIRE(f != expected.responses.end());
-      CHECK_THAT(f->error, Catch::Contains("tensor 'f': shape"));
+      CHECK_THAT(f->error, Catch::Matchers::ContainsSubstring("tensor 'f': shape"));
     }
   }
 
@@ -67,7 +67,7 @@ TEST_CASE(
   const ResponseList gone = once.take();
   CHECK(gone == every.take());
   REQUIRE_FALSE(gone.responses.empty());
-  CHECK_THAT(gone.responses[0].error, Catch::Contains("already shut down"));
+  CHECK_THAT(gone.responses[0].error, Catch::Matchers::ContainsSubstring("already shut down"));
 }
 
 TEST_CASE("controller: a process set's stalls and shutdowns name the set and global ranks",
@@ -97,7 +97,7 @@ TEST_CASE("controller: a joined rank completes allreduces, fails the rest, names
   REQUIRE(out.responses.size() == 1);  // the allgather, at once; A waits for rank 2
   CHECK(out.responses[0].names == Names{"G"});
   CHECK_THAT(out.responses[0].error,
-             Catch::Matchers::Contains("rank(s) 1 called hvd::join(), and while a rank has "
+             Catch::Matchers::ContainsSubstring("rank(s) 1 called hvd::join(), and while a rank has "
                                        "joined only allreduces run"));
   c.add(2, list_of({allreduce("A")}), at(0));
   CHECK(names_of(c.take()) == std::vector<Names>{{"A"}});

@@ -1,6 +1,6 @@
 // libhvd's engine-free parts: the 16-bit float conversions and the dtype helpers (the host
 // reduction and scaling kernels: test_libhvd_kernels.cpp; read_config: test_libhvd_config.cpp).
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <bit>
 #include <cmath>

@@ -6,7 +6,7 @@
 // fails with EPIPE and the collective with PEER_LOST. The race itself (a peer's FIN not yet read
 // when the next write goes out) could not be produced on demand here, so this checks the masks:
 // of the threads Gloo starts, and of the caller once GlooBackend returns.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #if HVD_TEST_HAS_GLOO
 #include <gloo/rendezvous/hash_store.h>

@@ -3,7 +3,7 @@
 // without a device).
 #include <dlfcn.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <cstring>
 #include <string>
 

@@ -1,6 +1,6 @@
 // libhvd's host kernels: the reduce functions Gloo (and MPI, for 16-bit floats) call, and the
 // scaling and integer division used for prescale/postscale and average.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -150,7 +150,7 @@ TEST_CASE("timeline: a file that cannot be written is an error naming it, record
     FAIL("an unwritable path was accepted");
   } catch (const StatusError& e) {
     CHECK(e.status() == HVD_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(e.what(), Catch::Contains("start_timeline(\"no/such/dir.json\"): cannot write it"));
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring("start_timeline(\"no/such/dir.json\"): cannot write it"));
   }
   CHECK(t.recording());
   one_allreduce(t, "kept");
@@ -159,7 +159,7 @@ TEST_CASE("timeline: a file that cannot be written is an error naming it, record
   std::ofstream(victim) << "precious\n";
   std::filesystem::create_symlink(victim, dir / "link.json");
   CHECK_THROWS_WITH(t.start(dir / "link.json", false, HVD_ERR_CONFIG, "HOROVOD_TIMELINE=x"),
-                    Catch::Contains("is a symbolic link: libhvd does not follow it"));
+                    Catch::Matchers::ContainsSubstring("is a symbolic link: libhvd does not follow it"));
   t.stop();
   CHECK(seen(parse(dir / "d.json")).rows == std::multiset<std::string>{"kept"});
   std::ifstream in(victim);

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <chrono>
 #include <cstdlib>
 #include <deque>

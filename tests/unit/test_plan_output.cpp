@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 
 #include "launcher/core/json_text.h"
@@ -69,7 +69,7 @@ TEST_CASE("plan table: header, one row per rank, ssh target", "[output]") {
   CHECK_THAT(table, Catch::Matchers::StartsWith(
                         "hvdrun dry run: 3 ranks on 2 hosts (3 slots); nothing is started.\n"
                         "command: ./train --lr 0.1\n"));
-  CHECK_THAT(table, Catch::Matchers::Contains(
+  CHECK_THAT(table, Catch::Matchers::ContainsSubstring(
                         " rank  host       where   local_rank  local_size  cross_rank  "
                         "cross_size  ssh\n"
                         "    0  localhost  local            0           1           0"
@@ -78,6 +78,6 @@ TEST_CASE("plan table: header, one row per rank, ssh target", "[output]") {
                         "           2  me@127.0.0.2:2222\n"));
   CHECK(table.find("SECRET_KEY=") == std::string::npos);
   const std::string verbose = format_plan_table(sample_plan(), {.show_env = true});
-  CHECK_THAT(verbose, Catch::Matchers::Contains("  SECRET_KEY=<redacted>\n"));
-  CHECK_THAT(verbose, Catch::Matchers::Contains("  HOROVOD_RANK=2\n"));
+  CHECK_THAT(verbose, Catch::Matchers::ContainsSubstring("  SECRET_KEY=<redacted>\n"));
+  CHECK_THAT(verbose, Catch::Matchers::ContainsSubstring("  HOROVOD_RANK=2\n"));
 }

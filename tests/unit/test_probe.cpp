@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -22,7 +22,7 @@
 using namespace hvd;
 using namespace hvd::agent;
 using namespace hvd::launcher;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using namespace std::chrono_literals;
 
 namespace {
@@ -112,14 +112,14 @@ TEST_CASE("an agent with another token is a wrong peer", "[probe]") {
   ProbeListener listener({}, "tok-b");
   const ProbeOutcome o = probe_one({1, "127.0.0.1", listener.port(), "tok-a"}, &listener);
   CHECK(o.status == ProbeStatus::kWrongPeer);
-  CHECK_THAT(o.detail, Contains("another host's hvdrun agent"));
+  CHECK_THAT(o.detail, ContainsSubstring("another host's hvdrun agent"));
 }
 
 TEST_CASE("a service that is not an agent is a wrong peer, quoted", "[probe]") {
   PlainServer ssh("SSH-2.0-OpenSSH_9.2\r\n");
   const ProbeOutcome o = probe_one({1, "127.0.0.1", ssh.port(), "tok"});
   CHECK(o.status == ProbeStatus::kWrongPeer);
-  CHECK_THAT(o.detail, Contains("SSH-2.0-OpenSSH_9.2"));
+  CHECK_THAT(o.detail, ContainsSubstring("SSH-2.0-OpenSSH_9.2"));
 }
 
 TEST_CASE("a closed port is refused", "[probe]") {
@@ -137,13 +137,13 @@ TEST_CASE("a silent service that accepts is a wrong peer after the timeout", "[p
   const auto out = run_probes({{1, "127.0.0.1", silent.port(), "tok"}}, 200ms, nullptr);
   REQUIRE(out.size() == 1);
   CHECK(out[0].status == ProbeStatus::kWrongPeer);
-  CHECK_THAT(out[0].detail, Contains("no hvdrun agent greeted within 0.2 s"));
+  CHECK_THAT(out[0].detail, ContainsSubstring("no hvdrun agent greeted within 0.2 s"));
 }
 
 TEST_CASE("an unresolvable name is an error naming it", "[probe]") {
   const ProbeOutcome o = probe_one({1, "no-such-host.invalid", 80, "tok"});
   CHECK(o.status == ProbeStatus::kError);
-  CHECK_THAT(o.detail, Contains("cannot resolve no-such-host.invalid"));
+  CHECK_THAT(o.detail, ContainsSubstring("cannot resolve no-such-host.invalid"));
 }
 
 TEST_CASE("many probes run at once and each keeps its id", "[probe]") {
@@ -182,8 +182,8 @@ TEST_CASE("the probe listener takes the first free port of its range", "[probe]"
     ProbeListener third({taken, taken + 1}, "z");
     FAIL("a full range must be an error");
   } catch (const Error& e) {
-    CHECK_THAT(e.what(), Contains(std::to_string(taken) + "-" + std::to_string(taken + 1)));
-    CHECK_THAT(e.hint(), Contains("widen the range"));
+    CHECK_THAT(e.what(), ContainsSubstring(std::to_string(taken) + "-" + std::to_string(taken + 1)));
+    CHECK_THAT(e.hint(), ContainsSubstring("widen the range"));
   }
 }
 
@@ -213,7 +213,7 @@ TEST_CASE("malformed probe payloads are protocol errors", "[probe]") {
       fn();
       FAIL("expected a protocol error");
     } catch (const Error& e) {
-      CHECK_THAT(e.what(), Contains("protocol error"));
+      CHECK_THAT(e.what(), ContainsSubstring("protocol error"));
     }
   };
   refused([] { decode_probe_listen("[]"); });
@@ -237,7 +237,7 @@ TEST_CASE("probe payloads: integer fields take JSON integers that fit, nothing e
       fn();
       FAIL("expected a protocol error");
     } catch (const Error& e) {
-      CHECK_THAT(e.what(), Contains("has no valid"));
+      CHECK_THAT(e.what(), ContainsSubstring("has no valid"));
     }
   };
   refused([] { decode_listening(R"({"port": 1e123})"); });
@@ -313,12 +313,12 @@ TEST_CASE("net check: results are filed by id, and only the prober's own", "[pro
   }
   CHECK(check.failed() == 1);
   const std::string message = net_failure_message(check);
-  CHECK_THAT(message, Contains("host h1 cannot reach host h2 at 10.0.0.3:4002 (timeout"));
+  CHECK_THAT(message, ContainsSubstring("host h1 cannot reach host h2 at 10.0.0.3:4002 (timeout"));
   const std::string table = format_net_failures(check);
-  CHECK_THAT(table, Contains("h1"));
-  CHECK_THAT(table, Contains("a firewall drops TCP from h1 to h2"));
+  CHECK_THAT(table, ContainsSubstring("h1"));
+  CHECK_THAT(table, ContainsSubstring("a firewall drops TCP from h1 to h2"));
   const std::string matrix = format_net_matrix(check);
-  CHECK_THAT(matrix, Contains("3 hosts, 7 probes, 1 failed"));
+  CHECK_THAT(matrix, ContainsSubstring("3 hosts, 7 probes, 1 failed"));
   const nlohmann::json doc = net_json(check);
   CHECK(doc["ok"] == false);
   CHECK(doc["failed"] == 1);
@@ -337,7 +337,7 @@ TEST_CASE("net check: results are filed by id, and only the prober's own", "[pro
     check.record(0, {{check.targets_of(1)[0].id, ProbeStatus::kOk, 1, ""}});
     FAIL("a result for another host's probe must be refused");
   } catch (const Error& e) {
-    CHECK_THAT(e.what(), Contains("protocol error"));
+    CHECK_THAT(e.what(), ContainsSubstring("protocol error"));
   }
 }
 

@@ -3,7 +3,7 @@
 // (nlohmann-json throws on invalid UTF-8). The byte helpers under it are tested in test_bytes.cpp.
 #include <signal.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -14,7 +14,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::agent::FrameReader;
 using hvd::agent::FrameType;
 using hvd::agent::kMaxFramePayload;
@@ -31,7 +31,7 @@ void require_error(Fn&& fn, const std::vector<std::string>& needles) {
     FAIL("expected an hvd::Error");
   } catch (const hvd::Error& e) {
     INFO("message: " << e.what() << "\nhint: " << e.hint());
-    for (const std::string& needle : needles) CHECK_THAT(e.what(), Contains(needle));
+    for (const std::string& needle : needles) CHECK_THAT(e.what(), ContainsSubstring(needle));
   }
 }
 
@@ -169,9 +169,9 @@ TEST_CASE("FrameReader refuses text where a frame should be", "[protocol]") {
     reader.next();
     FAIL("expected an hvd::Error");
   } catch (const hvd::Error& e) {
-    CHECK_THAT(e.what(), Contains("protocol error"));
-    CHECK_THAT(e.what(), Contains("Welcome"));  // shows what came instead
-    CHECK_THAT(e.hint(), Contains("login script"));
+    CHECK_THAT(e.what(), ContainsSubstring("protocol error"));
+    CHECK_THAT(e.what(), ContainsSubstring("Welcome"));  // shows what came instead
+    CHECK_THAT(e.hint(), ContainsSubstring("login script"));
   }
 }
 
@@ -391,9 +391,9 @@ TEST_CASE("decode_spec rejects a wrong protocol version", "[protocol]") {
     hvd::agent::decode_spec(text);
     FAIL("expected an hvd::Error");
   } catch (const hvd::Error& e) {
-    CHECK_THAT(e.what(), Contains("protocol 99"));
-    CHECK_THAT(e.what(), Contains(std::to_string(hvd::agent::kProtocolVersion)));
-    CHECK_THAT(e.hint(), Contains("same hvdrun version"));
+    CHECK_THAT(e.what(), ContainsSubstring("protocol 99"));
+    CHECK_THAT(e.what(), ContainsSubstring(std::to_string(hvd::agent::kProtocolVersion)));
+    CHECK_THAT(e.hint(), ContainsSubstring("same hvdrun version"));
   }
 }
 

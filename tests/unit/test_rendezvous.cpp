@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <thread>
 #include <vector>
 

@@ -1,6 +1,6 @@
 // Host names from a scheduler get -H's checks (launcher/plan/scheduler_hosts.h), issue 51
 // finding 15.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <functional>
 #include <map>
 #include <string>
@@ -8,7 +8,7 @@
 #include "common/error.h"
 #include "launcher/plan/scheduler_hosts.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::launcher::HostsSource;
 
 namespace {
@@ -52,20 +52,20 @@ TEST_CASE("hosts source: a scheduler's host names get -H's checks, naming the so
   pbs.files = {{"/var/spool/pbs/aux/7", "n1\n" + evil + "\n"}};
   CHECK_THAT(
       usage_error([&] { pbs.choose(); }),
-      Contains("/var/spool/pbs/aux/7:2 (PBS_NODEFILE): host '" + evil + "' starts with '-'"));
+      ContainsSubstring("/var/spool/pbs/aux/7:2 (PBS_NODEFILE): host '" + evil + "' starts with '-'"));
   World lsf;
   lsf.env = {{"LSB_MCPU_HOSTS", "n1 2 " + evil + " 2"}};
   CHECK_THAT(usage_error([&] { lsf.choose(); }),
-             Contains("LSB_MCPU_HOSTS entry 2: host '" + evil + "' starts with '-'"));
+             ContainsSubstring("LSB_MCPU_HOSTS entry 2: host '" + evil + "' starts with '-'"));
   World lsf_file;
   lsf_file.env = {{"LSB_DJOB_HOSTFILE", "/tmp/lsf_hosts"}};
   lsf_file.files = {{"/tmp/lsf_hosts", "n1\nn$(reboot)\n"}};
   CHECK_THAT(usage_error([&] { lsf_file.choose(); }),
-             Contains("/tmp/lsf_hosts:2 (LSB_DJOB_HOSTFILE): host 'n$(reboot)' contains '$'"));
+             ContainsSubstring("/tmp/lsf_hosts:2 (LSB_DJOB_HOSTFILE): host 'n$(reboot)' contains '$'"));
   World slurm;
   slurm.env = {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "n1," + evil}};
   CHECK_THAT(usage_error([&] { slurm.choose(); }),
-             Contains("SLURM_JOB_NODELIST entry 2: host '" + evil + "' starts with '-'"));
+             ContainsSubstring("SLURM_JOB_NODELIST entry 2: host '" + evil + "' starts with '-'"));
   // Names with '_' (docker-compose's) and addresses stay good.
   World fine;
   fine.env = {{"PBS_NODEFILE", "/f"}};

@@ -1,7 +1,7 @@
 // Hosts from a scheduler's allocation or an operator's hostfile (launcher/plan/scheduler_hosts.h):
 // Slurm's hostlist and per-node count grammars, PBS/Torque, LSF and Open MPI's default hostfile,
 // and which source wins. Pure: the environment and the files are maps.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <map>
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "launcher/plan/scheduler_hosts.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::launcher::choose_hosts;
 using hvd::launcher::expand_slurm_counts;
 using hvd::launcher::expand_slurm_hostlist;
@@ -71,16 +71,16 @@ TEST_CASE("slurm hostlist: malformed lists name the variable and the part", "[sc
   const auto err = [](const char* text) {
     return usage_error([&] { expand_slurm_hostlist(text, "SLURM_JOB_NODELIST"); });
   };
-  CHECK_THAT(err("n[1-3"), Contains("SLURM_JOB_NODELIST='n[1-3'") && Contains("without ']'"));
-  CHECK_THAT(err("n1-3]"), Contains("without '['"));
-  CHECK_THAT(err("n[3-1]"), Contains("goes down") && Contains("'3-1'"));
-  CHECK_THAT(err("n[a-b]"), Contains("not a number") && Contains("'a-b'"));
-  CHECK_THAT(err("n[1,,2]"), Contains("not a number"));
-  CHECK_THAT(err("n[[1]]"), Contains("nested"));
-  CHECK_THAT(err("a,,b"), Contains("empty entry"));
-  CHECK_THAT(err(""), Contains("no host"));
-  CHECK_THAT(err("n[1-100000000]"), Contains("more than 100000 hosts"));
-  CHECK_THAT(err("a[1-400]b[1-400]"), Contains("more than 100000 hosts"));
+  CHECK_THAT(err("n[1-3"), ContainsSubstring("SLURM_JOB_NODELIST='n[1-3'") && ContainsSubstring("without ']'"));
+  CHECK_THAT(err("n1-3]"), ContainsSubstring("without '['"));
+  CHECK_THAT(err("n[3-1]"), ContainsSubstring("goes down") && ContainsSubstring("'3-1'"));
+  CHECK_THAT(err("n[a-b]"), ContainsSubstring("not a number") && ContainsSubstring("'a-b'"));
+  CHECK_THAT(err("n[1,,2]"), ContainsSubstring("not a number"));
+  CHECK_THAT(err("n[[1]]"), ContainsSubstring("nested"));
+  CHECK_THAT(err("a,,b"), ContainsSubstring("empty entry"));
+  CHECK_THAT(err(""), ContainsSubstring("no host"));
+  CHECK_THAT(err("n[1-100000000]"), ContainsSubstring("more than 100000 hosts"));
+  CHECK_THAT(err("a[1-400]b[1-400]"), ContainsSubstring("more than 100000 hosts"));
 }
 
 TEST_CASE("slurm counts: N(xM) repeats and the node count must match", "[scheduler]") {
@@ -90,12 +90,12 @@ TEST_CASE("slurm counts: N(xM) repeats and the node count must match", "[schedul
   const auto err = [](const char* text, std::size_t nodes) {
     return usage_error([&] { expand_slurm_counts(text, nodes, "SLURM_TASKS_PER_NODE"); });
   };
-  CHECK_THAT(err("2(x3)", 2), Contains("more than the 2 nodes"));
-  CHECK_THAT(err("2", 3), Contains("counts for 1 of the 3 nodes"));
-  CHECK_THAT(err("2(3)", 1), Contains("(xN)") && Contains("'2(3)'"));
-  CHECK_THAT(err("0", 1), Contains("not a count"));
-  CHECK_THAT(err("x,1", 2), Contains("'x'"));
-  CHECK_THAT(err("2(x0)", 1), Contains("(xN)"));
+  CHECK_THAT(err("2(x3)", 2), ContainsSubstring("more than the 2 nodes"));
+  CHECK_THAT(err("2", 3), ContainsSubstring("counts for 1 of the 3 nodes"));
+  CHECK_THAT(err("2(3)", 1), ContainsSubstring("(xN)") && ContainsSubstring("'2(3)'"));
+  CHECK_THAT(err("0", 1), ContainsSubstring("not a count"));
+  CHECK_THAT(err("x,1", 2), ContainsSubstring("'x'"));
+  CHECK_THAT(err("2(x0)", 1), ContainsSubstring("(xN)"));
 }
 
 TEST_CASE("hosts source: the Slurm allocation, with -np from SLURM_NTASKS", "[scheduler]") {
@@ -126,20 +126,20 @@ TEST_CASE("hosts source: -H and --hostfile win over any allocation", "[scheduler
   CHECK(slots_of(w.choose("x:3")) == std::vector<std::pair<std::string, int>>{{"x", 3}});
   // read_hostfile reads the real file system: a missing one is its own usage error.
   CHECK_THAT(usage_error([&] { w.choose(std::nullopt, "/nonexistent/hosts"); }),
-             Contains("/nonexistent/hosts"));
+             ContainsSubstring("/nonexistent/hosts"));
 }
 
 TEST_CASE("hosts source: a broken Slurm environment is a clear error", "[scheduler]") {
   World w;
   w.env = {{"SLURM_JOB_ID", "77"}};
   CHECK_THAT(usage_error([&] { w.choose(); }),
-             Contains("SLURM_JOB_ID=77 is set, but SLURM_JOB_NODELIST is not"));
+             ContainsSubstring("SLURM_JOB_ID=77 is set, but SLURM_JOB_NODELIST is not"));
   w.env["SLURM_JOB_NODELIST"] = "n[1-2]";
   w.env["SLURM_TASKS_PER_NODE"] = "2(x3)";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("SLURM_TASKS_PER_NODE='2(x3)'"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("SLURM_TASKS_PER_NODE='2(x3)'"));
   w.env["SLURM_TASKS_PER_NODE"] = "1(x2)";
   w.env["SLURM_NTASKS"] = "many";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("SLURM_NTASKS='many'"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("SLURM_NTASKS='many'"));
   // An empty SLURM_JOB_ID is no allocation.
   World empty;
   empty.env = {{"SLURM_JOB_ID", ""}};
@@ -155,12 +155,12 @@ TEST_CASE("hosts source: PBS and Torque's node file, one line per slot", "[sched
   CHECK(slots_of(s) == std::vector<std::pair<std::string, int>>{{"c1", 3}, {"c2", 1}, {"c3", 1}});
   CHECK(s.description == "the PBS allocation 42.server: 3 nodes, 5 slots (PBS_NODEFILE)");
   w.files["/var/spool/pbs/aux/42"] = "c1 c2\n";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("/var/spool/pbs/aux/42:1"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("/var/spool/pbs/aux/42:1"));
   w.files["/var/spool/pbs/aux/42"] = "\n\n";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("no host"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("no host"));
   w.files.clear();
   CHECK_THAT(usage_error([&] { w.choose(); }),
-             Contains("PBS_NODEFILE=/var/spool/pbs/aux/42: no such readable file"));
+             ContainsSubstring("PBS_NODEFILE=/var/spool/pbs/aux/42: no such readable file"));
 }
 
 TEST_CASE("hosts source: LSF's LSB_MCPU_HOSTS and LSB_DJOB_HOSTFILE", "[scheduler]") {
@@ -171,14 +171,14 @@ TEST_CASE("hosts source: LSF's LSB_MCPU_HOSTS and LSB_DJOB_HOSTFILE", "[schedule
   CHECK(slots_of(s) == std::vector<std::pair<std::string, int>>{{"h1", 4}, {"h2", 2}});
   CHECK(s.description == "the LSF allocation 9: 2 hosts, 6 slots (LSB_MCPU_HOSTS)");
   w.env["LSB_MCPU_HOSTS"] = "h1 4 h2";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("not pairs"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("not pairs"));
   w.env["LSB_MCPU_HOSTS"] = "h1 four";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("'four' is not a slot count for h1"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("'four' is not a slot count for h1"));
   w.env = {{"LSB_DJOB_HOSTFILE", "/tmp/lsf.hosts"}};
   w.files["/tmp/lsf.hosts"] = "h1\nh1\nh2\n";
   s = w.choose();
   CHECK(slots_of(s) == std::vector<std::pair<std::string, int>>{{"h1", 2}, {"h2", 1}});
-  CHECK_THAT(s.description, Contains("(LSB_DJOB_HOSTFILE)"));
+  CHECK_THAT(s.description, ContainsSubstring("(LSB_DJOB_HOSTFILE)"));
 }
 
 TEST_CASE("hosts source: Open MPI's default hostfile (the Kubeflow MPI Operator's)",
@@ -191,9 +191,9 @@ TEST_CASE("hosts source: Open MPI's default hostfile (the Kubeflow MPI Operator'
   CHECK(s.kind == "openmpi");
   CHECK(slots_of(s) == std::vector<std::pair<std::string, int>>{{"job-worker-0.job-worker", 2},
                                                                 {"job-worker-1.job-worker", 2}});
-  CHECK_THAT(s.description, Contains("/etc/mpi/hostfile"));
+  CHECK_THAT(s.description, ContainsSubstring("/etc/mpi/hostfile"));
   w.files["/etc/mpi/hostfile"] = "a slots=x\n";
-  CHECK_THAT(usage_error([&] { w.choose(); }), Contains("/etc/mpi/hostfile:1"));
+  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("/etc/mpi/hostfile:1"));
 }
 
 TEST_CASE("hosts source: nothing set is localhost", "[scheduler]") {

@@ -5,7 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,7 +14,7 @@
 #include "common/fd_io.h"
 #include "common/unique_fd.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::agent::AgentHandshake;
 using hvd::agent::LauncherHandshake;
 using hvd::agent::parse_seal_hello;
@@ -157,7 +157,7 @@ TEST_CASE("sealed link: a wrong secret is refused before anything of the job", "
     AgentHandshake a("not the secret", "n1");
     LauncherHandshake l(kSecret, a.hello());
     CHECK_THAT(seal_error_of([&] { a.on_reply(l.reply()); }),
-               Contains("did not prove the launch's secret"));
+               ContainsSubstring("did not prove the launch's secret"));
   }
   SECTION("a stranger with the launcher's reply in hand cannot prove itself") {
     AgentHandshake a(kSecret, "n1");
@@ -212,10 +212,10 @@ TEST_CASE("sealed link: an agent of another hvdrun version is told from a strang
   // Before the link was sealed, an agent's first line was its token in clear.
   const auto older = other_agent_version("HVDAGENT1 token n1\n");
   REQUIRE(older.has_value());
-  CHECK_THAT(*older, Contains("an older hvdrun"));
+  CHECK_THAT(*older, ContainsSubstring("an older hvdrun"));
   const auto newer = other_agent_version("HVDSEAL2\x02n1");
   REQUIRE(newer.has_value());
-  CHECK_THAT(*newer, Contains("sealed link version 2, this hvdrun version 1"));
+  CHECK_THAT(*newer, ContainsSubstring("sealed link version 2, this hvdrun version 1"));
   // This version's hello, in part or whole, is not another version; nor is a stranger's text,
   // or too few bytes to tell.
   AgentHandshake a(kSecret, "n1");
@@ -265,10 +265,10 @@ TEST_CASE("sealed link: the nonce counter runs per direction, from zero", "[seal
   CHECK(again.seal("same") == r1);
   RecordOpener opener(p.agent.receive, "the launcher");
   CHECK(open_all(opener, r1) == "same");
-  CHECK_THAT(seal_error_of([&] { open_all(opener, r1); }), Contains("record 1 again: a replay"));
+  CHECK_THAT(seal_error_of([&] { open_all(opener, r1); }), ContainsSubstring("record 1 again: a replay"));
   // The other direction's key does not open it.
   RecordOpener wrong_way(p.agent.send, "the launcher");
-  CHECK_THAT(seal_error_of([&] { open_all(wrong_way, r1); }), Contains("changed on the way"));
+  CHECK_THAT(seal_error_of([&] { open_all(wrong_way, r1); }), ContainsSubstring("changed on the way"));
 }
 
 TEST_CASE("sealed link: a changed, replayed, reordered or dropped record is refused and named",
@@ -286,36 +286,36 @@ TEST_CASE("sealed link: a changed, replayed, reordered or dropped record is refu
     bad[6] = static_cast<char>(bad[6] ^ 0x20);
     CHECK(open_all(opener, r[0]) == "frame 1");
     CHECK_THAT(seal_error_of([&] { open_all(opener, bad); }),
-               Contains("refused record 2 from the launcher: it was changed on the way"));
+               ContainsSubstring("refused record 2 from the launcher: it was changed on the way"));
     // Refused for good: not even the right record is taken after.
     CHECK_THROWS_AS(open_all(opener, r[1]), SealError);
   }
   SECTION("a changed tag or length") {
     std::string bad = r[0];
     bad.back() = static_cast<char>(bad.back() ^ 1);
-    CHECK_THAT(seal_error_of([&] { open_all(opener, bad); }), Contains("changed on the way"));
+    CHECK_THAT(seal_error_of([&] { open_all(opener, bad); }), ContainsSubstring("changed on the way"));
   }
   SECTION("a length out of range") {
     CHECK_THAT(seal_error_of([&] { open_all(opener, std::string("\x7f\0\0\0", 4)); }),
-               Contains("a length of"));
+               ContainsSubstring("a length of"));
     RecordOpener o2(p.agent.receive, "the launcher");
     CHECK_THAT(seal_error_of([&] { open_all(o2, std::string("\0\0\0\x05", 4)); }),
-               Contains("a length of 5 bytes"));
+               ContainsSubstring("a length of 5 bytes"));
   }
   SECTION("a replay") {
     CHECK(open_all(opener, r[0] + r[1]) == "frame 1frame 2");
     CHECK_THAT(seal_error_of([&] { open_all(opener, r[0]); }),
-               Contains("refused record 3 from the launcher: it is record 1 again: a replay"));
+               ContainsSubstring("refused record 3 from the launcher: it is record 1 again: a replay"));
   }
   SECTION("two records swapped") {
     CHECK(open_all(opener, r[0]) == "frame 1");
     CHECK_THAT(seal_error_of([&] { open_all(opener, r[2] + r[1]); }),
-               Contains("refused record 2 from the launcher: it is record 3, which was to come "
+               ContainsSubstring("refused record 2 from the launcher: it is record 3, which was to come "
                         "later: reordered"));
   }
   SECTION("a record dropped") {
     CHECK_THAT(seal_error_of([&] { open_all(opener, r[1]); }),
-               Contains("refused record 1 from the launcher: it is record 2"));
+               ContainsSubstring("refused record 1 from the launcher: it is record 2"));
   }
   SECTION("cut mid-record: held back, nothing made up") {
     CHECK(open_all(opener, r[0] + r[1].substr(0, 9)).empty() == false);

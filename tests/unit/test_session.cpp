@@ -1,6 +1,6 @@
 // The run session's checks and dry run (launcher/core/session.h) over the real registry's
 // launchers, and the registry's flags and refusals, which the CLI's option checks read.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <set>
 #include <string>
 
@@ -8,7 +8,7 @@
 #include "launcher/core/session.h"
 #include "launcher/registry.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using namespace hvd::launcher;
 
 namespace {
@@ -44,15 +44,15 @@ TEST_CASE("session: elastic sizes and --output-ranks are checked against the fir
           "[session]") {
   SessionOptions min_above = session_on("localhost:4", 2, "native");
   min_above.launch.elastic = ElasticOptions{.min_np = 3};
-  CHECK_THAT(usage_error_of(min_above), Contains("--min-np 3 is more than the 2 ranks"));
+  CHECK_THAT(usage_error_of(min_above), ContainsSubstring("--min-np 3 is more than the 2 ranks"));
 
   SessionOptions max_below = session_on("localhost:4", 3, "native");
   max_below.launch.elastic = ElasticOptions{.min_np = 1, .max_np = 2};
-  CHECK_THAT(usage_error_of(max_below), Contains("--max-np 2 is less than the 3 ranks"));
+  CHECK_THAT(usage_error_of(max_below), ContainsSubstring("--max-np 2 is less than the 3 ranks"));
 
   SessionOptions shown = session_on("localhost:4", 2, "native");
   shown.launch.line_format.ranks = std::vector<int>{0, 2};
-  CHECK_THAT(usage_error_of(shown), Contains("the job has no rank 2 (its ranks are 0 to 1)"));
+  CHECK_THAT(usage_error_of(shown), ContainsSubstring("the job has no rank 2 (its ranks are 0 to 1)"));
 
   // An elastic job may grow into more ranks: the same list is accepted.
   SessionOptions growing = session_on("localhost:4", 2, "native");
@@ -77,7 +77,7 @@ TEST_CASE("session: the first attempt's plan and the dry run's rules", "[session
   CHECK(plan.job_id == "first");
   REQUIRE(plan.warnings.size() >= 2);
   CHECK(plan.warnings.front() == "from the CLI");
-  CHECK_THAT(plan.warnings.back(), Contains("--restart-backoff 45: a wait is at most 30 s"));
+  CHECK_THAT(plan.warnings.back(), ContainsSubstring("--restart-backoff 45: a wait is at most 30 s"));
   // Restarts on: torchrun's variables on every rank, the run id the first job id.
   bool run_id = false;
   for (const EnvEntry& e : plan.ranks.front().env) {
@@ -89,7 +89,7 @@ TEST_CASE("session: the first attempt's plan and the dry run's rules", "[session
   CHECK(doc["restarts"]["max_restarts"] == 2);
   CHECK(doc["restarts"]["backoff_seconds"] == 30.0);  // capped
   CHECK_FALSE(doc.contains("elastic"));
-  CHECK_THAT(session.describe_text({}), Contains("restarts: up to 2"));
+  CHECK_THAT(session.describe_text({}), ContainsSubstring("restarts: up to 2"));
 }
 
 TEST_CASE("session: the elastic rules as the flags gave them", "[session]") {
@@ -101,8 +101,8 @@ TEST_CASE("session: the elastic rules as the flags gave them", "[session]") {
   CHECK(doc["elastic"]["max_np"].is_null());  // no limit, as horovodrun
   CHECK(doc["elastic"]["reset_limit"] == 3);
   CHECK(doc["elastic"]["elastic_timeout_seconds"] == kDefaultElasticTimeoutSeconds);
-  CHECK_THAT(session.describe_text({}), Contains("grows onto the hosts' 2 free slots at once") &&
-                                            Contains("at most 3 such changes (--reset-limit)"));
+  CHECK_THAT(session.describe_text({}), ContainsSubstring("grows onto the hosts' 2 free slots at once") &&
+                                            ContainsSubstring("at most 3 such changes (--reset-limit)"));
 }
 
 TEST_CASE("registry: each launcher's flags and what it refuses", "[launcher]") {
@@ -125,8 +125,8 @@ TEST_CASE("registry: each launcher's flags and what it refuses", "[launcher]") {
     require("mpirun", Capability::kRshUserPort, "kubectl exec -i {host} -u {user}");
     FAIL("mpirun must refuse {user} in --rsh-agent");
   } catch (const hvd::UsageError& e) {
-    CHECK_THAT(e.what(), Contains("--mpi --rsh-agent 'kubectl exec -i {host} -u {user}'") &&
-                             Contains("{user} and {port} cannot be filled in"));
+    CHECK_THAT(e.what(), ContainsSubstring("--mpi --rsh-agent 'kubectl exec -i {host} -u {user}'") &&
+                             ContainsSubstring("{user} and {port} cannot be filled in"));
     CHECK_FALSE(e.hint().empty());
   }
 }

@@ -1,6 +1,6 @@
 // The pure parts of the SSH layer: config resolution, the probe script and its parser, byte
 // sanitising, encrypted-key detection and the reproduce line. No network.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,7 @@
 // (sched_getscheduler), on the threads themselves.
 #include <sched.h>
 #include <sys/types.h>
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 #include <filesystem>
 #include <set>

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -23,7 +23,7 @@
 #include "common/process.h"
 #include "common/signal_fd.h"
 
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using hvd::BindAttempt;
 using hvd::PortRange;
 using hvd::Process;
@@ -106,14 +106,14 @@ TEST_CASE("process: a missing program or directory is an error, not exit 127", "
   CHECK_FALSE(p.started());
   CHECK(p.failed_stage() == Process::Stage::kExec);
   CHECK(p.error_number() == ENOENT);
-  CHECK_THAT(p.error(), Contains("cannot run the command 'no-such-program-hvd'"));
+  CHECK_THAT(p.error(), ContainsSubstring("cannot run the command 'no-such-program-hvd'"));
 
   ProcessSpec bad_dir = sh("true");
   bad_dir.cwd = "/no/such/dir";
   Process q = Process::spawn(bad_dir);
   CHECK_FALSE(q.started());
   CHECK(q.failed_stage() == Process::Stage::kChdir);
-  CHECK_THAT(q.error(), Contains("cannot enter the working directory '/no/such/dir'"));
+  CHECK_THAT(q.error(), ContainsSubstring("cannot enter the working directory '/no/such/dir'"));
 }
 
 TEST_CASE("process: a bare name is looked up in the child's PATH, or ours when asked",
@@ -304,7 +304,7 @@ TEST_CASE("bind_first_free: in order, skipping the promised port, past ports in 
       hvd::bind_failure({100, 101}, none, "--port-range ", "the rendezvous server", "10.0.0.1");
   CHECK(used_up.message ==
         "every port of --port-range 100-101 is in use on 10.0.0.1 (the rendezvous server)");
-  CHECK_THAT(used_up.hint, Contains("widen the range"));
+  CHECK_THAT(used_up.hint, ContainsSubstring("widen the range"));
 
   tried.clear();
   const auto denied = hvd::bind_first_free({80, 90}, [&](int port) -> BindAttempt {
@@ -313,8 +313,8 @@ TEST_CASE("bind_first_free: in order, skipping the promised port, past ports in 
   });
   CHECK(tried == std::vector<int>{80});  // not in use: trying the rest would not help
   const auto root = hvd::bind_failure({80, 90}, denied, "HVD_PORT_RANGE=", "libhvd", "h");
-  CHECK_THAT(root.message, Contains("cannot listen on h in HVD_PORT_RANGE=80-90"));
-  CHECK_THAT(root.hint, Contains("need root"));
+  CHECK_THAT(root.message, ContainsSubstring("cannot listen on h in HVD_PORT_RANGE=80-90"));
+  CHECK_THAT(root.hint, ContainsSubstring("need root"));
 
   tried.clear();
   const auto any = hvd::bind_first_free({}, [&](int port) -> BindAttempt {
@@ -396,8 +396,8 @@ TEST_CASE("error kinds: each has an exit code and a name, the exit codes are doc
 TEST_CASE("run_and_capture: stdout and stderr together, and the status", "[toolkit]") {
   const auto run = hvd::run_and_capture(sh("echo out; echo err >&2; exit 3"));
   REQUIRE(run.has_value());
-  CHECK_THAT(run->output, Contains("out\n"));
-  CHECK_THAT(run->output, Contains("err\n"));
+  CHECK_THAT(run->output, ContainsSubstring("out\n"));
+  CHECK_THAT(run->output, ContainsSubstring("err\n"));
   CHECK(run->status.code() == 3);
   ProcessSpec missing;
   missing.argv = {"/no/such/helper"};

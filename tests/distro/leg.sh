@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# CI's Debian 13 leg, run inside the Debian 13 root (tests/distro/debian13.sh leg): the packages,
+# the Release build with warnings as errors, the unit, CLI, Python, --mpi and PyTorch tests, the
+# Debian packages built, checked, installed, used and removed, and the main job's PyTorch form.
+# Each step prints its wall time. Not the whole suite: the Debian 12 leg runs that (Slurm, the
+# chaos pass, fuzzing, the container job and the 64-host fan-out stay there), and CI's 60 minutes
+# on 2 cores do not hold two of it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. /etc/os-release
+echo "debian13 leg on $PRETTY_NAME"
+step() { echo "debian13 leg: $1 wall time: $(( $(date +%s) - $2 )) s"; }
+
+start=$(date +%s)
+bash scripts/install-deps.sh --torch --wheel
+step "packages" "$start"
+
+export BUILD_DIR=build-d13
+start=$(date +%s)
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  -DHVD_WERROR=ON >"$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log"; exit 1; }
+grep -E "hvdrun [0-9.]+:|Python binding" "$BUILD_DIR.configure.log" || true
+cmake --build "$BUILD_DIR" -j 2
+step "build" "$start"
+
+# Unit and CLI tests, the Python binding's suites, and every test of --mpi and PyTorch (ctest
+# adds the sshd test hosts' fixture where a test needs it).
+start=$(date +%s)
+ctest --test-dir "$BUILD_DIR" -j 2 --output-on-failure --timeout 600 \
+  -R "${HVD_DEBIAN13_TESTS:-^(unit|cli|python|pytorch|mpi|libhvd_alone|example_rank_info)}"
+step "tests" "$start"
+
+start=$(date +%s)
+bash scripts/package.sh
+bash tests/packaging/deb_check.sh "$BUILD_DIR"
+step "packages built and checked" "$start"
+
+start=$(date +%s)
+EPOCHS=1 bash scripts/main-job.sh --pytorch
+step "main job (PyTorch form, 1 epoch)" "$start"
