@@ -149,9 +149,15 @@ json python_binding() {
     if (entry.path().filename().string().rfind("_native", 0) == 0) build_tree_dir = tree.string();
   }
   out["interpreters"] = json::array({probe_python(built_for, build_tree_dir)});
+  // A virtual environment's python3 is a symbolic link to its base interpreter but sees other
+  // packages (the wheel's, docs/pytorch.md): another interpreter for this check.
+  auto in_venv = [&](const std::string& python) {
+    return fs::exists(fs::path(python).parent_path().parent_path() / "pyvenv.cfg", ec);
+  };
   const std::string on_path = path_of("python3");
   if (!on_path.empty() &&
-      fs::weakly_canonical(on_path, ec) != fs::weakly_canonical(built_for, ec)) {
+      (fs::weakly_canonical(on_path, ec) != fs::weakly_canonical(built_for, ec) ||
+       in_venv(on_path) != in_venv(built_for))) {
     json other = probe_python(on_path, build_tree_dir);
     other["on_path"] = true;
     out["interpreters"].push_back(other);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI's Debian 13 leg, run inside the Debian 13 root (tests/distro/debian13.sh leg): the packages,
 # the Release build with warnings as errors, the unit, CLI, Python, --mpi and PyTorch tests, the
-# Debian packages built, checked, installed, used and removed, and the main job's PyTorch form.
+# Debian packages built, checked, installed, used and removed, the pip wheel built and used in a
+# venv, and the main job's PyTorch form.
 # Each step prints its wall time. Not the whole suite: the Debian 12 leg runs that (Slurm, the
 # chaos pass, fuzzing, the container job and the 64-host fan-out stay there), and CI's 60 minutes
 # on 2 cores do not hold two of it.
@@ -34,6 +35,10 @@ start=$(date +%s)
 bash scripts/package.sh
 bash tests/packaging/deb_check.sh "$BUILD_DIR"
 step "packages built and checked" "$start"
+
+start=$(date +%s)
+bash tests/packaging/wheel_check.sh
+step "wheel built and checked" "$start"
 
 start=$(date +%s)
 EPOCHS=1 bash scripts/main-job.sh --pytorch

@@ -101,6 +101,20 @@ said=$("${bare[@]}" "$venv/bin/hvdrun" --version 2>&1) || fail "hvdrun --version
   fail "hvdrun --check-build" "$scratch/check_build.json"
 grep -qF "\"$site/hvdrun/lib/libhvd.so.0\"" "$scratch/check_build.json" ||
   fail "hvdrun --check-build does not load $site/hvdrun/lib/libhvd.so.0" "$scratch/check_build.json"
+# With the venv on PATH (as ranks get it), --check-build asks the venv's python3 too, though it
+# is a link to the interpreter the binding was built for: there the binding imports.
+env -u LD_LIBRARY_PATH -u PYTHONPATH PATH="$venv/bin:/usr/bin:/bin" "$venv/bin/hvdrun" \
+  --check-build --json >"$scratch/check_build_path.json" 2>&1 ||
+  fail "hvdrun --check-build with the venv on PATH" "$scratch/check_build_path.json"
+"$venv/bin/python" -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+venv = sys.argv[2]
+found = [p for p in doc["python_binding"]["interpreters"]
+         if p["python"].startswith(venv) and "module" in p and "error" not in p]
+sys.exit(0 if found else 1)' "$scratch/check_build_path.json" "$venv" ||
+  fail "hvdrun --check-build does not find the binding importable in the venv's python3" \
+    "$scratch/check_build_path.json"
 "${bare[@]}" "$venv/bin/python" -c '
 import torch, horovod.torch as hvd, hvd.torch as own
 assert hvd is own, "horovod.torch is not hvd.torch"
@@ -109,7 +123,7 @@ print(hvd.__file__, torch.__file__)' >"$scratch/import.out" 2>&1 ||
 read -r hvd_file torch_file <"$scratch/import.out"
 [ "$hvd_file" = "$site/hvd/torch/__init__.py" ] || fail "horovod.torch came from $hvd_file, not $site/hvd/torch"
 [[ $torch_file != "$venv"/* ]] || fail "torch came from the venv ($torch_file): the wheel brought it?"
-pass "pip install --no-index into a --system-site-packages venv: $said, --check-build loads the venv's libhvd, import horovod.torch from the venv (torch from $(dirname "$torch_file"))"
+pass "pip install --no-index into a --system-site-packages venv: $said, --check-build loads the venv's libhvd and imports the binding in the venv's python3, import horovod.torch from the venv (torch from $(dirname "$torch_file"))"
 
 # ---- 3. What the installed files need, found from inside the venv ----
 installed=()
