@@ -28,6 +28,7 @@ def main():
     p.add_argument('--seed', type=int, default=42)
     args = p.parse_args()
 
+    os.environ.setdefault('USE_LIBUV', '0')  # Debian 13's torch has no libuv (docs/pytorch.md)
     dist.init_process_group('gloo')
     rank, size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)

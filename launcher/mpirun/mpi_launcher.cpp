@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "common/error.h"
 #include "common/fd_io.h"
@@ -254,25 +256,37 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
                  const std::vector<HostFacts>& known, MpiCommandInput& input,
                  LaunchResult& result) {
   std::vector<std::string> boot_ids;
+  std::map<std::string, std::set<int>> ranks_by_machine;  // boot id -> each host's rank count
   if (knows_every_host(plan, known)) {
     for (size_t h = 0; h < plan.hosts.size(); ++h) {
       if (plan.hosts[h].local) continue;
       input.host_addresses.push_back(known[h].address);
       // An agent that could not read its boot id says "": that is not a shared machine.
-      if (!known[h].boot_id.empty()) boot_ids.push_back(known[h].boot_id);
+      if (!known[h].boot_id.empty()) {
+        boot_ids.push_back(known[h].boot_id);
+        ranks_by_machine[known[h].boot_id].insert(plan.hosts[h].num_ranks);
+      }
     }
   } else {
     std::vector<ssh::SshTarget> targets;
+    std::vector<int> target_ranks;
     for (const HostPlan& h : plan.hosts) {
-      if (!h.local) targets.push_back({h.spec.host, h.spec.port, h.spec.user});
+      if (h.local) continue;
+      targets.push_back({h.spec.host, h.spec.port, h.spec.user});
+      target_ranks.push_back(h.num_ranks);
     }
+    size_t t = 0;
     for (ssh::HostCheck& r : ssh::check_hosts(targets, options.ssh)) {
+      const int ranks = target_ranks[t++];
       if (!r.ok()) {
         result.ssh_failures.push_back(std::move(r));
         continue;
       }
       input.host_addresses.push_back(r.address);
-      if (r.remote) boot_ids.push_back(r.remote->boot_id);
+      if (r.remote) {
+        boot_ids.push_back(r.remote->boot_id);
+        ranks_by_machine[r.remote->boot_id].insert(ranks);
+      }
     }
     if (!result.ssh_failures.empty()) return false;
   }
@@ -282,17 +296,30 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   }
   std::sort(boot_ids.begin(), boot_ids.end());
   input.same_machine = std::adjacent_find(boot_ids.begin(), boot_ids.end()) != boot_ids.end();
+  for (const auto& [boot_id, counts] : ranks_by_machine) {
+    if (input.mpi_major >= 5 && counts.size() > 1) {
+      spdlog::warn(
+          "host entries that are one machine (boot id {}) have different numbers of ranks ({}): "
+          "Open MPI 5's ranks then fail in MPI_Init (\"num local peers ... Bad parameter\", "
+          "measured with 5.0.7 on hosts of one host name); give them the same number of slots, "
+          "or launch natively (without --mpi)",
+          boot_id, fmt::join(counts, " and "));
+    }
+  }
   // mpirun is a daemon too: a remote host that is this machine shares its session directory.
   const std::string own_boot_id = own_boot_id_text();
   input.daemons_share_machine =
       input.same_machine ||
       (!own_boot_id.empty() && std::binary_search(boot_ids.begin(), boot_ids.end(), own_boot_id));
   if (input.same_machine) {
+    const MpirunDialect& d = mpirun_dialect(input.mpi_major);
     spdlog::info(
-        "some hosts are the same machine (one boot id): adding -mca btl {}, as Open MPI's "
-        "shared-memory transport crashes across such hosts",
-        input.through_slurm ? std::string("self,tcp")
-                            : "^" + std::string(mpirun_dialect(input.mpi_major).shared_memory));
+        "some hosts are the same machine (one boot id): adding {} btl {}{}, as Open MPI's "
+        "shared-memory transport crashes across such hosts{}",
+        d.mpi_flag,
+        input.through_slurm ? std::string("self,tcp") : "^" + std::string(d.shared_memory),
+        d.major >= 5 ? " and coll ^han" : "",
+        d.major >= 5 ? " and its hierarchical collectives hang there" : "");
   }
   return true;
 }

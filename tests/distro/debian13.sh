@@ -56,7 +56,9 @@ copy_tree() {
 }
 
 # CMD inside the root. The outer unshare gives a mount and a PID namespace of their own: the
-# mounts vanish with it and --kill-child ends whatever CMD left running.
+# mounts vanish with it and --kill-child ends whatever CMD left running. The namespace's PID 1 is
+# a bash that runs CMD as its child and waits: orphans are re-parented to PID 1, and bash reaps
+# them as an init does (a test that waits for a killed orphan to be gone needs that).
 exec_in_root() {
   [ -f "$root/.hvd-stamp" ] || die "no root at $root: bash tests/distro/debian13.sh make"
   copy_tree
@@ -64,6 +66,7 @@ exec_in_root() {
   unshare --mount --pid --fork --kill-child --propagation private -- bash -c '
     set -e
     root=$1; shift
+    mount --bind "$root" "$root"   # a mount point as /, which ip netns and unshare expect
     mount -t proc proc "$root/proc"
     mount -t sysfs sys "$root/sys"
     mount --rbind /dev "$root/dev"
@@ -72,7 +75,7 @@ exec_in_root() {
     mkdir -p "$root/run/sshd"
     exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME=/root LANG=C.UTF-8 TERM=dumb CI="${CI:-}" USER=root LOGNAME=root SHELL=/bin/bash \
-      /bin/bash -c "cd /src && exec \"\$@\"" bash "$@"
+      /bin/bash -c "cd /src && { \"\$@\" & wait \$!; }" bash "$@"
   ' bash "$root" "$@"
 }
 

@@ -2,6 +2,7 @@
 // every collective against exact values at 2, 3 and 4 ranks, natively over the sshd test hosts
 // (Gloo, bootstrapped through hvdrun's rendezvous) and under `hvdrun --mpi` (Open MPI).
 #include "tests/support/catch.h"
+#include "tests/support/open_mpi.h"
 #include <numeric>
 
 #include "tests/cli/process.h"
@@ -64,7 +65,11 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
           "[libhvd]") {
   const int np = GENERATE(2, 3, 4);
   Hosts h;
-  const Layout l = layout(h, np);
+  // Open MPI 5's ranks fail in MPI_Init on 2 + 1 ranks over two host entries that are one
+  // machine ("num local peers"; hvdrun warns, docs/cli.md): there, 3 hosts x 1.
+  const bool flat = np == 3 && hvd::test::installed_open_mpi_major() >= 5;
+  const Layout l =
+      flat ? Layout{3, h.addr(10) + "," + h.addr(11) + "," + h.addr(12)} : layout(h, np);
   // Open MPI busy-polls: 3 or 4 ranks on a 2-core machine that also runs other tests took
   // 10 s with two cores' worth of other load, and once over 30 s in a parallel run.
   const auto r = hvd::test::run_hvdrun(
@@ -74,7 +79,9 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < np; ++rank) {
     const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:";
-    CHECK_THAT(r.out, ContainsSubstring(tag + topology_line(np, rank, "mpi")));
+    const std::string flat_line = "rank " + std::to_string(rank) + " of 3: local 0 of 1, cross " +
+                                  std::to_string(rank) + " of 3, backend mpi";
+    CHECK_THAT(r.out, ContainsSubstring(tag + (flat ? flat_line : topology_line(np, rank, "mpi"))));
     CHECK_THAT(r.out, ContainsSubstring(tag + "rank " + std::to_string(rank) + ": all checks passed"));
   }
 }

@@ -16,16 +16,23 @@ import sys
 import time
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "grads"
+
+
+def say(line):
+    """One write per line. print() makes two (the text, then the newline) on the unbuffered stdout
+    hvdrun gives Python ranks, and Open MPI 5's --tag-output tags by stream, not by rank: a piece
+    of one rank's line then carries another rank's tag (docs/cli.md, MPI mode)."""
+    sys.stdout.write(line + "\n")
 rank = int(os.environ.get("RANK", "-1"))
 
 if mode == "sleep":
-    print(f"rank {rank}: before the sleep at {time.time():.3f}")
+    say(f"rank {rank}: before the sleep at {time.time():.3f}")
     time.sleep(5)
-    print(f"rank {rank}: after the sleep")
+    say(f"rank {rank}: after the sleep")
     sys.exit(0)
 if mode == "kill":
     if rank == 1:
-        print(f"rank {rank}: last words before SIGKILL")
+        say(f"rank {rank}: last words before SIGKILL")
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(30)  # hvdrun stops it after rank 1's death
     sys.exit(0)
@@ -39,10 +46,14 @@ import torch  # noqa: E402  (after the modes that do not need it: they start fas
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
+# Debian 13's torch 2.6 is built without libuv, but torch 2.4 and later ask for it in env://'s
+# store by default ("use_libuv was requested but PyTorch was build without libuv support"): the
+# plain TCP store, as a user of that torch must ask (docs/pytorch.md). torch 1.13 ignores it.
+os.environ.setdefault("USE_LIBUV", "0")
 dist.init_process_group("gloo")  # env://
 world = dist.get_world_size()
 assert dist.get_rank() == rank, (dist.get_rank(), rank)
-print(f"rank {rank} of {world}: local rank {os.environ['LOCAL_RANK']}, master "
+say(f"rank {rank} of {world}: local rank {os.environ['LOCAL_RANK']}, master "
       f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, torch {torch.__version__}")
 
 
@@ -68,7 +79,7 @@ got = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
 diff = (got - expected).abs().max().item()
 spread = (torch.stack(gathered) - expected).abs().max().item()
 ok = diff < 1e-5 and spread > 1e-3  # equal to the mean, and the ranks' own gradients differed
-print(f"rank {rank}: DDP gradients {'equal' if ok else 'DIFFER FROM'} the mean of {world} ranks' "
+say(f"rank {rank}: DDP gradients {'equal' if ok else 'DIFFER FROM'} the mean of {world} ranks' "
       f"local gradients (max difference {diff:.2e}; local gradients differ by up to {spread:.2e})")
 dist.destroy_process_group()
 sys.exit(0 if ok else 1)
