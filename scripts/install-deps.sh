@@ -50,8 +50,8 @@ packages=(
   slurmctld slurmd slurm-client   # tests/slurm's local cluster; munge comes along, unused
   procps iproute2 iptables python3
   bsdutils   # script(1): the elastic status line's test runs hvdrun on a terminal
-  tmux zsh groff-base   # the shell completion test (bash and zsh in tmux), the man page test
-  dpkg-dev   # dpkg-shlibdeps: the packages' Depends (scripts/package.sh)
+  tmux zsh groff-base man-db   # the shell completion test (bash and zsh in tmux), the man page tests
+  dpkg-dev file   # dpkg-shlibdeps, and file(1) that CPack runs first: the packages' Depends (scripts/package.sh)
   git   # the tests' checks of the tracked files (docs, include rules)
 )
 for arg in "$@"; do
