@@ -75,6 +75,7 @@ exec_in_root() {
     mkdir -p "$root/run/sshd"
     exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME=/root LANG=C.UTF-8 TERM=dumb CI="${CI:-}" USER=root LOGNAME=root SHELL=/bin/bash \
+      HVD_DEBIAN13_TESTS="${HVD_DEBIAN13_TESTS:-}" \
       /bin/bash -c "cd /src && { \"\$@\" & wait \$!; }" bash "$@"
   ' bash "$root" "$@"
 }

@@ -30,8 +30,8 @@ step "build" "$start"
 start=$(date +%s)
 # Left out: the --mpi test of a 64 MiB line without a newline, which Open MPI 5's mpirun does not
 # forward within its 120 s (not yet looked into: tests/distro/README.md). A test that fails
-# under the load of two suites' worth of processes on 2 cores runs once more; a second failure
-# fails the leg (ctest says which needed it).
+# under load on 2 cores runs once more; a second failure fails the leg (ctest says which needed
+# it).
 ctest --test-dir "$BUILD_DIR" -j 2 --output-on-failure --timeout 600 --repeat until-pass:2 \
   -R "${HVD_DEBIAN13_TESTS:-^(unit|cli|libhvd|python|pytorch|mpi|rsh_agent_check|example_rank_info)}" \
   -E "slurm|64 MiB line without a newline"
