@@ -9,8 +9,8 @@
 #include "hvd/build_config.h"
 #include "ssh/config.h"
 #include "ssh/connection.h"
-#include "ssh/session.h"
 #include "ssh/libssh_compat.h"
+#include "ssh/session.h"
 
 namespace hvd::ssh {
 namespace {

@@ -89,9 +89,8 @@ bool has_remote_host(const Plan& plan) {
 std::string btl_choice(const Plan& plan, const MpiCommandInput& input) {
   const MpirunDialect& d = mpirun_dialect(input.mpi_major);
   const std::string openib = d.has_openib ? "openib," : "";
-  const std::string shared = input.through_slurm
-                                 ? "self,tcp"
-                                 : fmt::format("^{}{},ofi", openib, d.shared_memory);
+  const std::string shared =
+      input.through_slurm ? "self,tcp" : fmt::format("^{}{},ofi", openib, d.shared_memory);
   const std::string across = d.has_openib ? "^openib" : "";  // empty: Open MPI's own choice
   if (input.placeholders && has_remote_host(plan)) {
     return fmt::format("<set at launch: {}{} when two {} are one machine>",
@@ -133,14 +132,12 @@ std::set<std::string, std::less<>> user_mca_names(const std::vector<std::string>
 }  // namespace
 
 const MpirunDialect& mpirun_dialect(int major) {
-  static const MpirunDialect kOpenMpi4{4,           "-mca",      "-mca",     "plm_rsh",
-                                       "orte_launch_agent",      "oob_tcp_if_include",
-                                       "vader",     true,        "-bind-to", "-map-by",
-                                       "-wd",       TagEnd::kColon};
-  static const MpirunDialect kOpenMpi5{5,           "--prtemca", "--mca",     "plm_ssh",
-                                       "prte_launch_agent",      "prte_if_include",
-                                       "sm",        false,       "--bind-to", "--map-by",
-                                       "--wdir",    TagEnd::kColonSpace};
+  static const MpirunDialect kOpenMpi4{
+      4,    "-mca",     "-mca",    "plm_rsh", "orte_launch_agent", "oob_tcp_if_include", "vader",
+      true, "-bind-to", "-map-by", "-wd",     TagEnd::kColon};
+  static const MpirunDialect kOpenMpi5{
+      5,     "--prtemca", "--mca",    "plm_ssh", "prte_launch_agent", "prte_if_include", "sm",
+      false, "--bind-to", "--map-by", "--wdir",  TagEnd::kColonSpace};
   return major >= 5 ? kOpenMpi5 : kOpenMpi4;
 }
 
@@ -236,8 +233,7 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   if (input.binding_args) {
     argv.insert(argv.end(), input.binding_args->begin(), input.binding_args->end());
   } else {
-    argv.insert(argv.end(),
-                {std::string(d.bind_to), "none", std::string(d.map_by), "slot"});
+    argv.insert(argv.end(), {std::string(d.bind_to), "none", std::string(d.map_by), "slot"});
   }
   argv.emplace_back("--tag-output");
   // An MCA parameter set in --mpi-args wins over hvdrun's own (mpirun refuses one listed twice),
@@ -325,12 +321,38 @@ std::vector<std::string> mpirun_argv(const Plan& plan, const MpiCommandInput& in
   return argv;
 }
 
-std::optional<std::string> mpirun_version_line() {
+namespace {
+
+// `MPIRUN --version`, with our environment and PATH.
+std::optional<CapturedRun> run_mpirun_version(const std::string& mpirun) {
   ProcessSpec spec;
-  spec.argv = {"mpirun", "--version"};
+  spec.argv = {mpirun, "--version"};
   spec.env = environ_strings();
   spec.lookup_in_our_path = true;
-  const auto run = run_and_capture(spec);
+  return run_and_capture(spec);
+}
+
+}  // namespace
+
+MpiVersion check_mpirun(const std::string& mpirun) {
+  const auto run = run_mpirun_version(mpirun);
+  if (!run || run->output.empty()) {
+    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", mpirun),
+                     "install Open MPI (Debian: openmpi-bin), or use native mode");
+  }
+  return parse_mpirun_version(run->output);
+}
+
+int dry_run_mpi_major(const std::string& mpirun) {
+  try {
+    return check_mpirun(mpirun).major;
+  } catch (const Error&) {
+    return 4;
+  }
+}
+
+std::optional<std::string> mpirun_version_line() {
+  const auto run = run_mpirun_version("mpirun");
   if (!run || run->status.code() != 0) return std::nullopt;
   std::string first = run->output.substr(0, run->output.find('\n'));
   while (!first.empty() && first.back() == '\r') first.pop_back();

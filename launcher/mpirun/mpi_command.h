@@ -1,7 +1,8 @@
 // MPI mode (`hvdrun --mpi`): the Open MPI `mpirun` command line users never have to write, from
 // the same plan, SSH options and environment rules as native mode
 // (docs/cli.md, "MPI mode").
-// Pure: the caller runs `mpirun --version` and the SSH check and passes what they found.
+// Pure but for the `mpirun --version` calls below: the caller runs the SSH check and passes what it
+// found.
 #pragma once
 
 #include <optional>
@@ -38,13 +39,22 @@ struct MpirunDialect {
   std::string_view runtime_flag, mpi_flag;
   std::string_view plm;           // the ssh launcher's parameters: plm_rsh_* / plm_ssh_*
   std::string_view launch_agent;  // the daemon's command: orte_launch_agent / prte_launch_agent
-  std::string_view oob_include;   // the runtime's TCP interfaces: oob_tcp_if_include / prte_if_include
+  std::string_view
+      oob_include;  // the runtime's TCP interfaces: oob_tcp_if_include / prte_if_include
   std::string_view shared_memory;  // the shared-memory BTL: vader / sm
   bool has_openib = true;          // 5 removed the verbs BTL
   std::string_view bind_to, map_by, wdir;
   TagEnd tag_end = TagEnd::kColon;
 };
 const MpirunDialect& mpirun_dialect(int major);
+
+// Runs `MPIRUN --version` (PATH lookup) and parses it: Open MPI 4 or 5, else a UsageError that
+// says what was found or that it cannot be run.
+MpiVersion check_mpirun(const std::string& mpirun);
+
+// The Open MPI major version the dry run writes mpirun's command for: check_mpirun's, or 4 where
+// mpirun cannot be run or is not Open MPI 4 or 5 (the launch itself then says why).
+int dry_run_mpi_major(const std::string& mpirun);
 
 // `mpirun --version`'s first line (mpirun from PATH), or nullopt when mpirun cannot be run
 // (`hvdrun --check-build`).

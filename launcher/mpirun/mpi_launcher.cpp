@@ -324,30 +324,6 @@ bool learn_hosts(const Plan& plan, const LaunchOptions& options,
   return true;
 }
 
-// `mpirun --version`, which must be Open MPI 4 or 5 (UsageError otherwise).
-MpiVersion check_mpirun(const std::string& mpirun) {
-  ProcessSpec spec;
-  spec.argv = {mpirun, "--version"};
-  spec.env = environ_strings();
-  spec.lookup_in_our_path = true;
-  const auto run = run_and_capture(spec);
-  if (!run || run->output.empty()) {
-    throw UsageError(fmt::format("--mpi: cannot run '{} --version'", mpirun),
-                     "install Open MPI (Debian: openmpi-bin), or use native mode");
-  }
-  return parse_mpirun_version(run->output);
-}
-
-// The Open MPI version the dry run writes mpirun's command for: this machine's mpirun's, or 4
-// where it cannot be run or is not Open MPI 4 or 5 (the launch itself then says why).
-int dry_run_mpi_major(const std::string& mpirun) {
-  try {
-    return check_mpirun(mpirun).major;
-  } catch (const Error&) {
-    return 4;
-  }
-}
-
 MpiCommandInput command_input(const LaunchOptions& options, const MpirunOptions& own,
                               const Plan& plan) {
   MpiCommandInput input;

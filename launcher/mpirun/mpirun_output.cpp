@@ -166,8 +166,7 @@ void TagSplitter::pass_through(std::string_view segment, bool ended) {
       held_ = std::string(rest.substr(at));
       return;
     }
-    const auto tagged =
-        parse_tagged_line(rest.substr(at, static_cast<size_t>(len)), ranks_, end_);
+    const auto tagged = parse_tagged_line(rest.substr(at, static_cast<size_t>(len)), ranks_, end_);
     current_ = TaggedLine{tagged->rank, tagged->is_stderr, {}};
     rest.remove_prefix(at + static_cast<size_t>(len));
   }

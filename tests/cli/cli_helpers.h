@@ -4,7 +4,6 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 

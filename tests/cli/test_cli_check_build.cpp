@@ -89,7 +89,7 @@ TEST_CASE("check-build: a python3 on PATH that is not the binding's is probed an
              ContainsSubstring("exit 127: pyenv: python3: command not found"));
   const RunResult human = run_hvdrun({"--check-build"}, {{"PATH", path}});
   CHECK_THAT(human.out, ContainsSubstring("python3 on PATH    " + (dir / "python3").string() +
-                                 ": not importable: exit 127"));
+                                          ": not importable: exit 127"));
   CHECK_THAT(human.out, ContainsSubstring("name " HVD_TEST_PYTHON " in the command"));
 }
 

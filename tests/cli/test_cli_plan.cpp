@@ -372,7 +372,8 @@ TEST_CASE("inside a Slurm allocation the plan takes its nodes, tasks and -np fro
   // More ranks than the allocation holds: a usage error naming both numbers and the allocation.
   const RunResult over = run_hvdrun({"--dry-run", "-np", "8", "./train"}, slurm);
   CHECK(over.exit_code == kUsage);
-  CHECK_THAT(over.err, ContainsSubstring("-np 8 is more than the 6 slots of the Slurm allocation 1234"));
+  CHECK_THAT(over.err,
+             ContainsSubstring("-np 8 is more than the 6 slots of the Slurm allocation 1234"));
   // An explicit -H still wins.
   const RunResult explicit_hosts =
       run_hvdrun({"--dry-run", "--json", "-H", "a:2", "./train"}, slurm);
@@ -446,13 +447,15 @@ TEST_CASE("elastic training through srun is refused, also when auto chose srun",
   const RunResult chosen = run_hvdrun({"--dry-run", "--min-np", "1", "true"}, slurm);
   INFO(show(chosen));
   CHECK(chosen.exit_code == kUsage);
-  CHECK_THAT(chosen.err, ContainsSubstring("elastic training (--min-np) through srun is not built yet "
-                                  "(chosen because the hosts came from Slurm)"));
+  CHECK_THAT(chosen.err,
+             ContainsSubstring("elastic training (--min-np) through srun is not built yet "
+                               "(chosen because the hosts came from Slurm)"));
   CHECK_THAT(chosen.err, ContainsSubstring("--launcher ssh"));
   const RunResult typed =
       run_hvdrun({"--dry-run", "--launcher", "srun", "--min-np", "1", "true"}, slurm);
   CHECK(typed.exit_code == kUsage);
-  CHECK_THAT(typed.err, ContainsSubstring("elastic training (--min-np) through srun is not built yet"));
+  CHECK_THAT(typed.err,
+             ContainsSubstring("elastic training (--min-np) through srun is not built yet"));
   // The same job over SSH is planned.
   const RunResult ssh =
       run_hvdrun({"--dry-run", "--launcher", "ssh", "--min-np", "1", "true"}, slurm);

@@ -150,7 +150,8 @@ TEST_CASE("horovodrun fidelity: --max-np is unlimited by default", "[horovodrun]
       run_hvdrun({"--dry-run", "-np", "2", "--min-np", "1", "-H", "a:2,b:2", "./train"});
   INFO(show(text));
   CHECK(text.exit_code == kSuccess);
-  CHECK_THAT(text.out, ContainsSubstring("grows onto the hosts' 2 free slots at once (--max-np: no limit"));
+  CHECK_THAT(text.out,
+             ContainsSubstring("grows onto the hosts' 2 free slots at once (--max-np: no limit"));
   CHECK(plan_of({"-np", "2", "--min-np", "1", "--max-np", "3", "-H",
                  "a:2,b:2"})["elastic"]["max_np"] == 3);
 }

@@ -365,7 +365,8 @@ const std::map<std::string, Check>& checks() {
          knob({f, "--timeline-filename", "/tmp/tl.json"}, "HOROVOD_TIMELINE_MARK_CYCLES", "1");
          const json without = plan_of({f});
          CHECK_FALSE(without["ranks"][0]["env"].contains("HOROVOD_TIMELINE_MARK_CYCLES"));
-         CHECK_THAT(warnings_of(without), ContainsSubstring("has no effect without --timeline-filename"));
+         CHECK_THAT(warnings_of(without),
+                    ContainsSubstring("has no effect without --timeline-filename"));
        }},
       {"--verbose",
        [](const std::string& f) {

@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -23,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/fake_servers.h"

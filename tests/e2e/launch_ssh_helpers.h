@@ -2,9 +2,9 @@
 #pragma once
 #include <sched.h>
 #include <sys/stat.h>
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <set>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"

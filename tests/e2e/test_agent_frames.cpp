@@ -5,9 +5,9 @@
 // (launch_helpers.h).
 #include <poll.h>
 
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"

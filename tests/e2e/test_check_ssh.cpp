@@ -172,7 +172,8 @@ void check_agent_problem(const Fixture& fx, Check& c, const std::string& agent_p
   check_stages(h, "probe");
   CHECK_THAT(h.value("message", ""), ContainsSubstring(agent_path));
   CHECK_THAT(h.value("message", ""), ContainsSubstring(words));
-  CHECK_THAT(h.value("hint", ""), ContainsSubstring("install hvdrun") || ContainsSubstring("--version"));
+  CHECK_THAT(h.value("hint", ""),
+             ContainsSubstring("install hvdrun") || ContainsSubstring("--version"));
   REQUIRE(h["remote"].is_object());  // what the probe found
   CHECK(h["remote"]["agent"]["path"] == agent_path);
   CHECK(h["remote"]["agent"]["present"] == present);
@@ -284,7 +285,8 @@ TEST_CASE("check-ssh: http server is not ssh", "[check-ssh]") {
   json& h = doc["hosts"][0];
   check_failed_host(c, h, server.address(), server.port(), "not_ssh", "banner");
   const std::string message = h.value("message", "");
-  CHECK_THAT(message, ContainsSubstring("HTTP/1.1 400 Bad Request"));  // the first bytes are shown ...
+  CHECK_THAT(message,
+             ContainsSubstring("HTTP/1.1 400 Bad Request"));  // the first bytes are shown ...
   bool has_control = false;                                   // ... sanitised
   for (const char ch : message) has_control = has_control || static_cast<unsigned char>(ch) < 0x20;
   CHECK_FALSE(has_control);
@@ -343,7 +345,8 @@ TEST_CASE("check-ssh on a terminal: a live line counts the hosts, then the table
       std::chrono::seconds(30));
   INFO(r.out);
   const std::string clear = "\r\033[K";
-  CHECK_THAT(r.out, ContainsSubstring(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending ("));
+  CHECK_THAT(r.out,
+             ContainsSubstring(clear + "check-ssh: 0 of 2 hosts done, 0 failed, 2 pending ("));
   CHECK_THAT(r.out, ContainsSubstring(clear + "check-ssh: 2 of 2 hosts done, 2 failed, 0 pending"));
   // Cleared before the table, which starts on its own line.
   CHECK_THAT(r.out, ContainsSubstring(clear + "hvdrun --check-ssh: 2 hosts, 2 failed"));

@@ -2,11 +2,11 @@
 // aliases), over the sshd test hosts: hvdrun reads OpenSSH's own answer for the name (ssh -G),
 // connects to its HostName, and checks the host key under OpenSSH's name for it, so a
 // known_hosts entry written by OpenSSH's ssh is honoured and one hvdrun records is OpenSSH's.
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/test_hosts.h"
@@ -98,8 +98,8 @@ TEST_CASE("alias with '_': --check-ssh connects to its HostName and records Open
   CHECK(host["port"] == hosts.port);
   // Recorded under OpenSSH's name: the HostName, [..]:port.
   const std::string recorded = read_file(c.known_hosts);
-  CHECK_THAT(recorded,
-             ContainsSubstring("[" + hosts.addresses.at(0) + "]:" + std::to_string(hosts.port) + " "));
+  CHECK_THAT(recorded, ContainsSubstring("[" + hosts.addresses.at(0) +
+                                         "]:" + std::to_string(hosts.port) + " "));
   // ... which OpenSSH's ssh then accepts under its strictest policy.
   const RunResult ssh = c.openssh("yes");
   INFO(show(ssh));

@@ -1,9 +1,9 @@
 // --check-ssh through a ProxyCommand from the ssh config: libssh connects through it (here a
 // real `ssh -W` jump over the first fixture host), and a broken proxy is reported as such.
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/test_hosts.h"
@@ -68,6 +68,7 @@ TEST_CASE("check-ssh: a broken ProxyCommand is named in the failure", "[check-ss
   const auto host = check(c, 69);
   INFO(host.dump(2));
   CHECK(host["code"] == "key_exchange_failed");
-  CHECK_THAT(host["message"].get<std::string>(), Catch::Matchers::ContainsSubstring("ProxyCommand"));
+  CHECK_THAT(host["message"].get<std::string>(),
+             Catch::Matchers::ContainsSubstring("ProxyCommand"));
   CHECK_THAT(host["message"].get<std::string>(), Catch::Matchers::ContainsSubstring("/bin/false"));
 }

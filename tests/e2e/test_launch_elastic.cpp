@@ -3,12 +3,12 @@
 // at 210.0 when every one of its 20 steps ran exactly once, whatever the world's size was) on
 // this machine. A rank is killed mid-training; the others must go on in a new generation from
 // their last commit, and hvdrun must say what happened, in its log and in --json.
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -60,8 +60,9 @@ TEST_CASE("elastic launch: a killed rank leaves, the others finish in a smaller 
   // Every step ran once on the survivors: generation 0 at size 3, generation 1 at size 2.
   CHECK_THAT(r.err, ContainsSubstring(done_line(0, 1, 0, 2, 1)));
   CHECK_THAT(r.err, ContainsSubstring(done_line(1, 1, 1, 2, 1)));
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 2 ranks on 1 host (rank 2 (worker 2) on "
-                             "localhost was killed by signal 9"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: generation 1: 2 ranks on 1 host (rank 2 (worker 2) on "
+                               "localhost was killed by signal 9"));
   CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1 formed in"));
   const json doc = json::parse(r.out);
   CHECK(doc["exit_code"] == 0);
@@ -97,8 +98,9 @@ TEST_CASE("elastic launch: a failed slot comes back after its cooldown, a new ra
   CHECK_THAT(r.err, ContainsSubstring(done_line(1, 2, 1, 3, 2, 60, "1830.0")));
   CHECK_THAT(r.err, ContainsSubstring(done_line(3, 2, 2, 3, 0, 60, "1830.0")));
   CHECK_THAT(r.err, ContainsSubstring("elastic: slot localhost#2 cools down for 1."));
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 2: 3 ranks on 1 host (growing: localhost#2 "
-                             "back after its cooldown)"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: generation 2: 3 ranks on 1 host (growing: localhost#2 "
+                               "back after its cooldown)"));
   const json doc = json::parse(r.out);
   const json& elastic = doc["elastic"];
   REQUIRE(elastic["generations"].size() == 3);
@@ -122,7 +124,8 @@ TEST_CASE("elastic launch: below --min-np the job waits for a cooldown instead o
                                   {"30", "1", "5"}, 100);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, ContainsSubstring("elastic: 1 rank left, fewer than --min-np 2: waiting up to 600 s"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: 1 rank left, fewer than --min-np 2: waiting up to 600 s"));
   CHECK_THAT(r.err, ContainsSubstring(done_line(0, 1, 0, 2, 1, 30, "465.0")));
   CHECK_THAT(r.err, ContainsSubstring(done_line(2, 1, 1, 2, 0, 30, "465.0")));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 5s));
@@ -136,8 +139,9 @@ TEST_CASE("elastic launch: with -np below --max-np the job grows onto the free s
       50);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 3 ranks on 1 host (growing: localhost#2 "
-                             "free slot up to --max-np 3)"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: generation 1: 3 ranks on 1 host (growing: localhost#2 "
+                               "free slot up to --max-np 3)"));
   for (int w = 0; w < 3; ++w) {
     CHECK_THAT(r.err, ContainsSubstring(done_line(w, 1, w, 3, w == 2 ? 0 : 1)));
   }
@@ -225,10 +229,11 @@ TEST_CASE("elastic launch: a rank dying inside the reset costs one more generati
                                   {"20", "3", "5", "2"});
   INFO(show(l));
   CHECK(l.exit_code == 137);
+  CHECK_THAT(l.err, ContainsSubstring(
+                        "hvdrun: rank 2 (host localhost, local rank 2) was killed by signal 9"));
   CHECK_THAT(l.err,
-             ContainsSubstring("hvdrun: rank 2 (host localhost, local rank 2) was killed by signal 9"));
-  CHECK_THAT(l.err, ContainsSubstring("hvdrun: elastic: --reset-limit 1 reached (generation 1 was the "
-                             "last); hvdrun stopped 2 other ranks."));
+             ContainsSubstring("hvdrun: elastic: --reset-limit 1 reached (generation 1 was the "
+                               "last); hvdrun stopped 2 other ranks."));
   CHECK(wait_until([&] { return limited.alive().empty(); }, 10s));
 }
 
@@ -239,10 +244,10 @@ TEST_CASE("elastic launch: below --min-np the job ends with the failure that too
       run_elastic(marker, {"-np", "2", "--min-np", "2", "--json"}, {"20", "1", "7"});
   INFO(show(r));
   CHECK(r.exit_code == 137);
-  CHECK_THAT(r.err,
-             ContainsSubstring("hvdrun: rank 1 (host localhost, local rank 1) was killed by signal 9"));
+  CHECK_THAT(r.err, ContainsSubstring(
+                        "hvdrun: rank 1 (host localhost, local rank 1) was killed by signal 9"));
   CHECK_THAT(r.err, ContainsSubstring("hvdrun: elastic: 1 rank left, fewer than --min-np 2; hvdrun "
-                             "stopped 1 other rank."));
+                                      "stopped 1 other rank."));
   const json doc = json::parse(r.out);
   CHECK(doc["first_failure"]["rank"] == 1);
   CHECK(doc["first_failure"]["elastic"] == "elastic: 1 rank left, fewer than --min-np 2");
@@ -261,8 +266,9 @@ TEST_CASE("elastic launch: survivors that never rebuild their world fail at the 
                  {marker.env()}, std::chrono::seconds(60));
   INFO(show(r));
   CHECK(r.exit_code == 75);  // a start-up phase (the reset) did not finish in time
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1 did not form within 2 s: worker 0 never "
-                             "joined"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: generation 1 did not form within 2 s: worker 0 never "
+                               "joined"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
 
@@ -327,14 +333,16 @@ TEST_CASE("elastic launch: a host the discovery script adds joins, and leaves wh
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, ContainsSubstring("elastic: the host discovery lists 2 hosts; new: 127.0.0.1"));
-  CHECK_THAT(r.err, ContainsSubstring("elastic: the agent on 127.0.0.1 is up; checking its network"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: the agent on 127.0.0.1 is up; checking its network"));
   // The joiner reached the running host and the rendezvous server, and the running host it.
   CHECK_THAT(r.err, ContainsSubstring("elastic: 127.0.0.1 passed the network check (3 probes)"));
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 3 ranks on 2 hosts (growing: 127.0.0.1#0 "
-                             "free slot)"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: generation 1: 3 ranks on 2 hosts (growing: 127.0.0.1#0 "
+                               "free slot)"));
   CHECK_THAT(r.err, ContainsSubstring("worker 2: generation 1 rank 2 size 3"));
   CHECK_THAT(r.err, ContainsSubstring("elastic: generation 2: 2 ranks on 1 host (hosts changed: "
-                             "127.0.0.1#0 no longer listed by the host discovery)"));
+                                      "127.0.0.1#0 no longer listed by the host discovery)"));
   CHECK_THAT(r.err, ContainsSubstring("HVD_ERR_REMOVED"));  // worker 2 learnt it at its reset
   CHECK_THAT(r.err, ContainsSubstring("elastic: 127.0.0.1 left the job: its agent ends"));
   // Every step once, on every rank that finished.
@@ -364,8 +372,9 @@ TEST_CASE("elastic launch: the launch waits for the discovery script to list --m
       {"20"});
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, ContainsSubstring("elastic: the host discovery script lists 0 slots; waiting up to "
-                             "600 s (--elastic-timeout) for --min-np 2"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: the host discovery script lists 0 slots; waiting up to "
+                               "600 s (--elastic-timeout) for --min-np 2"));
   CHECK_THAT(r.err, ContainsSubstring(done_line(0, 0, 0, 2, 0)));
   CHECK_THAT(r.err, ContainsSubstring(done_line(1, 0, 1, 2, 0)));
   // Never enough: a usage error at --elastic-timeout, naming the script.
@@ -388,8 +397,9 @@ TEST_CASE("elastic launch: a failing discovery script keeps the last list", "[el
       100);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, ContainsSubstring("exited with 1 (its stderr: no scheduler today); keeping the last "
-                             "list"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("exited with 1 (its stderr: no scheduler today); keeping the last "
+                               "list"));
   CHECK_THAT(r.err, ContainsSubstring(done_line(0, 0, 0, 2, 0)));
   // Refused before anything starts: with -H, not executable, --slots-per-host alone.
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
@@ -428,10 +438,12 @@ TEST_CASE("elastic launch: on a terminal, one status line counts the cooldown do
   // Drawn after a carriage return and an erase, redrawn as it changes, and cleared at the end.
   const std::string clear = "\r\033[K";
   CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 3 ranks on 1 host, generation 0"));
-  CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
-                                     "in 2 s"));
-  CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
-                                     "in 1 s"));
+  CHECK_THAT(r.out,
+             ContainsSubstring(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
+                                       "in 2 s"));
+  CHECK_THAT(r.out,
+             ContainsSubstring(clear + "elastic: 2 ranks on 1 host, generation 1; localhost#2 back "
+                                       "in 1 s"));
   CHECK_THAT(r.out, ContainsSubstring(clear + "elastic: 3 ranks on 1 host, generation 2"));
   CHECK(r.out.size() >= clear.size());
   CHECK(r.out.substr(r.out.size() - clear.size()) == clear);  // the terminal is left clean

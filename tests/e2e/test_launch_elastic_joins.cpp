@@ -3,9 +3,9 @@
 // same time; at most --ssh-concurrency join logins run together, the others wait their turn.
 // The new hosts' "sshd"s are silent listeners of the test's own (tests/support/silent_crowd.h)
 // that count the connections open at once; each login ends at its banner timeout.
-#include "tests/support/catch.h"
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"

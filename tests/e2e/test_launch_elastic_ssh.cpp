@@ -55,7 +55,8 @@ TEST_CASE("elastic over SSH: a lost host takes its ranks, the other host's ranks
   const RunResult r = run_elastic(hosts, marker, a, b, 2, 3, true);
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 2 ranks on 1 host (lost the agent on " + b));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: generation 1: 2 ranks on 1 host (lost the agent on " + b));
   for (int w : {0, 1}) CHECK_THAT(r.err, ContainsSubstring(done_line(w, 1, w, 2)));
   const json doc = parse_json(r.out);
   CHECK(doc["elastic"]["generations"][1]["workers"] == json::array({0, 1}));
@@ -83,8 +84,8 @@ TEST_CASE("elastic over SSH: rank 0's host is lost, the next host's first rank i
                                      std::regex_replace(b, std::regex("\\."), "\\.") + ":[0-9]+")));
   // Generation 0's master was a, as a survivor on b printed it (a's own lines may be lost with
   // its agent).
-  CHECK_THAT(r.err,
-             ContainsSubstring("worker 2: generation 0 rank 2 size 4 from step 0, master " + a + ":"));
+  CHECK_THAT(r.err, ContainsSubstring("worker 2: generation 0 rank 2 size 4 from step 0, master " +
+                                      a + ":"));
   CHECK(wait_until([&] { return marker.alive().empty(); }, 10s));
 }
 
@@ -120,17 +121,20 @@ TEST_CASE("elastic over SSH: a discovered host joins over SSH, one that refuses 
   const RunResult r = run_hvdrun(args, {marker.env()}, std::chrono::seconds(100));
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, ContainsSubstring("elastic: the agent on " + b + " is up; checking its network"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: the agent on " + b + " is up; checking its network"));
   CHECK_THAT(r.err, ContainsSubstring("elastic: " + b + " passed the network check (3 probes)"));
-  CHECK_THAT(r.err, ContainsSubstring("elastic: host " + refused + " could not join: connection_refused"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("elastic: host " + refused + " could not join: connection_refused"));
   CHECK_THAT(r.err, ContainsSubstring("elastic: host " + refused + " is out for good"));
-  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 4 ranks on 2 hosts (growing: " + b + "#0, " +
-                             b + "#1 free slots)"));
+  CHECK_THAT(r.err, ContainsSubstring("elastic: generation 1: 4 ranks on 2 hosts (growing: " + b +
+                                      "#0, " + b + "#1 free slots)"));
   // Each step once on every rank, those that joined included (their state came from rank 0).
   for (int w = 0; w < 4; ++w) {
-    CHECK_THAT(r.err, ContainsSubstring("worker " + std::to_string(w) + " done: generation 1 rank " +
-                               std::to_string(w) + " size 4 resets " + (w < 2 ? "1" : "0") +
-                               " steps 60 weights 1830.0"));
+    CHECK_THAT(r.err,
+               ContainsSubstring("worker " + std::to_string(w) + " done: generation 1 rank " +
+                                 std::to_string(w) + " size 4 resets " + (w < 2 ? "1" : "0") +
+                                 " steps 60 weights 1830.0"));
   }
   const json doc = parse_json(r.out);
   CHECK(doc["elastic"]["generations"][1]["workers"] == json::array({0, 1, 2, 3}));
@@ -225,12 +229,13 @@ TEST_CASE(
   INFO(show(r));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.err, ContainsSubstring("hvdrun: elastic: " + refused +
-                             " cannot be reached over SSH; the "
-                             "job starts without it on 2 slots (--min-np 2)"));
+                                      " cannot be reached over SSH; the "
+                                      "job starts without it on 2 slots (--min-np 2)"));
   CHECK_THAT(r.err, ContainsSubstring("connection_refused"));
   for (int w : {0, 1}) {
-    CHECK_THAT(r.out, ContainsSubstring("worker " + std::to_string(w) + " done: generation 0 rank " +
-                               std::to_string(w) + " size 2 resets 0 steps 20 weights 210.0"));
+    CHECK_THAT(r.out,
+               ContainsSubstring("worker " + std::to_string(w) + " done: generation 0 rank " +
+                                 std::to_string(w) + " size 2 resets 0 steps 20 weights 210.0"));
   }
   // Not enough left for --min-np 3: the launch fails as any SSH failure does (69).
   std::vector<std::string> more = hosts.args(

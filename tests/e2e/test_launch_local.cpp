@@ -5,12 +5,12 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -227,8 +227,8 @@ TEST_CASE("a rank killed by SIGKILL makes hvdrun exit 137 and says SIGKILL", "[l
                                   "if [ $HOROVOD_RANK = 0 ]; then kill -9 $$; fi; sleep 30"});
   INFO(show(r));
   CHECK(r.exit_code == 137);
-  CHECK_THAT(r.err,
-             ContainsSubstring("rank 0 (host localhost, local rank 0) was killed by signal 9 (SIGKILL"));
+  CHECK_THAT(r.err, ContainsSubstring(
+                        "rank 0 (host localhost, local rank 0) was killed by signal 9 (SIGKILL"));
   const json doc = parse_json(r.out);
   CHECK(doc["exit_code"] == 137);
   CHECK(doc["first_failure"]["rank"] == 0);
@@ -458,7 +458,8 @@ TEST_CASE("a program or directory name that is not UTF-8 still gets a clear mess
     CHECK(r->err.find("exited unexpectedly") == std::string::npos);
     CHECK(r->err.find("terminate called") == std::string::npos);
   }
-  CHECK_THAT(program.err, ContainsSubstring("host localhost: rank 0: cannot run the command './no-such-"));
+  CHECK_THAT(program.err,
+             ContainsSubstring("host localhost: rank 0: cannot run the command './no-such-"));
   CHECK_THAT(wd.err, ContainsSubstring("host localhost: the working directory /nonexistent-"));
   CHECK(marker.alive().empty());
 }
@@ -498,8 +499,10 @@ TEST_CASE("output-filename never follows a symbolic link below its folder", "[la
   CHECK(r.exit_code == 0);
   CHECK(read_file(victim) == "precious\n");
   CHECK_FALSE(std::filesystem::exists(dir / "elsewhere/stdout"));
-  CHECK_THAT(r.err, ContainsSubstring("--output-filename: refusing to write " + logs + "/rank.0/stdout"));
-  CHECK_THAT(r.err, ContainsSubstring("--output-filename: refusing to write " + logs + "/rank.1/stdout"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("--output-filename: refusing to write " + logs + "/rank.0/stdout"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("--output-filename: refusing to write " + logs + "/rank.1/stdout"));
   CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:out 0"));
 }
 

@@ -1,7 +1,7 @@
 // MASTER_ADDR:MASTER_PORT over the sshd test hosts, as torch.distributed's env:// uses it: with
 // rank 0 on the second host, the ranks on other hosts reach the port rank 0 listens on.
-#include "tests/support/catch.h"
 #include <filesystem>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/test_hosts.h"
@@ -21,7 +21,9 @@ TEST_CASE("launch: ranks on other hosts reach rank 0 at MASTER_ADDR and MASTER_P
                                         known_hosts.string(), MASTER_PORT_CHECK});
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Matchers::ContainsSubstring("[1,0]<stdout>:rank 0 got: hello from rank 1"));
-  CHECK_THAT(r.out, Catch::Matchers::ContainsSubstring("[1,0]<stdout>:rank 0 got: hello from rank 2"));
+  CHECK_THAT(r.out,
+             Catch::Matchers::ContainsSubstring("[1,0]<stdout>:rank 0 got: hello from rank 1"));
+  CHECK_THAT(r.out,
+             Catch::Matchers::ContainsSubstring("[1,0]<stdout>:rank 0 got: hello from rank 2"));
   fs::remove(known_hosts);
 }

@@ -1,7 +1,7 @@
 // A new user's mistakes in a local launch (issue 27) and what hvdrun says about them: the real
 // hvdrun, its agent and rank processes; the exit code, the message and the --json result.
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -96,8 +96,9 @@ TEST_CASE("a library the loader cannot find is the root cause, with the fix", "[
   const RunResult r = run_hvdrun({"-np", "1", "--json", NEEDS_LIB});
   INFO(show(r));
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, ContainsSubstring("rank 0 (host localhost, local rank 0) exited with code 127: the "
-                             "dynamic loader could not load libhvd_test_lib.so"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("rank 0 (host localhost, local rank 0) exited with code 127: the "
+                               "dynamic loader could not load libhvd_test_lib.so"));
   CHECK_THAT(r.err, ContainsSubstring("-x LD_LIBRARY_PATH"));
   CHECK_THAT(r.err, ContainsSubstring("rpath"));
   const json doc = json::parse(r.out, nullptr, false);

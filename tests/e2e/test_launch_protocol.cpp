@@ -1,9 +1,9 @@
 // A misbehaving agent (tests/support/fake_agent.py, started over SSH as --agent-path) must be a
 // protocol error naming its host, exit 127 and error kind "remote": never an "internal error",
 // and never a start-up step repeated because a frame came twice or out of order.
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
+#include "tests/support/catch.h"
 
 #include "hvd/build_config.h"
 #include "tests/cli/process.h"
@@ -66,7 +66,8 @@ TEST_CASE("protocol: an error frame with fields of the wrong type still names th
   const auto r = launch_with_fake_agent(hosts, "error-bad-types");
   INFO(show(r));
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, ContainsSubstring("host " + hosts.addr(44)) || ContainsSubstring("host " + hosts.addr(45)));
+  CHECK_THAT(r.err, ContainsSubstring("host " + hosts.addr(44)) ||
+                        ContainsSubstring("host " + hosts.addr(45)));
   CHECK_THAT(r.err, !ContainsSubstring("internal error"));
 }
 

@@ -4,11 +4,11 @@
 // ranks.
 #include <signal.h>
 
-#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"
@@ -46,7 +46,8 @@ TEST_CASE("restarts: a rank killed once, the second attempt succeeds and sees it
   // --json: rank output on stderr. Both attempts ran both ranks, with their counts.
   CHECK_THAT(r.err, ContainsSubstring("rank 0 attempt 0 of 2"));
   CHECK_THAT(r.err, ContainsSubstring("rank 1 attempt 1 of 2"));
-  CHECK_THAT(r.err, ContainsSubstring("attempt 2 of 3 after rank 1 on localhost was killed by signal 9"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("attempt 2 of 3 after rank 1 on localhost was killed by signal 9"));
   const json doc = json::parse(r.out);
   REQUIRE(doc["attempts"].size() == 2);
   CHECK(doc["attempts"][0]["exit_code"] == 137);
@@ -67,7 +68,8 @@ TEST_CASE("restarts: a rank that always fails gets exactly N+1 attempts and its 
   INFO(show(r));
   CHECK(r.exit_code == 3);
   CHECK(count(r.err, "rank 0 (host localhost, local rank 0) exited with code 3") == 3);
-  CHECK_THAT(r.err, ContainsSubstring("attempt 3 of 3 after rank 0 on localhost exited with code 3"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("attempt 3 of 3 after rank 0 on localhost exited with code 3"));
   CHECK_THAT(r.err, ContainsSubstring("no restart: all 2 restarts were used"));
   const json doc = json::parse(r.out);
   CHECK(doc["attempts"].size() == 3);
@@ -171,6 +173,6 @@ TEST_CASE("restarts: a symbolic link planted as DIR/attempt.K is not followed",
   CHECK(r.exit_code == 0);
   CHECK(read_file(victim) == "precious\n");
   CHECK_THAT(r.err, ContainsSubstring("--output-filename: refusing to write " + logs +
-                             "/attempt.1/rank.0/stdout: attempt.1 is a symbolic link"));
+                                      "/attempt.1/rank.0/stdout: attempt.1 is a symbolic link"));
   CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:out"));
 }

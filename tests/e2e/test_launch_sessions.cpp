@@ -1,9 +1,9 @@
 // One SSH login per host per launch, read from a dedicated sshd's own log; and an agent of
 // another hvdrun version, named with both versions.
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/fake_servers.h"
@@ -60,8 +60,9 @@ TEST_CASE("launch: an agent of another hvdrun version is named with both version
        hosts.ssh_config, "--ssh-known-hosts", known_hosts.string(), "--agent-path", agent, "true"});
   INFO(r.err);
   CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, ContainsSubstring("the agent on " + hosts.addresses.at(31) +
-                             " is hvdrun 0.0.1 speaking protocol 1; this launcher is hvdrun"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("the agent on " + hosts.addresses.at(31) +
+                               " is hvdrun 0.0.1 speaking protocol 1; this launcher is hvdrun"));
   CHECK_THAT(r.err, ContainsSubstring("same hvdrun version on every host"));
   fs::remove_all(dir);
 }

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_helpers.h"

@@ -82,8 +82,8 @@ TEST_CASE("a remote rank killed by SIGKILL makes hvdrun exit 137 and say SIGKILL
       {marker.env()});
   INFO(show(r));
   CHECK(r.exit_code == 137);
-  CHECK_THAT(r.err,
-             ContainsSubstring("rank 1 (host " + b + ", local rank 0) was killed by signal 9 (SIGKILL"));
+  CHECK_THAT(r.err, ContainsSubstring("rank 1 (host " + b +
+                                      ", local rank 0) was killed by signal 9 (SIGKILL"));
   const json doc = parse_json(r.out);
   CHECK(doc["exit_code"] == 137);
   CHECK(doc["first_failure"]["rank"] == 1);
@@ -465,7 +465,8 @@ TEST_CASE("a login that prints on stdout: --check-ssh fails it with the launch's
   // The launch fails on it as a protocol error (not an internal one) with the same words.
   CHECK(launch.exit_code == 127);
   CHECK_THAT(launch.err, ContainsSubstring("Welcome to the cluster!"));
-  CHECK_THAT(launch.err, ContainsSubstring("a login script (~/.bashrc, /etc/profile) printing text"));
+  CHECK_THAT(launch.err,
+             ContainsSubstring("a login script (~/.bashrc, /etc/profile) printing text"));
   CHECK_THAT(launch.err, !ContainsSubstring("internal error"));
 }
 

@@ -90,7 +90,8 @@ TEST_CASE("a host silent past --keepalive is lost: exit 74 naming it, the others
   CHECK(elapsed >= 1s);  // silence is judged over the whole period, not at the first ping
   CHECK(elapsed < 10s);  // 2 s of silence, then a's rank stopped within its grace
   CHECK(nothing_left);
-  CHECK_THAT(err, ContainsSubstring("lost the host " + job.b + ": nothing came from its agent for 2 s"));
+  CHECK_THAT(err,
+             ContainsSubstring("lost the host " + job.b + ": nothing came from its agent for 2 s"));
   const json doc = parse_json(read_file(job.hosts.dir() / "out"));
   CHECK(doc["exit_code"] == 74);
   CHECK(doc["error"]["kind"] == "host_lost");
@@ -136,7 +137,8 @@ TEST_CASE("restarts: with no spare slots the next attempt waits for the host's c
   const auto elapsed = Clock::now() - start;
   INFO(show(r));
   CHECK(r.exit_code == 69);  // the host is still refused when it comes back
-  CHECK_THAT(r.err, ContainsSubstring("waiting 1 s for a blacklisted host (" + dead + ") to come back"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("waiting 1 s for a blacklisted host (" + dead + ") to come back"));
   CHECK(elapsed >= 1s);
   CHECK_THAT(r.err, ContainsSubstring("no restart: all 1 restarts were used"));
 }

@@ -2,10 +2,10 @@
 // its phase, the launch exits 75, and nothing of the job is left behind.
 #include <signal.h>
 
-#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/test_hosts.h"

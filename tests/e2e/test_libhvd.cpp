@@ -1,9 +1,9 @@
 // libhvd across real processes: the same rank program (tests/libhvd/libhvd_check.cpp) checks
 // every collective against exact values at 2, 3 and 4 ranks, natively over the sshd test hosts
 // (Gloo, bootstrapped through hvdrun's rendezvous) and under `hvdrun --mpi` (Open MPI).
+#include <numeric>
 #include "tests/support/catch.h"
 #include "tests/support/open_mpi.h"
-#include <numeric>
 
 #include "tests/cli/process.h"
 #include "tests/e2e/launch_ssh_helpers.h"
@@ -82,7 +82,8 @@ TEST_CASE("libhvd under hvdrun --mpi (Open MPI): every collective at 2, 3 and 4 
     const std::string flat_line = "rank " + std::to_string(rank) + " of 3: local 0 of 1, cross " +
                                   std::to_string(rank) + " of 3, backend mpi";
     CHECK_THAT(r.out, ContainsSubstring(tag + (flat ? flat_line : topology_line(np, rank, "mpi"))));
-    CHECK_THAT(r.out, ContainsSubstring(tag + "rank " + std::to_string(rank) + ": all checks passed"));
+    CHECK_THAT(r.out,
+               ContainsSubstring(tag + "rank " + std::to_string(rank) + ": all checks passed"));
   }
 }
 
@@ -106,7 +107,7 @@ TEST_CASE("libhvd under hvdrun --mpi: a rank that never reaches hvd::init() ends
   CHECK_THAT(r.out + r.err, ContainsSubstring("hvd::init() did not finish within 2 s"));
   CHECK_THAT(r.out + r.err, ContainsSubstring("waiting in MPI_Init_thread"));
   CHECK_THAT(r.err, ContainsSubstring("rank 0"));  // hvdrun names the rank that gave up
-  CHECK(took < 20);                       // 2 s + 2 s, and mpirun's start and stop; was: never
+  CHECK(took < 20);  // 2 s + 2 s, and mpirun's start and stop; was: never
   CHECK(hvd::test::wait_until([&] { return marker.ranks().empty(); }, std::chrono::seconds(10)));
 }
 
@@ -159,7 +160,7 @@ TEST_CASE(
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < s.np; ++rank) {
     CHECK_THAT(r.out, ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " +
-                               std::to_string(rank) + ": all checks passed"));
+                                        std::to_string(rank) + ": all checks passed"));
   }
 }
 
@@ -210,7 +211,7 @@ TEST_CASE("network: a host without an address in the CIDR stops the launch befor
   INFO(show(r));
   CHECK(r.exit_code == 64);
   CHECK_THAT(r.err, ContainsSubstring("--network-cidr 10.254.0.0/16: host " + h.addr(34) +
-                             " has no address in it (its interfaces: lo 127.0.0.1 (up, "
-                             "loopback)"));
+                                      " has no address in it (its interfaces: lo 127.0.0.1 (up, "
+                                      "loopback)"));
   CHECK(r.out.find("started") == std::string::npos);
 }

@@ -109,10 +109,13 @@ TEST_CASE("elastic: a rank dies, the survivors go on at a smaller size from the 
     CHECK(r.exit_code == 0);
     // Generation 0 at size 3, then generation 1 at size 2 from the step the survivors had
     // committed, and every step counted exactly once: 210 = 1 + 2 + ... + 20.
-    CHECK_THAT(r.out, ContainsSubstring("generation 0 rank " + std::to_string(w) + " size 3 from step 0"));
-    CHECK_THAT(r.out, ContainsSubstring("generation 1 rank " + std::to_string(w) + " size 2 from step 7"));
-    CHECK_THAT(r.out, ContainsSubstring("worker " + std::to_string(w) + " done: generation 1 rank " +
-                               std::to_string(w) + " size 2 resets 1 steps 20 weights 210.0"));
+    CHECK_THAT(r.out,
+               ContainsSubstring("generation 0 rank " + std::to_string(w) + " size 3 from step 0"));
+    CHECK_THAT(r.out,
+               ContainsSubstring("generation 1 rank " + std::to_string(w) + " size 2 from step 7"));
+    CHECK_THAT(r.out,
+               ContainsSubstring("worker " + std::to_string(w) + " done: generation 1 rank " +
+                                 std::to_string(w) + " size 2 resets 1 steps 20 weights 210.0"));
     CHECK_THAT(r.err, ContainsSubstring("HVD_ERR_PEER_LOST"));  // what run() recovered from, logged
     CHECK(read_available(channels[w].ours.get()) == "joined 1\n");
   }
@@ -162,8 +165,9 @@ TEST_CASE("elastic: a rank that dies inside sync() costs one more generation, no
     const RunResult r = ranks[static_cast<std::size_t>(w)].get();
     INFO("worker " << w << ": exit " << r.exit_code << "\n" << r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.out, ContainsSubstring("worker " + std::to_string(w) + " done: generation 2 rank " +
-                               std::to_string(w) + " size 2 resets 2 steps 20 weights 210.0"));
+    CHECK_THAT(r.out,
+               ContainsSubstring("worker " + std::to_string(w) + " done: generation 2 rank " +
+                                 std::to_string(w) + " size 2 resets 2 steps 20 weights 210.0"));
     CHECK(read_available(channels[static_cast<std::size_t>(w)].ours.get()) ==
           "joined 1\njoined 2\n");
   }
@@ -183,6 +187,6 @@ TEST_CASE("elastic: without an elastic launch run() calls the loop once", "[elas
     INFO("rank " << w << ": exit " << r.exit_code << "\n" << r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, ContainsSubstring("done: generation 0 rank " + std::to_string(w) +
-                               " size 2 resets 0 steps 20 weights 210.0"));
+                                        " size 2 resets 0 steps 20 weights 210.0"));
   }
 }

@@ -72,7 +72,8 @@ TEST_CASE("engine: 50 named tensors in a different random order on every rank, o
   INFO(show(r));
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < np; ++rank) {
-    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) + ": all checks passed"));
+    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) +
+                                        ": all checks passed"));
   }
 }
 
@@ -102,7 +103,8 @@ TEST_CASE("engine: four threads per rank submit and wait at once, native and --m
   INFO(engine_name(mode) << "\n" << show(r));
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
-    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) + ": all checks passed"));
+    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) +
+                                        ": all checks passed"));
   }
 }
 
@@ -152,7 +154,8 @@ TEST_CASE("engine: a mismatch fails every rank's handle with the field and both 
   for (int rank = 0; rank < 3; ++rank) {
     const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
     CHECK_THAT(r.out,
-               ContainsSubstring(me + "mismatch error (HVD_ERR_INVALID_ARGUMENT): tensor 'x': " + message));
+               ContainsSubstring(
+                   me + "mismatch error (HVD_ERR_INVALID_ARGUMENT): tensor 'x': " + message));
     CHECK_THAT(r.out, ContainsSubstring(me + "still in step after the mismatch"));
   }
 }
@@ -163,7 +166,7 @@ TEST_CASE("engine: the stall inspector names the missing rank and tensor", "[eng
   INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 0);  // a warning only: the late tensor completes
   CHECK_THAT(r.err, ContainsSubstring("[1,0]<stderr>:[hvd rank 0] warning: stall: rank 1 has not "
-                             "submitted tensor 'late'"));
+                                      "submitted tensor 'late'"));
   CHECK_THAT(r.out, ContainsSubstring(tag(0) + "rank 0: 'late' completed with 2"));
 }
 
@@ -178,10 +181,11 @@ TEST_CASE("engine: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS turns a stall into errors
       mode);
   INFO(engine_name(mode) << "\n" << show(r));
   CHECK(r.exit_code == 4);  // rank 0's error ends the job well before rank 1 wakes up
-  CHECK_THAT(r.out, ContainsSubstring(tag(0) + "rank 0: stall error (HVD_ERR_BACKEND): allreduce 'late' "
-                                      "failed: stalled for more than "
-                                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (2 s): tensor 'late' "
-                                      "was never submitted by rank(s) 1"));
+  CHECK_THAT(r.out,
+             ContainsSubstring(tag(0) + "rank 0: stall error (HVD_ERR_BACKEND): allreduce 'late' "
+                                        "failed: stalled for more than "
+                                        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (2 s): tensor 'late' "
+                                        "was never submitted by rank(s) 1"));
 }
 
 TEST_CASE("engine: HOROVOD_STALL_CHECK_DISABLE=1 silences the inspector", "[engine]") {
@@ -321,8 +325,9 @@ TEST_CASE("engine: rank 0 warns once about HOROVOD_* variables that do nothing h
       "(did you mean HOROVOD_FUSION_THRESHOLD?)";
   CHECK_THAT(r.err, ContainsSubstring("[hvd rank 0] warning: " + typo));
   CHECK(r.err.find(typo) == r.err.rfind(typo));  // rank 0 says it, once
-  CHECK_THAT(r.err, ContainsSubstring("HOROVOD_HIERARCHICAL_ALLREDUCE is set, but libhvd does not "
-                             "implement it: libhvd runs one flat allreduce across all ranks"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("HOROVOD_HIERARCHICAL_ALLREDUCE is set, but libhvd does not "
+                               "implement it: libhvd runs one flat allreduce across all ranks"));
   CHECK(r.err.find("HOROVOD_WITH_PYTORCH") == std::string::npos);
 }
 
@@ -336,7 +341,7 @@ TEST_CASE("engine: a program that returns without hvd::shutdown() exits cleanly"
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 3; ++rank) {
     CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) +
-                               ": returning without hvd::shutdown(), sum 3"));
+                                        ": returning without hvd::shutdown(), sum 3"));
   }
   CHECK(r.err.find("error") == std::string::npos);
 }
@@ -398,8 +403,9 @@ TEST_CASE(
     // so only its presence is checked here; the unit test "in the steady state a cycle is one
     // AND round" counts it exactly.
     CHECK(bits_decided(on, rank) >= 0);
-    CHECK_THAT(on.out, ContainsSubstring(me + "mismatch after hits: tensor 'c.0': shape mismatch: rank 0 "
-                                     "submitted [1000], rank 1 submitted [999]"));
+    CHECK_THAT(on.out,
+               ContainsSubstring(me + "mismatch after hits: tensor 'c.0': shape mismatch: rank 0 "
+                                      "submitted [1000], rank 1 submitted [999]"));
     CHECK_THAT(on.out, ContainsSubstring(me + "after the mismatch: ok"));
     CHECK_THAT(on.out, ContainsSubstring(me + "cycling 10 names: hits 40 negotiated 10"));
     CHECK_THAT(on.out, ContainsSubstring(me + "negotiation sizes: ok"));
@@ -422,7 +428,8 @@ TEST_CASE(
   CHECK(eager_calls(off, 1) == 0);
   CHECK_THAT(off.out, ContainsSubstring(tag(1) + "rank 1: negotiation sizes: ok"));
   CHECK(bits_decided(off, 2) == 0);  // no cache, no AND round
-  CHECK_THAT(off.out, ContainsSubstring(tag(2) + "rank 2: steady state per step: hits 0 negotiated 100"));
+  CHECK_THAT(off.out,
+             ContainsSubstring(tag(2) + "rank 2: steady state per step: hits 0 negotiated 100"));
   CHECK_THAT(off.out, ContainsSubstring(tag(2) + "rank 2: cycling 10 names: hits 0 negotiated 50"));
   CHECK(checksum(off) == bits);
 
@@ -450,7 +457,8 @@ TEST_CASE(
   const auto gloo = run("", Mode::kTcpEngine);
   INFO("the TCP engine\n" << show(gloo));
   REQUIRE(gloo.exit_code == 0);
-  CHECK_THAT(gloo.out, ContainsSubstring(tag(0) + "rank 0: steady state per step: hits 0 negotiated 100"));
+  CHECK_THAT(gloo.out,
+             ContainsSubstring(tag(0) + "rank 0: steady state per step: hits 0 negotiated 100"));
   CHECK(bits_decided(gloo, 0) == 0);
   // Small synchronous calls: reduced by rank 0 from the inputs sent with their requests.
   CHECK(eager_calls(gloo, 0) >= 1);
@@ -470,10 +478,12 @@ TEST_CASE(
   const auto frozen0 = run_local(2, {"freeze", "0"}, {{"HOROVOD_GLOO_TIMEOUT_SECONDS", "3"}}, mode);
   INFO("freeze 0\n" << show(frozen0));
   CHECK(frozen0.exit_code == 3);
-  CHECK_THAT(frozen0.out,
-             ContainsSubstring(tag(1) + "rank 1: error after") && ContainsSubstring("(status HVD_ERR_PEER_LOST)") &&
-                 ContainsSubstring("rank 0 (the coordinator) has not been heard from for 3 s while this "
-                          "rank waits on 'hvd.allreduce.3'"));
+  CHECK_THAT(
+      frozen0.out,
+      ContainsSubstring(tag(1) + "rank 1: error after") &&
+          ContainsSubstring("(status HVD_ERR_PEER_LOST)") &&
+          ContainsSubstring("rank 0 (the coordinator) has not been heard from for 3 s while this "
+                            "rank waits on 'hvd.allreduce.3'"));
 
   const auto frozen1 = run_local(
       2, {"freeze", "1"},

@@ -61,8 +61,9 @@ TEST_CASE("libhvd: a rank with a wrong rendezvous token fails naming the store",
   INFO(show(results));
   CHECK(results[0].exit_code == 3);
   CHECK_THAT(results[0].err, ContainsSubstring("HVD_ERR_CONFIG"));
-  CHECK_THAT(results[0].err, ContainsSubstring("rendezvous store http://127.0.0.1:" + std::to_string(port) +
-                                      "/faults" + std::to_string(port) + ".global"));
+  CHECK_THAT(results[0].err,
+             ContainsSubstring("rendezvous store http://127.0.0.1:" + std::to_string(port) +
+                               "/faults" + std::to_string(port) + ".global"));
   CHECK_THAT(results[0].err, ContainsSubstring("refused this rank's token (401)"));
   CHECK(server.stats().rejected >= 1);
   CHECK(server.stats().ranks_seen.empty());
@@ -116,9 +117,9 @@ TEST_CASE("libhvd: after SIGKILL of one rank mid-allreduce the others fail in ti
     // the status that says a peer is gone.
     CHECK_THAT(r.out, ContainsSubstring("(status HVD_ERR_PEER_LOST)"));
     CHECK_THAT(r.out, ContainsSubstring("allreduce 'hvd.allreduce."));
-    CHECK_THAT(r.out,
-               ContainsSubstring(victim == 0 ? "rank 0 (the coordinator) is gone"
-                                    : "rank 2 left the job without calling hvd::shutdown()"));
+    CHECK_THAT(r.out, ContainsSubstring(
+                          victim == 0 ? "rank 0 (the coordinator) is gone"
+                                      : "rank 2 left the job without calling hvd::shutdown()"));
     // "error after S s": within HOROVOD_GLOO_TIMEOUT_SECONDS (5) plus 5 s.
     std::smatch m;
     REQUIRE(std::regex_search(r.out, m, std::regex(R"(error after ([0-9.]+) s)")));

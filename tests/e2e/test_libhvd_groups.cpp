@@ -32,20 +32,24 @@ TEST_CASE("grouped collectives: one response per group, native and --mpi, 2 and 
     const std::string me = tag(rank) + "rank " + std::to_string(rank) + ": ";
     CHECK_THAT(r.out, ContainsSubstring(me + "groups: all checks passed"));
     CHECK_THAT(r.out, ContainsSubstring(me + "grouped allreduce of 3 tensors: 1 response(s)"));
-    CHECK_THAT(r.out, ContainsSubstring(me + "the same 3 tensors submitted one by one: 3 response(s)"));
+    CHECK_THAT(r.out,
+               ContainsSubstring(me + "the same 3 tensors submitted one by one: 3 response(s)"));
   }
   // Every rank of a mismatched group was told, with the reason.
-  CHECK_THAT(r.out, ContainsSubstring(tag(0) + "rank 0: grouped on some ranks, alone on rank 1: "
-                                      "HVD_ERR_INVALID_ARGUMENT: tensor 'mixed_1of2': group "
-                                      "mismatch: rank 0 submitted it in a group of 2 tensors"));
+  CHECK_THAT(r.out,
+             ContainsSubstring(tag(0) + "rank 0: grouped on some ranks, alone on rank 1: "
+                                        "HVD_ERR_INVALID_ARGUMENT: tensor 'mixed_1of2': group "
+                                        "mismatch: rank 0 submitted it in a group of 2 tensors"));
   CHECK_THAT(r.out, ContainsSubstring(tag(1) + "rank 1: grouped on some ranks, alone on rank 1: "
-                                      "HVD_ERR_INVALID_ARGUMENT"));
+                                               "HVD_ERR_INVALID_ARGUMENT"));
   for (int rank = 0; rank < np; ++rank) {
-    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) +
-                               ": another count of tensors on rank 1: HVD_ERR_INVALID_ARGUMENT: "
-                               "grouped allreduce 'count': rank "));
+    CHECK_THAT(r.out,
+               ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) +
+                                 ": another count of tensors on rank 1: HVD_ERR_INVALID_ARGUMENT: "
+                                 "grouped allreduce 'count': rank "));
   }
-  CHECK_THAT(r.out, ContainsSubstring("submitted 3: every rank must pass the same tensors to a grouped "
-                             "call") ||
-                        ContainsSubstring("submitted 3 tensors, rank "));
+  CHECK_THAT(r.out,
+             ContainsSubstring("submitted 3: every rank must pass the same tensors to a grouped "
+                               "call") ||
+                 ContainsSubstring("submitted 3 tensors, rank "));
 }

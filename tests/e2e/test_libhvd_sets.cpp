@@ -26,8 +26,8 @@ hvd::test::RunResult run_sets(bool mpi, int np, const std::string& kind,
 void check_passed(const hvd::test::RunResult& r, int np, const std::string& kind) {
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < np; ++rank) {
-    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) + ": sets " + kind +
-                               ": all checks passed"));
+    CHECK_THAT(r.out, ContainsSubstring(tag(rank) + "rank " + std::to_string(rank) + ": sets " +
+                                        kind + ": all checks passed"));
   }
 }
 
@@ -40,13 +40,15 @@ TEST_CASE("process sets: added and removed at run time, native and --mpi, 2 to 4
   INFO((mpi ? "--mpi" : "native") << ", " << np << " ranks\n" << show(r));
   check_passed(r, np, "dynamic");
   // The bad inputs were errors on every rank concerned, and the job went on.
-  CHECK_THAT(r.out, ContainsSubstring(tag(0) + "rank 0: different lists: HVD_ERR_INVALID_ARGUMENT: "
-                                      "hvd::add_process_set(): the ranks disagree: rank 0 "
-                                      "called add_process_set([0]), rank 1 add_process_set([0, "
-                                      "1])"));
-  CHECK_THAT(r.out, ContainsSubstring(tag(1) + "rank 1: allreduce outside the set: "
-                                      "HVD_ERR_INVALID_ARGUMENT: hvd::allreduce(): rank 1 is not "
-                                      "in process set 1 (ranks 0"));
+  CHECK_THAT(r.out,
+             ContainsSubstring(tag(0) + "rank 0: different lists: HVD_ERR_INVALID_ARGUMENT: "
+                                        "hvd::add_process_set(): the ranks disagree: rank 0 "
+                                        "called add_process_set([0]), rank 1 add_process_set([0, "
+                                        "1])"));
+  CHECK_THAT(r.out,
+             ContainsSubstring(tag(1) + "rank 1: allreduce outside the set: "
+                                        "HVD_ERR_INVALID_ARGUMENT: hvd::allreduce(): rank 1 is not "
+                                        "in process set 1 (ranks 0"));
 }
 
 TEST_CASE("process sets: static sets from hvd::init, without dynamic mode, native and --mpi",
@@ -56,7 +58,7 @@ TEST_CASE("process sets: static sets from hvd::init, without dynamic mode, nativ
   INFO((mpi ? "--mpi" : "native") << "\n" << show(r));
   check_passed(r, 3, "static");
   CHECK_THAT(r.out, ContainsSubstring("add without dynamic mode: HVD_ERR_INVALID_ARGUMENT: "
-                             "hvd::add_process_set() needs dynamic process sets"));
+                                      "hvd::add_process_set() needs dynamic process sets"));
 }
 
 TEST_CASE("process sets: a stalled op names the set and its missing rank", "[sets]") {
@@ -67,7 +69,7 @@ TEST_CASE("process sets: a stalled op names the set and its missing rank", "[set
   INFO((mpi ? "--mpi" : "native") << "\n" << show(r));
   check_passed(r, 3, "stall");
   CHECK_THAT(r.out + r.err, ContainsSubstring("stall in process set 1 (ranks 0, 2): rank 2 has not "
-                                     "submitted tensor 'late'"));
+                                              "submitted tensor 'late'"));
 }
 
 TEST_CASE("process sets: over sshd hosts, 4 ranks on 2 hosts", "[sets]") {
@@ -88,6 +90,7 @@ TEST_CASE("join: uneven steps, zeros from joined ranks, the last rank everywhere
   INFO((mpi ? "--mpi" : "native") << ", HOROVOD_CACHE_CAPACITY=" << cache << "\n" << show(r));
   check_passed(r, 3, "join");
   CHECK_THAT(r.out, ContainsSubstring(tag(0) + "rank 0: joined after 2 steps, last to join: 2"));
-  CHECK_THAT(r.out, ContainsSubstring(tag(2) + "rank 2: allgather while rank 0 has joined: "
-                                      "HVD_ERR_INVALID_ARGUMENT: allgather 'hvd.allgather."));
+  CHECK_THAT(r.out,
+             ContainsSubstring(tag(2) + "rank 2: allgather while rank 0 has joined: "
+                                        "HVD_ERR_INVALID_ARGUMENT: allgather 'hvd.allgather."));
 }

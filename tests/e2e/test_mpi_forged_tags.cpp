@@ -38,9 +38,10 @@ TEST_CASE("mpi mode: forged tags in a rank's output are its text, not mpirun's",
   CHECK(code == 0);
   for (const std::string rank : {"0", "1"}) {
     CHECK_THAT(out, ContainsSubstring("[1," + rank + "]<stdout>:[1,2147483648]<stdout>:big"));
-    CHECK_THAT(out, ContainsSubstring("[1," + rank +
-                             "]<stdout>:[1,99]<stdout>:Per user-direction, the job has been "
-                             "aborted."));
+    CHECK_THAT(out,
+               ContainsSubstring("[1," + rank +
+                                 "]<stdout>:[1,99]<stdout>:Per user-direction, the job has been "
+                                 "aborted."));
     CHECK_THAT(out, ContainsSubstring("[1," + rank + "]<stdout>:done " + rank));
   }
   CHECK(err.find("internal error") == std::string::npos);

@@ -62,8 +62,10 @@ TEST_CASE("mpi mode: 2 ranks on 2 hosts allreduce and land on their hosts", "[mp
   const auto r = run_mpi(hosts.host_list(2), "2");
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank 0 of 2 sum 1 host " + hosts.addresses[0] + " ok"));
-  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1 of 2 sum 1 host " + hosts.addresses[1] + " ok"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,0]<stdout>:rank 0 of 2 sum 1 host " + hosts.addresses[0] +
+                                      " ok"));
+  CHECK_THAT(r.out, ContainsSubstring("[1,1]<stdout>:rank 1 of 2 sum 1 host " + hosts.addresses[1] +
+                                      " ok"));
 }
 
 TEST_CASE("mpi mode: 4 ranks on 2 hosts x 2 slots", "[mpi]") {
@@ -72,9 +74,9 @@ TEST_CASE("mpi mode: 4 ranks on 2 hosts x 2 slots", "[mpi]") {
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 4; ++rank) {
-    CHECK_THAT(r.out,
-               ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
-                        " of 4 sum 6 host " + hosts.addresses[rank / 2] + " ok"));
+    CHECK_THAT(r.out, ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " +
+                                        std::to_string(rank) + " of 4 sum 6 host " +
+                                        hosts.addresses[rank / 2] + " ok"));
   }
   CHECK_THAT(r.err, ContainsSubstring("same machine"));  // the vader notice
 }
@@ -85,7 +87,7 @@ TEST_CASE("mpi mode: a failing rank's code and root cause come back", "[mpi]") {
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, ContainsSubstring("hvdrun: rank 1 (host " + hosts.addresses[1] +
-                             ", local rank 0) exited with code 3."));
+                                      ", local rank 0) exited with code 3."));
   CHECK_THAT(r.err, ContainsSubstring("rank 1 fails on purpose"));
 }
 
@@ -95,9 +97,9 @@ TEST_CASE("mpi mode: 4 ranks on 4 hosts", "[mpi]") {
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 4; ++rank) {
-    CHECK_THAT(r.out,
-               ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
-                        " of 4 sum 6 host " + hosts.addresses[rank] + " ok"));
+    CHECK_THAT(r.out, ContainsSubstring("[1," + std::to_string(rank) + "]<stdout>:rank " +
+                                        std::to_string(rank) + " of 4 sum 6 host " +
+                                        hosts.addresses[rank] + " ok"));
   }
 }
 
@@ -196,7 +198,8 @@ TEST_CASE("mpi mode: an mpirun that aborts the job and then hangs is killed afte
   CHECK(took < std::chrono::seconds(20));  // --grace 1 + the stop margin (3 s) after the abort
   CHECK_THAT(r.err, ContainsSubstring("has not ended: Open MPI's daemons hang in their teardown"));
   CHECK_THAT(r.err, ContainsSubstring("mpirun was killed; it had not said which rank failed"));
-  CHECK_THAT(r.err, ContainsSubstring("killed 1 Open MPI daemon process of this job left on this machine"));
+  CHECK_THAT(r.err, ContainsSubstring(
+                        "killed 1 Open MPI daemon process of this job left on this machine"));
   const std::string mpirun = hvd::test::read_file(dir / "pid");
   const std::string daemon = hvd::test::read_file(dir / "daemon");
   REQUIRE_FALSE(mpirun.empty());

@@ -6,9 +6,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "tests/support/catch.h"
 #include <random>
 #include <regex>
+#include "tests/support/catch.h"
 
 #include "common/unique_fd.h"
 #include "tests/cli/process.h"
@@ -121,7 +121,8 @@ TEST_CASE("check-net: an agent missing is an error document and exit 127", "[net
   CHECK(r.exit_code == 127);
   const json doc = json::parse(r.out);
   CHECK(doc["ok"] == false);
-  CHECK_THAT(doc["error"]["message"].get<std::string>(), ContainsSubstring("no hvdrun agent answered"));
+  CHECK_THAT(doc["error"]["message"].get<std::string>(),
+             ContainsSubstring("no hvdrun agent answered"));
 }
 
 TEST_CASE("a launch reports its network check in --json", "[net]") {
@@ -173,7 +174,8 @@ TEST_CASE("port range: --port-range confines libhvd's control plane: 3 ports run
         {"--port-range", range(low, 2), "-np", "2", LIBHVD_CHECK, "collectives"});
     INFO(show(r));
     CHECK(r.exit_code == 64);
-    CHECK_THAT(r.err, ContainsSubstring("--port-range " + range(low, 2) + " has 2 ports; this job needs 3"));
+    CHECK_THAT(r.err, ContainsSubstring("--port-range " + range(low, 2) +
+                                        " has 2 ports; this job needs 3"));
     CHECK_THAT(r.out, !ContainsSubstring("rank"));
   }
 }
@@ -187,7 +189,8 @@ TEST_CASE(
       h.args({"--port-range", range(low, 2), "-H", h.addr(33) + "," + h.addr(34), "true"}));
   INFO(show(r));
   CHECK(r.exit_code == 71);  // the launcher's own part: docs/exit-codes.md
-  CHECK_THAT(r.err, ContainsSubstring("every port of --port-range " + range(low, 2) + " is in use"));
+  CHECK_THAT(r.err,
+             ContainsSubstring("every port of --port-range " + range(low, 2) + " is in use"));
 }
 
 TEST_CASE("port range: a host with no free port in the range is named, and nothing starts",
@@ -214,8 +217,9 @@ TEST_CASE("port range: a host with no free port in the range is named, and nothi
         {"--port-range", range(low, 3), "--json", "-H", host, "sh", "-c", "echo rank-started"}));
     INFO(show(r));
     CHECK(r.exit_code == 71);
-    CHECK_THAT(r.err, ContainsSubstring("host " + host + ": every port of --port-range " + range(low, 3) +
-                               " is in use on this host (hvdrun's network probes)"));
+    CHECK_THAT(r.err,
+               ContainsSubstring("host " + host + ": every port of --port-range " + range(low, 3) +
+                                 " is in use on this host (hvdrun's network probes)"));
     CHECK_THAT(r.err, ContainsSubstring("widen the range"));
     CHECK_THAT(r.out + r.err, !ContainsSubstring("rank-started"));
     const json doc = json::parse(r.out, nullptr, false);

@@ -54,7 +54,8 @@ TEST_CASE("DDP over init_process_group gloo averages the ranks' gradients", "[py
   for (int rank : {0, 1}) {
     const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank);
     CHECK_THAT(r.out, ContainsSubstring(tag + " of 2: local rank 0, master " + a + ":"));
-    CHECK_THAT(r.out, ContainsSubstring(tag + ": DDP gradients equal the mean of 2 ranks' local gradients"));
+    CHECK_THAT(r.out, ContainsSubstring(
+                          tag + ": DDP gradients equal the mean of 2 ranks' local gradients"));
   }
 }
 
@@ -115,11 +116,12 @@ TEST_CASE("a rank's Python exception is the root cause, with its last line", "[p
     // Under load mpirun sometimes aborts the job before printing which rank failed (Open MPI's
     // race, seen in a suite run of 2026-12-03; 83aa16e): hvdrun says so, and the rank's own
     // tagged lines still carry the root cause.
-    CHECK_THAT(r.err,
-               ContainsSubstring("[1,1]<stderr>:ValueError: ddp_check: rank 1 cannot read its shard"));
+    CHECK_THAT(r.err, ContainsSubstring(
+                          "[1,1]<stderr>:ValueError: ddp_check: rank 1 cannot read its shard"));
     return;
   }
-  CHECK_THAT(r.err, ContainsSubstring("hvdrun: rank 1 (host " + b + ", local rank 0) exited with code 1."));
+  CHECK_THAT(r.err, ContainsSubstring("hvdrun: rank 1 (host " + b +
+                                      ", local rank 0) exited with code 1."));
   CHECK_THAT(r.err, ContainsSubstring("lines of rank 1's stderr:"));
   CHECK_THAT(r.err, ContainsSubstring("    ValueError: ddp_check: rank 1 cannot read its shard"));
 }

@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <string>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/test_hosts.h"

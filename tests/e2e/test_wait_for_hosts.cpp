@@ -1,13 +1,13 @@
 // --wait-for-hosts: a host that is not up yet (nothing listens on its port, its name does not
 // resolve) is tried again until the deadline, for --check-ssh and for a launch; without the flag
 // it fails at once. The "host" is a private sshd on 127.0.1.8X that starts ~1.5 s after hvdrun.
-#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include "tests/support/catch.h"
 
 #include "tests/cli/process.h"
 #include "tests/support/fake_servers.h"

@@ -30,11 +30,7 @@ cleanup() {
   rm -rf "$scratch"
 }
 trap cleanup EXIT
-fail() {  # fail WHAT [LOG]
-  echo "FAIL: $1"
-  if [ $# -gt 1 ] && [ -s "$2" ]; then echo "---- $2 (last 30 lines) ----"; tail -n 30 "$2"; echo "----"; fi
-  exit 1
-}
+. "$src/tests/packaging/fail.sh"  # fail WHAT [LOG]
 ok() { echo "ok   $1"; }
 
 # ---- 1. The packages, their fields and files ----

@@ -31,11 +31,7 @@ cleanup() {
   rm -rf "$scratch"
 }
 trap cleanup EXIT
-fail() {  # fail WHAT [LOG]
-  echo "FAIL: $1"
-  if [ $# -gt 1 ] && [ -s "$2" ]; then echo "---- $2 (last 30 lines) ----"; tail -n 30 "$2"; echo "----"; fi
-  exit 1
-}
+. "$src/tests/packaging/fail.sh"  # fail WHAT [LOG]
 pass() { echo "PASS: $1"; }
 
 if [ $# -eq 1 ]; then
@@ -147,6 +143,15 @@ for file in "${installed[@]}"; do
 done
 pass "ldd of the ${#installed[@]} installed ELF files: all found, hvd/_native's libhvd.so.0 => $site/hvdrun/lib/libhvd.so.0; no RUNPATH into the source or build tree"
 
+# venv_job OUT ARGS...: the venv's hvdrun -np 2 ARGS (bare environment, 120 s at most), its output
+# in OUT; a failure if it does not exit 0.
+venv_job() {
+  local out=$1 rc=0
+  shift
+  timeout 120 "${bare[@]}" "$venv/bin/hvdrun" -np 2 "$@" >"$out" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || fail "hvdrun -np 2 $* exited $rc" "$out"
+}
+
 # ---- 4. A 2-rank allreduce under the venv's hvdrun ----
 cat >"$scratch/allreduce.py" <<'EOF'
 import sys
@@ -157,9 +162,7 @@ t = hvd.allreduce(torch.full((3,), float(hvd.rank() + 1)), op=hvd.Sum)
 print(f"allreduce rank {hvd.rank()} of {hvd.size()} {t.tolist()} {sys.executable} {hvd.__file__}")
 hvd.shutdown()
 EOF
-rc=0
-timeout 120 "${bare[@]}" "$venv/bin/hvdrun" -np 2 python allreduce.py >"$scratch/run.out" 2>&1 || rc=$?
-[ $rc -eq 0 ] || fail "hvdrun -np 2 python allreduce.py exited $rc" "$scratch/run.out"
+venv_job "$scratch/run.out" python allreduce.py
 for rank in 0 1; do
   grep -qxF "[1,$rank]<stdout>:allreduce rank $rank of 2 [3.0, 3.0, 3.0] $venv/bin/python $site/hvd/torch/__init__.py" "$scratch/run.out" ||
     fail "rank $rank did not print a sum of [3.0, 3.0, 3.0] from the venv's python and horovod.torch" "$scratch/run.out"
@@ -191,9 +194,7 @@ assert not torch.equal(flat, start), "the steps changed nothing"
 print(f"optimizer rank {hvd.rank()} params {hashlib.sha256(flat.numpy().tobytes()).hexdigest()}")
 hvd.shutdown()
 EOF
-rc=0
-timeout 120 "${bare[@]}" "$venv/bin/hvdrun" -np 2 python optimizer.py >"$scratch/opt.out" 2>&1 || rc=$?
-[ $rc -eq 0 ] || fail "hvdrun -np 2 python optimizer.py exited $rc" "$scratch/opt.out"
+venv_job "$scratch/opt.out" python optimizer.py
 digests=$(sed -n 's/^\[1,[01]\]<stdout>:optimizer rank [01] params \([0-9a-f]\{64\}\)$/\1/p' "$scratch/opt.out" | sort -u)
 if [ "$(grep -c '<stdout>:optimizer rank' "$scratch/opt.out")" -ne 2 ] || [ "$(wc -l <<<"$digests")" -ne 1 ]; then
   fail "the two ranks did not print the same parameters after DistributedOptimizer's steps" "$scratch/opt.out"
@@ -217,9 +218,7 @@ else
     fail "hvdrun --dry-run over $a and $b" "$scratch/dry.out"
   grep -qF "$site/hvdrun/bin/hvdrun --agent" "$scratch/dry.out" ||
     fail "the dry run does not start the agent $site/hvdrun/bin/hvdrun" "$scratch/dry.out"
-  rc=0
-  timeout 120 "${bare[@]}" "$venv/bin/hvdrun" -np 2 "${ssh_args[@]}" python allreduce.py >"$scratch/ssh.out" 2>&1 || rc=$?
-  [ $rc -eq 0 ] || fail "hvdrun -np 2 -H $a:1,$b:1 python allreduce.py exited $rc" "$scratch/ssh.out"
+  venv_job "$scratch/ssh.out" "${ssh_args[@]}" python allreduce.py
   for rank in 0 1; do
     grep -qxF "[1,$rank]<stdout>:allreduce rank $rank of 2 [3.0, 3.0, 3.0] $venv/bin/python $site/hvd/torch/__init__.py" "$scratch/ssh.out" ||
       fail "rank $rank over SSH did not print the sum from the venv's python" "$scratch/ssh.out"

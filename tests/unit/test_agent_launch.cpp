@@ -1,11 +1,11 @@
 // The agent launches (launcher/native/agent_launch.h): their table and the choice among them,
 // what each says it would run, and --rsh-agent's template and address choice (pure parts; the
 // real commands run in tests/e2e/rsh_agent_check.sh).
-#include "tests/support/catch.h"
 #include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "launcher/native/agent_launch.h"
@@ -91,12 +91,16 @@ TEST_CASE("rsh template: words as a shell splits them, nothing expanded", "[laun
 TEST_CASE("rsh template: bad input is a usage error that says what", "[launcher]") {
   CHECK_THAT(usage_error(""), ContainsSubstring("the template is empty"));
   CHECK_THAT(usage_error(" \t "), ContainsSubstring("the template is empty"));
-  CHECK_THAT(usage_error("kubectl exec '{host}"), ContainsSubstring("unbalanced quotes: a ' is not closed"));
-  CHECK_THAT(usage_error("kubectl \"exec"), ContainsSubstring("unbalanced quotes: a \" is not closed"));
+  CHECK_THAT(usage_error("kubectl exec '{host}"),
+             ContainsSubstring("unbalanced quotes: a ' is not closed"));
+  CHECK_THAT(usage_error("kubectl \"exec"),
+             ContainsSubstring("unbalanced quotes: a \" is not closed"));
   CHECK_THAT(usage_error("kubectl exec \\"), ContainsSubstring("it ends with a backslash"));
   CHECK_THAT(usage_error("kubectl exec {pod} --"),
-             ContainsSubstring("unknown placeholder {pod}: the placeholders are {host}, {user} and {port}"));
-  CHECK_THAT(usage_error("kubectl exec {pod} --"), ContainsSubstring("--rsh-agent 'kubectl exec {pod} --'"));
+             ContainsSubstring(
+                 "unknown placeholder {pod}: the placeholders are {host}, {user} and {port}"));
+  CHECK_THAT(usage_error("kubectl exec {pod} --"),
+             ContainsSubstring("--rsh-agent 'kubectl exec {pod} --'"));
 }
 
 TEST_CASE("rsh argv: placeholders replaced inside words, the host appended without one",

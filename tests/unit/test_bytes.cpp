@@ -1,8 +1,8 @@
 // The byte helpers under the wire format (common/bytes.h): UTF-8 validation and base64, which
 // carry argv and environment values that are not text.
-#include "tests/support/catch.h"
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "common/bytes.h"
 

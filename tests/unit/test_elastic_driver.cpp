@@ -75,8 +75,9 @@ TEST_CASE("elastic driver: a failed worker's generation shrinks, ranks compacted
   CHECK(publish->doc.workers[0].topology == RankTopology{0, 3, 0, 1, 0, 2});
   CHECK(hvd::contract::decode_world(hvd::contract::encode_world(publish->doc)) == publish->doc);
   REQUIRE(find_action<act::Log>(actions) != nullptr);
-  CHECK_THAT(find_action<act::Log>(actions)->line,
-             ContainsSubstring("elastic: generation 1: 3 ranks on 2 hosts (rank 1 on a was killed"));
+  CHECK_THAT(
+      find_action<act::Log>(actions)->line,
+      ContainsSubstring("elastic: generation 1: 3 ranks on 2 hosts (rank 1 on a was killed"));
   CHECK_FALSE(d.formed());
   REQUIRE(d.next_deadline().has_value());
   // The survivors join; the generation is formed and no deadline is left.
@@ -145,8 +146,9 @@ TEST_CASE("elastic driver: below --min-np, over --reset-limit, a generation that
   fail = find_action<act::Fail>(slow_actions);
   REQUIRE(fail != nullptr);
   CHECK(fail->exit_code == to_int(hvd::exit_code_of(hvd::ErrorKind::kTimeout)));
-  CHECK_THAT(fail->message, ContainsSubstring("generation 1 did not form within 0 s: workers 1, 2 never "
-                                     "joined"));
+  CHECK_THAT(fail->message,
+             ContainsSubstring("generation 1 did not form within 0 s: workers 1, 2 never "
+                               "joined"));
   CHECK_FALSE(fail->worker.has_value());
 }
 
@@ -386,7 +388,8 @@ TEST_CASE("elastic driver: below --min-np it waits for a cooldown, then for --el
   REQUIRE(fail != nullptr);
   CHECK(fail->exit_code == 137);
   CHECK(fail->worker == 2);
-  CHECK_THAT(fail->message, ContainsSubstring("fewer than --min-np 4 ranks for 60 s (--elastic-timeout)"));
+  CHECK_THAT(fail->message,
+             ContainsSubstring("fewer than --min-np 4 ranks for 60 s (--elastic-timeout)"));
 }
 
 TEST_CASE("elastic driver: --reset-limit stops growth without failing the job", "[elastic]") {

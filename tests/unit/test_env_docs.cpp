@@ -1,11 +1,11 @@
 // docs/environment.md and the contract table must list the same variables.
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include "tests/support/catch.h"
 
 #include "contract/env_table.h"
 #include "ssh/host_check.h"

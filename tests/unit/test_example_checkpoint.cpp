@@ -3,10 +3,10 @@
 // before the rename, with unchecked errors.
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include "tests/support/catch.h"
 
 #include "examples/fashion_mnist/checkpoint.h"
 
@@ -55,5 +55,5 @@ TEST_CASE("example checkpoint: a checkpoint that cannot be written says so", "[e
   fmnist::Mlp model(4, 3, 2);
   CHECK_THROWS_WITH(fmnist::save_checkpoint("/nonexistent-hvd-folder/ckpt", 1, model),
                     Catch::Matchers::ContainsSubstring("cannot create a file beside the checkpoint "
-                                              "/nonexistent-hvd-folder/ckpt"));
+                                                       "/nonexistent-hvd-folder/ckpt"));
 }

@@ -1,8 +1,8 @@
 // Small helpers shared by the unit tests.
 #pragma once
 
-#include "tests/support/catch.h"
 #include <string>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 

@@ -1,6 +1,6 @@
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
+#include "tests/support/catch.h"
 
 #include "launcher/plan/host_spec.h"
 #include "test_helpers.h"

@@ -3,10 +3,10 @@
 // of CPU (a pairwise duplicate check), and neither file had a size bound.
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include "tests/support/catch.h"
 
 #include "cli/config_file.h"
 #include "launcher/plan/host_spec.h"

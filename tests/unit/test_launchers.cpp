@@ -3,10 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include "tests/support/catch.h"
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include "tests/support/catch.h"
 
 #include "contract/rendezvous.h"
 #include "launcher/core/launcher.h"

@@ -3,9 +3,9 @@
 // the batch due itself. The engines that use it: test_libhvd_cycle_engine.cpp.
 #include <sys/timerfd.h>
 
-#include "tests/support/catch.h"
 #include <chrono>
 #include <thread>
+#include "tests/support/catch.h"
 
 #include "allreduce/engine/engine.h"
 

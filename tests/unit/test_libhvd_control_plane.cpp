@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/backends/backend.h"

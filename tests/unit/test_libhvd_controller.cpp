@@ -339,7 +339,7 @@ TEST_CASE("controller: a rank that leaves without a shutdown is fatal, once", "[
   c.add(0, names_list({"A"}), at(0));
   c.rank_left(1);
   CHECK_THAT(c.fatal(), Catch::Matchers::ContainsSubstring("rank 1 left the job without calling "
-                                                  "hvd::shutdown()"));
+                                                           "hvd::shutdown()"));
   const ResponseList first = c.take();
   CHECK(first.fatal == c.fatal());
   CHECK_THAT(first.fatal, Catch::Matchers::ContainsSubstring("rank 1 left"));

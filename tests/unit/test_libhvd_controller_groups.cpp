@@ -136,11 +136,13 @@ TEST_CASE("groups: a tensor alone on one rank and grouped on another fails the w
   CHECK(std::count(failed.begin(), failed.end(), "p_1of2") >= 1);
   CHECK(std::count(failed.begin(), failed.end(), "p_2of2") >= 1);
   const std::string& e = out.responses[0].error;
-  CHECK_THAT(e, Catch::Matchers::ContainsSubstring("tensor 'p_1of2': group mismatch: rank 0 submitted it in a "
-                                "group of 2 tensors"));
+  CHECK_THAT(e, Catch::Matchers::ContainsSubstring(
+                    "tensor 'p_1of2': group mismatch: rank 0 submitted it in a "
+                    "group of 2 tensors"));
   CHECK_THAT(e, Catch::Matchers::ContainsSubstring("rank 1 submitted it alone (in no group)"));
-  CHECK_THAT(e, Catch::Matchers::ContainsSubstring("a group runs as one unit, so all of it fails: 'p_1of2', "
-                                "'p_2of2'"));
+  CHECK_THAT(e, Catch::Matchers::ContainsSubstring(
+                    "a group runs as one unit, so all of it fails: 'p_1of2', "
+                    "'p_2of2'"));
   CHECK(c.idle());  // nothing left waiting: no hang
 }
 
@@ -189,9 +191,10 @@ TEST_CASE("groups: ranks passing other tensors or another count to one group fai
     c.add(1, group_list({"x_1of3", "x_2of3", "x_3of3"}), at(0));
     const ResponseList out = c.take();
     REQUIRE(out.responses.size() == 1);
-    CHECK_THAT(out.responses[0].error,
-               Catch::Matchers::StartsWith("grouped allreduce 'x': rank 0 submitted 2 tensors, rank 1 "
-                                 "submitted 3: every rank must pass the same tensors"));
+    CHECK_THAT(
+        out.responses[0].error,
+        Catch::Matchers::StartsWith("grouped allreduce 'x': rank 0 submitted 2 tensors, rank 1 "
+                                    "submitted 3: every rank must pass the same tensors"));
     CHECK(out.responses[0].names.size() == 5);
     CHECK(c.idle());
   }
@@ -222,9 +225,10 @@ TEST_CASE("groups: one member's mismatch fails every member, ready ones included
   const ResponseList out = c.take();
   REQUIRE(out.responses.size() == 1);
   CHECK(sorted(out.responses[0].names) == g);
-  CHECK_THAT(out.responses[0].error,
-             Catch::Matchers::StartsWith("tensor 'w_2of2': data type mismatch: rank 0 submitted float32, "
-                               "rank 1 submitted float64"));
+  CHECK_THAT(
+      out.responses[0].error,
+      Catch::Matchers::StartsWith("tensor 'w_2of2': data type mismatch: rank 0 submitted float32, "
+                                  "rank 1 submitted float64"));
   CHECK(c.idle());
 }
 
@@ -239,7 +243,8 @@ TEST_CASE("groups: a departed rank fails the members already ready", "[libhvd]")
   REQUIRE(out.responses.size() == 1);
   CHECK(sorted(out.responses[0].names) == g);
   CHECK(out.responses[0].departed);
-  CHECK_THAT(out.responses[0].error, Catch::Matchers::ContainsSubstring("rank 1 called hvd::shutdown()"));
+  CHECK_THAT(out.responses[0].error,
+             Catch::Matchers::ContainsSubstring("rank 1 called hvd::shutdown()"));
   CHECK(c.idle());
   // A group submitted after the departure fails at once, whole.
   c.add(0, group_list({"late_1of2", "late_2of2"}), at(3));
@@ -256,7 +261,8 @@ TEST_CASE("groups: a stalled group names only its missing members", "[libhvd]") 
   c.add(1, list_of({group_of(g)[0]}), at(0));
   const std::vector<std::string> warnings = c.check_stalls(at(2));
   REQUIRE(warnings.size() == 1);
-  CHECK_THAT(warnings[0], Catch::Matchers::ContainsSubstring("rank 1 has not submitted tensor 's_2of2'"));
+  CHECK_THAT(warnings[0],
+             Catch::Matchers::ContainsSubstring("rank 1 has not submitted tensor 's_2of2'"));
 }
 
 TEST_CASE("groups: with a joined rank a grouped allreduce runs whole, other grouped ops fail",

@@ -96,9 +96,9 @@ TEST_CASE("controller: a joined rank completes allreduces, fails the rest, names
   ResponseList out = c.take();
   REQUIRE(out.responses.size() == 1);  // the allgather, at once; A waits for rank 2
   CHECK(out.responses[0].names == Names{"G"});
-  CHECK_THAT(out.responses[0].error,
-             Catch::Matchers::ContainsSubstring("rank(s) 1 called hvd::join(), and while a rank has "
-                                       "joined only allreduces run"));
+  CHECK_THAT(out.responses[0].error, Catch::Matchers::ContainsSubstring(
+                                         "rank(s) 1 called hvd::join(), and while a rank has "
+                                         "joined only allreduces run"));
   c.add(2, list_of({allreduce("A")}), at(0));
   CHECK(names_of(c.take()) == std::vector<Names>{{"A"}});
   const std::optional<Request> zeros = c.take_joined_request("A");

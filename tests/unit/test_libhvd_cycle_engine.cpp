@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <barrier>
-#include "tests/support/catch.h"
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/cycle_engine.h"
@@ -154,13 +154,15 @@ TEST_CASE(
   std::thread bye([&] { job.engines[1]->shutdown(); });  // rank 1 says goodbye
   job.engines[0]->wait(*pending, Clock::now() + std::chrono::seconds(10));
   bye.join();
-  CHECK_THAT(outcome(*pending), ContainsSubstring("rank(s) 1 already shut down") ||
-                                    ContainsSubstring("rank 1 called hvd::shutdown() before submitting it"));
+  CHECK_THAT(outcome(*pending),
+             ContainsSubstring("rank(s) 1 already shut down") ||
+                 ContainsSubstring("rank 1 called hvd::shutdown() before submitting it"));
   // A departed peer, as a dead one: elastic training resets on it (hvd::elastic::run).
   CHECK(outcome_status(*pending) == HVD_ERR_PEER_LOST);
   auto later = allreduce_op("later");
   job.engines[0]->submit(later, true);
-  CHECK_THAT(outcome(*later), ContainsSubstring("tensor 'later' cannot run: rank(s) 1 already shut down"));
+  CHECK_THAT(outcome(*later),
+             ContainsSubstring("tensor 'later' cannot run: rank(s) 1 already shut down"));
   CHECK(outcome_status(*later) == HVD_ERR_PEER_LOST);
   CHECK_FALSE(job.engines[1]->broken());  // a goodbye, not a failure
   CHECK_FALSE(job.engines[0]->broken());
@@ -340,7 +342,8 @@ TEST_CASE(
   for (auto& t : ranks) t.join();
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r);
-    CHECK_THAT(errors[static_cast<std::size_t>(r)], ContainsSubstring("[4]") && ContainsSubstring("[5]"));
+    CHECK_THAT(errors[static_cast<std::size_t>(r)],
+               ContainsSubstring("[4]") && ContainsSubstring("[5]"));
     CHECK(job.engines[static_cast<std::size_t>(r)]->stats().eager == kCalls + 5);
   }
 }

@@ -6,12 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/engine.h"

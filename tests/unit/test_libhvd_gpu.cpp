@@ -3,9 +3,9 @@
 // without a device).
 #include <dlfcn.h>
 
-#include "tests/support/catch.h"
 #include <cstring>
 #include <string>
+#include "tests/support/catch.h"
 
 #include "allreduce/backends/gpu.h"
 

@@ -4,12 +4,12 @@
 // one rank, and the errors that end the cycles.
 #include <sys/socket.h>
 
-#include "tests/support/catch.h"
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "allreduce/api/status_error.h"
 #include "allreduce/engine/control_plane.h"

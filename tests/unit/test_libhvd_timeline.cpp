@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
+#include "tests/support/catch.h"
 
 #include <filesystem>
 #include <fstream>
@@ -150,7 +150,8 @@ TEST_CASE("timeline: a file that cannot be written is an error naming it, record
     FAIL("an unwritable path was accepted");
   } catch (const StatusError& e) {
     CHECK(e.status() == HVD_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring("start_timeline(\"no/such/dir.json\"): cannot write it"));
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring(
+                             "start_timeline(\"no/such/dir.json\"): cannot write it"));
   }
   CHECK(t.recording());
   one_allreduce(t, "kept");
@@ -158,8 +159,9 @@ TEST_CASE("timeline: a file that cannot be written is an error naming it, record
   const std::string victim = dir / "victim";
   std::ofstream(victim) << "precious\n";
   std::filesystem::create_symlink(victim, dir / "link.json");
-  CHECK_THROWS_WITH(t.start(dir / "link.json", false, HVD_ERR_CONFIG, "HOROVOD_TIMELINE=x"),
-                    Catch::Matchers::ContainsSubstring("is a symbolic link: libhvd does not follow it"));
+  CHECK_THROWS_WITH(
+      t.start(dir / "link.json", false, HVD_ERR_CONFIG, "HOROVOD_TIMELINE=x"),
+      Catch::Matchers::ContainsSubstring("is a symbolic link: libhvd does not follow it"));
   t.stop();
   CHECK(seen(parse(dir / "d.json")).rows == std::multiset<std::string>{"kept"});
   std::ifstream in(victim);

@@ -1,9 +1,9 @@
 // MPI mode's pure parts: the mpirun version check, the generated argv for the main cases (hostile
 // argument strings included), what mpirun cannot express, and parsing mpirun's output.
-#include "tests/support/catch.h"
 #include <map>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "launcher/mpirun/mpi_command.h"
 #include "launcher/mpirun/mpi_launcher.h"
@@ -132,7 +132,8 @@ TEST_CASE("mpirun argv: one machine twice drops vader, strict policy, key, extra
     return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
   };
   CHECK(std::find(argv.begin(), argv.end(), "^openib,vader,ofi") != argv.end());
-  CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::ContainsSubstring("StrictHostKeyChecking=yes"));
+  CHECK_THAT(after("plm_rsh_args"),
+             Catch::Matchers::ContainsSubstring("StrictHostKeyChecking=yes"));
   CHECK_THAT(after("plm_rsh_args"), Catch::Matchers::ContainsSubstring("-i /k/id"));
   CHECK(after("btl_tcp_if_include") == "10.0.0.1/31,10.0.0.2/31");
   CHECK(Args(argv.end() - 4, argv.end()) == Args{"-mca", "btl_base_verbose", "1", "x"});

@@ -1,9 +1,9 @@
 // mpirun's output under `hvdrun --mpi` when a rank prints text shaped like mpirun's own
 // (launcher/mpirun/mpirun_output.h), issue 51 finding 4: only mpirun's lines may steer hvdrun.
-#include "tests/support/catch.h"
 #include <map>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "launcher/mpirun/mpirun_output.h"
 

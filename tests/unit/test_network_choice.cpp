@@ -104,8 +104,8 @@ TEST_CASE("network: no match names the host, the request and the host's interfac
     choose_address(names, {iface("ib0", {}, true)}, "worker8");
     FAIL("no error");
   } catch (const hvd::Error& e) {
-    CHECK_THAT(e.what(),
-               Catch::Matchers::ContainsSubstring("--network-interface ib0: host worker8 has none"));
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring(
+                             "--network-interface ib0: host worker8 has none"));
     CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring("ib0 no IPv4 (up)"));
   }
 }

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include "tests/support/catch.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include "tests/support/catch.h"
 
 #include "launcher/core/output_router.h"
 

@@ -1,8 +1,8 @@
 // The stderr tails the output router keeps for the failure report (launcher/core/output_router.h),
 // issue 51 finding 11: bounded in bytes for the whole job.
-#include "tests/support/catch.h"
 #include <cstdio>
 #include <string>
+#include "tests/support/catch.h"
 
 #include "launcher/core/output_router.h"
 

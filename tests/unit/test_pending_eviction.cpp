@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include "tests/support/catch.h"
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -21,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "agent/sealed_link.h"
 #include "common/pending_eviction.h"

@@ -196,8 +196,9 @@ TEST_CASE("plan env: OMP_NUM_THREADS=1 when ranks share a host, unless the user 
   CHECK(value(shared.ranks[0], "OMP_NUM_THREADS") == "<unset>");  // w0's rank is alone
   CHECK(value(shared.ranks[1], "OMP_NUM_THREADS") == "1");
   REQUIRE(shared.notices.size() == 1);
-  CHECK_THAT(shared.notices[0], Catch::Matchers::ContainsSubstring("OMP_NUM_THREADS=1 for every rank") &&
-                                    Catch::Matchers::ContainsSubstring("2 ranks share w1"));
+  CHECK_THAT(shared.notices[0],
+             Catch::Matchers::ContainsSubstring("OMP_NUM_THREADS=1 for every rank") &&
+                 Catch::Matchers::ContainsSubstring("2 ranks share w1"));
   // One rank per host: nothing to share, nothing set, no notice.
   const Plan alone = make_plan(request("w0:1,w1:1"), kSelf, {});
   for (const RankPlan& r : alone.ranks) CHECK(find(r, "OMP_NUM_THREADS") == nullptr);

@@ -1,5 +1,5 @@
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
+#include "tests/support/catch.h"
 
 #include "launcher/core/json_text.h"
 #include "launcher/core/plan_output.h"

@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include "tests/support/catch.h"
 
 #include "agent/probe.h"
 #include "common/error.h"
@@ -182,7 +182,8 @@ TEST_CASE("the probe listener takes the first free port of its range", "[probe]"
     ProbeListener third({taken, taken + 1}, "z");
     FAIL("a full range must be an error");
   } catch (const Error& e) {
-    CHECK_THAT(e.what(), ContainsSubstring(std::to_string(taken) + "-" + std::to_string(taken + 1)));
+    CHECK_THAT(e.what(),
+               ContainsSubstring(std::to_string(taken) + "-" + std::to_string(taken + 1)));
     CHECK_THAT(e.hint(), ContainsSubstring("widen the range"));
   }
 }

@@ -3,11 +3,11 @@
 // (nlohmann-json throws on invalid UTF-8). The byte helpers under it are tested in test_bytes.cpp.
 #include <signal.h>
 
-#include "tests/support/catch.h"
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "agent/job_spec.h"
 #include "agent/protocol.h"

@@ -2,10 +2,10 @@
 // the plan's layout become the contract a native launch sets; a broken contract is named. And the
 // mpirun command that puts the shim in front of the user's command.
 #include <algorithm>
-#include "tests/support/catch.h"
 #include <map>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "launcher/mpirun/mpi_command.h"
@@ -77,23 +77,28 @@ TEST_CASE("rank shim: Open MPI's rank becomes hvdrun's whole rank contract", "[m
 TEST_CASE("rank shim: a missing or broken input is named, never guessed", "[mpi]") {
   Vars no_rank = mpi_rank(0, 3, 0);
   no_rank.erase("OMPI_COMM_WORLD_RANK");
-  CHECK_THAT(error_of(no_rank), Catch::Matchers::ContainsSubstring("OMPI_COMM_WORLD_RANK is not set"));
-  CHECK_THAT(error_of(mpi_rank(0, 3, 0, "1,x")),
-             Catch::Matchers::ContainsSubstring("HVD_RANK_LAYOUT='1,x' is not a list of rank counts"));
+  CHECK_THAT(error_of(no_rank),
+             Catch::Matchers::ContainsSubstring("OMPI_COMM_WORLD_RANK is not set"));
+  CHECK_THAT(
+      error_of(mpi_rank(0, 3, 0, "1,x")),
+      Catch::Matchers::ContainsSubstring("HVD_RANK_LAYOUT='1,x' is not a list of rank counts"));
   CHECK_THAT(error_of(mpi_rank(0, 3, 0, "")),
              Catch::Matchers::ContainsSubstring("HVD_RANK_LAYOUT='' is not a list"));
-  CHECK_THAT(error_of(mpi_rank(0, 3, 0, "1,2", "w0")),
-             Catch::Matchers::ContainsSubstring("HVD_RANK_HOSTS names 1 hosts, HVD_RANK_LAYOUT has 2"));
+  CHECK_THAT(
+      error_of(mpi_rank(0, 3, 0, "1,2", "w0")),
+      Catch::Matchers::ContainsSubstring("HVD_RANK_HOSTS names 1 hosts, HVD_RANK_LAYOUT has 2"));
   // mpirun's own options changed the job: more ranks, or a rank on another slot.
-  CHECK_THAT(error_of(mpi_rank(3, 4, 0)),
-             Catch::Matchers::ContainsSubstring("mpirun started rank 3 of 4, but hvdrun planned 3 ranks"));
-  CHECK_THAT(error_of(mpi_rank(2, 3, 0)),
-             Catch::Matchers::ContainsSubstring("mpirun placed rank 2 as local rank 0 on its host; hvdrun "
-                                       "planned local rank 1 on w1"));
+  CHECK_THAT(
+      error_of(mpi_rank(3, 4, 0)),
+      Catch::Matchers::ContainsSubstring("mpirun started rank 3 of 4, but hvdrun planned 3 ranks"));
+  CHECK_THAT(
+      error_of(mpi_rank(2, 3, 0)),
+      Catch::Matchers::ContainsSubstring("mpirun placed rank 2 as local rank 0 on its host; hvdrun "
+                                         "planned local rank 1 on w1"));
   Vars negative = mpi_rank(0, 3, 0);
   negative["OMPI_COMM_WORLD_LOCAL_RANK"] = "-1";
-  CHECK_THAT(error_of(negative),
-             Catch::Matchers::ContainsSubstring("OMPI_COMM_WORLD_LOCAL_RANK='-1' is not a non-negative"));
+  CHECK_THAT(error_of(negative), Catch::Matchers::ContainsSubstring(
+                                     "OMPI_COMM_WORLD_LOCAL_RANK='-1' is not a non-negative"));
 }
 
 TEST_CASE("mpirun argv: the shim goes in front of the command, its inputs by name", "[mpi]") {

@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "contract/rendezvous.h"
 #include "launcher/native/rendezvous_server.h"

@@ -9,12 +9,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include "tests/support/catch.h"
 #include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "common/unique_fd.h"
 #include "launcher/native/rendezvous_server.h"

@@ -53,7 +53,8 @@ TEST_CASE("restart policy: what is worth another attempt", "[restarts]") {
   }
   const auto auth = why_no_restart(ssh_failed(hvd::ssh::CheckCode::kAuthDenied));
   REQUIRE(auth);
-  CHECK_THAT(*auth, Catch::Matchers::ContainsSubstring("h2") && Catch::Matchers::ContainsSubstring("auth_denied"));
+  CHECK_THAT(*auth, Catch::Matchers::ContainsSubstring("h2") &&
+                        Catch::Matchers::ContainsSubstring("auth_denied"));
   CHECK(why_no_restart(ssh_failed(hvd::ssh::CheckCode::kHostKeyChanged)));
   LaunchResult interrupted = rank_failed;
   interrupted.interrupted_by = 2;

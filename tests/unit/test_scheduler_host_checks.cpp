@@ -1,9 +1,9 @@
 // Host names from a scheduler get -H's checks (launcher/plan/scheduler_hosts.h), issue 51
 // finding 15.
-#include "tests/support/catch.h"
 #include <functional>
 #include <map>
 #include <string>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "launcher/plan/scheduler_hosts.h"
@@ -50,9 +50,9 @@ TEST_CASE("hosts source: a scheduler's host names get -H's checks, naming the so
   World pbs;
   pbs.env = {{"PBS_NODEFILE", "/var/spool/pbs/aux/7"}};
   pbs.files = {{"/var/spool/pbs/aux/7", "n1\n" + evil + "\n"}};
-  CHECK_THAT(
-      usage_error([&] { pbs.choose(); }),
-      ContainsSubstring("/var/spool/pbs/aux/7:2 (PBS_NODEFILE): host '" + evil + "' starts with '-'"));
+  CHECK_THAT(usage_error([&] { pbs.choose(); }),
+             ContainsSubstring("/var/spool/pbs/aux/7:2 (PBS_NODEFILE): host '" + evil +
+                               "' starts with '-'"));
   World lsf;
   lsf.env = {{"LSB_MCPU_HOSTS", "n1 2 " + evil + " 2"}};
   CHECK_THAT(usage_error([&] { lsf.choose(); }),
@@ -60,8 +60,9 @@ TEST_CASE("hosts source: a scheduler's host names get -H's checks, naming the so
   World lsf_file;
   lsf_file.env = {{"LSB_DJOB_HOSTFILE", "/tmp/lsf_hosts"}};
   lsf_file.files = {{"/tmp/lsf_hosts", "n1\nn$(reboot)\n"}};
-  CHECK_THAT(usage_error([&] { lsf_file.choose(); }),
-             ContainsSubstring("/tmp/lsf_hosts:2 (LSB_DJOB_HOSTFILE): host 'n$(reboot)' contains '$'"));
+  CHECK_THAT(
+      usage_error([&] { lsf_file.choose(); }),
+      ContainsSubstring("/tmp/lsf_hosts:2 (LSB_DJOB_HOSTFILE): host 'n$(reboot)' contains '$'"));
   World slurm;
   slurm.env = {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "n1," + evil}};
   CHECK_THAT(usage_error([&] { slurm.choose(); }),

@@ -1,10 +1,10 @@
 // Hosts from a scheduler's allocation or an operator's hostfile (launcher/plan/scheduler_hosts.h):
 // Slurm's hostlist and per-node count grammars, PBS/Torque, LSF and Open MPI's default hostfile,
 // and which source wins. Pure: the environment and the files are maps.
-#include "tests/support/catch.h"
 #include <map>
 #include <string>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "launcher/plan/scheduler_hosts.h"
@@ -71,7 +71,8 @@ TEST_CASE("slurm hostlist: malformed lists name the variable and the part", "[sc
   const auto err = [](const char* text) {
     return usage_error([&] { expand_slurm_hostlist(text, "SLURM_JOB_NODELIST"); });
   };
-  CHECK_THAT(err("n[1-3"), ContainsSubstring("SLURM_JOB_NODELIST='n[1-3'") && ContainsSubstring("without ']'"));
+  CHECK_THAT(err("n[1-3"),
+             ContainsSubstring("SLURM_JOB_NODELIST='n[1-3'") && ContainsSubstring("without ']'"));
   CHECK_THAT(err("n1-3]"), ContainsSubstring("without '['"));
   CHECK_THAT(err("n[3-1]"), ContainsSubstring("goes down") && ContainsSubstring("'3-1'"));
   CHECK_THAT(err("n[a-b]"), ContainsSubstring("not a number") && ContainsSubstring("'a-b'"));
@@ -173,7 +174,8 @@ TEST_CASE("hosts source: LSF's LSB_MCPU_HOSTS and LSB_DJOB_HOSTFILE", "[schedule
   w.env["LSB_MCPU_HOSTS"] = "h1 4 h2";
   CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("not pairs"));
   w.env["LSB_MCPU_HOSTS"] = "h1 four";
-  CHECK_THAT(usage_error([&] { w.choose(); }), ContainsSubstring("'four' is not a slot count for h1"));
+  CHECK_THAT(usage_error([&] { w.choose(); }),
+             ContainsSubstring("'four' is not a slot count for h1"));
   w.env = {{"LSB_DJOB_HOSTFILE", "/tmp/lsf.hosts"}};
   w.files["/tmp/lsf.hosts"] = "h1\nh1\nh2\n";
   s = w.choose();

@@ -5,10 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/catch.h"
 
 #include "agent/sealed_link.h"
 #include "common/fd_io.h"
@@ -265,10 +265,12 @@ TEST_CASE("sealed link: the nonce counter runs per direction, from zero", "[seal
   CHECK(again.seal("same") == r1);
   RecordOpener opener(p.agent.receive, "the launcher");
   CHECK(open_all(opener, r1) == "same");
-  CHECK_THAT(seal_error_of([&] { open_all(opener, r1); }), ContainsSubstring("record 1 again: a replay"));
+  CHECK_THAT(seal_error_of([&] { open_all(opener, r1); }),
+             ContainsSubstring("record 1 again: a replay"));
   // The other direction's key does not open it.
   RecordOpener wrong_way(p.agent.send, "the launcher");
-  CHECK_THAT(seal_error_of([&] { open_all(wrong_way, r1); }), ContainsSubstring("changed on the way"));
+  CHECK_THAT(seal_error_of([&] { open_all(wrong_way, r1); }),
+             ContainsSubstring("changed on the way"));
 }
 
 TEST_CASE("sealed link: a changed, replayed, reordered or dropped record is refused and named",
@@ -293,7 +295,8 @@ TEST_CASE("sealed link: a changed, replayed, reordered or dropped record is refu
   SECTION("a changed tag or length") {
     std::string bad = r[0];
     bad.back() = static_cast<char>(bad.back() ^ 1);
-    CHECK_THAT(seal_error_of([&] { open_all(opener, bad); }), ContainsSubstring("changed on the way"));
+    CHECK_THAT(seal_error_of([&] { open_all(opener, bad); }),
+               ContainsSubstring("changed on the way"));
   }
   SECTION("a length out of range") {
     CHECK_THAT(seal_error_of([&] { open_all(opener, std::string("\x7f\0\0\0", 4)); }),
@@ -304,14 +307,16 @@ TEST_CASE("sealed link: a changed, replayed, reordered or dropped record is refu
   }
   SECTION("a replay") {
     CHECK(open_all(opener, r[0] + r[1]) == "frame 1frame 2");
-    CHECK_THAT(seal_error_of([&] { open_all(opener, r[0]); }),
-               ContainsSubstring("refused record 3 from the launcher: it is record 1 again: a replay"));
+    CHECK_THAT(
+        seal_error_of([&] { open_all(opener, r[0]); }),
+        ContainsSubstring("refused record 3 from the launcher: it is record 1 again: a replay"));
   }
   SECTION("two records swapped") {
     CHECK(open_all(opener, r[0]) == "frame 1");
-    CHECK_THAT(seal_error_of([&] { open_all(opener, r[2] + r[1]); }),
-               ContainsSubstring("refused record 2 from the launcher: it is record 3, which was to come "
-                        "later: reordered"));
+    CHECK_THAT(
+        seal_error_of([&] { open_all(opener, r[2] + r[1]); }),
+        ContainsSubstring("refused record 2 from the launcher: it is record 3, which was to come "
+                          "later: reordered"));
   }
   SECTION("a record dropped") {
     CHECK_THAT(seal_error_of([&] { open_all(opener, r[1]); }),

@@ -1,8 +1,8 @@
 // The run session's checks and dry run (launcher/core/session.h) over the real registry's
 // launchers, and the registry's flags and refusals, which the CLI's option checks read.
-#include "tests/support/catch.h"
 #include <set>
 #include <string>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "launcher/core/session.h"
@@ -52,7 +52,8 @@ TEST_CASE("session: elastic sizes and --output-ranks are checked against the fir
 
   SessionOptions shown = session_on("localhost:4", 2, "native");
   shown.launch.line_format.ranks = std::vector<int>{0, 2};
-  CHECK_THAT(usage_error_of(shown), ContainsSubstring("the job has no rank 2 (its ranks are 0 to 1)"));
+  CHECK_THAT(usage_error_of(shown),
+             ContainsSubstring("the job has no rank 2 (its ranks are 0 to 1)"));
 
   // An elastic job may grow into more ranks: the same list is accepted.
   SessionOptions growing = session_on("localhost:4", 2, "native");
@@ -77,7 +78,8 @@ TEST_CASE("session: the first attempt's plan and the dry run's rules", "[session
   CHECK(plan.job_id == "first");
   REQUIRE(plan.warnings.size() >= 2);
   CHECK(plan.warnings.front() == "from the CLI");
-  CHECK_THAT(plan.warnings.back(), ContainsSubstring("--restart-backoff 45: a wait is at most 30 s"));
+  CHECK_THAT(plan.warnings.back(),
+             ContainsSubstring("--restart-backoff 45: a wait is at most 30 s"));
   // Restarts on: torchrun's variables on every rank, the run id the first job id.
   bool run_id = false;
   for (const EnvEntry& e : plan.ranks.front().env) {
@@ -101,8 +103,9 @@ TEST_CASE("session: the elastic rules as the flags gave them", "[session]") {
   CHECK(doc["elastic"]["max_np"].is_null());  // no limit, as horovodrun
   CHECK(doc["elastic"]["reset_limit"] == 3);
   CHECK(doc["elastic"]["elastic_timeout_seconds"] == kDefaultElasticTimeoutSeconds);
-  CHECK_THAT(session.describe_text({}), ContainsSubstring("grows onto the hosts' 2 free slots at once") &&
-                                            ContainsSubstring("at most 3 such changes (--reset-limit)"));
+  CHECK_THAT(session.describe_text({}),
+             ContainsSubstring("grows onto the hosts' 2 free slots at once") &&
+                 ContainsSubstring("at most 3 such changes (--reset-limit)"));
 }
 
 TEST_CASE("registry: each launcher's flags and what it refuses", "[launcher]") {
@@ -125,8 +128,9 @@ TEST_CASE("registry: each launcher's flags and what it refuses", "[launcher]") {
     require("mpirun", Capability::kRshUserPort, "kubectl exec -i {host} -u {user}");
     FAIL("mpirun must refuse {user} in --rsh-agent");
   } catch (const hvd::UsageError& e) {
-    CHECK_THAT(e.what(), ContainsSubstring("--mpi --rsh-agent 'kubectl exec -i {host} -u {user}'") &&
-                             ContainsSubstring("{user} and {port} cannot be filled in"));
+    CHECK_THAT(e.what(),
+               ContainsSubstring("--mpi --rsh-agent 'kubectl exec -i {host} -u {user}'") &&
+                   ContainsSubstring("{user} and {port} cannot be filled in"));
     CHECK_FALSE(e.hint().empty());
   }
 }

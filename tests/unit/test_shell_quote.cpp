@@ -1,5 +1,5 @@
-#include "tests/support/catch.h"
 #include <cstdio>
+#include "tests/support/catch.h"
 
 #include "common/shell_quote.h"
 

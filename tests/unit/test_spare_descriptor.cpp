@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <cerrno>
+#include "tests/support/catch.h"
 
 #include "common/spare_fd.h"
 

@@ -1,9 +1,9 @@
 // The pure parts of the SSH layer: config resolution, the probe script and its parser, byte
 // sanitising, encrypted-key detection and the reproduce line. No network.
-#include "tests/support/catch.h"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "ssh/auth.h"

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tests/support/catch.h"
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "common/port_range.h"

@@ -1,6 +1,6 @@
-#include "tests/support/catch.h"
 #include <map>
 #include <random>
+#include "tests/support/catch.h"
 
 #include "common/error.h"
 #include "contract/topology.h"
