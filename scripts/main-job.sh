@@ -3,6 +3,7 @@
 # ranks on this machine through hvdrun (its local agent: no SSH set-up needed) and libhvd (Gloo).
 # Rank 0 prints each epoch's loss, test accuracy, time and the parameter checksum every rank
 # must share. NP=4 EPOCHS=5 bash scripts/main-job.sh changes the size.
+# MAIN_JOB_ARGS="--no-onednn" passes options on to the PyTorch script.
 #
 #   bash scripts/main-job.sh --pytorch   the same job as a Python script written for Horovod
 #       (examples/pytorch/train_horovod.py: `import horovod.torch as hvd`, a small CNN) on
@@ -48,4 +49,6 @@ echo "The plan:"
 "$build_dir/cli/hvdrun" --dry-run -np "$np" "${script[@]}"
 echo
 echo "The run:"
-"$build_dir/cli/hvdrun" -np "$np" "${script[@]}" --epochs "${EPOCHS:-2}"
+# MAIN_JOB_ARGS: more of the script's options (word-split), e.g. --no-onednn.
+# shellcheck disable=SC2086
+"$build_dir/cli/hvdrun" -np "$np" "${script[@]}" --epochs "${EPOCHS:-2}" ${MAIN_JOB_ARGS:-}

@@ -26,6 +26,15 @@ def add_training_args(p):
     p.add_argument('--limit', type=int, default=0,
                    help='train on the first N examples only (0: all 60,000)')
     p.add_argument('--seed', type=int, default=42)
+    p.add_argument('--no-onednn', action='store_true',
+                   help="run convolutions without oneDNN (torch.backends.mkldnn): on torch 2.6 "
+                        "with oneDNN 3.7 (Debian 13) a gradient can turn NaN (docs/pytorch.md)")
+
+
+def apply_backend_args(args):
+    """What add_training_args' options set in torch itself."""
+    if args.no_onednn:
+        torch.backends.mkldnn.enabled = False
 
 
 def _read_idx(path):

@@ -35,6 +35,7 @@ def average(value, name):
 
 def main():
     args = parse_args()
+    fashion_mnist.apply_backend_args(args)
     hvd.init()
     torch.manual_seed(args.seed)
 

@@ -40,6 +40,7 @@ def parse_args():
 
 def main():
     args = parse_args()
+    fashion_mnist.apply_backend_args(args)
     hvd.init()
     torch.manual_seed(args.seed)
     worker = int(os.environ.get('HOROVOD_RANK', '0'))  # this process's rank at its start

@@ -47,5 +47,8 @@ bash tests/packaging/wheel_check.sh
 step "wheel built and checked" "$start"
 
 start=$(date +%s)
-EPOCHS=1 bash scripts/main-job.sh --pytorch
+# Open bug (docs/pytorch.md, "NaN on torch 2.6"): with oneDNN 3.7's convolutions a gradient
+# turns NaN in about half of the 1-epoch runs here, so the leg runs the job without oneDNN
+# (torch's own convolutions) until that is found.
+EPOCHS=1 MAIN_JOB_ARGS=--no-onednn bash scripts/main-job.sh --pytorch
 step "main job (PyTorch form, 1 epoch)" "$start"
