@@ -47,8 +47,8 @@ bash tests/packaging/wheel_check.sh
 step "wheel built and checked" "$start"
 
 start=$(date +%s)
-# Open bug (docs/pytorch.md, "NaN on torch 2.6"): with oneDNN 3.7's convolutions a gradient
-# turns NaN in about half of the 1-epoch runs here, so the leg runs the job without oneDNN
-# (torch's own convolutions) until that is found.
+# docs/pytorch.md, "NaN on torch 2.6": Debian 13's oneDNN 3.7 convolution backward can produce
+# NaN (torch alone shows it: tests/distro/onednn_nan.py); beside hvd's overlapped allreduces about
+# half of the 1-epoch runs here did, so the leg runs the job without oneDNN until Debian mends it.
 EPOCHS=1 MAIN_JOB_ARGS=--no-onednn bash scripts/main-job.sh --pytorch
 step "main job (PyTorch form, 1 epoch)" "$start"

@@ -1,4 +1,5 @@
-"""Reproducer of the open bug "NaN on torch 2.6" (docs/pytorch.md); a diagnostic, not a test.
+"""The NaN of "NaN on torch 2.6" (docs/pytorch.md) under hvd; a diagnostic, not a test.
+(onednn_nan.py beside it shows the same NaN with torch alone: a oneDNN 3.7 bug.)
 
     bash tests/distro/debian13.sh exec bash -c 'for i in 1 2 3 4; do \
       PYTHONPATH=build-d13/python build-d13/cli/hvdrun -np 2 /usr/bin/python3 \
