@@ -28,7 +28,8 @@ def add_training_args(p):
     p.add_argument('--seed', type=int, default=42)
     p.add_argument('--no-onednn', action='store_true',
                    help="run convolutions without oneDNN (torch.backends.mkldnn): on torch 2.6 "
-                        "with oneDNN 3.7 (Debian 13) oneDNN's convolution backward can give NaN (docs/pytorch.md)")
+                        "with oneDNN 3.7 (Debian 13) its convolution backward can give NaN "
+                        "(docs/pytorch.md)")
 
 
 def apply_backend_args(args):
