@@ -25,7 +25,8 @@ import torch.nn.functional as F
 import horovod.torch as hvd
 import hvd.torch.optimizer as hvd_optimizer
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../examples/pytorch'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'examples',
+                                'pytorch'))
 import fashion_mnist  # noqa: E402
 
 hvd.init()

@@ -15,7 +15,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../examples/pytorch'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'examples',
+                                'pytorch'))
 import fashion_mnist  # noqa: E402
 
 torch.set_num_threads(1)
