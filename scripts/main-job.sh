@@ -49,6 +49,5 @@ echo "The plan:"
 "$build_dir/cli/hvdrun" --dry-run -np "$np" "${script[@]}"
 echo
 echo "The run:"
-# MAIN_JOB_ARGS: more of the script's options (word-split), e.g. --no-onednn.
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086  # MAIN_JOB_ARGS: options, word-split on purpose
 "$build_dir/cli/hvdrun" -np "$np" "${script[@]}" --epochs "${EPOCHS:-2}" ${MAIN_JOB_ARGS:-}
