@@ -271,6 +271,7 @@ void Agent::handle_frames() {
       if (frame->type == FrameType::kKill) stop(SIGKILL);
       if (frame->type == FrameType::kPing) on_ping(frame->payload);
       if (frame->type == FrameType::kGeneration) announce(decode_generation(frame->payload));
+      if (frame->type == FrameType::kInspect) inspect(frame->payload);
       if (spec_.elastic && frame->type == FrameType::kProbeListen) {
         const ProbeListenRequest request = decode_probe_listen(frame->payload);
         try {
@@ -361,6 +362,19 @@ int Agent::run_job() {
         channels.push_back(&r);
       }
     }
+    // Every rank's report channel and stack pipe (agent/agent_why.cpp).
+    std::vector<std::pair<LiveRank*, bool>> reports;  // true: the stack pipe
+    const size_t first_report = fds.size();
+    for (LiveRank& r : ranks_) {
+      if (r.report.valid()) {
+        fds.push_back({r.report.get(), POLLIN, 0});
+        reports.emplace_back(&r, false);
+      }
+      if (r.stack.valid()) {
+        fds.push_back({r.stack.get(), POLLIN, 0});
+        reports.emplace_back(&r, true);
+      }
+    }
     // Elastic: a joining host's check (the probe thread's end, this host's probe listener).
     const size_t probe_done = fds.size();
     fds.push_back({probe_done_read_.valid() ? probe_done_read_.get() : -1, POLLIN, 0});
@@ -405,6 +419,15 @@ int Agent::run_job() {
     if (killing_) stop(SIGKILL);  // keep sweeping: strays re-parent to us after their parent dies
     for (size_t i = 0; i < channels.size(); ++i) {
       if (fds[i + 4].revents != 0) read_channel(*channels[i]);
+    }
+    for (size_t i = 0; i < reports.size(); ++i) {
+      if (fds[first_report + i].revents == 0) continue;
+      auto& [rank, stack] = reports[i];
+      if (stack) {
+        read_stack(*rank);
+      } else {
+        read_report(*rank);
+      }
     }
     if (fds[probe_done].revents != 0) finish_probes();
     if (listener_ && std::any_of(fds.begin() + static_cast<std::ptrdiff_t>(first_listener),

@@ -45,6 +45,13 @@ struct LiveRank {
   // what it wrote after its last newline.
   UniqueFd channel;
   std::string partial;
+  // Every rank: its report channel (contract/report.h, the rank's fd 4) and the pipe its
+  // faulthandler writes stacks into (fd 5), with what came of each (agent/agent_why.cpp).
+  UniqueFd report;
+  std::string report_partial;
+  UniqueFd stack;
+  std::string stack_dump;
+  int stack_signal = 0;  // announced by the binding ("stack_handler"); 0: none
 };
 
 class Agent {
@@ -83,6 +90,10 @@ class Agent {
   void handle_signals();
   void drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof);
   void read_channel(LiveRank& rank);
+  // agent/agent_why.cpp: the report channel's lines, the stack pipe, and kInspect.
+  void read_report(LiveRank& rank);
+  void read_stack(LiveRank& rank);
+  void inspect(const std::string& payload);
   void announce(const GenerationNotice& notice);
   void reap();
   void report_exits();

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "contract/elastic.h"
 #include "contract/env_table.h"
+#include "contract/report.h"
 
 extern char** environ;
 
@@ -105,6 +106,9 @@ std::vector<std::string> Agent::rank_environment(const RankSpec& rank) const {
       env.emplace_back(name, value);
     }
   }
+  // The descriptors start_rank() gives every rank (contract/report.h).
+  env.emplace_back(contract::kReportFd.name, std::to_string(contract::kReportChannelFd));
+  env.emplace_back(contract::kStackFd.name, std::to_string(contract::kStackChannelFd));
   std::vector<std::string> out;
   for (const auto& [name, value] : env) out.push_back(name + "=" + value);
   return out;
@@ -150,10 +154,27 @@ std::optional<std::pair<std::string, std::string>> Agent::start_rank(const RankS
     ours.reset(pair[0]);
     theirs.reset(pair[1]);
     ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
-    process.pass_fd = std::pair{theirs.get(), contract::kElasticChannelFd};
+    process.pass_fds.emplace_back(theirs.get(), contract::kElasticChannelFd);
   }
+  // Every rank: its report channel and its stack pipe (contract/report.h).
+  UniqueFd report_read, report_write, stack_read, stack_write;
+  for (auto* ends : {&report_read, &stack_read}) {
+    std::array<int, 2> fds{};
+    if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
+      return std::pair{fmt::format("host {}: rank {}: no pipe for its report channel: {}",
+                                   spec_.host, rank.rank, std::strerror(errno)),
+                       std::string("the host is out of file descriptors")};
+    }
+    ends->reset(fds[0]);
+    (ends == &report_read ? report_write : stack_write).reset(fds[1]);
+    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  }
+  process.pass_fds.emplace_back(report_write.get(), contract::kReportChannelFd);
+  process.pass_fds.emplace_back(stack_write.get(), contract::kStackChannelFd);
   Process spawned = Process::spawn(process);
-  theirs.reset();  // the rank has it now
+  theirs.reset();  // the rank has them now
+  report_write.reset();
+  stack_write.reset();
   if (!spawned.started()) {
     return std::pair{
         fmt::format("host {}: rank {}: {}", spec_.host, rank.rank, spawned.error()),
@@ -161,7 +182,13 @@ std::optional<std::pair<std::string, std::string>> Agent::start_rank(const RankS
                     "the working directory, a bare name is looked up in the rank's PATH)")};
   }
   const auto pid = static_cast<uint32_t>(spawned.pid());
-  ranks_.push_back({rank.rank, std::move(spawned), false, false, std::move(ours), {}});
+  LiveRank live;
+  live.rank = rank.rank;
+  live.process = std::move(spawned);
+  live.channel = std::move(ours);
+  live.report = std::move(report_read);
+  live.stack = std::move(stack_read);
+  ranks_.push_back(std::move(live));
   send(FrameType::kStarted, encode_started({static_cast<uint32_t>(rank.rank), pid}));
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "common/error.h"
+#include "contract/report.h"
 
 namespace hvd::agent {
 namespace {
@@ -27,8 +28,8 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kStartFailed) ||
-         in(FrameType::kSpec, FrameType::kStartRanks);
+  return in(FrameType::kHello, FrameType::kInspection) ||
+         in(FrameType::kSpec, FrameType::kInspect);
 }
 
 // The exited frame's flags byte.
@@ -156,6 +157,23 @@ std::string encode_rank_event(const RankEvent& event) {
   put_u32(out, event.worker);
   out += event.line;
   return out;
+}
+
+std::string encode_rank_report(const RankReport& report) {
+  std::string out;
+  put_u32(out, report.rank);
+  out += report.line;
+  return out;
+}
+
+RankReport decode_rank_report(std::string_view payload) {
+  require_size(payload, 4, "rank report");
+  std::string_view line = payload.substr(4);
+  if (line.size() > contract::kMaxReportLine || line.find('\n') != std::string_view::npos) {
+    throw Error(fmt::format("protocol error: a rank report of {} bytes (at most {}, one line)",
+                            line.size(), contract::kMaxReportLine));
+  }
+  return {get_u32(payload, 0), std::string(line)};
 }
 
 std::string encode_generation(const GenerationNotice& notice) {

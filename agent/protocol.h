@@ -19,7 +19,9 @@ namespace hvd::agent {
 // stop" flag, the signal frame; 5: elastic jobs (the spec's "elastic", the rank-event and
 // generation frames); 6: elastic refills (kStartRanks, kStartFailed; an elastic agent stays up
 // when its ranks have ended, until the launcher ends the job)
-inline constexpr int kProtocolVersion = 7;  // 7: pings before the spec, with a limit
+// 7: pings before the spec, with a limit; 8: every rank's report channel (kRankReport) and
+// inspections (kInspect, kInspection: docs/design/why.md)
+inline constexpr int kProtocolVersion = 8;
 // The longest line a rank may write on its elastic channel ("joined 3"); longer ones are dropped.
 inline constexpr size_t kMaxRankEventLine = 256;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // a spec for thousands of ranks fits
@@ -39,6 +41,9 @@ enum class FrameType : uint8_t {
   kPong = 10,         // empty: answers kPing
   kRankEvent = 11,    // worker u32, one line its rank wrote on its elastic channel (no newline)
   kStartFailed = 12,  // JSON: worker, message, hint: a rank of kStartRanks could not start
+  kRankReport = 13,   // rank u32, one line its rank wrote on its report channel (no newline):
+                      // JSON, e.g. rank 0's stall report (contract/report.h)
+  kInspection = 14,   // JSON: what the ranks of a kInspect are doing (agent/inspect.h)
   // launcher -> agent
   kSpec = 16,         // JSON job spec (agent/job_spec.h)
   kTerminate = 17,    // empty: SIGTERM every rank, SIGKILL after the grace period
@@ -53,6 +58,8 @@ enum class FrameType : uint8_t {
                       // elastic channels (the workers of that generation this agent runs)
   kStartRanks = 25,   // JSON job spec (agent/job_spec.h) holding only the ranks to start now:
                       // elastic jobs, after the first spec (a refilled slot, a new rank)
+  kInspect = 26,      // JSON {"ranks": [...]}: read these ranks' processes and Python stacks,
+                      // answer kInspection (a stalled job: docs/design/why.md)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
@@ -115,6 +122,14 @@ struct GenerationNotice {
   std::vector<uint32_t> workers;
 };
 std::string encode_rank_event(const RankEvent& event);
+// A line of a rank's report channel (contract/report.h): rank u32, then the line.
+struct RankReport {
+  uint32_t rank = 0;
+  std::string line;
+};
+std::string encode_rank_report(const RankReport& report);
+// Throws hvd::Error for a line longer than contract::kMaxReportLine or one holding a newline.
+RankReport decode_rank_report(std::string_view payload);
 std::string encode_generation(const GenerationNotice& notice);
 // Throw hvd::Error on a malformed payload.
 OutputChunk decode_output(std::string_view payload);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <climits>
@@ -160,15 +161,21 @@ void exec_on_path(const ChildSetup& c) {
   ::dup2(c.out_w, STDOUT_FILENO);
   ::dup2(c.err_w, STDERR_FILENO);
   int status_fd = c.status_w;
-  if (spec.pass_fd) {
-    const auto [from, to] = *spec.pass_fd;
-    // The exec-status pipe must survive dup2 onto `to`: move it out of the way first.
-    if (status_fd == to) status_fd = ::fcntl(status_fd, F_DUPFD_CLOEXEC, to + 1);
-    if (from == to) {
-      ::fcntl(to, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
-    } else {
-      ::dup2(from, to);  // the copy is not close-on-exec
-    }
+  // Each `from` first to a number above every `to` (a `from` may be another pair's `to`), then
+  // onto its `to`; the exec-status pipe out of the way of every `to` too.
+  int highest = 2;
+  for (const auto& [from, to] : spec.pass_fds) highest = std::max({highest, to, from});
+  if (!spec.pass_fds.empty() && status_fd <= highest) {
+    status_fd = ::fcntl(status_fd, F_DUPFD_CLOEXEC, highest + 1);
+    highest = std::max(highest, status_fd);
+  }
+  std::array<int, 8> moved{};  // hvdrun passes three at most
+  const size_t passed = std::min(spec.pass_fds.size(), moved.size());
+  for (size_t i = 0; i < passed; ++i) {
+    moved[i] = ::fcntl(spec.pass_fds[i].first, F_DUPFD_CLOEXEC, highest + 1);
+  }
+  for (size_t i = 0; i < passed; ++i) {
+    ::dup2(moved[i], spec.pass_fds[i].second);  // the copy is not close-on-exec
   }
   if (c.cwd != nullptr && ::chdir(c.cwd) != 0) child_fail(status_fd, Process::Stage::kChdir);
   if (spec.lookup_in_our_path || std::strchr(c.argv[0], '/') != nullptr) {

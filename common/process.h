@@ -42,10 +42,11 @@ struct ProcessSpec {
   bool stdin_pipe = false;          // else stdin is /dev/null
   int parent_death_signal = 0;      // e.g. SIGKILL; PR_SET_PDEATHSIG follows the spawning thread
   bool lookup_in_our_path = false;  // look argv[0] up in the parent's PATH, not env's
-  // {from, to}: the parent's descriptor `from` becomes the child's `to` (3 and up), inherited
-  // across exec (an elastic rank's channel to its agent). Every other descriptor but the three
-  // standard ones stays close-on-exec as the caller made it.
-  std::optional<std::pair<int, int>> pass_fd;
+  // {from, to} each: the parent's descriptor `from` becomes the child's `to` (3 and up, each
+  // `to` once), inherited across exec (a rank's report channel and stack pipe, an elastic rank's
+  // channel to its agent). Every other descriptor but the three standard ones stays close-on-exec
+  // as the caller made it.
+  std::vector<std::pair<int, int>> pass_fds;
 };
 
 class Process {

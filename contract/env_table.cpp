@@ -10,7 +10,7 @@
 namespace hvd::contract {
 namespace {
 
-constexpr std::array<const EnvVar*, 32> kTable{
+constexpr std::array<const EnvVar*, 34> kTable{
     &kHorovodRank,
     &kHorovodSize,
     &kHorovodLocalRank,
@@ -43,6 +43,8 @@ constexpr std::array<const EnvVar*, 32> kTable{
     &kElasticFd,
     &kElasticWorker,
     &kElasticGeneration,
+    &kReportFd,
+    &kStackFd,
 };
 
 constexpr std::array<const EnvVar*, 18> kKnobs{

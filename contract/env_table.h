@@ -144,6 +144,16 @@ inline constexpr EnvVar kElasticGeneration{
     "HVD_ELASTIC_GENERATION", EnvKind::kInternal, EnvType::kInt,
     "elastic jobs: the generation this process was started in"};
 
+// A rank's report channel to its agent (contract/report.h): set by the agent of a native launch.
+inline constexpr EnvVar kReportFd{
+    "HVD_REPORT_FD", EnvKind::kInternal, EnvType::kInt,
+    "native launches: the descriptor of the rank's report pipe to its agent (stall reports, the "
+    "stack handler's signal), set by the agent"};
+inline constexpr EnvVar kStackFd{
+    "HVD_STACK_FD", EnvKind::kInternal, EnvType::kInt,
+    "native launches: the descriptor where a Python rank's faulthandler writes its threads' "
+    "stacks when its agent asks, set by the agent"};
+
 // Other libraries' variables hvdrun sets for a rank when a flag asks for it (kLibrary).
 inline constexpr EnvVar kNcclSocketIfname{
     "NCCL_SOCKET_IFNAME", EnvKind::kLibrary, EnvType::kString,

@@ -538,6 +538,7 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
     }
   }
   std::sort(due.begin(), due.end());
+  if (options_.on_stall && !due.empty()) options_.on_stall(stall_report(due, now));
   // Missing rank -> the stalled tensors it has not submitted.
   std::map<int, std::vector<std::string>> missing;
   for (const std::string& name : due) {
@@ -568,6 +569,36 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
         options_.stall_shutdown.count() / 1000, *shutdown_name, where(), ranks_text(absent));
   }
   return warnings;
+}
+
+StallReport Controller::stall_report(const std::vector<std::string>& due,
+                                     Clock::time_point now) const {
+  StallReport report{options_.set_id, options_.set_label, {}};
+  // What each missing rank did submit: the names of the table it is in, sorted.
+  std::map<int, std::vector<std::string>> submitted;
+  for (const std::string& name : due) {
+    const Entry& entry = table_.at(name);
+    StalledTensor tensor;
+    tensor.name = name;
+    tensor.kind = entry.by_rank.empty() ? OpKind::kAllreduce : entry.by_rank.front().second.kind;
+    tensor.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - entry.first_seen);
+    for (int r = 0; r < options_.size; ++r) {
+      if (entry.has(r)) {
+        tensor.waiting.push_back(shown(r));
+        continue;
+      }
+      auto [it, fresh] = submitted.try_emplace(r);
+      if (fresh) {
+        for (const std::string& other : sorted_names()) {
+          if (it->second.size() == kMaxSubmittedShown) break;
+          if (table_.at(other).has(r)) it->second.push_back(other);
+        }
+      }
+      tensor.missing.push_back({shown(r), it->second});
+    }
+    report.tensors.push_back(std::move(tensor));
+  }
+  return report;
 }
 
 std::optional<Clock::time_point> Controller::next_stall_check() const {

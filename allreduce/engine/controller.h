@@ -27,6 +27,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,6 +40,27 @@
 namespace hvd::runtime {
 
 using Clock = std::chrono::steady_clock;
+
+// A stall, as check_stalls() found it: the tensors due for a warning, who waits on each, who
+// has not submitted it and what that rank submitted instead (the names of this table it did
+// submit: the classic "ranks called different ops"). Ranks are global ones.
+struct StalledTensor {
+  struct Missing {
+    int rank = 0;
+    std::vector<std::string> submitted;  // sorted, at most kMaxSubmittedShown
+  };
+  std::string name;
+  OpKind kind = OpKind::kAllreduce;
+  std::chrono::milliseconds waited{0};  // since the first rank submitted it
+  std::vector<int> waiting;             // the ranks that submitted it
+  std::vector<Missing> missing;
+};
+struct StallReport {
+  int process_set = 0;
+  std::string set_label;  // "" for the global set
+  std::vector<StalledTensor> tensors;
+};
+inline constexpr std::size_t kMaxSubmittedShown = 8;
 
 // Defaults: the contract table's (contract/env_table.h).
 struct ControllerOptions {
@@ -57,6 +79,10 @@ struct ControllerOptions {
   // names the ranks the user knows. Empty: the global set, whose ranks are the global ones.
   std::string set_label{};
   std::vector<int> global_ranks{};
+  int set_id = 0;  // the process set's id, for stall reports
+  // Called by check_stalls() with what it warns about, as data (rank 0's engine sends it to the
+  // launcher: allreduce/runtime/report_channel.h). Empty: nobody listens.
+  std::function<void(const StallReport&)> on_stall{};
 };
 
 // One op ready to run, for fusion: its request (the lowest rank's) and its error (nullptr or
@@ -126,6 +152,8 @@ class Controller {
   static std::string mismatch(const std::string& name, int rank_a, const Request& a, int rank_b,
                               const Request& b);
   std::vector<std::string> sorted_names() const;  // the table's names, for stable messages
+  // check_stalls()'s report of the `due` names, for ControllerOptions::on_stall.
+  StallReport stall_report(const std::vector<std::string>& due, Clock::time_point now) const;
   void fail_waiting_for(int rank, const std::string& why);
   void fuse_ready();
   // Join: every rank not joined has submitted `entry`.

@@ -2,6 +2,7 @@
 // another rank (a doorbell, a keepalive, a fatal error), a cycle nobody else polls, a stall check
 // or a liveness check; says goodbye at shutdown.
 #include <poll.h>
+#include <pthread.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,11 +10,13 @@
 #include "allreduce/api/log.h"
 #include "allreduce/engine/cycle_engine.h"
 #include "common/signal_fd.h"
+#include "contract/report.h"
 
 namespace hvd::runtime {
 
 void CycleEngine::run_thread() {
   block_sigpipe_for_this_thread();
+  ::pthread_setname_np(::pthread_self(), contract::kEngineThreadName);  // for the agent
   try {
     while (run_once()) {
     }

@@ -1,6 +1,7 @@
 #include "allreduce/engine/engine.h"
 
 #include <poll.h>
+#include <pthread.h>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include "allreduce/engine/timeline.h"
 #include "allreduce/runtime/runtime.h"
 #include "common/signal_fd.h"
+#include "contract/report.h"
 
 namespace hvd::runtime {
 namespace {
@@ -80,6 +82,7 @@ Engine::Engine(OpRunner& runner, ControlPlane control, EngineOptions options)
     // The backends write to sockets from here (Gloo with writev(), which raises SIGPIPE on a dead
     // peer): SIGPIPE blocked once for this thread makes each call's ScopedSigpipeBlock free.
     block_sigpipe_for_this_thread();
+    ::pthread_setname_np(::pthread_self(), contract::kEngineThreadName);  // for the agent
     // Nothing may escape the thread (std::terminate would end the training program): whatever
     // goes wrong here fails the pending ops with what happened.
     try {

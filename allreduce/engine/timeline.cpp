@@ -17,25 +17,10 @@
 
 #include "allreduce/api/log.h"
 #include "allreduce/api/status_error.h"
+#include "common/json_text.h"
 
 namespace hvd::runtime {
 namespace {
-
-// JSON string contents: tensor names are the user's.
-std::string escape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -224,7 +209,7 @@ int Timeline::row(const std::string& name) {
   if (inserted) {
     push(
         fmt::format(R"({{"name": "process_name", "ph": "M", "pid": {}, "args": {{"name": "{}"}}}})",
-                    it->second, escape(name)));
+                    it->second, json_escape(name)));
     push(fmt::format(
         R"({{"name": "process_sort_index", "ph": "M", "pid": {}, "args": {{"sort_index": {}}}}})",
         it->second, it->second));

@@ -224,6 +224,11 @@ RuntimeConfig read_config(const contract::EnvGetter& getenv, BuildFacts build) {
       }
     }
     config.gloo_scope = config.job_id + ".global";
+    // The agent's report channel (contract/report.h); unset: a launch with no agent.
+    if (!value_of(getenv, contract::kReportFd.name).empty()) {
+      config.report_fd =
+          static_cast<int>(read_integer(getenv, contract::kReportFd, 0, 1 << 20, "a descriptor"));
+    }
     if (!value_of(getenv, contract::kElasticFd.name).empty()) {
       config.elastic.fd =
           static_cast<int>(read_integer(getenv, contract::kElasticFd, 0, 1 << 20, "a descriptor"));

@@ -72,6 +72,9 @@ struct RuntimeConfig {
   bool dynamic_process_sets = contract::kDynamicProcessSets.default_value.integer == 1;
   // Gloo's rendezvous scope: "<job id>.global", or one per generation in an elastic job.
   std::string gloo_scope;
+  // HVD_REPORT_FD: the rank's report channel to its agent (contract/report.h), where rank 0
+  // sends its stall reports; -1: none (not a native launch).
+  int report_fd = -1;
   // Elastic jobs (HVD_ELASTIC_FD set): the channel to the agent and who this process is.
   struct Elastic {
     int fd = -1;  // -1: not an elastic job

@@ -17,6 +17,7 @@
 #include "allreduce/engine/local_cycle_transport.h"
 #include "allreduce/engine/tcp_cycle_transport.h"
 #include "allreduce/runtime/init_watchdog.h"
+#include "allreduce/runtime/report_channel.h"
 #include "allreduce/runtime/runtime.h"
 #include "contract/env_table.h"
 #include "hvd/build_config.h"
@@ -174,6 +175,17 @@ std::size_t eager_bytes(const RuntimeConfig& config, int size, const Backend& ba
              : std::min<std::size_t>(32768, 65536 / static_cast<std::size_t>(size - 1));
 }
 
+// Rank 0's stall reports to the agent (allreduce/runtime/report_channel.h); none without one.
+std::function<void(const StallReport&)> stall_sink(int report_fd) {
+  if (report_fd < 0) return {};
+  keep_report_fds_private(report_fd);
+  return [report_fd](const StallReport& report) {
+    if (!send_report_line(report_fd, encode_stall_report(report))) {
+      logger().debug("the stall report did not reach this host's agent (its pipe is full)");
+    }
+  };
+}
+
 EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTopology& topology,
                              const SetSpec& set, std::chrono::milliseconds timeout,
                              Timeline* timeline) {
@@ -184,7 +196,9 @@ EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTo
                                       .stall_warning = config.stall_warning,
                                       .stall_shutdown = config.stall_shutdown,
                                       .set_label = set.id == 0 ? std::string() : set.label(),
-                                      .global_ranks = set.ranks},
+                                      .global_ranks = set.ranks,
+                                      .set_id = set.id,
+                                      .on_stall = stall_sink(config.report_fd)},
                        .cycle_time = config.cycle_time,
                        .timeline = timeline,
                        .coordinator_timeout = timeout};

@@ -75,6 +75,10 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kStartFailed:
       if (!agent.spec_sent || !plan_.elastic) return "an elastic rank event in a job that has none";
       return std::nullopt;
+    case FrameType::kRankReport:
+    case FrameType::kInspection:
+      if (!agent.spec_sent) return "a rank's report before it was given a job";
+      return std::nullopt;
     case FrameType::kError:
       return std::nullopt;
     case FrameType::kSpec:
@@ -87,6 +91,7 @@ std::optional<std::string> NativeJob::out_of_order(const AgentConn& agent, Frame
     case FrameType::kSignal:
     case FrameType::kGeneration:
     case FrameType::kStartRanks:
+    case FrameType::kInspect:
       break;
   }
   return fmt::format("a frame of type {}, which only the launcher sends", static_cast<int>(type));
@@ -160,6 +165,12 @@ void NativeJob::on_frame(AgentConn& agent, const agent::Frame& frame) {
       break;
     case FrameType::kStartFailed:
       on_start_failed(agent, frame.payload);
+      break;
+    case FrameType::kRankReport:
+      on_rank_report(agent, frame.payload);
+      break;
+    case FrameType::kInspection:
+      on_inspection(agent, frame.payload);
       break;
     case FrameType::kError:
       on_agent_error(agent, frame.payload);
@@ -255,6 +266,7 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
     if (const auto now = Clock::now(); status_counting_down(now))
       consider(now + std::chrono::seconds(1));
   }
+  if (verdict_) consider(verdict_->deadline);
   for (const AgentConn& a : agents_) {
     if (pinging(a)) consider(a.next_ping);
     if (keepalive_on(a)) consider(a.last_heard + options_.keepalive);
@@ -286,6 +298,7 @@ void NativeJob::on_deadline() {
     admit_agents();
     update_status(now);
   }
+  if (verdict_ && now >= verdict_->deadline) finish_verdict();  // some agents did not answer
   keepalive(now);
 }
 
@@ -455,6 +468,7 @@ nlohmann::ordered_json NativeJob::details() const {
         {"ranks_seen", std::vector<int>(rv.ranks_seen.begin(), rv.ranks_seen.end())}};
   }
   if (options_.elastic) out["elastic"] = elastic_json();
+  out["stalls"] = stalls_;
   return out;
 }
 

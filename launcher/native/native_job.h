@@ -21,6 +21,7 @@
 #include "agent/job_spec.h"
 #include "agent/protocol.h"
 #include "launcher/core/net_check.h"
+#include "launcher/core/stall_verdict.h"
 #include "launcher/core/supervisor.h"
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/native/agent_conn.h"
@@ -131,6 +132,17 @@ class NativeJob final : public Job {
   void end_join_check(const std::optional<std::string>& failure);
   std::string address_of(int host_index) const;
 
+  // native_job_why.cpp: a stalled job's verdict (docs/why.md)
+  void on_rank_report(AgentConn& agent, const std::string& payload);
+  void on_inspection(AgentConn& agent, const std::string& payload);
+  void finish_verdict();
+  struct PendingVerdict {
+    std::vector<StalledOp> ops;
+    std::vector<RankInspection> found;  // one per missing rank
+    std::set<size_t> waiting;           // agents (indexes into agents_) whose answer is due
+    Clock::time_point deadline;
+  };
+
   // One generation of an elastic job, for the log and --json.
   struct GenerationRecord {
     int generation = 0;
@@ -176,6 +188,9 @@ class NativeJob final : public Job {
   std::deque<size_t> join_queue_;  // joiners (indexes into agents_) whose check is due
   std::optional<JoinCheck> join_check_;
   Clock::time_point next_discovery_{};
+  std::optional<PendingVerdict> verdict_;  // a stall reported, its inspections under way
+  std::string last_verdict_;               // verdict_key() of the last one shown
+  nlohmann::ordered_json stalls_ = nlohmann::ordered_json::array();  // --json's "stalls"
   // What add_pollfds() added, so that on_ready() reads the same entries back.
   size_t polled_agents_ = 0;
   size_t polled_starters_ = 0;

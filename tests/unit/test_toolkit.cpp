@@ -219,13 +219,13 @@ TEST_CASE("process: no descriptor of ours leaks into the child", "[toolkit]") {
   CHECK(extra == 1);  // ls's own
 }
 
-TEST_CASE("process: pass_fd hands one descriptor to the child at the number asked", "[toolkit]") {
+TEST_CASE("process: pass_fds hands one descriptor to the child at the number asked", "[toolkit]") {
   int pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
   hvd::UniqueFd ours(pair[0]), theirs(pair[1]);
   // Into fd 3: the child sees it, though ours is close-on-exec.
   ProcessSpec spec = sh("read line <&3; echo \"got $line\" >&3");
-  spec.pass_fd = std::pair{theirs.get(), 3};
+  spec.pass_fds = {{theirs.get(), 3}};
   Process p = Process::spawn(spec);
   REQUIRE(p.started());
   REQUIRE(::write(ours.get(), "gen 1\n", 6) == 6);
@@ -235,12 +235,36 @@ TEST_CASE("process: pass_fd hands one descriptor to the child at the number aske
   CHECK(p.wait().code() == 0);
   // The same number as the parent's: close-on-exec is cleared, not kept.
   ProcessSpec same = sh("echo same >&" + std::to_string(theirs.get()));
-  same.pass_fd = std::pair{theirs.get(), theirs.get()};
+  same.pass_fds = {{theirs.get(), theirs.get()}};
   Process q = Process::spawn(same);
   REQUIRE(q.started());
   CHECK(q.wait().code() == 0);
   const ssize_t m = ::read(ours.get(), buf, sizeof buf - 1);
   CHECK(std::string(buf, static_cast<std::size_t>(std::max<ssize_t>(m, 0))) == "same\n");
+}
+
+TEST_CASE("process: pass_fds hands several, also when one's number is another's target",
+          "[toolkit]") {
+  int a[2], b[2];
+  REQUIRE(::pipe2(a, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(b, O_CLOEXEC) == 0);
+  hvd::UniqueFd a_read(a[0]), a_write(a[1]), b_read(b[0]), b_write(b[1]);
+  // b's write end goes to a's write end's number, and a's to the next free one: a naive dup2
+  // in order would send both lines into the same pipe.
+  const int target = a_write.get();
+  ProcessSpec spec = sh("echo to-a >&" + std::to_string(target + 100) + "; echo to-b >&" +
+                        std::to_string(target));
+  spec.pass_fds = {{b_write.get(), target}, {a_write.get(), target + 100}};
+  Process p = Process::spawn(spec);
+  REQUIRE(p.started());
+  CHECK(p.wait().code() == 0);
+  a_write.reset();
+  b_write.reset();
+  char buf[64] = {};
+  ssize_t n = ::read(a_read.get(), buf, sizeof buf - 1);
+  CHECK(std::string(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0))) == "to-a\n");
+  n = ::read(b_read.get(), buf, sizeof buf - 1);
+  CHECK(std::string(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0))) == "to-b\n");
 }
 
 TEST_CASE("process: dropped while running, it is killed and reaped", "[toolkit]") {

@@ -4,7 +4,9 @@ import json
 import os
 
 from hvd import _native
-from hvd.common import errors
+from hvd.common import errors, stacks
+
+stacks.install()  # before init(): a rank stuck before it is read too
 
 
 class ProcessSet:
