@@ -1,4 +1,4 @@
-// The agent's part in naming a stalled job's culprit (docs/design/why.md): every rank's report
+// The agent's part in naming a stalled job's culprit (docs/why.md): every rank's report
 // channel (contract/report.h) goes to the launcher line by line (kRankReport), the stack pipe
 // is read whenever it has something, and kInspect reads the asked ranks' processes: state, CPU
 // over a short window, the engine thread's state and, where the binding installed the handler,

@@ -1,5 +1,5 @@
 // What a host agent reads of a rank's process when the launcher asks (kInspect, a stalled job:
-// docs/design/why.md): its state from /proc (running, sleeping, in uninterruptible sleep,
+// docs/why.md): its state from /proc (running, sleeping, in uninterruptible sleep,
 // stopped, a zombie, gone), the CPU it used over a short window, its threads' states (libhvd's
 // engine thread by name) and, for a Python rank whose binding installed the stack handler, every
 // thread's Python stack from faulthandler. The parsing is pure; the readers take /proc as it is.

@@ -20,7 +20,7 @@ namespace hvd::agent {
 // generation frames); 6: elastic refills (kStartRanks, kStartFailed; an elastic agent stays up
 // when its ranks have ended, until the launcher ends the job)
 // 7: pings before the spec, with a limit; 8: every rank's report channel (kRankReport) and
-// inspections (kInspect, kInspection: docs/design/why.md)
+// inspections (kInspect, kInspection: docs/why.md)
 inline constexpr int kProtocolVersion = 8;
 // The longest line a rank may write on its elastic channel ("joined 3"); longer ones are dropped.
 inline constexpr size_t kMaxRankEventLine = 256;
@@ -59,7 +59,7 @@ enum class FrameType : uint8_t {
   kStartRanks = 25,   // JSON job spec (agent/job_spec.h) holding only the ranks to start now:
                       // elastic jobs, after the first spec (a refilled slot, a new rank)
   kInspect = 26,      // JSON {"ranks": [...]}: read these ranks' processes and Python stacks,
-                      // answer kInspection (a stalled job: docs/design/why.md)
+                      // answer kInspection (a stalled job: docs/why.md)
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };

@@ -1,4 +1,4 @@
-// A rank's report channel to its host agent (docs/design/why.md): how libhvd and the Python
+// A rank's report channel to its host agent (docs/why.md): how libhvd and the Python
 // binding tell hvdrun what only the rank knows, and how the agent reads a rank's Python stack.
 //
 // Every rank a native launch starts (not under --mpi or a user's own mpirun: no agent owns those
@@ -7,7 +7,7 @@
 //   bytes with its newline (the agent drops a longer line and says so). The lines:
 //     {"kind":"stall", ...}   rank 0's engine found tensors waiting past the stall warning time
 //                             (allreduce/runtime/report_channel.h writes it; the fields are
-//                             docs/design/why.md's)
+//                             docs/why.md's)
 //     {"kind":"stack_handler","signal":N}
 //                             the Python binding installed faulthandler for signal N: the agent
 //                             may send N to read the rank's threads' stacks on HVD_STACK_FD

@@ -1,5 +1,5 @@
 // libhvd's side of a rank's report channel to its agent (contract/report.h): rank 0's engine
-// tells hvdrun about a stall as data, so that hvdrun can name the culprit (docs/design/why.md).
+// tells hvdrun about a stall as data, so that hvdrun can name the culprit (docs/why.md).
 #pragma once
 
 #include <string>

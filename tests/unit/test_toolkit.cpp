@@ -248,13 +248,19 @@ TEST_CASE("process: pass_fds hands several, also when one's number is another's 
   int a[2], b[2];
   REQUIRE(::pipe2(a, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(b, O_CLOEXEC) == 0);
-  hvd::UniqueFd a_read(a[0]), a_write(a[1]), b_read(b[0]), b_write(b[1]);
-  // b's write end goes to a's write end's number, and a's to the next free one: a naive dup2
-  // in order would send both lines into the same pipe.
-  const int target = a_write.get();
-  ProcessSpec spec = sh("echo to-a >&" + std::to_string(target + 100) + "; echo to-b >&" +
-                        std::to_string(target));
-  spec.pass_fds = {{b_write.get(), target}, {a_write.get(), target + 100}};
+  hvd::UniqueFd a_read(a[0]), b_read(b[0]);
+  // The write ends at 8 and 9 (sh takes one-digit descriptors only), then swapped: a's end
+  // becomes the child's 9 and b's its 8. A naive dup2 in order would send both lines into the
+  // same pipe.
+  REQUIRE(::fcntl(8, F_GETFD) == -1);
+  REQUIRE(::fcntl(9, F_GETFD) == -1);
+  REQUIRE(::dup3(a[1], 8, O_CLOEXEC) == 8);
+  REQUIRE(::dup3(b[1], 9, O_CLOEXEC) == 9);
+  ::close(a[1]);
+  ::close(b[1]);
+  hvd::UniqueFd a_write(8), b_write(9);
+  ProcessSpec spec = sh("echo to-a >&9; echo to-b >&8");
+  spec.pass_fds = {{8, 9}, {9, 8}};
   Process p = Process::spawn(spec);
   REQUIRE(p.started());
   CHECK(p.wait().code() == 0);

@@ -1,0 +1,236 @@
+// The hang verdict's pure parts (docs/why.md): the coordinator's stall report
+// (allreduce/engine/controller.h), its line on the report channel
+// (allreduce/runtime/report_channel.h) read back by the launcher
+// (launcher/core/stall_verdict.h), what an agent reads of a process (agent/inspect.h), and the
+// verdict's text and JSON. The whole path, over real processes: tests/e2e/test_why.cpp.
+#include <unistd.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "agent/inspect.h"
+#include "agent/protocol.h"
+#include "allreduce/runtime/report_channel.h"
+#include "common/error.h"
+#include "contract/report.h"
+#include "launcher/core/stall_verdict.h"
+#include "tests/unit/libhvd_control_helpers.h"
+
+using Catch::Matchers::ContainsSubstring;
+using hvd::launcher::RankInspection;
+using hvd::launcher::StalledOp;
+using hvd::runtime::encode_stall_report;
+using hvd::runtime::StalledTensor;
+using hvd::runtime::StallReport;
+
+namespace {
+
+// A controller of `size` ranks whose stall reports land in `out`.
+Controller reporting(int size, std::vector<StallReport>& out, std::vector<int> global = {}) {
+  ControllerOptions o{.size = size, .stall_warning = std::chrono::seconds(2)};
+  o.set_id = global.empty() ? 0 : 1;
+  o.global_ranks = std::move(global);
+  o.on_stall = [&out](const StallReport& r) { out.push_back(r); };
+  return Controller(o);
+}
+
+}  // namespace
+
+TEST_CASE("why: a stall report says who waits, who is missing and what it submitted instead",
+          "[why]") {
+  std::vector<StallReport> reports;
+  Controller c = reporting(3, reports);
+  c.add(0, names_list({"a"}), at(0));
+  c.add(2, names_list({"a"}), at(0.5));
+  c.add(1, names_list({"b"}), at(1));
+  c.check_stalls(at(1.5));
+  CHECK(reports.empty());  // not due yet
+  c.check_stalls(at(3.5));
+  REQUIRE(reports.size() == 1);
+  const StallReport& r = reports[0];
+  CHECK(r.process_set == 0);
+  REQUIRE(r.tensors.size() == 2);
+  CHECK(r.tensors[0].name == "a");
+  CHECK(r.tensors[0].waiting == std::vector<int>{0, 2});
+  CHECK(r.tensors[0].waited == std::chrono::milliseconds(3500));
+  REQUIRE(r.tensors[0].missing.size() == 1);
+  CHECK(r.tensors[0].missing[0].rank == 1);
+  CHECK(r.tensors[0].missing[0].submitted == std::vector<std::string>{"b"});
+  CHECK(r.tensors[1].name == "b");
+  CHECK(r.tensors[1].waiting == std::vector<int>{1});
+  REQUIRE(r.tensors[1].missing.size() == 2);
+  CHECK(r.tensors[1].missing[0].submitted == std::vector<std::string>{"a"});
+  // Nothing more until the next period; the stall ends when rank 1 submits 'a'.
+  c.check_stalls(at(4));
+  CHECK(reports.size() == 1);
+}
+
+TEST_CASE("why: a process set's stall report names global ranks", "[why]") {
+  std::vector<StallReport> reports;
+  Controller c = reporting(2, reports, {3, 5});
+  c.add(0, names_list({"x"}), at(0));
+  c.check_stalls(at(2));
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].process_set == 1);
+  CHECK(reports[0].tensors[0].waiting == std::vector<int>{3});
+  CHECK(reports[0].tensors[0].missing[0].rank == 5);
+}
+
+TEST_CASE("why: the report line reads back as it was sent, odd names included", "[why]") {
+  StallReport r;
+  r.process_set = 2;
+  r.set_label = "process set 2 (ranks 0, 1)";
+  StalledTensor t;
+  t.name = "grad \"w\"\n\\1";
+  t.kind = OpKind::kBroadcast;
+  t.waited = std::chrono::milliseconds(3100);
+  t.waiting = {0, 1};
+  t.missing = {{2, {"other", "x\ty"}}, {3, {}}};
+  r.tensors.push_back(t);
+  const std::string line = encode_stall_report(r);
+  REQUIRE(line.back() == '\n');
+  CHECK(line.find('\n') == line.size() - 1);  // one line
+  const std::vector<StalledOp> ops =
+      hvd::launcher::parse_stall_report(std::string_view(line).substr(0, line.size() - 1));
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].op == "broadcast");
+  CHECK(ops[0].tensor == t.name);
+  CHECK(ops[0].process_set == 2);
+  CHECK(ops[0].set_label == r.set_label);
+  CHECK(std::abs(ops[0].seconds - 3.1) < 1e-9);
+  CHECK(ops[0].waiting == std::vector<int>{0, 1});
+  REQUIRE(ops[0].missing.size() == 2);
+  CHECK(ops[0].missing[0].submitted == std::vector<std::string>{"other", "x\ty"});
+  CHECK(hvd::launcher::missing_ranks(ops) == std::vector<int>{2, 3});
+}
+
+TEST_CASE("why: a report of thousands of tensors is cut to fit one channel line", "[why]") {
+  StallReport r;
+  for (int i = 0; i < 5000; ++i) {
+    StalledTensor t;
+    t.name = "model.layer." + std::to_string(i) + ".weight.grad";
+    t.waiting = {0};
+    t.missing = {{1, {}}};
+    r.tensors.push_back(t);
+  }
+  const std::string line = encode_stall_report(r);
+  CHECK(line.size() <= hvd::contract::kMaxReportLine);
+  const auto doc = nlohmann::json::parse(line);
+  const auto kept = doc["tensors"].size();
+  CHECK(kept > 100);
+  CHECK(doc["left_out"].get<size_t>() == 5000 - kept);
+}
+
+TEST_CASE("why: a malformed stall report is an error that says what is wrong", "[why]") {
+  for (const auto& [line, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"not json", "not a JSON object"},
+           {R"({"kind":"other"})", "not a stall report"},
+           {R"({"kind":"stall","process_set":0,"set_label":"","tensors":{}})", "'tensors'"},
+           {R"({"kind":"stall","process_set":0,"set_label":"","tensors":[{"op":"allreduce",)"
+            R"("tensor":"t","seconds":1,"waiting":["x"],"missing":[]}]})",
+            "'waiting'"},
+           {R"({"kind":"stall","process_set":0,"set_label":"","tensors":[{"op":"allreduce",)"
+            R"("tensor":"t","seconds":1,"waiting":[0],"missing":[{"submitted":[]}]}]})",
+            "without its number"}}) {
+    INFO(line);
+    try {
+      hvd::launcher::parse_stall_report(line);
+      FAIL("expected an hvd::Error");
+    } catch (const hvd::Error& e) {
+      CHECK_THAT(e.what(), ContainsSubstring("malformed"));
+      CHECK_THAT(e.what(), ContainsSubstring(needle));
+    }
+  }
+}
+
+TEST_CASE("why: /proc/PID/stat is read whatever the process's name holds", "[why]") {
+  const auto s = hvd::agent::parse_proc_stat(
+      "1234 (python3 (x) S 1) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 100\n");
+  REQUIRE(s.has_value());
+  CHECK(s->name == "python3 (x) S 1");
+  CHECK(s->state == 'S');
+  CHECK(s->cpu_ticks == 300);
+  CHECK_FALSE(hvd::agent::parse_proc_stat("1234 python3 S 1").has_value());
+  CHECK_FALSE(hvd::agent::parse_proc_stat("1234 (p) S 1 2 3").has_value());
+  CHECK(std::string(hvd::agent::state_name('D')) == "uninterruptible");
+  CHECK(std::string(hvd::agent::state_name('t')) == "stopped");
+  CHECK(std::string(hvd::agent::state_name('Z')) == "zombie");
+  // This process: running (it is reading), its threads listed.
+  const auto self = hvd::agent::sample_process(::getpid());
+  REQUIRE(self.has_value());
+  CHECK(self->state == 'R');
+  CHECK_FALSE(hvd::agent::thread_states(::getpid()).empty());
+  CHECK_FALSE(hvd::agent::sample_process(-1).has_value());
+}
+
+TEST_CASE("why: faulthandler's dump becomes file:line frames under their threads", "[why]") {
+  const std::string dump =
+      "Thread 0x00007f0000000001 (most recent call first):\n"
+      "  File \"/usr/lib/python3/threading.py\", line 320 in wait\n"
+      "\n"
+      "Current thread 0x00007f0000000002 (most recent call first):\n"
+      "  File \"train.py\", line 41 in load_batch\n"
+      "  File \"train.py\", line 50 in <module>\n"
+      "garbage\n";
+  CHECK(hvd::agent::parse_faulthandler_dump(dump) ==
+        std::vector<std::string>{"thread 0x00007f0000000001:",
+                                 "/usr/lib/python3/threading.py:320 in wait",
+                                 "thread 0x00007f0000000002 (current):",
+                                 "train.py:41 in load_batch", "train.py:50 in <module>"});
+  CHECK(hvd::agent::parse_faulthandler_dump(dump, 2).size() == 2);
+  CHECK(hvd::agent::parse_faulthandler_dump("").empty());
+}
+
+TEST_CASE("why: the verdict names the culprit, its host, its state and stack", "[why]") {
+  std::vector<StalledOp> ops(2);
+  ops[0] = {"allreduce", "grad.1", 0, "", 3.1, {0, 2}, {{1, {"grad.9"}}}};
+  ops[1] = {"allreduce", "grad.2", 0, "", 3.0, {0, 2}, {{1, {"grad.9"}}}};
+  std::vector<RankInspection> found{
+      {1, "10.0.0.2",
+       nlohmann::json{{"rank", 1},
+                      {"pid", 77},
+                      {"state", "sleeping"},
+                      {"cpu_percent", 0.0},
+                      {"engine", "sleeping"},
+                      {"stack", {"thread 0x1 (current):", "train.py:41 in load_batch"}}}}};
+  const std::vector<std::string> lines = hvd::launcher::render_verdict(ops, found);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0] ==
+        "stall: rank 1 has not submitted allreduce 'grad.1', allreduce 'grad.2', which ranks 0, "
+        "2 have waited on for 3.1 s");
+  CHECK(lines[1] ==
+        "  rank 1 on 10.0.0.2: pid 77: sleeping, 0% CPU, engine thread sleeping; it submitted "
+        "'grad.9' instead: are the ranks calling different ops?");
+  CHECK(lines[4] == "        train.py:41 in load_batch");
+  const auto json = hvd::launcher::stalls_json(ops, found);
+  REQUIRE(json.size() == 2);
+  CHECK(json[0]["missing"][0]["host"] == "10.0.0.2");
+  CHECK(json[0]["missing"][0]["state"] == "sleeping");
+  CHECK(json[0]["missing"][0]["submitted"] == nlohmann::json::array({"grad.9"}));
+  // No answer from its agent: said so, the entry's state unknown.
+  const auto silent = hvd::launcher::render_verdict(ops, {{1, "10.0.0.2", nullptr}});
+  CHECK_THAT(silent[1], ContainsSubstring("its agent did not answer"));
+  CHECK(hvd::launcher::stalls_json(ops, {})[0]["missing"][0]["state"] == "unknown");
+  // The same stall a period later (more seconds, other CPU figures) keeps its key; another
+  // state does not.
+  std::vector<StalledOp> later = ops;
+  later[0].seconds = 5.1;
+  std::vector<RankInspection> busier = found;
+  busier[0].found["cpu_percent"] = 3.0;
+  CHECK(hvd::launcher::verdict_key(ops, found) == hvd::launcher::verdict_key(later, busier));
+  busier[0].found["state"] = "running";
+  CHECK(hvd::launcher::verdict_key(ops, found) != hvd::launcher::verdict_key(later, busier));
+}
+
+TEST_CASE("why: a rank report frame carries one line, at most the channel's limit", "[why]") {
+  const std::string payload = hvd::agent::encode_rank_report({3, R"({"kind":"stall"})"});
+  const auto back = hvd::agent::decode_rank_report(payload);
+  CHECK(back.rank == 3);
+  CHECK(back.line == R"({"kind":"stall"})");
+  CHECK_THROWS_AS(hvd::agent::decode_rank_report(payload + "\nmore"), hvd::Error);
+  CHECK_THROWS_AS(hvd::agent::decode_rank_report("ab"), hvd::Error);
+  CHECK_THROWS_AS(
+      hvd::agent::decode_rank_report(std::string(4, '\0') +
+                                     std::string(hvd::contract::kMaxReportLine + 1, 'x')),
+      hvd::Error);
+}
