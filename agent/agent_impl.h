@@ -52,6 +52,7 @@ struct LiveRank {
   UniqueFd stack;
   std::string stack_dump;
   int stack_signal = 0;  // announced by the binding ("stack_handler"); 0: none
+  pid_t stack_pid = 0;   // the process that announced it (the rank or one it started)
 };
 
 class Agent {

@@ -31,6 +31,19 @@ constexpr auto kCpuWindow = std::chrono::milliseconds(300);
 constexpr auto kStackWait = std::chrono::milliseconds(1000);
 constexpr auto kStackQuiet = std::chrono::milliseconds(100);  // a dump is over after this
 
+// Whether `pid` is the rank's process or one it started that stayed in its process group (the
+// rank leads its own group: common/process.h), and not a stranger that reused a pid.
+bool in_rank_group(const LiveRank& rank, pid_t pid) {
+  return rank.process.running() && ::getpgid(pid) == rank.process.pid();
+}
+
+// The process to read: the one that announced the stack handler while it is still in the
+// rank's group, else the rank's own.
+pid_t inspected_pid(const LiveRank& rank) {
+  return rank.stack_pid > 0 && in_rank_group(rank, rank.stack_pid) ? rank.stack_pid
+                                                                    : rank.process.pid();
+}
+
 }  // namespace
 
 void Agent::read_report(LiveRank& rank) {
@@ -53,9 +66,14 @@ void Agent::read_report(LiveRank& rank) {
       continue;
     }
     if (json["kind"] == "stack_handler") {
-      // Only a real-time signal: anything else could end or stop the rank.
+      // Only a real-time signal (anything else could end or stop the rank), and only to a
+      // process of the rank's own group (inspect() checks again before each signal).
       const int sig = json.value("signal", 0);
-      if (sig >= SIGRTMIN && sig <= SIGRTMAX) rank.stack_signal = sig;
+      const pid_t pid = json.value("pid", 0);
+      if (sig >= SIGRTMIN && sig <= SIGRTMAX && pid > 0 && in_rank_group(rank, pid)) {
+        rank.stack_signal = sig;
+        rank.stack_pid = pid;
+      }
       continue;
     }
     send(FrameType::kRankReport, encode_rank_report({static_cast<uint32_t>(rank.rank), line}));
@@ -91,6 +109,7 @@ void Agent::inspect(const std::string& payload) {
   struct Target {
     int rank = 0;
     LiveRank* live = nullptr;
+    pid_t pid = 0;  // inspected_pid()
     std::optional<ProcSample> first;
     bool signalled = false;
     Clock::time_point last_data{};
@@ -108,14 +127,16 @@ void Agent::inspect(const std::string& payload) {
   const Clock::time_point start = Clock::now();
   for (Target& t : targets) {
     if (t.live == nullptr) continue;
-    t.first = sample_process(t.live->process.pid());
+    t.pid = inspected_pid(*t.live);
+    t.first = sample_process(t.pid);
     // A stopped rank runs no handler until it is continued: no signal, so that it is not
     // left with a pending dump; a zombie has no stack.
     const bool can_dump = t.first && t.first->state != 'T' && t.first->state != 't' &&
                           t.first->state != 'Z' && t.first->state != 'X';
-    if (t.live->stack_signal != 0 && t.live->stack.valid() && can_dump) {
+    if (t.live->stack_signal != 0 && t.pid == t.live->stack_pid && t.live->stack.valid() &&
+        can_dump) {
       t.live->stack_dump.clear();
-      t.signalled = ::kill(t.live->process.pid(), t.live->stack_signal) == 0;
+      t.signalled = ::kill(t.pid, t.live->stack_signal) == 0;
     }
   }
   // Read the dumps as they come, until each is over (quiet after its first bytes) or the wait
@@ -149,19 +170,19 @@ void Agent::inspect(const std::string& payload) {
   for (Target& t : targets) {
     nlohmann::json one = {{"rank", t.rank}};
     const std::optional<ProcSample> second =
-        t.live == nullptr ? std::nullopt : sample_process(t.live->process.pid());
+        t.live == nullptr ? std::nullopt : sample_process(t.pid);
     if (!t.first || !second) {
       one["state"] = "gone";
       out.push_back(one);
       continue;
     }
-    one["pid"] = t.live->process.pid();
+    one["pid"] = t.pid;
     one["state"] = state_name(second->state);
     one["cpu_seconds"] = static_cast<double>(second->cpu_ticks) / ticks;
     const double used = static_cast<double>(second->cpu_ticks - std::min(second->cpu_ticks,
                                                                           t.first->cpu_ticks));
     one["cpu_percent"] = window > 0 ? std::round(1000.0 * used / ticks / window) / 10.0 : 0.0;
-    const std::vector<ThreadSample> threads = thread_states(t.live->process.pid());
+    const std::vector<ThreadSample> threads = thread_states(t.pid);
     one["threads"] = threads.size();
     for (const ThreadSample& th : threads) {
       if (th.name == contract::kEngineThreadName) one["engine"] = state_name(th.state);
@@ -169,7 +190,7 @@ void Agent::inspect(const std::string& payload) {
     if (t.signalled) {
       one["stack"] = parse_faulthandler_dump(t.live->stack_dump);
       if (one["stack"].empty()) one["stack_note"] = "the rank did not write its stack in time";
-    } else if (t.live->stack_signal == 0) {
+    } else if (t.live->stack_signal == 0 || t.pid != t.live->stack_pid) {
       one["stack_note"] = "no Python stack handler (not a Python rank, or hvd not imported yet)";
     } else {
       one["stack_note"] = fmt::format("no stack: the process is {}", state_name(second->state));

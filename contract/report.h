@@ -8,9 +8,11 @@
 //     {"kind":"stall", ...}   rank 0's engine found tensors waiting past the stall warning time
 //                             (allreduce/runtime/report_channel.h writes it; the fields are
 //                             docs/why.md's)
-//     {"kind":"stack_handler","signal":N}
-//                             the Python binding installed faulthandler for signal N: the agent
-//                             may send N to read the rank's threads' stacks on HVD_STACK_FD
+//     {"kind":"stack_handler","signal":N,"pid":P}
+//                             the Python binding installed faulthandler for signal N in process
+//                             P (the rank, or a process it started: `sh -c "python ..."`): the
+//                             agent may send N to P, if P is in the rank's process group, to
+//                             read its threads' stacks on HVD_STACK_FD
 //   libhvd writes without blocking and drops a line the pipe cannot take (an agent that does not
 //   read must never stop the engine).
 // - HVD_STACK_FD (5): the write end of a second pipe, where faulthandler writes the stacks of

@@ -10,17 +10,13 @@
 #include <regex>
 
 #include "tests/e2e/launch_ssh_helpers.h"
+#include "tests/support/torch_check.h"
 
 using namespace hvd::test::launch_ssh;  // NOLINT: test helpers
 
 namespace {
 
-bool have_torch() {
-  static const bool yes = hvd::test::run_program({"/usr/bin/python3", "-c", "import torch"}, {},
-                                                 std::chrono::seconds(60))
-                              .exit_code == 0;
-  return yes;
-}
+using hvd::test::have_torch;
 
 #define SKIP_WITHOUT_TORCH()                                                              \
   if (!have_torch()) {                                                                    \

@@ -62,16 +62,10 @@ def test_a_duplicate_in_flight_name_is_a_value_error():
         assert error is not None, 'a second op under an in-flight name was never refused'
         assert 'already in flight' in str(error)
         return
-    # With peers, rank 0's op cannot finish before the others submit theirs, which they do only
-    # after the barrier that rank 0 joins once it has seen the refusal.
-    if hvd.rank() == 0:
-        h = hvd.allreduce_async(t, name='twice')
-        with pytest.raises(ValueError, match='already in flight'):
-            hvd.allreduce_async(t, name='twice')
-        hvd.barrier()
-    else:
-        hvd.barrier()
-        h = hvd.allreduce_async(t, name='twice')
+    # With peers, the first op cannot finish before every rank has submitted it and a cycle ran.
+    h = hvd.allreduce_async(t, name='twice')
+    with pytest.raises(ValueError, match='already in flight'):
+        hvd.allreduce_async(t, name='twice')
     assert torch.equal(hvd.synchronize(h), torch.ones(5))
 
 

@@ -44,8 +44,8 @@ def next_frame():
 
 def main():
     mode, version = sys.argv[1], sys.argv[2]
-    send(HELLO, json.dumps({
-        "protocol": 7, "version": version, "hostname": socket.gethostname(),
+    send(HELLO, json.dumps({  # "protocol": agent/protocol.h's kProtocolVersion
+        "protocol": 8, "version": version, "hostname": socket.gethostname(),
         "boot_id": "fake-agent-" + str(os.getpid()), "pid": os.getpid(),
         "ssh_connection": os.environ.get("SSH_CONNECTION", ""), "interfaces": []}).encode())
     if mode == "early-started":

@@ -32,7 +32,10 @@ def install():
         os.set_inheritable(report_fd, False)
         os.set_inheritable(stack_fd, False)
         faulthandler.register(_STACK_SIGNAL, file=stack_fd, all_threads=True, chain=False)
-        line = json.dumps({'kind': 'stack_handler', 'signal': int(_STACK_SIGNAL)}) + '\n'
+        # The pid: the rank may be a shell or a wrapper that started this Python; the agent
+        # then reads and signals this process, not the one it started.
+        line = json.dumps({'kind': 'stack_handler', 'signal': int(_STACK_SIGNAL),
+                           'pid': os.getpid()}) + '\n'
         os.write(report_fd, line.encode())
     except (OSError, ValueError, RuntimeError):
         return  # a descriptor that is not there: the environment was copied from elsewhere
