@@ -87,7 +87,8 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
                std::to_string(parse_whole("--stall-check-warning-time-seconds", v, 1, 86400,
                                           contract::kStallCheckTime.name)));
          },
-         "libhvd: warn when a tensor waits this long for missing ranks (default 60)")
+         "libhvd: warn when a tensor waits this long for missing ranks; hvdrun then names "
+         "them with their hosts, states and Python stacks (docs/why.md) (default 60)")
       ->type_name("SECONDS");
   app.add_option_function<std::string>(
          "--stall-check-shutdown-time-seconds",
