@@ -41,7 +41,7 @@ bool in_rank_group(const LiveRank& rank, pid_t pid) {
 // rank's group, else the rank's own.
 pid_t inspected_pid(const LiveRank& rank) {
   return rank.stack_pid > 0 && in_rank_group(rank, rank.stack_pid) ? rank.stack_pid
-                                                                    : rank.process.pid();
+                                                                   : rank.process.pid();
 }
 
 }  // namespace
@@ -179,8 +179,8 @@ void Agent::inspect(const std::string& payload) {
     one["pid"] = t.pid;
     one["state"] = state_name(second->state);
     one["cpu_seconds"] = static_cast<double>(second->cpu_ticks) / ticks;
-    const double used = static_cast<double>(second->cpu_ticks - std::min(second->cpu_ticks,
-                                                                          t.first->cpu_ticks));
+    const double used =
+        static_cast<double>(second->cpu_ticks - std::min(second->cpu_ticks, t.first->cpu_ticks));
     one["cpu_percent"] = window > 0 ? std::round(1000.0 * used / ticks / window) / 10.0 : 0.0;
     const std::vector<ThreadSample> threads = thread_states(t.pid);
     one["threads"] = threads.size();
@@ -197,9 +197,8 @@ void Agent::inspect(const std::string& payload) {
     }
     out.push_back(one);
   }
-  send(FrameType::kInspection,
-       nlohmann::json{{"ranks", out}}.dump(-1, ' ', false,
-                                           nlohmann::json::error_handler_t::replace));
+  send(FrameType::kInspection, nlohmann::json{{"ranks", out}}.dump(
+                                   -1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace hvd::agent

@@ -66,8 +66,8 @@ std::optional<ProcSample> parse_proc_stat(std::string_view text) {
 }
 
 std::optional<ProcSample> sample_process(pid_t pid, pid_t tid) {
-  const std::string path = tid == 0 ? fmt::format("/proc/{}/stat", pid)
-                                    : fmt::format("/proc/{}/task/{}/stat", pid, tid);
+  const std::string path =
+      tid == 0 ? fmt::format("/proc/{}/stat", pid) : fmt::format("/proc/{}/task/{}/stat", pid, tid);
   const auto text = read_small_file(path);
   if (!text) return std::nullopt;
   return parse_proc_stat(*text);

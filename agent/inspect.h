@@ -16,9 +16,9 @@
 namespace hvd::agent {
 
 struct ProcSample {
-  char state = '?';         // /proc/PID/stat's state letter
-  uint64_t cpu_ticks = 0;   // utime + stime, in clock ticks
-  std::string name;         // comm
+  char state = '?';        // /proc/PID/stat's state letter
+  uint64_t cpu_ticks = 0;  // utime + stime, in clock ticks
+  std::string name;        // comm
 };
 
 // /proc/PID/stat's text (the name may hold spaces and parentheses): nullopt when malformed.

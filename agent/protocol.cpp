@@ -28,8 +28,7 @@ bool known_type(uint8_t t) {
   const auto in = [t](FrameType first, FrameType last) {
     return t >= static_cast<uint8_t>(first) && t <= static_cast<uint8_t>(last);
   };
-  return in(FrameType::kHello, FrameType::kInspection) ||
-         in(FrameType::kSpec, FrameType::kInspect);
+  return in(FrameType::kHello, FrameType::kInspection) || in(FrameType::kSpec, FrameType::kInspect);
 }
 
 // The exited frame's flags byte.

@@ -54,6 +54,10 @@ struct StalledTensor {
   std::chrono::milliseconds waited{0};  // since the first rank submitted it
   std::vector<int> waiting;             // the ranks that submitted it
   std::vector<Missing> missing;
+  // Not a tensor's stall but a negotiation cycle some ranks' engines never answered (their
+  // process frozen: stopped, in a debugger; the cycle engine's own check): `name` is the first
+  // tensor rank 0 brought to it ("" if none), `kind` means nothing.
+  bool cycle = false;
 };
 struct StallReport {
   int process_set = 0;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "allreduce/api/log.h"
 #include "allreduce/engine/cycle_engine.h"
 #include "common/signal_fd.h"
@@ -247,6 +249,27 @@ void CycleEngine::check_stalls(Clock::time_point now) {
           "stall: rank 0 has waited {} s in negotiation cycle {}{}: {}; is it frozen (stopped, in "
           "a debugger) or its host stalled?",
           waited.count(), cycle_ + 1, brought, who);
+      // The launcher's verdict (ControllerOptions::on_stall): the silent ranks, as global ranks.
+      if (options_.controller.on_stall && !silent.empty()) {
+        StalledTensor t;
+        t.cycle = true;
+        t.name = posted_first_;
+        t.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - posted_at_);
+        const auto& global = options_.controller.global_ranks;
+        const auto shown = [&](int r) {
+          return static_cast<std::size_t>(r) < global.size() ? global[static_cast<std::size_t>(r)]
+                                                             : r;
+        };
+        for (int r = 0; r < options_.size; ++r) {
+          if (std::find(silent.begin(), silent.end(), r) == silent.end()) {
+            t.waiting.push_back(shown(r));
+          } else {
+            t.missing.push_back({shown(r), {}});
+          }
+        }
+        options_.controller.on_stall(
+            StallReport{options_.controller.set_id, options_.controller.set_label, {std::move(t)}});
+      }
     }
   }
   if (fatal.empty()) return;

@@ -37,7 +37,7 @@ std::string tensor_json(const StalledTensor& t) {
   }
   missing += ']';
   return fmt::format(R"({{"tensor":"{}","op":"{}","seconds":{:.3f},"waiting":{},"missing":{}}})",
-                     json_escape(t.name), op_kind_name(t.kind),
+                     json_escape(t.name), t.cycle ? "negotiation" : op_kind_name(t.kind),
                      static_cast<double>(t.waited.count()) / 1000.0, ints(t.waiting), missing);
 }
 

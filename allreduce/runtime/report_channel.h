@@ -11,7 +11,8 @@ namespace hvd::runtime {
 
 // The report as one line of JSON, newline included: {"kind":"stall","process_set":N,
 // "set_label":"...","tensors":[{"tensor":"...","op":"allreduce","seconds":3.1,"waiting":[0,1],
-// "missing":[{"rank":2,"submitted":["..."]}]}]}. Tensors are left out from the end until the
+// "missing":[{"rank":2,"submitted":["..."]}]}]} ("op":"negotiation" for a cycle some ranks'
+// engines never answered: StalledTensor::cycle). Tensors are left out from the end until the
 // line fits contract::kMaxReportLine (a "left_out" count says how many). Pure.
 std::string encode_stall_report(const StallReport& report);
 

@@ -12,7 +12,7 @@
 namespace hvd::launcher {
 namespace {
 
-constexpr size_t kOpsShown = 3;    // tensors named per block; the rest counted
+constexpr size_t kOpsShown = 3;      // tensors named per block; the rest counted
 constexpr size_t kFramesShown = 12;  // stack lines per rank on stderr (all in --json)
 
 const nlohmann::json* field(const nlohmann::json& o, const char* key) {
@@ -137,17 +137,29 @@ std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
     if (stalled.size() > kOpsShown) {
       ops_text += fmt::format(" and {} more", stalled.size() - kOpsShown);
     }
-    lines.push_back(fmt::format(
-        "stall: {} {} not submitted {}{}, which {} {} waited on for {:.1f} s", ranks_text(who),
-        who.size() == 1 ? "has" : "have", ops_text,
-        first.set_label.empty() ? "" : " in " + first.set_label, ranks_text(first.waiting),
-        first.waiting.size() == 1 ? "has" : "have", first.seconds));
+    if (first.op == "negotiation") {
+      // A cycle the missing ranks' engines never answered: their processes are frozen.
+      lines.push_back(fmt::format(
+          "stall: {} {} not answered negotiation{}{}, which {} {} waited on for {:.1f} s: "
+          "frozen (stopped, in a debugger) or {} host stalled?",
+          ranks_text(who), who.size() == 1 ? "has" : "have",
+          first.tensor.empty() ? "" : " (it brought '" + first.tensor + "')",
+          first.set_label.empty() ? "" : " in " + first.set_label, ranks_text(first.waiting),
+          first.waiting.size() == 1 ? "has" : "have", first.seconds,
+          who.size() == 1 ? "its" : "their"));
+    } else {
+      lines.push_back(fmt::format(
+          "stall: {} {} not submitted {}{}, which {} {} waited on for {:.1f} s", ranks_text(who),
+          who.size() == 1 ? "has" : "have", ops_text,
+          first.set_label.empty() ? "" : " in " + first.set_label, ranks_text(first.waiting),
+          first.waiting.size() == 1 ? "has" : "have", first.seconds));
+    }
     for (const int rank : who) {
       const RankInspection* found = inspection_of(inspections, rank);
       const std::string host = found != nullptr && !found->host.empty() ? found->host : "?";
-      std::string line = fmt::format("  rank {} on {}: {}", rank, host,
-                                     found != nullptr ? process_text(found->found)
-                                                      : "its agent did not answer");
+      std::string line =
+          fmt::format("  rank {} on {}: {}", rank, host,
+                      found != nullptr ? process_text(found->found) : "its agent did not answer");
       for (const auto& m : first.missing) {
         if (m.rank != rank || m.submitted.empty()) continue;
         std::vector<std::string> quoted;
@@ -163,8 +175,8 @@ std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
         size_t shown = 0;
         for (const auto& frame : f["stack"]) {
           if (shown++ == kFramesShown) {
-            lines.push_back(fmt::format("        ... ({} lines in all: --json has them)",
-                                        f["stack"].size()));
+            lines.push_back(
+                fmt::format("        ... ({} lines in all: --json has them)", f["stack"].size()));
             break;
           }
           const std::string text = frame.is_string() ? frame.get<std::string>() : "?";
@@ -209,8 +221,8 @@ nlohmann::ordered_json stalls_json(const std::vector<StalledOp>& ops,
       entry["cpu_percent"] =
           has && found->found.contains("cpu_percent") ? found->found["cpu_percent"] : nullptr;
       entry["engine"] = has && found->found.contains("engine") ? found->found["engine"] : nullptr;
-      entry["stack"] = has && found->found.contains("stack") ? found->found["stack"]
-                                                              : nlohmann::json::array();
+      entry["stack"] =
+          has && found->found.contains("stack") ? found->found["stack"] : nlohmann::json::array();
       entry["submitted"] = m.submitted.empty() ? nlohmann::ordered_json(nullptr)
                                                : nlohmann::ordered_json(m.submitted);
       missing.push_back(std::move(entry));

@@ -16,11 +16,12 @@ namespace {
 
 using hvd::test::have_torch;
 
-#define SKIP_WITHOUT_PYTHON()                                                           \
-  if (!HVD_TEST_HAS_PYTHON || !have_torch()) {                                          \
-    WARN("skipped: no Python binding in this build, or /usr/bin/python3 cannot import " \
-         "torch (bash scripts/install-deps.sh --torch)");                               \
-    return;                                                                             \
+#define SKIP_WITHOUT_PYTHON()                                                          \
+  if (!HVD_TEST_HAS_PYTHON || !have_torch()) {                                         \
+    WARN(                                                                              \
+        "skipped: no Python binding in this build, or /usr/bin/python3 cannot import " \
+        "torch (bash scripts/install-deps.sh --torch)");                               \
+    return;                                                                            \
   }
 
 struct Stalled {
@@ -42,12 +43,11 @@ Stalled run_mode(const std::string& mode, bool through_shell = false) {
   }
   std::vector<std::string> rest{"-H", s.a + ":1," + s.b + ":1", "-np", "2", "--json"};
   rest.insert(rest.end(), command.begin(), command.end());
-  s.run = run_hvdrun(
-      hosts.args(rest),
-      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "2"},
-       {"PYTHONPATH", HVD_PYTHON_DIR},
-       {"PYTHONDONTWRITEBYTECODE", "1"}},
-      std::chrono::seconds(120));
+  s.run = run_hvdrun(hosts.args(rest),
+                     {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "2"},
+                      {"PYTHONPATH", HVD_PYTHON_DIR},
+                      {"PYTHONDONTWRITEBYTECODE", "1"}},
+                     std::chrono::seconds(120));
   if (s.run.exit_code == 0) s.stalls = parse_json(s.run.out).at("stalls");
   return s;
 }
@@ -95,8 +95,7 @@ TEST_CASE("a rank asleep before an allreduce is named with its host, state and s
   CHECK(stack_has(missing, "main"));
 }
 
-TEST_CASE("a spinning rank is named running, with the function it spins in",
-          "[why][ssh]") {
+TEST_CASE("a spinning rank is named running, with the function it spins in", "[why][ssh]") {
   SKIP_WITHOUT_PYTHON();
   const Stalled s = run_mode("busy");
   INFO(show(s.run));
@@ -108,8 +107,7 @@ TEST_CASE("a spinning rank is named running, with the function it spins in",
   CHECK(stack_has(missing, "spin"));
 }
 
-TEST_CASE("a stopped rank is named stopped, without a stack it cannot give",
-          "[why][ssh]") {
+TEST_CASE("a stopped rank is named stopped, without a stack it cannot give", "[why][ssh]") {
   SKIP_WITHOUT_PYTHON();
   const Stalled s = run_mode("stop");
   INFO(show(s.run));
@@ -127,8 +125,7 @@ TEST_CASE("a stopped rank is named stopped, without a stack it cannot give",
   CHECK_THAT(s.run.err, ContainsSubstring("no stack: the process is stopped"));
 }
 
-TEST_CASE("ranks in different ops are each named with what they submitted instead",
-          "[why][ssh]") {
+TEST_CASE("ranks in different ops are each named with what they submitted instead", "[why][ssh]") {
   SKIP_WITHOUT_PYTHON();
   const Stalled s = run_mode("other_op");
   INFO(show(s.run));

@@ -173,10 +173,10 @@ TEST_CASE("why: faulthandler's dump becomes file:line frames under their threads
       "  File \"train.py\", line 50 in <module>\n"
       "garbage\n";
   CHECK(hvd::agent::parse_faulthandler_dump(dump) ==
-        std::vector<std::string>{"thread 0x00007f0000000001:",
-                                 "/usr/lib/python3/threading.py:320 in wait",
-                                 "thread 0x00007f0000000002 (current):",
-                                 "train.py:41 in load_batch", "train.py:50 in <module>"});
+        std::vector<std::string>{
+            "thread 0x00007f0000000001:", "/usr/lib/python3/threading.py:320 in wait",
+            "thread 0x00007f0000000002 (current):", "train.py:41 in load_batch",
+            "train.py:50 in <module>"});
   CHECK(hvd::agent::parse_faulthandler_dump(dump, 2).size() == 2);
   CHECK(hvd::agent::parse_faulthandler_dump("").empty());
 }
@@ -229,8 +229,27 @@ TEST_CASE("why: a rank report frame carries one line, at most the channel's limi
   CHECK(back.line == R"({"kind":"stall"})");
   CHECK_THROWS_AS(hvd::agent::decode_rank_report(payload + "\nmore"), hvd::Error);
   CHECK_THROWS_AS(hvd::agent::decode_rank_report("ab"), hvd::Error);
-  CHECK_THROWS_AS(
-      hvd::agent::decode_rank_report(std::string(4, '\0') +
-                                     std::string(hvd::contract::kMaxReportLine + 1, 'x')),
-      hvd::Error);
+  CHECK_THROWS_AS(hvd::agent::decode_rank_report(
+                      std::string(4, '\0') + std::string(hvd::contract::kMaxReportLine + 1, 'x')),
+                  hvd::Error);
+}
+
+TEST_CASE("why: a negotiation cycle a frozen rank never answered reads as such", "[why]") {
+  StallReport r;
+  StalledTensor t;
+  t.cycle = true;
+  t.name = "allreduce.grad.7";
+  t.waited = std::chrono::milliseconds(4000);
+  t.waiting = {0};
+  t.missing = {{1, {}}};
+  r.tensors.push_back(t);
+  const std::string line = encode_stall_report(r);
+  const auto ops = hvd::launcher::parse_stall_report(line.substr(0, line.size() - 1));
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].op == "negotiation");
+  const auto lines = hvd::launcher::render_verdict(ops, {});
+  REQUIRE_FALSE(lines.empty());
+  CHECK(lines[0] ==
+        "stall: rank 1 has not answered negotiation (it brought 'allreduce.grad.7'), which rank "
+        "0 has waited on for 4.0 s: frozen (stopped, in a debugger) or its host stalled?");
 }
