@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -65,14 +66,19 @@ void Agent::read_report(LiveRank& rank) {
                    rank.rank);
       continue;
     }
-    if (json["kind"] == "stack_handler") {
+    if (json["kind"] == "stack_handler") {  // "kind" is a string: checked above
       // Only a real-time signal (anything else could end or stop the rank), and only to a
       // process of the rank's own group (inspect() checks again before each signal).
-      const int sig = json.value("signal", 0);
-      const pid_t pid = json.value("pid", 0);
-      if (sig >= SIGRTMIN && sig <= SIGRTMAX && pid > 0 && in_rank_group(rank, pid)) {
-        rank.stack_signal = sig;
-        rank.stack_pid = pid;
+      const auto number = [&json](const char* key) {
+        const auto it = json.find(key);
+        return it != json.end() && it->is_number_integer() ? it->get<long long>() : 0LL;
+      };
+      const long long sig = number("signal");
+      const long long pid = number("pid");
+      if (sig >= SIGRTMIN && sig <= SIGRTMAX && pid > 0 && pid <= INT32_MAX &&
+          in_rank_group(rank, static_cast<pid_t>(pid))) {
+        rank.stack_signal = static_cast<int>(sig);
+        rank.stack_pid = static_cast<pid_t>(pid);
       }
       continue;
     }

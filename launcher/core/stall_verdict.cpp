@@ -109,6 +109,30 @@ std::vector<StalledOp> parse_stall_report(std::string_view line) {
   return ops;
 }
 
+nlohmann::json clean_inspection(const nlohmann::json& raw) {
+  nlohmann::json out = nlohmann::json::object();
+  if (!raw.is_object()) return out;
+  for (const char* key : {"state", "engine", "stack_note"}) {
+    if (const nlohmann::json* v = field(raw, key); v != nullptr && v->is_string()) out[key] = *v;
+  }
+  for (const char* key : {"pid", "threads"}) {
+    if (const nlohmann::json* v = field(raw, key); v != nullptr && v->is_number_integer()) {
+      out[key] = *v;
+    }
+  }
+  for (const char* key : {"cpu_percent", "cpu_seconds"}) {
+    if (const nlohmann::json* v = field(raw, key); v != nullptr && v->is_number()) out[key] = *v;
+  }
+  if (const nlohmann::json* v = field(raw, "stack"); v != nullptr && v->is_array()) {
+    nlohmann::json stack = nlohmann::json::array();
+    for (const auto& line : *v) {
+      if (line.is_string() && stack.size() < 1000) stack.push_back(line);
+    }
+    out["stack"] = std::move(stack);
+  }
+  return out;
+}
+
 std::vector<int> missing_ranks(const std::vector<StalledOp>& ops) {
   std::set<int> ranks;
   for (const StalledOp& op : ops) {

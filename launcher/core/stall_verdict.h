@@ -38,6 +38,11 @@ struct RankInspection {
   nlohmann::json found;  // the agent's object for this rank; null when none came
 };
 
+// An agent's kInspection entry with only the fields the verdict reads, each of its type (a field
+// missing or of another type is left out; `stack` keeps its strings, at most 1000): what comes
+// over the wire never reaches render_verdict() unchecked.
+nlohmann::json clean_inspection(const nlohmann::json& raw);
+
 // The verdict as lines for stderr (without "hvdrun: "): one block per set of missing ranks,
 // naming the ops they have not submitted, who waits, and each missing rank's process.
 std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,

@@ -23,7 +23,7 @@ constexpr size_t kMaxStallsKept = 100;  // --json's "stalls"
 void NativeJob::on_rank_report(AgentConn& agent, const std::string& payload) {
   const agent::RankReport report = agent::decode_rank_report(payload);
   const auto kind = nlohmann::json::parse(report.line, nullptr, false);
-  if (!kind.is_object() || kind.value("kind", "") != "stall") {
+  if (!kind.is_object() || !kind.contains("kind") || kind["kind"] != "stall") {
     spdlog::debug("host {}: rank {}: a report line of another kind, ignored", host_of(agent),
                   report.rank);
     return;
@@ -71,7 +71,7 @@ void NativeJob::on_inspection(AgentConn& agent, const std::string& payload) {
     for (const auto& one : doc["ranks"]) {
       if (!one.is_object() || !one.contains("rank") || !one["rank"].is_number_integer()) continue;
       for (RankInspection& found : verdict_->found) {
-        if (found.rank == one["rank"].get<int>()) found.found = one;
+        if (found.rank == one["rank"].get<int>()) found.found = clean_inspection(one);
       }
     }
   }

@@ -253,3 +253,17 @@ TEST_CASE("why: a negotiation cycle a frozen rank never answered reads as such",
         "stall: rank 1 has not answered negotiation (it brought 'allreduce.grad.7'), which rank "
         "0 has waited on for 4.0 s: frozen (stopped, in a debugger) or its host stalled?");
 }
+
+TEST_CASE("why: an inspection's fields of the wrong type are dropped, not trusted", "[why]") {
+  const auto raw = nlohmann::json::parse(
+      R"({"rank":1,"state":7,"pid":"x","cpu_percent":"hot","engine":"sleeping",)"
+      R"("stack":["a.py:1 in f",3,{"x":1}],"stack_note":null,"extra":true})");
+  const auto clean = hvd::launcher::clean_inspection(raw);
+  CHECK(clean == nlohmann::json::parse(R"({"engine":"sleeping","stack":["a.py:1 in f"]})"));
+  CHECK(hvd::launcher::clean_inspection(nlohmann::json::array()).empty());
+  // What is left renders without throwing: the state unknown.
+  std::vector<StalledOp> ops(1);
+  ops[0] = {"allreduce", "t", 0, "", 2.0, {0}, {{1, {}}}};
+  const auto lines = hvd::launcher::render_verdict(ops, {{1, "h", clean}});
+  CHECK_THAT(lines.at(1), ContainsSubstring("rank 1 on h: pid 0: unknown"));
+}
