@@ -249,18 +249,20 @@ TEST_CASE("process: pass_fds hands several, also when one's number is another's 
   REQUIRE(::pipe2(a, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(b, O_CLOEXEC) == 0);
   hvd::UniqueFd a_read(a[0]), b_read(b[0]);
-  // The write ends at 8 and 9 (sh takes one-digit descriptors only), then swapped: a's end
-  // becomes the child's 9 and b's its 8. A naive dup2 in order would send both lines into the
-  // same pipe.
-  REQUIRE(::fcntl(8, F_GETFD) == -1);
-  REQUIRE(::fcntl(9, F_GETFD) == -1);
-  REQUIRE(::dup3(a[1], 8, O_CLOEXEC) == 8);
-  REQUIRE(::dup3(b[1], 9, O_CLOEXEC) == 9);
+  // The write ends at two free descriptors x < y, then swapped: a's end becomes the child's y
+  // and b's its x. A naive dup2 in order would send both lines into the same pipe. (bash, not
+  // sh: dash takes one-digit descriptors only.)
+  const int x = ::fcntl(a[1], F_DUPFD_CLOEXEC, 100);
+  const int y = ::fcntl(b[1], F_DUPFD_CLOEXEC, x + 1);
+  REQUIRE(x >= 100);
+  REQUIRE(y > x);
   ::close(a[1]);
   ::close(b[1]);
-  hvd::UniqueFd a_write(8), b_write(9);
-  ProcessSpec spec = sh("echo to-a >&9; echo to-b >&8");
-  spec.pass_fds = {{8, 9}, {9, 8}};
+  hvd::UniqueFd a_write(x), b_write(y);
+  ProcessSpec spec = sh("");
+  spec.argv = {"/bin/bash", "-c",
+               "echo to-a >&" + std::to_string(y) + "; echo to-b >&" + std::to_string(x)};
+  spec.pass_fds = {{x, y}, {y, x}};
   Process p = Process::spawn(spec);
   REQUIRE(p.started());
   CHECK(p.wait().code() == 0);
