@@ -60,6 +60,12 @@ TEST_CASE("protocol: rank events before any job are refused", "[protocol]") {
                         "rank events before it was given a job");
 }
 
+TEST_CASE("protocol: a rank's report before any job is refused", "[protocol]") {
+  Hosts hosts;
+  expect_protocol_error(launch_with_fake_agent(hosts, "early-report"),
+                        "a rank's report before it was given a job");
+}
+
 TEST_CASE("protocol: an error frame with fields of the wrong type still names the host",
           "[protocol]") {
   Hosts hosts;

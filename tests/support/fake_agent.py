@@ -7,6 +7,7 @@ Started over SSH as `fake_agent.py MODE VERSION --agent` (through a wrapper the 
   bad-json         answers it with a Listening frame whose port is a string
   early-started    sends a Started frame right after its hello (no job was sent)
   error-bad-types  sends an Error frame whose message is a number
+  early-report     sends a rank's stall report (RankReport) right after its hello
 Then it waits for its stdin to close, as a real agent would.
 """
 import json
@@ -15,7 +16,7 @@ import socket
 import struct
 import sys
 
-HELLO, STARTED, ERROR, LISTENING = 1, 2, 5, 7
+HELLO, STARTED, ERROR, LISTENING, RANK_REPORT = 1, 2, 5, 7, 13
 PROBE_LISTEN = 19
 
 
@@ -50,6 +51,8 @@ def main():
         "ssh_connection": os.environ.get("SSH_CONNECTION", ""), "interfaces": []}).encode())
     if mode == "early-started":
         send(STARTED, struct.pack(">II", 0, os.getpid()))
+    if mode == "early-report":
+        send(RANK_REPORT, struct.pack(">I", 0) + b'{"kind":"stall","tensors":[]}')
     if mode == "error-bad-types":
         send(ERROR, json.dumps({"message": 42, "hint": ["x"]}).encode())
     while True:
