@@ -135,6 +135,8 @@ class Controller {
   bool waiting() const { return !table_.empty() && fatal_.empty(); }
   bool idle() const { return table_.empty() && out_.empty() && fatal_.empty() && groups_.empty(); }
   const ControllerOptions& options() const { return options_; }
+  // The rank users know for this engine's `rank` (ControllerOptions::global_ranks).
+  int global_rank(int rank) const { return shown(rank); }
 
   const std::set<int>& shut_down() const { return shut_down_; }
   bool everyone_shut_down() const { return static_cast<int>(shut_down_.size()) == options_.size; }

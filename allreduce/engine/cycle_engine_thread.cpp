@@ -255,16 +255,11 @@ void CycleEngine::check_stalls(Clock::time_point now) {
         t.cycle = true;
         t.name = posted_first_;
         t.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - posted_at_);
-        const auto& global = options_.controller.global_ranks;
-        const auto shown = [&](int r) {
-          return static_cast<std::size_t>(r) < global.size() ? global[static_cast<std::size_t>(r)]
-                                                             : r;
-        };
         for (int r = 0; r < options_.size; ++r) {
           if (std::find(silent.begin(), silent.end(), r) == silent.end()) {
-            t.waiting.push_back(shown(r));
+            t.waiting.push_back(controller_.global_rank(r));
           } else {
-            t.missing.push_back({shown(r), {}});
+            t.missing.push_back({controller_.global_rank(r), {}});
           }
         }
         options_.controller.on_stall(

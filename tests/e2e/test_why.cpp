@@ -52,11 +52,11 @@ Stalled run_mode(const std::string& mode, bool through_shell = false) {
   return s;
 }
 
-// The first --json stall entry missing rank 1, and that entry's rank 1.
-std::pair<json, json> missing_rank_1(const json& stalls) {
+// The first --json stall entry missing rank 1 (with `state`, if given), and that rank's entry.
+std::pair<json, json> missing_rank_1(const json& stalls, const std::string& state = "") {
   for (const json& st : stalls) {
     for (const json& m : st.at("missing")) {
-      if (m.at("rank") == 1) return {st, m};
+      if (m.at("rank") == 1 && (state.empty() || m.at("state") == state)) return {st, m};
     }
   }
   return {json(), json()};
@@ -114,12 +114,7 @@ TEST_CASE("a stopped rank is named stopped, without a stack it cannot give", "[w
   REQUIRE(s.run.exit_code == 0);
   // Every verdict while it is stopped says so (on a loaded machine the last may come after the
   // child continued it).
-  json stopped;
-  for (const json& st : s.stalls) {
-    for (const json& m : st.at("missing")) {
-      if (m.at("rank") == 1 && m.at("state") == "stopped") stopped = m;
-    }
-  }
+  const json stopped = missing_rank_1(s.stalls, "stopped").second;
   REQUIRE(stopped.is_object());
   CHECK(stopped.at("stack").empty());
   CHECK_THAT(s.run.err, ContainsSubstring("no stack: the process is stopped"));
