@@ -178,6 +178,10 @@ void Agent::report_exits() {
     // still holds them open.
     drain(r, r.process.out(), Stream::kStdout, false);
     drain(r, r.process.err(), Stream::kStderr, false);
+    // And its last report lines before its exit: the stall shutdown's report (docs/why.md)
+    // must reach hvdrun before the exit it causes.
+    for (int reads = 0; reads < 8 && r.report.valid() && read_report(r); ++reads) {
+    }
     r.process.out().reset();
     r.process.err().reset();
     const ExitStatus status = *r.process.status();

@@ -92,7 +92,8 @@ class Agent {
   void drain(LiveRank& rank, UniqueFd& fd, Stream stream, bool until_eof);
   void read_channel(LiveRank& rank);
   // agent/agent_why.cpp: the report channel's lines, the stack pipe, and kInspect.
-  void read_report(LiveRank& rank);
+  // One read of the rank's report pipe; false when nothing more is there now (or it closed).
+  bool read_report(LiveRank& rank);
   void read_stack(LiveRank& rank);
   void inspect(const std::string& payload);
   void announce(const GenerationNotice& notice);

@@ -47,13 +47,13 @@ pid_t inspected_pid(const LiveRank& rank) {
 
 }  // namespace
 
-void Agent::read_report(LiveRank& rank) {
+bool Agent::read_report(LiveRank& rank) {
   std::array<char, 16384> buf{};
   const long n = read_some(rank.report.get(), buf.data(), buf.size());
   if (n <= 0) {
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
     rank.report.reset();  // the rank closed it or ended
-    return;
+    return false;
   }
   rank.report_partial.append(buf.data(), static_cast<size_t>(n));
   size_t newline = 0;
@@ -89,6 +89,7 @@ void Agent::read_report(LiveRank& rank) {
                  rank.rank, contract::kMaxReportLine);
     rank.report_partial.clear();
   }
+  return true;
 }
 
 void Agent::read_stack(LiveRank& rank) {

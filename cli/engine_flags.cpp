@@ -97,7 +97,8 @@ void define_engine_flags(CLI::App& app, Knobs& knobs) {
                std::to_string(parse_whole("--stall-check-shutdown-time-seconds", v, 0, 86400,
                                           contract::kStallShutdownTime.name)));
          },
-         "libhvd: fail every rank's pending ops after a stall this long (default 0: never)")
+         "libhvd: fail every rank's pending ops after a stall this long; hvdrun then ends the "
+         "job with exit 76 and the hang verdict as its cause (default 0: never)")
       ->type_name("SECONDS");
   app.add_flag_callback(
          "--no-stall-check", [&knobs] { set(knobs, contract::kStallCheckDisable, "1"); },

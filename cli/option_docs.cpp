@@ -166,6 +166,7 @@ the command and its arguments, passed on untouched.
       {ExitCode::kHostLost, "a host was lost while the job ran"},
       {ExitCode::kStartupTimeout, "a start-up phase did not finish within --start-timeout"},
       {ExitCode::kJobTimeout, "the job ran past --timeout and was stopped"},
+      {ExitCode::kStalled, "the ranks stalled past --stall-check-shutdown-time-seconds"},
       {ExitCode::kCannotStart, "the command, its directory or the agent is missing on a host"},
   };
   for (const auto& [code, meaning] : codes) {

@@ -22,6 +22,8 @@ ExitCode exit_code_of(ErrorKind kind) {
       return ExitCode::kLauncherFailed;
     case ErrorKind::kJobTimeout:
       return ExitCode::kJobTimeout;
+    case ErrorKind::kStalled:
+      return ExitCode::kStalled;
     case ErrorKind::kInternal:
     case ErrorKind::kCount:
       break;
@@ -47,6 +49,8 @@ std::string_view kind_name(ErrorKind kind) {
       return "launcher";
     case ErrorKind::kJobTimeout:
       return "job_timeout";
+    case ErrorKind::kStalled:
+      return "stalled";
     case ErrorKind::kInternal:
     case ErrorKind::kCount:
       break;

@@ -25,8 +25,11 @@ enum class ExitCode : int {
   kHostLost =
       74,  // a host was lost while the job ran: link closed or silent, agent died (EX_IOERR)
   kStartupTimeout = 75,  // a start-up phase did not finish in time (EX_TEMPFAIL)
-  kJobTimeout = 124,     // the job ran past --timeout and was stopped (timeout(1)'s code)
-  kCannotStart = 127,    // the command, its directory or the agent is missing on a host (as sh)
+  // the ranks stalled past --stall-check-shutdown-time-seconds: some never submitted an op the
+  // others wait in (EX_PROTOCOL: the ranks' exchange broke down)
+  kStalled = 76,
+  kJobTimeout = 124,   // the job ran past --timeout and was stopped (timeout(1)'s code)
+  kCannotStart = 127,  // the command, its directory or the agent is missing on a host (as sh)
 };
 
 inline int to_int(ExitCode code) { return static_cast<int>(code); }
@@ -41,13 +44,14 @@ enum class ErrorKind {
   kTimeout,     // a start-up phase did not finish in time
   kLauncher,    // the launcher's own part failed: no port to listen on, a process it cannot start
   kJobTimeout,  // the job ran past --timeout
+  kStalled,     // the ranks stalled past --stall-check-shutdown-time-seconds (docs/why.md)
   kInternal,    // a bug in hvdrun
   kCount,       // the number of kinds, not a kind
 };
 
 ExitCode exit_code_of(ErrorKind kind);
-// "usage", "net_check", "ssh", "remote", "host_lost", "timeout", "launcher", "internal": the
-// JSON result's error kind.
+// "usage", "net_check", "ssh", "remote", "host_lost", "timeout", "launcher", "job_timeout",
+// "stalled", "internal": the JSON result's error kind.
 std::string_view kind_name(ErrorKind kind);
 
 class Error : public std::runtime_error {

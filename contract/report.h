@@ -7,7 +7,9 @@
 //   bytes with its newline (the agent drops a longer line and says so). The lines:
 //     {"kind":"stall", ...}   rank 0's engine found tensors waiting past the stall warning time
 //                             (allreduce/runtime/report_channel.h writes it; the fields are
-//                             docs/why.md's)
+//                             docs/why.md's), or, with "shutdown":true, past the shutdown time
+//     {"kind":"holds", ...}   rank 0's engine's figures of who held the others up (stragglers:
+//                             docs/why.md), every few seconds and at the end
 //     {"kind":"stack_handler","signal":N,"pid":P}
 //                             the Python binding installed faulthandler for signal N in process
 //                             P (the rank, or a process it started: `sh -c "python ..."`): the

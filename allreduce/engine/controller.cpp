@@ -86,7 +86,11 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
       entry.submitted.assign(static_cast<std::size_t>(options_.size), false);
       entry.first_seen = now;
       entry.last_warned = now;
+      entry.last_arrival = now;
+      if (!first_op_) first_op_ = now;
     }
+    entry.prev_arrival = entry.last_arrival;
+    entry.last_arrival = now;
     if (entry.has(rank)) {
       // The whole name fails: the ranks that submitted it once get the error too.
       fail_name(request.name, entry.by_rank, request, rank,
@@ -129,6 +133,9 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
     }
     if (static_cast<int>(entry.by_rank.size()) == options_.size ||
         (!join && complete_with_joined(entry))) {
+      if (static_cast<int>(entry.by_rank.size()) == options_.size && options_.size > 1) {
+        note_hold(rank, entry.prev_arrival, now);
+      }
       complete(it->first, entry);
       table_.erase(it);
     }
@@ -149,6 +156,7 @@ void Controller::add(int rank, RequestList list, Clock::time_point now) {
                           options_.set_label.empty() ? "" : " or removed the process set"));
   }
   fuse_ready();
+  if (options_.on_holds) report_holds(now, everyone_shut_down());
 }
 
 void Controller::add_unanimous(RequestList list, Clock::time_point now) {

@@ -63,8 +63,28 @@ struct StallReport {
   int process_set = 0;
   std::string set_label;  // "" for the global set
   std::vector<StalledTensor> tensors;
+  // The stall shutdown's report (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): sent once, just before
+  // the engine fails every pending op, with the tensor (or cycle) that ended the job.
+  bool shutdown = false;
 };
 inline constexpr std::size_t kMaxSubmittedShown = 8;
+
+// Who held the others up (stragglers: docs/why.md). For each op every rank submitted, the last
+// rank to submit it held the others for the time between the second-last submission and its
+// own. Per rank those intervals are merged (a step's hundred tensors, all submitted late, count
+// once), so `held` is wall time the job spent waiting for that rank alone.
+struct HoldReport {
+  int process_set = 0;
+  std::chrono::milliseconds elapsed{0};  // since the first op's first submission
+  std::uint64_t ops = 0;                 // ops every rank submitted, one by one
+  struct Rank {
+    int rank = 0;  // a global rank
+    std::chrono::milliseconds held{0};
+    std::uint64_t last = 0;  // ops this rank was the last to submit
+  };
+  std::vector<Rank> ranks;  // every rank
+  bool final = false;       // every rank shut down: the run's totals
+};
 
 // Defaults: the contract table's (contract/env_table.h).
 struct ControllerOptions {
@@ -85,8 +105,13 @@ struct ControllerOptions {
   std::vector<int> global_ranks{};
   int set_id = 0;  // the process set's id, for stall reports
   // Called by check_stalls() with what it warns about, as data (rank 0's engine sends it to the
-  // launcher: allreduce/runtime/report_channel.h). Empty: nobody listens.
+  // launcher: allreduce/runtime/report_channel.h), and once more with `shutdown` set when the
+  // stall shutdown ends the job. Empty: nobody listens.
   std::function<void(const StallReport&)> on_stall{};
+  // Called with the hold figures at most once per `holds_period` while ops complete, and once
+  // when every rank has shut down (final). Empty: not measured.
+  std::function<void(const HoldReport&)> on_holds{};
+  std::chrono::milliseconds holds_period = std::chrono::seconds(5);
 };
 
 // One op ready to run, for fusion: its request (the lowest rank's) and its error (nullptr or
@@ -150,6 +175,8 @@ class Controller {
     std::vector<bool> submitted;                   // indexed by rank
     Clock::time_point first_seen;
     Clock::time_point last_warned;
+    Clock::time_point last_arrival;  // the latest submission, and the one before it
+    Clock::time_point prev_arrival;
     bool has(int rank) const { return submitted[static_cast<std::size_t>(rank)]; }
   };
   void complete(const std::string& name, Entry& entry);
@@ -161,6 +188,9 @@ class Controller {
   // check_stalls()'s report of the `due` names, for ControllerOptions::on_stall.
   StallReport stall_report(const std::vector<std::string>& due, Clock::time_point now) const;
   void fail_waiting_for(int rank, const std::string& why);
+  // The hold figures (controller_stalls.cpp): `rank` held the others from `from` to `to`.
+  void note_hold(int rank, Clock::time_point from, Clock::time_point to);
+  void report_holds(Clock::time_point now, bool final);
   void fuse_ready();
   // Join: every rank not joined has submitted `entry`.
   bool complete_with_joined(const Entry& entry) const;
@@ -236,6 +266,14 @@ class Controller {
   std::string fatal_;
   hvd_status fatal_status_ = HVD_ERR_BACKEND;  // PEER_LOST when a rank left
   bool fatal_sent_ = false;
+  // The hold figures (HoldReport), by rank; only while on_holds is set.
+  std::vector<Clock::duration> held_;
+  std::vector<std::uint64_t> held_last_;
+  std::vector<Clock::time_point> held_until_;  // the end of the rank's last interval counted
+  std::uint64_t held_ops_ = 0;
+  std::optional<Clock::time_point> first_op_;
+  Clock::time_point next_holds_{};
+  bool holds_final_sent_ = false;
 };
 
 }  // namespace hvd::runtime

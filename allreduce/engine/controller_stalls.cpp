@@ -1,5 +1,6 @@
 // The Controller's stall checks (allreduce/engine/controller.h): the warnings, the stall
-// shutdown, and the report of each stall for the launcher's verdict (ControllerOptions::on_stall).
+// shutdown, and the report of each stall for the launcher's verdict (ControllerOptions::on_stall);
+// and who held the others up (ControllerOptions::on_holds), for the launcher's stragglers.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -46,6 +47,11 @@ std::vector<std::string> Controller::check_stalls(Clock::time_point now) {
         options_.stall_warning.count() / 1000));
   }
   if (shutdown_name != nullptr) {
+    if (options_.on_stall) {  // the launcher's root cause, before every op fails
+      StallReport report = stall_report({*shutdown_name}, now);
+      report.shutdown = true;
+      options_.on_stall(report);
+    }
     const Entry& entry = table_.at(*shutdown_name);
     std::vector<int> absent;
     for (int r = 0; r < options_.size; ++r) {
@@ -88,6 +94,41 @@ StallReport Controller::stall_report(const std::vector<std::string>& due,
     report.tensors.push_back(std::move(tensor));
   }
   return report;
+}
+
+void Controller::note_hold(int rank, Clock::time_point from, Clock::time_point to) {
+  if (!options_.on_holds) return;
+  if (held_.empty()) {
+    const auto n = static_cast<std::size_t>(options_.size);
+    held_.assign(n, Clock::duration::zero());
+    held_last_.assign(n, 0);
+    held_until_.assign(n, Clock::time_point{});
+  }
+  const auto r = static_cast<std::size_t>(rank);
+  ++held_ops_;
+  ++held_last_[r];
+  from = std::max(from, held_until_[r]);  // what an earlier interval of this rank counted
+  if (to > from) {
+    held_[r] += to - from;
+    held_until_[r] = to;
+  }
+}
+
+void Controller::report_holds(Clock::time_point now, bool final) {
+  if (holds_final_sent_ || held_ops_ == 0 || !first_op_ || (!final && now < next_holds_)) return;
+  next_holds_ = now + options_.holds_period;
+  holds_final_sent_ = final;
+  HoldReport report;
+  report.process_set = options_.set_id;
+  report.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - *first_op_);
+  report.ops = held_ops_;
+  report.final = final;
+  for (int r = 0; r < options_.size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    report.ranks.push_back(
+        {shown(r), std::chrono::duration_cast<std::chrono::milliseconds>(held_[i]), held_last_[i]});
+  }
+  options_.on_holds(report);
 }
 
 std::optional<Clock::time_point> Controller::next_stall_check() const {

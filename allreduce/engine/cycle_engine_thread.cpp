@@ -238,7 +238,27 @@ void CycleEngine::check_stalls(Clock::time_point now) {
         silent.empty()
             ? std::string("some rank has not joined it although rung")
             : fmt::format("rank(s) {} did not answer its doorbell", fmt::join(silent, ", "));
+    // The launcher's verdict (ControllerOptions::on_stall): the silent ranks, as global ranks.
+    auto report_silent = [&](bool shutting_down) {
+      if (!options_.controller.on_stall || silent.empty()) return;
+      StalledTensor t;
+      t.cycle = true;
+      t.name = posted_first_;
+      t.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - posted_at_);
+      for (int r = 0; r < options_.size; ++r) {
+        if (std::find(silent.begin(), silent.end(), r) == silent.end()) {
+          t.waiting.push_back(controller_.global_rank(r));
+        } else {
+          t.missing.push_back({controller_.global_rank(r), {}});
+        }
+      }
+      StallReport report{options_.controller.set_id, options_.controller.set_label, {}};
+      report.tensors.push_back(std::move(t));
+      report.shutdown = shutting_down;
+      options_.controller.on_stall(report);
+    };
     if (shutdown.count() > 0 && now - posted_at_ >= shutdown) {
+      report_silent(true);
       fatal = fmt::format(
           "stalled for more than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ({} s): negotiation cycle {} "
           "was never joined by every rank{}: {} (frozen, or the host stalls)",
@@ -249,22 +269,7 @@ void CycleEngine::check_stalls(Clock::time_point now) {
           "stall: rank 0 has waited {} s in negotiation cycle {}{}: {}; is it frozen (stopped, in "
           "a debugger) or its host stalled?",
           waited.count(), cycle_ + 1, brought, who);
-      // The launcher's verdict (ControllerOptions::on_stall): the silent ranks, as global ranks.
-      if (options_.controller.on_stall && !silent.empty()) {
-        StalledTensor t;
-        t.cycle = true;
-        t.name = posted_first_;
-        t.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - posted_at_);
-        for (int r = 0; r < options_.size; ++r) {
-          if (std::find(silent.begin(), silent.end(), r) == silent.end()) {
-            t.waiting.push_back(controller_.global_rank(r));
-          } else {
-            t.missing.push_back({controller_.global_rank(r), {}});
-          }
-        }
-        options_.controller.on_stall(
-            StallReport{options_.controller.set_id, options_.controller.set_label, {std::move(t)}});
-      }
+      report_silent(false);
     }
   }
   if (fatal.empty()) return;

@@ -57,9 +57,29 @@ std::string encode_stall_report(const StallReport& report) {
     tensors += one;
     ++taken;
   }
-  return fmt::format(R"({}{}],"left_out":{}}})"
+  return fmt::format(R"({}{}],"left_out":{}{}}})"
                      "\n",
-                     head, tensors, report.tensors.size() - taken);
+                     head, tensors, report.tensors.size() - taken,
+                     report.shutdown ? R"(,"shutdown":true)" : "");
+}
+
+std::string encode_hold_report(const HoldReport& report) {
+  std::string out = fmt::format(
+      R"({{"kind":"holds","process_set":{},"elapsed_s":{:.3f},"ops":{},"final":{},"ranks":[)",
+      report.process_set, static_cast<double>(report.elapsed.count()) / 1000.0, report.ops,
+      report.final ? "true" : "false");
+  std::size_t taken = 0;
+  for (const HoldReport::Rank& r : report.ranks) {
+    const std::string one = fmt::format(R"({{"rank":{},"held_s":{:.3f},"last":{}}})", r.rank,
+                                        static_cast<double>(r.held.count()) / 1000.0, r.last);
+    if (out.size() + one.size() + 40 > contract::kMaxReportLine) break;
+    if (taken > 0) out += ',';
+    out += one;
+    ++taken;
+  }
+  return out + fmt::format(R"(],"left_out":{}}})"
+                           "\n",
+                           report.ranks.size() - taken);
 }
 
 bool send_report_line(int fd, std::string_view line) {

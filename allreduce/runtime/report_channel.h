@@ -16,6 +16,12 @@ namespace hvd::runtime {
 // line fits contract::kMaxReportLine (a "left_out" count says how many). Pure.
 std::string encode_stall_report(const StallReport& report);
 
+// The hold figures (stragglers) as one line: {"kind":"holds","process_set":N,"elapsed_s":E,
+// "ops":K,"final":false,"ranks":[{"rank":0,"held_s":0.012,"last":3},...]}. A line of a rank
+// needs about 50 bytes: the ranks past the channel's limit (over a thousand) are left out, with
+// a "left_out" count. Pure.
+std::string encode_hold_report(const HoldReport& report);
+
 // Writes `line` to `fd` without blocking; false when it did not go whole (a full pipe: the
 // agent is not reading; a closed one). Never throws, never waits.
 bool send_report_line(int fd, std::string_view line);

@@ -186,6 +186,17 @@ std::function<void(const StallReport&)> stall_sink(int report_fd) {
   };
 }
 
+// Rank 0's hold figures for the launcher's stragglers (the global set's only); none without
+// an agent.
+std::function<void(const HoldReport&)> holds_sink(int report_fd, const SetSpec& set) {
+  if (report_fd < 0 || set.id != 0) return {};
+  return [report_fd](const HoldReport& report) {
+    if (!send_report_line(report_fd, encode_hold_report(report))) {
+      logger().debug("the hold figures did not reach this host's agent (its pipe is full)");
+    }
+  };
+}
+
 EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTopology& topology,
                              const SetSpec& set, std::chrono::milliseconds timeout,
                              Timeline* timeline) {
@@ -198,7 +209,8 @@ EngineOptions engine_options(const RuntimeConfig& config, const contract::RankTo
                                       .set_label = set.id == 0 ? std::string() : set.label(),
                                       .global_ranks = set.ranks,
                                       .set_id = set.id,
-                                      .on_stall = stall_sink(config.report_fd)},
+                                      .on_stall = stall_sink(config.report_fd),
+                                      .on_holds = holds_sink(config.report_fd, set)},
                        .cycle_time = config.cycle_time,
                        .timeline = timeline,
                        .coordinator_timeout = timeout};

@@ -31,6 +31,7 @@ std::optional<std::string> why_no_restart(const LaunchResult& result) {
   switch (result.error->kind) {
     case ErrorKind::kHostLost:
     case ErrorKind::kNetCheck:
+    case ErrorKind::kStalled:  // as a failed rank: a hung file system may not hang again
       return std::nullopt;
     case ErrorKind::kUsage:
       return "a usage error does not go away";

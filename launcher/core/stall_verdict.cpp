@@ -161,7 +161,13 @@ std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
     if (stalled.size() > kOpsShown) {
       ops_text += fmt::format(" and {} more", stalled.size() - kOpsShown);
     }
-    if (first.op == "negotiation") {
+    if (first.op == "init") {
+      // Ranks the rendezvous server never heard from (NativeJob's start-up watch).
+      lines.push_back(
+          fmt::format("stall: {} {} not called hvd.init(), which {} {} waited in for {:.1f} s",
+                      ranks_text(who), who.size() == 1 ? "has" : "have", ranks_text(first.waiting),
+                      first.waiting.size() == 1 ? "has" : "have", first.seconds));
+    } else if (first.op == "negotiation") {
       // A cycle the missing ranks' engines never answered: their processes are frozen.
       lines.push_back(fmt::format(
           "stall: {} {} not answered negotiation{}{}, which {} {} waited on for {:.1f} s: "
@@ -212,6 +218,35 @@ std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
     }
   }
   return lines;
+}
+
+std::string verdict_summary(const std::vector<StalledOp>& ops,
+                            const std::vector<RankInspection>& inspections) {
+  const std::vector<std::string> lines = render_verdict(ops, inspections);
+  if (lines.empty()) return "";
+  std::string out = lines.front().substr(lines.front().starts_with("stall: ") ? 7 : 0);
+  // The first block's missing ranks: its lines up to the next block's head.
+  for (size_t i = 1; i < lines.size() && lines[i].starts_with("  "); ++i) {
+    if (lines[i].starts_with("    ")) continue;  // a stack's lines
+    const std::string rank_line = lines[i].substr(2);
+    out += "; " + rank_line.substr(0, rank_line.find("; it submitted"));
+    // Where it is: the innermost frame of the thread the dump calls current (the one that
+    // took the signal: the main thread, as a rule), else of the first thread it shows.
+    std::string first, current;
+    bool in_current = false;
+    for (size_t j = i + 1; j < lines.size() && lines[j].starts_with("    "); ++j) {
+      if (!lines[j].starts_with("        ")) {  // a thread's head line (or the stack's)
+        in_current = lines[j].find("(current)") != std::string::npos;
+        continue;
+      }
+      const std::string frame = lines[j].substr(8);
+      if (frame.starts_with("... (")) break;
+      if (first.empty()) first = frame;
+      if (in_current && current.empty()) current = frame;
+    }
+    if (!current.empty() || !first.empty()) out += ", at " + (current.empty() ? first : current);
+  }
+  return out;
 }
 
 std::string verdict_key(const std::vector<StalledOp>& ops,

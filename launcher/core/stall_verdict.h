@@ -13,7 +13,9 @@
 namespace hvd::launcher {
 
 struct StalledOp {
-  std::string op;      // "allreduce", ...
+  // "allreduce", ...; "negotiation": a cycle the missing ranks' engines never answered; "init":
+  // ranks that never called hvd.init() (the start-up watch: `tensor` is "")
+  std::string op;
   std::string tensor;  // its name
   int process_set = 0;
   std::string set_label;  // "" for the global set
@@ -47,6 +49,12 @@ nlohmann::json clean_inspection(const nlohmann::json& raw);
 // naming the ops they have not submitted, who waits, and each missing rank's process.
 std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
                                         const std::vector<RankInspection>& inspections);
+
+// The verdict in one line, for the job's root cause when a stall ends it: the first block's
+// head line (without "stall: ") and, for each of its missing ranks, its host, its process and
+// the innermost frame of the first thread of its stack.
+std::string verdict_summary(const std::vector<StalledOp>& ops,
+                            const std::vector<RankInspection>& inspections);
 
 // What stays the same while a stall goes on unchanged (the ops, who is missing, what each
 // missing rank submitted, its state and stack; not the seconds or the CPU figures): a verdict

@@ -154,6 +154,8 @@ void NativeJob::on_frame(AgentConn& agent, const agent::Frame& frame) {
       const auto exited = agent::decode_exited(frame.payload);
       if (elastic_running()) {
         on_elastic_exit(exited);
+      } else if (verdict_ && verdict_->ends != VerdictEnds::kNo) {
+        held_exits_.push_back(exited);  // recorded after the verdict (finish_verdict)
       } else {
         sup_.rank_exited(static_cast<int>(exited.rank),
                          {exited.signaled, static_cast<int>(exited.value)}, exited.stopped);
@@ -267,6 +269,7 @@ std::optional<Clock::time_point> NativeJob::deadline() const {
       consider(now + std::chrono::seconds(1));
   }
   if (verdict_) consider(verdict_->deadline);
+  if (const auto t = init_watch_due()) consider(*t);
   for (const AgentConn& a : agents_) {
     if (pinging(a)) consider(a.next_ping);
     if (keepalive_on(a)) consider(a.last_heard + options_.keepalive);
@@ -299,6 +302,7 @@ void NativeJob::on_deadline() {
     update_status(now);
   }
   if (verdict_ && now >= verdict_->deadline) finish_verdict();  // some agents did not answer
+  check_init(now);
   keepalive(now);
 }
 
@@ -342,6 +346,7 @@ void NativeJob::agent_silent(AgentConn& a) {
 }
 
 std::vector<std::string> NativeJob::abandon() {
+  finish_verdict();  // what it has, and the exits it held
   std::vector<std::string> hosts;
   for (AgentConn& a : agents_) {
     if (a.eof && a.gone) continue;
@@ -358,6 +363,7 @@ void NativeJob::on_child_exited() {
 }
 
 bool NativeJob::done() const {
+  if (!held_exits_.empty()) return false;  // recorded once the verdict is out (its deadline)
   return std::all_of(agents_.begin(), agents_.end(),
                      [](const AgentConn& a) { return a.eof && a.gone; });
 }
@@ -469,6 +475,7 @@ nlohmann::ordered_json NativeJob::details() const {
   }
   if (options_.elastic) out["elastic"] = elastic_json();
   out["stalls"] = stalls_;
+  out["stragglers"] = stragglers_json();
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include "agent/protocol.h"
 #include "launcher/core/net_check.h"
 #include "launcher/core/stall_verdict.h"
+#include "launcher/core/stragglers.h"
 #include "launcher/core/supervisor.h"
 #include "launcher/elastic/elastic_driver.h"
 #include "launcher/native/agent_conn.h"
@@ -136,12 +137,27 @@ class NativeJob final : public Job {
   void on_rank_report(AgentConn& agent, const std::string& payload);
   void on_inspection(AgentConn& agent, const std::string& payload);
   void finish_verdict();
+  // What a verdict does once shown: nothing more (a warning), or it ends the job as its root
+  // cause: the stall shutdown (76), or ranks that never called hvd.init() (75).
+  enum class VerdictEnds { kNo, kStallShutdown, kInitTimeout };
   struct PendingVerdict {
     std::vector<StalledOp> ops;
     std::vector<RankInspection> found;  // one per missing rank
-    std::set<size_t> waiting;           // agents (indexes into agents_) whose answer is due
+    std::multiset<size_t> waiting;      // agents (indexes into agents_) whose answers are due
     Clock::time_point deadline;
+    VerdictEnds ends = VerdictEnds::kNo;
   };
+  // Asks the agents of `pending`'s missing ranks that have no entry in `found` yet.
+  void ask_inspections(PendingVerdict& pending);
+  // The start-up watch: when every rank should have called hvd.init() (the first rank's call,
+  // seen by the rendezvous server, + the smaller of --start-timeout and the ranks' Gloo
+  // timeout); nullopt when nothing is watched (any more).
+  std::optional<Clock::time_point> init_watch_due() const;
+  void check_init(Clock::time_point now);
+  // Rank 0's hold figures (a "holds" line): the stragglers, named once each as they appear.
+  void on_holds(AgentConn& agent, const std::string& line);
+  nlohmann::ordered_json stragglers_json() const;  // --json's "stragglers"
+  std::string rank_host(int rank) const;           // "" when not known (elastic jobs)
 
   // One generation of an elastic job, for the log and --json.
   struct GenerationRecord {
@@ -189,7 +205,13 @@ class NativeJob final : public Job {
   std::optional<JoinCheck> join_check_;
   Clock::time_point next_discovery_{};
   std::optional<PendingVerdict> verdict_;  // a stall reported, its inspections under way
-  std::string last_verdict_;               // verdict_key() of the last one shown
+  // Ranks' exits that came while a verdict that ends the job was under way: recorded after it,
+  // so that the stall (not the exits it caused) is the root cause.
+  std::vector<agent::RankExited> held_exits_;
+  bool init_watched_ = false;  // the start-up watch is over: every rank called hvd.init(), or not
+  std::optional<HoldFigures> holds_;  // the latest of the global set
+  std::set<int> stragglers_named_;
+  std::string last_verdict_;  // verdict_key() of the last one shown
   nlohmann::ordered_json stalls_ = nlohmann::ordered_json::array();  // --json's "stalls"
   // What add_pollfds() added, so that on_ready() reads the same entries back.
   size_t polled_agents_ = 0;

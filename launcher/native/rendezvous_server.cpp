@@ -129,6 +129,9 @@ RendezvousServer::RendezvousServer(std::string token, HttpLimits limits)
             std::from_chars(rank.data(), rank.data() + rank.size(), r).ec == std::errc() &&
             r >= 0) {
           stats_.ranks_seen.insert(r);
+          if (!stats_.first_rank_request) {
+            stats_.first_rank_request = std::chrono::steady_clock::now();
+          }
         }
       }
     }
@@ -198,6 +201,11 @@ Served RendezvousServer::serve(httplib::Stream& stream) {
 RendezvousStats RendezvousServer::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+std::optional<std::chrono::steady_clock::time_point> RendezvousServer::first_rank_request() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.first_rank_request;
 }
 
 void RendezvousServer::put(const std::string& scope, const std::string& key, std::string value) {

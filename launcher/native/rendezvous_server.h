@@ -11,8 +11,10 @@
 // destructor stops the server and joins.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -27,6 +29,8 @@ struct RendezvousStats {
   std::set<int> ranks_seen;  // ranks that made an authenticated request
   size_t requests = 0;       // authenticated requests
   size_t rejected = 0;       // requests refused for a missing or wrong token
+  // When the first authenticated request that named its rank came: the first rank's hvd.init()
+  std::optional<std::chrono::steady_clock::time_point> first_rank_request;
 };
 
 class RendezvousServer {
@@ -45,6 +49,8 @@ class RendezvousServer {
   // documents: contract/elastic.h).
   void put(const std::string& scope, const std::string& key, std::string value);
   RendezvousStats stats() const;
+  // stats().first_rank_request without copying the rest (asked on every turn of hvdrun's loop).
+  std::optional<std::chrono::steady_clock::time_point> first_rank_request() const;
   // Answers the one request whose head `stream` starts with: the front end's workers call it,
   // the fuzz harness (tests/fuzz/rendezvous.cpp) with the request's bytes in memory.
   Served serve(httplib::Stream& stream);

@@ -182,6 +182,13 @@ def expected_verdict(f, p, h, mode, target, victim_rank):
         # it (3), or libhvd's init watchdog ends them first (75: under MPI always, as MPI
         # cannot say who is missing; under Gloo when the rank froze inside the connect).
         return ([3, 75], [])
+    if f == "stop_rank" and mode != "mpi":
+        # The stall shutdown ends the job with hvdrun's verdict as its cause (76): the rank, its
+        # host, stopped. Or the others' collectives fail first (chaos_rank exits 3) naming it:
+        # a rank frozen inside a collective's data plane, which negotiation cannot see, or a
+        # failure that reached hvdrun before rank 0's report (docs/why.md, "Not yet").
+        return [([76], ["rank %d on %s: pid" % (victim_rank, h), "stopped"]),
+                ([3], ["rank %d" % victim_rank])]
     if f == "stop_rank":  # the others' collectives fail (chaos_rank exits 3) naming it
         return ([3], ["rank %d" % victim_rank])
     if f == "kill_rsh_command":  # the agent's link gone: the host is lost, before or after

@@ -31,8 +31,9 @@ struct Stalled {
 };
 
 // `through_shell`: each rank is a shell that runs Python as its child (not exec'd), as a
-// wrapper script does.
-Stalled run_mode(const std::string& mode, bool through_shell = false) {
+// wrapper script does. `flags`: hvdrun's, before the command.
+Stalled run_mode(const std::string& mode, bool through_shell = false,
+                 const std::vector<std::string>& flags = {}) {
   Hosts hosts;
   Stalled s;
   s.a = hosts.addr(39);
@@ -42,6 +43,7 @@ Stalled run_mode(const std::string& mode, bool through_shell = false) {
     command = {"sh", "-c", std::string("/usr/bin/python3 ") + WHY_RANK + " " + mode + "; exit $?"};
   }
   std::vector<std::string> rest{"-H", s.a + ":1," + s.b + ":1", "-np", "2", "--json"};
+  rest.insert(rest.end(), flags.begin(), flags.end());
   rest.insert(rest.end(), command.begin(), command.end());
   s.run = run_hvdrun(hosts.args(rest),
                      {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "2"},
@@ -50,6 +52,11 @@ Stalled run_mode(const std::string& mode, bool through_shell = false) {
                      std::chrono::seconds(120));
   if (s.run.exit_code == 0) s.stalls = parse_json(s.run.out).at("stalls");
   return s;
+}
+
+// How long `run` took to the second, for a bound.
+double seconds_of(const std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // The first --json stall entry missing rank 1 (with `state`, if given), and that rank's entry.
@@ -81,7 +88,7 @@ TEST_CASE("a rank asleep before an allreduce is named with its host, state and s
              ContainsSubstring("hvdrun: warning: stall: rank 1 has not submitted allreduce "
                                "'allreduce.grad.7', which rank 0 has waited on for"));
   CHECK_THAT(s.run.err, ContainsSubstring("rank 1 on " + s.b + ": pid "));
-  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:22 in load_batch"));
+  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:29 in load_batch"));
   const auto [stall, missing] = missing_rank_1(s.stalls);
   REQUIRE(stall.is_object());
   CHECK(stall.at("op") == "allreduce");
@@ -143,4 +150,101 @@ TEST_CASE("a Python rank under a wrapper shell is read, and the shell is left al
   REQUIRE(stall.is_object());
   CHECK(missing.at("state") == "sleeping");
   CHECK(stack_has(missing, "load_batch"));
+}
+
+TEST_CASE("a stall past the shutdown time ends the job with exit 76, the verdict its cause",
+          "[why][ssh]") {
+  SKIP_WITHOUT_PYTHON();
+  const auto start = std::chrono::steady_clock::now();
+  // Rank 1 sleeps for 120 s; the stall shutdown (4 s) ends the job long before.
+  const Stalled s = run_mode("hang", false, {"--stall-check-shutdown-time-seconds", "4"});
+  const double took = seconds_of(start);
+  INFO(show(s.run));
+  CHECK(s.run.exit_code == 76);
+  CHECK_THAT(s.run.err,
+             ContainsSubstring("hvdrun: error: the job stalled past "
+                               "--stall-check-shutdown-time-seconds: rank 1 has not submitted "
+                               "allreduce 'allreduce.grad.7', which rank 0 has waited on for"));
+  CHECK_THAT(s.run.err, ContainsSubstring("rank 1 on " + s.b + ": pid "));
+  CHECK_THAT(s.run.err, ContainsSubstring(": sleeping, "));
+  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:29 in load_batch"));
+  const json doc = parse_json(s.run.out);
+  CHECK(doc.at("exit_code") == 76);
+  CHECK(doc.at("error").at("kind") == "stalled");
+  const auto [stall, missing] = missing_rank_1(doc.at("stalls"));
+  REQUIRE(stall.is_object());
+  json ended;
+  for (const json& st : doc.at("stalls")) {
+    if (st.at("ended_job") == true) ended = st;
+  }
+  REQUIRE(ended.is_object());
+  CHECK(ended.at("tensor") == "allreduce.grad.7");
+  CHECK(ended.at("missing").at(0).at("state") == "sleeping");
+  CHECK(ended.at("seconds").get<double>() >= 4.0);
+  // Rank 0's own failure, which the shutdown caused, is not the root cause.
+  CHECK(doc.at("first_failure").is_null());
+  CHECK(took < 60);  // not rank 1's 120 s
+}
+
+TEST_CASE("a rank frozen for good is named stopped when the stall ends the job", "[why][ssh]") {
+  SKIP_WITHOUT_PYTHON();
+  const Stalled s =
+      run_mode("freeze", false, {"--stall-check-shutdown-time-seconds", "4", "--grace", "1"});
+  INFO(show(s.run));
+  CHECK(s.run.exit_code == 76);
+  CHECK_THAT(s.run.err, ContainsSubstring("hvdrun: error: the job stalled past "
+                                          "--stall-check-shutdown-time-seconds: rank 1 "));
+  CHECK_THAT(s.run.err, ContainsSubstring(": stopped"));
+}
+
+TEST_CASE("a rank that never calls hvd.init() is named, with its stack, at --start-timeout",
+          "[why][ssh]") {
+  SKIP_WITHOUT_PYTHON();
+  const auto start = std::chrono::steady_clock::now();
+  const Stalled s = run_mode("no_init", false, {"--start-timeout", "8"});
+  const double took = seconds_of(start);
+  INFO(show(s.run));
+  CHECK(s.run.exit_code == 75);
+  CHECK_THAT(s.run.err, ContainsSubstring("hvdrun: warning: stall: rank 1 has not called "
+                                          "hvd.init(), which rank 0 has waited in for"));
+  CHECK_THAT(s.run.err, ContainsSubstring("hvdrun: error: start-up timed out in hvd.init(): "
+                                          "rank 1 has not called hvd.init()"));
+  CHECK_THAT(s.run.err, ContainsSubstring("rank 1 on " + s.b + ": pid "));
+  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:29 in load_batch"));
+  // Not rank 0's init watchdog (HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s), which cannot name rank 1.
+  CHECK_THAT(s.run.out + s.run.err, !ContainsSubstring("hvd::init() did not finish"));
+  const json doc = parse_json(s.run.out);
+  CHECK(doc.at("error").at("kind") == "timeout");
+  const auto [stall, missing] = missing_rank_1(doc.at("stalls"));
+  REQUIRE(stall.is_object());
+  CHECK(stall.at("op") == "init");
+  CHECK(stall.at("ended_job") == true);
+  CHECK(stall.at("waiting") == json::array({0}));
+  CHECK(missing.at("state") == "sleeping");
+  CHECK(stack_has(missing, "load_batch"));
+  CHECK(took < 30);
+}
+
+TEST_CASE("a rank whose steps take 30% longer is named a straggler, a balanced job has none",
+          "[why][ssh]") {
+  SKIP_WITHOUT_PYTHON();
+  const Stalled slow = run_mode("straggle");
+  INFO(show(slow.run));
+  REQUIRE(slow.run.exit_code == 0);
+  const json stragglers = parse_json(slow.run.out).at("stragglers");
+  REQUIRE(stragglers.size() == 1);
+  CHECK(stragglers[0].at("rank") == 1);
+  CHECK(stragglers[0].at("host") == slow.b);
+  // The others waited about 0.03 s of every 0.13 s step for it: 23% of the run.
+  CHECK(stragglers[0].at("share").get<double>() > 0.1);
+  CHECK(stragglers[0].at("share").get<double>() < 0.5);
+  CHECK(stragglers[0].at("others_waited_s").get<double>() > 0.5);
+  CHECK_THAT(slow.run.err, ContainsSubstring("hvdrun: warning: straggler: rank 1 on " + slow.b +
+                                             " made the others wait "));
+
+  const Stalled even = run_mode("balanced");
+  INFO(show(even.run));
+  REQUIRE(even.run.exit_code == 0);
+  CHECK(parse_json(even.run.out).at("stragglers") == json::array());
+  CHECK_THAT(even.run.err, !ContainsSubstring("straggler"));
 }

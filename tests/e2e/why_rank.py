@@ -6,6 +6,17 @@ stall verdicts (HOROVOD_STALL_CHECK_TIME_SECONDS=2) have named it.
   busy      rank 1 spins in spin() (running, using CPU)
   stop      rank 1 stops itself (SIGSTOP); a child it left behind continues it
   other_op  rank 0 submits 'first' then 'second', rank 1 'second' then 'first'
+
+Or it never catches up, for the verdicts that end the job:
+
+  hang      rank 1 sleeps in load_batch() for HANG seconds before the allreduce
+  freeze    rank 1 stops itself for good before the allreduce
+  no_init   rank 1 sleeps in load_batch() for HANG seconds before hvd.init()
+
+Or it runs STEPS steps of STEP seconds' work and an allreduce each, for the stragglers:
+
+  straggle  rank 1's steps take 30% longer
+  balanced  every rank's steps take as long
 """
 import os
 import subprocess
@@ -16,10 +27,12 @@ import torch
 import horovod.torch as hvd
 
 WAIT = 5.0  # seconds rank 1 keeps the others waiting
+HANG = 120.0  # ... when hvdrun is to end the job first
+STEPS, STEP = 40, 0.1
 
 
-def load_batch():
-    time.sleep(WAIT)
+def load_batch(seconds=WAIT):
+    time.sleep(seconds)
 
 
 def spin():
@@ -31,8 +44,15 @@ def spin():
 
 
 def main(mode):
+    if mode == 'no_init' and os.environ['HOROVOD_RANK'] == '1':
+        load_batch(HANG)
     hvd.init()
-    if mode == 'other_op':
+    if mode in ('straggle', 'balanced'):
+        work = STEP * (1.3 if mode == 'straggle' and hvd.rank() == 1 else 1.0)
+        for step in range(STEPS):
+            time.sleep(work)
+            hvd.allreduce(torch.ones(2), name=f'step.{step}')
+    elif mode == 'other_op':
         # Each rank's first op waits for the other's second: both are in flight, each under
         # another name, until rank 1 (after WAIT) and rank 0 submit their second ones.
         names = ['first', 'second'] if hvd.rank() == 0 else ['second', 'first']
@@ -52,6 +72,10 @@ def main(mode):
             elif mode == 'stop':
                 subprocess.Popen(['sh', '-c', f'sleep {WAIT}; kill -CONT {os.getpid()}'])
                 os.kill(os.getpid(), 19)  # SIGSTOP
+            elif mode == 'hang':
+                load_batch(HANG)
+            elif mode == 'freeze':
+                os.kill(os.getpid(), 19)
         hvd.allreduce(torch.ones(2), name='grad.7')
     print(f'rank {hvd.rank()} done', flush=True)
 

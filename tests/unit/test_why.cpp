@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "contract/report.h"
 #include "launcher/core/stall_verdict.h"
+#include "launcher/core/stragglers.h"
 #include "tests/unit/libhvd_control_helpers.h"
 
 using Catch::Matchers::ContainsSubstring;
@@ -266,4 +267,159 @@ TEST_CASE("why: an inspection's fields of the wrong type are dropped, not truste
   ops[0] = {"allreduce", "t", 0, "", 2.0, {0}, {{1, {}}}};
   const auto lines = hvd::launcher::render_verdict(ops, {{1, "h", clean}});
   CHECK_THAT(lines.at(1), ContainsSubstring("rank 1 on h: pid 0: unknown"));
+}
+
+TEST_CASE("why: the stall shutdown reports its tensor once, marked, before the fatal error",
+          "[why]") {
+  std::vector<StallReport> reports;
+  ControllerOptions o{.size = 2,
+                      .stall_warning = std::chrono::seconds(2),
+                      .stall_shutdown = std::chrono::seconds(5)};
+  o.on_stall = [&reports](const StallReport& r) { reports.push_back(r); };
+  Controller c(o);
+  c.add(0, names_list({"a", "b"}), at(0));
+  c.check_stalls(at(2));
+  REQUIRE(reports.size() == 1);
+  CHECK_FALSE(reports[0].shutdown);
+  c.check_stalls(at(5));
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[1].shutdown);
+  REQUIRE(reports[1].tensors.size() == 1);  // the one that ends the job: the first in order
+  CHECK(reports[1].tensors[0].name == "a");
+  CHECK(reports[1].tensors[0].missing[0].rank == 1);
+  CHECK_FALSE(c.take().fatal.empty());
+  // The line says so; a warning's does not.
+  const std::string line = encode_stall_report(reports[1]);
+  CHECK(nlohmann::json::parse(line).at("shutdown") == true);
+  CHECK_FALSE(nlohmann::json::parse(encode_stall_report(reports[0])).contains("shutdown"));
+  c.check_stalls(at(9));  // after the fatal error: nothing more
+  CHECK(reports.size() == 2);
+}
+
+TEST_CASE("why: a verdict in one line names the rank, its host, state and where it is", "[why]") {
+  std::vector<StalledOp> ops(1);
+  ops[0] = {"allreduce", "grad.1", 0, "", 10.0, {0}, {{1, {}}}};
+  const nlohmann::json found = {
+      {"pid", 77},
+      {"state", "sleeping"},
+      {"cpu_percent", 0.0},
+      {"engine", "sleeping"},
+      {"stack",
+       {"thread 0x2:", "pool.py:9 in wait", "thread 0x1 (current):", "train.py:41 in load_batch"}}};
+  CHECK(hvd::launcher::verdict_summary(ops, {{1, "b", found}}) ==
+        "rank 1 has not submitted allreduce 'grad.1', which rank 0 has waited on for 10.0 s; "
+        "rank 1 on b: pid 77: sleeping, 0% CPU, engine thread sleeping, at train.py:41 in "
+        "load_batch");
+  nlohmann::json no_current = found;
+  no_current["stack"] = {"thread 0x2:", "pool.py:9 in wait", "thread 0x1:", "train.py:41 in f"};
+  CHECK_THAT(hvd::launcher::verdict_summary(ops, {{1, "b", no_current}}),
+             ContainsSubstring("engine thread sleeping, at pool.py:9 in wait"));
+  // Stopped: no stack, no frame; no answer: said so.
+  CHECK(hvd::launcher::verdict_summary(ops, {{1, "b", {{"pid", 77}, {"state", "stopped"}}}}) ==
+        "rank 1 has not submitted allreduce 'grad.1', which rank 0 has waited on for 10.0 s; "
+        "rank 1 on b: pid 77: stopped");
+  CHECK_THAT(hvd::launcher::verdict_summary(ops, {}),
+             ContainsSubstring("rank 1 on ?: its agent did not answer"));
+  CHECK(hvd::launcher::verdict_summary({}, {}).empty());
+}
+
+TEST_CASE("why: ranks that never called hvd.init() read as such", "[why]") {
+  std::vector<StalledOp> ops(1);
+  ops[0].op = "init";
+  ops[0].seconds = 30.0;
+  ops[0].waiting = {0, 1, 3};
+  ops[0].missing = {{2, {}}};
+  const auto lines = hvd::launcher::render_verdict(ops, {{2, "c", {{"state", "running"}}}});
+  REQUIRE(lines.size() >= 2);
+  CHECK(lines[0] ==
+        "stall: rank 2 has not called hvd.init(), which ranks 0, 1, 3 have waited in for 30.0 s");
+  CHECK(hvd::launcher::stalls_json(ops, {})[0]["op"] == "init");
+}
+
+namespace {
+
+// A controller of `size` ranks whose hold figures land in `out`, reported every period.
+Controller holding(int size, std::vector<hvd::runtime::HoldReport>& out) {
+  ControllerOptions o{.size = size, .stall_warning = std::chrono::seconds(0)};
+  o.on_holds = [&out](const hvd::runtime::HoldReport& r) { out.push_back(r); };
+  o.holds_period = std::chrono::seconds(1);
+  return Controller(o);
+}
+
+}  // namespace
+
+TEST_CASE("why: the last rank to submit held the others since the second-last one", "[why]") {
+  std::vector<hvd::runtime::HoldReport> reports;
+  Controller c = holding(3, reports);
+  // Step 1: rank 2 comes 0.3 s after rank 1; step 2: 0.2 s after; rank 0 first each time.
+  c.add(0, names_list({"a"}), at(0));
+  c.add(1, names_list({"a"}), at(0.1));
+  c.add(2, names_list({"a"}), at(0.4));
+  c.add(0, names_list({"b"}), at(1.5));
+  c.add(1, names_list({"b"}), at(1.55));
+  c.add(2, names_list({"b"}), at(1.75));
+  REQUIRE(reports.size() == 2);  // the first completion, then one period (1 s) later
+  CHECK(reports[0].ops == 1);
+  const auto& r = reports.back();
+  CHECK(r.ops == 2);
+  CHECK(r.elapsed == std::chrono::milliseconds(1750));
+  CHECK_FALSE(r.final);
+  REQUIRE(r.ranks.size() == 3);
+  CHECK(r.ranks[2].held == std::chrono::milliseconds(500));
+  CHECK(r.ranks[2].last == 2);
+  CHECK(r.ranks[0].held == std::chrono::milliseconds(0));
+  CHECK(r.ranks[1].last == 0);
+}
+
+TEST_CASE("why: a step's tensors submitted together late count their wait once", "[why]") {
+  std::vector<hvd::runtime::HoldReport> reports;
+  Controller c = holding(2, reports);
+  c.add(0, names_list({"a", "b", "c", "d"}), at(0));
+  c.add(1, names_list({"a", "b", "c", "d"}), at(0.5));
+  for (int r = 0; r < 2; ++r) c.add(r, list_of({}, true), at(0.6));
+  REQUIRE_FALSE(reports.empty());
+  const auto& last = reports.back();
+  CHECK(last.final);
+  CHECK(last.ops == 4);
+  CHECK(last.ranks[1].held == std::chrono::milliseconds(500));  // not 4 x 0.5 s
+  CHECK(last.ranks[1].last == 4);
+  const std::string line = hvd::runtime::encode_hold_report(last);
+  const auto back = hvd::launcher::parse_hold_report(line.substr(0, line.size() - 1));
+  CHECK(back.final);
+  CHECK(back.ops == 4);
+  REQUIRE(back.ranks.size() == 2);
+  CHECK(std::abs(back.ranks[1].held_s - 0.5) < 1e-9);
+  CHECK(back.ranks[1].last == 4);
+  // Malformed figures are an error that says what.
+  CHECK_THROWS_WITH(hvd::launcher::parse_hold_report(R"({"kind":"holds","process_set":0})"),
+                    ContainsSubstring("'elapsed_s' is not a number"));
+  CHECK_THROWS_WITH(
+      hvd::launcher::parse_hold_report(
+          R"({"kind":"holds","process_set":0,"elapsed_s":1,"ops":-1,"final":false,"ranks":[]})"),
+      ContainsSubstring("'ops' is not a count"));
+}
+
+TEST_CASE("why: a rank that keeps the others waiting is a straggler, a balanced job has none",
+          "[why]") {
+  using hvd::launcher::HoldFigures;
+  // Rank 3 30% slower per step: the others wait about 0.3 / 1.3 of the run for it alone.
+  HoldFigures slow{0, 40.0, 400, false, {{0, 0.1, 0}, {1, 0.2, 5}, {2, 0.1, 3}, {3, 9.2, 392}}};
+  const auto found = hvd::launcher::find_stragglers(slow);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].rank == 3);
+  CHECK(std::abs(found[0].share - 0.23) < 1e-9);
+  CHECK(hvd::launcher::straggler_line(found[0], "b", slow) ==
+        "straggler: rank 3 on b made the others wait 9.2 s of 40.0 s (23%): it was the last to "
+        "submit 98% of 400 ops");
+  // Balanced: the waits are spread over the ranks, whatever their sum.
+  HoldFigures balanced{
+      0, 40.0, 400, false, {{0, 1.5, 90}, {1, 1.8, 110}, {2, 1.2, 100}, {3, 1.6, 100}}};
+  CHECK(hvd::launcher::find_stragglers(balanced).empty());
+  // Too short a run to say.
+  HoldFigures brief = slow;
+  brief.ops = 10;
+  CHECK(hvd::launcher::find_stragglers(brief).empty());
+  // Last often but at no cost (network latency): not a straggler.
+  HoldFigures cheap{0, 40.0, 400, false, {{0, 0.0, 0}, {1, 0.4, 400}}};
+  CHECK(hvd::launcher::find_stragglers(cheap).empty());
 }
