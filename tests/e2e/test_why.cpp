@@ -88,7 +88,7 @@ TEST_CASE("a rank asleep before an allreduce is named with its host, state and s
              ContainsSubstring("hvdrun: warning: stall: rank 1 has not submitted allreduce "
                                "'allreduce.grad.7', which rank 0 has waited on for"));
   CHECK_THAT(s.run.err, ContainsSubstring("rank 1 on " + s.b + ": pid "));
-  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:29 in load_batch"));
+  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:35 in load_batch"));
   const auto [stall, missing] = missing_rank_1(s.stalls);
   REQUIRE(stall.is_object());
   CHECK(stall.at("op") == "allreduce");
@@ -167,7 +167,7 @@ TEST_CASE("a stall past the shutdown time ends the job with exit 76, the verdict
                                "allreduce 'allreduce.grad.7', which rank 0 has waited on for"));
   CHECK_THAT(s.run.err, ContainsSubstring("rank 1 on " + s.b + ": pid "));
   CHECK_THAT(s.run.err, ContainsSubstring(": sleeping, "));
-  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:29 in load_batch"));
+  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:35 in load_batch"));
   const json doc = parse_json(s.run.out);
   CHECK(doc.at("exit_code") == 76);
   CHECK(doc.at("error").at("kind") == "stalled");
@@ -210,7 +210,7 @@ TEST_CASE("a rank that never calls hvd.init() is named, with its stack, at --sta
   CHECK_THAT(s.run.err, ContainsSubstring("hvdrun: error: start-up timed out in hvd.init(): "
                                           "rank 1 has not called hvd.init()"));
   CHECK_THAT(s.run.err, ContainsSubstring("rank 1 on " + s.b + ": pid "));
-  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:29 in load_batch"));
+  CHECK_THAT(s.run.err, ContainsSubstring("why_rank.py:35 in load_batch"));
   // Not rank 0's init watchdog (HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s), which cannot name rank 1.
   CHECK_THAT(s.run.out + s.run.err, !ContainsSubstring("hvd::init() did not finish"));
   const json doc = parse_json(s.run.out);
