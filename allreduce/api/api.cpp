@@ -64,6 +64,9 @@ void init(const InitOptions& options) {
                 : std::nullopt;
     p.runtime = std::make_shared<Runtime>(config);
     ++p.init_rounds;
+    // A new runtime negotiates afresh: a process-set call one rank made in the last one and
+    // another did not (interrupted, or never reached) must not shift every later call's name.
+    p.set_calls = 0;
     // At exit, stop a runtime the program left running before anything it uses is torn down
     // (registered after the backend's own exit handlers, e.g. MPI's finalisation, so it runs
     // before them).

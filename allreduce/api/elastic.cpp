@@ -198,6 +198,7 @@ void reset_generation() {
     {
       std::lock_guard<std::mutex> lock(p.mutex);
       p.runtime = std::move(fresh);
+      p.set_calls = 0;  // a new world's process-set calls are named afresh (api.cpp: init)
       p.generation = next;
       p.sync_root = doc.sync_root;
       p.master_addr = doc.master_addr;

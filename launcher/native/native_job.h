@@ -153,11 +153,13 @@ class NativeJob final : public Job {
   // seen by the rendezvous server, + the smaller of --start-timeout and the ranks' Gloo
   // timeout); nullopt when nothing is watched (any more).
   std::optional<Clock::time_point> init_watch_due() const;
+  std::chrono::milliseconds init_window() const;  // from the final specs (init_window_)
   void check_init(Clock::time_point now);
   // Rank 0's hold figures (a "holds" line): the stragglers, named once each as they appear.
   void on_holds(AgentConn& agent, const std::string& line);
-  nlohmann::ordered_json stragglers_json() const;  // --json's "stragglers"
-  std::string rank_host(int rank) const;           // "" when not known (elastic jobs)
+  nlohmann::ordered_json stragglers_json() const;      // --json's "stragglers"
+  std::optional<int> rank_host_index(int rank) const;  // a launch's rank (not elastic)
+  std::string rank_host(int rank) const;               // "" when not known (elastic jobs)
 
   // One generation of an elastic job, for the log and --json.
   struct GenerationRecord {
@@ -209,6 +211,8 @@ class NativeJob final : public Job {
   // so that the stall (not the exits it caused) is the root cause.
   std::vector<agent::RankExited> held_exits_;
   bool init_watched_ = false;  // the start-up watch is over: every rank called hvd.init(), or not
+  // How long the first rank to call hvd.init() waits for the others: set once the specs are final.
+  std::optional<std::chrono::milliseconds> init_window_;
   std::optional<HoldFigures> holds_;  // the latest of the global set
   std::set<int> stragglers_named_;
   std::string last_verdict_;  // verdict_key() of the last one shown

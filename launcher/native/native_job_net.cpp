@@ -125,6 +125,7 @@ void NativeJob::on_listening(AgentConn& agent, const std::string& payload) {
     ports.push_back(*a.probe_port);
     specs_.push_back(job_spec_for_host(plan_, a.host_index, options_, facts_));
   }
+  init_window_ = init_window();
   net_.endpoints = probe_endpoints(plan_, specs_, facts_, ports, net_.endpoints.token);
   net_.probes = plan_probes(net_.endpoints, net_.full);
   for (AgentConn& a : agents_) {

@@ -79,10 +79,9 @@ void NativeJob::ask_inspections(PendingVerdict& pending) {
       continue;  // asked already
     }
     RankInspection found{rank, rank_host(rank), nullptr};
-    if (!plan_.elastic && rank >= 0 && static_cast<size_t>(rank) < plan_.ranks.size()) {
-      const int host = plan_.ranks[static_cast<size_t>(rank)].host_index;
+    if (const auto host = rank_host_index(rank)) {
       for (size_t i = 0; i < agents_.size(); ++i) {
-        if (agents_[i].host_index == host && agents_[i].spec_sent && !agents_[i].eof) {
+        if (agents_[i].host_index == *host && agents_[i].spec_sent && !agents_[i].eof) {
           asks[i].push_back(rank);
         }
       }
@@ -167,9 +166,14 @@ void NativeJob::on_holds(AgentConn& agent, const std::string& line) {
   }
 }
 
+std::optional<int> NativeJob::rank_host_index(int rank) const {
+  if (plan_.elastic || rank < 0 || static_cast<size_t>(rank) >= plan_.ranks.size()) return {};
+  return plan_.ranks[static_cast<size_t>(rank)].host_index;
+}
+
 std::string NativeJob::rank_host(int rank) const {
-  if (plan_.elastic || rank < 0 || static_cast<size_t>(rank) >= plan_.ranks.size()) return "";
-  return hosts_[static_cast<size_t>(plan_.ranks[static_cast<size_t>(rank)].host_index)].spec.host;
+  const auto host = rank_host_index(rank);
+  return host ? hosts_[static_cast<size_t>(*host)].spec.host : "";
 }
 
 nlohmann::ordered_json NativeJob::stragglers_json() const {
@@ -185,13 +189,7 @@ nlohmann::ordered_json NativeJob::stragglers_json() const {
   return out;
 }
 
-std::optional<Clock::time_point> NativeJob::init_watch_due() const {
-  if (init_watched_ || plan_.elastic || check_net_only_ || !rendezvous_ || sup_.stopping() ||
-      verdict_ || !all_started()) {
-    return std::nullopt;
-  }
-  const auto first = rendezvous_->first_rank_request();
-  if (!first) return Clock::now() + kInitPoll;  // no rank has called hvd.init() yet
+std::chrono::milliseconds NativeJob::init_window() const {
   // The ranks that did wait for the others for their Gloo timeout (and a margin: libhvd's init
   // watchdog, docs/libhvd.md), then end with 75; the watch speaks first, naming the late rank.
   auto window = options_.start_timeout;
@@ -205,7 +203,17 @@ std::optional<Clock::time_point> NativeJob::init_watch_due() const {
     }
     window = std::min<std::chrono::milliseconds>(window, std::chrono::seconds(seconds));
   }
-  return *first + window;
+  return window;
+}
+
+std::optional<Clock::time_point> NativeJob::init_watch_due() const {
+  if (init_watched_ || !init_window_ || plan_.elastic || check_net_only_ || !rendezvous_ ||
+      sup_.stopping() || verdict_ || !all_started()) {
+    return std::nullopt;
+  }
+  const auto first = rendezvous_->first_rank_request();
+  if (!first) return Clock::now() + kInitPoll;  // no rank has called hvd.init() yet
+  return *first + *init_window_;
 }
 
 void NativeJob::check_init(Clock::time_point now) {

@@ -195,3 +195,39 @@ def test_ctrl_c_in_a_process_set_call_raises_and_the_others_are_told(dynamic, ca
     assert time.monotonic() - start < 10
     if hvd.rank() == (1 if victim == 0 else 0):
         os.unlink(marker)
+
+
+def test_after_a_call_only_one_rank_made_init_again_agrees(dynamic):
+    """A process-set call that one rank made and gave up (Ctrl-C) while the others never made it
+    leaves the ranks' counts of such calls apart; hvd.init() again on every rank starts them
+    afresh, so the next add_process_set agrees at once instead of stalling (each rank's own timer
+    interrupts it after 10 s, which fails the test)."""
+    last = hvd.size() - 1
+    marker = hvd.broadcast_object(tempfile.mktemp(prefix='hvd_alone_call_'), root_rank=0)
+    if not all(hvd.allgather_object(os.path.isdir(os.path.dirname(marker)))):
+        pytest.skip('the ranks share no folder for the last rank to say it gave up in')
+    if hvd.rank() == last:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            hvd.add_process_set([0])  # the others never call it
+        with open(marker, 'w'):
+            pass
+    else:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(marker):
+            assert time.monotonic() < deadline, 'the last rank never said it gave up'
+            time.sleep(0.02)
+    hvd.shutdown()
+    hvd.init(process_sets='dynamic')
+    guard = threading.Timer(10, os.kill, (os.getpid(), signal.SIGINT))
+    guard.start()
+    try:
+        ps = hvd.add_process_set([0])
+    except KeyboardInterrupt:
+        pytest.fail('add_process_set after hvd.init() again did not agree within 10 s')
+    finally:
+        guard.cancel()
+    assert ps.ranks == [0]
+    hvd.barrier()
+    if hvd.rank() == 0:
+        os.unlink(marker)
