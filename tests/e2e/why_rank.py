@@ -13,7 +13,7 @@ Or it never catches up, for the verdicts that end the job:
   freeze    rank 1 stops itself for good before the allreduce
   no_init   rank 1 sleeps in load_batch() for HANG seconds before hvd.init()
 
-Or it runs STEPS steps of STEP seconds' work and an allreduce each, for the stragglers:
+Or it runs STEPS steps of STEP seconds' work and three (cached) allreduces each, for stragglers:
 
   straggle  rank 1's steps take 30% longer
   balanced  every rank's steps take as long
@@ -49,9 +49,10 @@ def main(mode):
     hvd.init()
     if mode in ('straggle', 'balanced'):
         work = STEP * (1.3 if mode == 'straggle' and hvd.rank() == 1 else 1.0)
-        for step in range(STEPS):
+        for step in range(STEPS):  # a training loop's gradients: cached after the first step
             time.sleep(work)
-            hvd.allreduce(torch.ones(2), name=f'step.{step}')
+            for grad in range(3):
+                hvd.allreduce(torch.ones(2), name=f'grad.{grad}')
     elif mode == 'other_op':
         # Each rank's first op waits for the other's second: both are in flight, each under
         # another name, until rank 1 (after WAIT) and rank 0 submit their second ones.
