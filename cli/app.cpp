@@ -36,6 +36,7 @@
 #include "launcher/core/output_router.h"
 #include "launcher/core/plan_output.h"
 #include "launcher/core/restarts.h"
+#include "launcher/core/run_record.h"
 #include "launcher/core/session.h"
 #include "launcher/core/ssh_check.h"
 #include "launcher/core/status_line.h"
@@ -245,7 +246,9 @@ int execute(const Options& o) {
     }
     return to_int(ExitCode::kSuccess);
   }
-  return session.run(o.json, print_json);
+  // Opened once the plan is checked (a refused command leaves no file behind).
+  const auto record = o.record ? launcher::RunRecord::open(*o.record) : nullptr;
+  return session.run(o.json, print_json, record);
 }
 
 // Whether hvdrun's own options (not the command's) include --json, also when they do not parse.

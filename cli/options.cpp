@@ -231,6 +231,10 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--output-filename", o.output_filename,
                  "Also write each rank's output, untagged, to DIR/rank.N/stdout and stderr")
       ->type_name("DIR");
+  app.add_option("--record", o.record,
+                 "Write the run's events (ranks' starts and ends, stalls, stragglers, restarts, "
+                 "the result) to FILE as JSON lines, for scripts (docs/why.md)")
+      ->type_name("FILE");
   app.add_flag("--dry-run", o.dry_run, "Print the launch plan and exit; touches no network");
   app.add_flag("--json", o.json, "Print the result as one JSON document on stdout");
   app.add_flag("--show-env-values", o.show_env_values,

@@ -52,6 +52,7 @@ struct Options {
   // Elastic training (docs/elastic.md): --min-np or a discovery script turns it on.
   launcher::ElasticOptions elastic;
   std::optional<std::string> output_filename;  // --output-filename DIR
+  std::optional<std::string> record;           // --record FILE (launcher/core/run_record.h)
   std::vector<std::string> forward;            // -x, as written
   bool dry_run = false;
   bool json = false;

@@ -19,11 +19,6 @@ const std::string& host_name(const Plan& plan, const RankOutcome& r) {
   return r.host.empty() ? plan.hosts[static_cast<size_t>(r.host_index)].spec.host : r.host;
 }
 
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
 // The library the dynamic loader could not load, when a rank's exit 127 came from it (its
 // stderr ends with "PROG: error while loading shared libraries: LIB: cannot open ..."), not
 // from a shell that did not find the command.
@@ -54,6 +49,11 @@ std::optional<Failure> launch_error(const LaunchResult& result) {
 }
 
 }  // namespace
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
 
 std::string describe_exit(const RankOutcome& rank) {
   if (const auto library = library_not_loaded(rank)) {

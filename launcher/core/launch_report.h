@@ -20,6 +20,9 @@ std::string describe_exit(const RankOutcome& rank);
 // Empty when the job succeeded.
 std::string format_failure_report(const Plan& plan, const LaunchResult& result);
 
+// "SIGKILL" ("signal N" for a number without a name): the --json result's and the record's.
+std::string signal_name(int sig);
+
 // The --json result document.
 nlohmann::ordered_json launch_json(const Plan& plan, const LaunchResult& result);
 // The result's `timings_ms`: {"start": ms or null when not known, "total": ms}.

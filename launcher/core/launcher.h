@@ -51,6 +51,8 @@ inline std::chrono::milliseconds seconds_to_ms(double seconds) {
 // the others in a new generation, while at least min_np remain. The one type for it, as the
 // flags gave it: the CLI fills it, the run session checks and describes it (core/session.h), the
 // native job runs it. What was not given reads as its default through the accessors.
+class RunRecord;  // launcher/core/run_record.h
+
 struct ElasticOptions {
   std::optional<int> min_np{};        // --min-np; without it (a discovery script alone): -np
   std::optional<int> max_np{};        // --max-np; without it no limit, as horovodrun
@@ -118,6 +120,9 @@ struct LaunchOptions {
   // that support it (Capability::kElastic) run it; the registry refuses it to the others.
   std::optional<ElasticOptions> elastic;
   HostFailureOptions host_failures;  // restarts' host blacklist; elastic: per slot
+  // --record FILE (launcher/core/run_record.h): every attempt's supervisor and job add their
+  // events to it; null: no record.
+  std::shared_ptr<RunRecord> record;
 };
 
 struct RankOutcome {

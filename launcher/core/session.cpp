@@ -16,6 +16,7 @@
 #include "common/signal_fd.h"
 #include "contract/env_table.h"
 #include "launcher/core/launch_report.h"
+#include "launcher/core/run_record.h"
 #include "launcher/core/ssh_check.h"
 
 namespace hvd::launcher {
@@ -83,6 +84,18 @@ void check_elastic_sizes(const ElasticOptions& e, const Plan& plan) {
 
 nlohmann::ordered_json optional_json(const auto& value) {
   return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
+
+// The run record's first event: what was launched, where.
+nlohmann::ordered_json record_launch(const Plan& plan) {
+  nlohmann::ordered_json hosts = nlohmann::ordered_json::array();
+  for (const HostPlan& h : plan.hosts) {
+    hosts.push_back({{"host", h.spec.host}, {"slots", h.spec.slots}, {"ranks", h.num_ranks}});
+  }
+  return {{"job_id", plan.job_id},
+          {"np", plan.ranks.size()},
+          {"hosts", std::move(hosts)},
+          {"command", plan.command}};
 }
 
 }  // namespace
@@ -156,7 +169,8 @@ bool Session::elastic_without_unreachable(const Plan& plan, const LaunchResult& 
   return true;
 }
 
-int Session::run(bool json, const std::function<void(const nlohmann::ordered_json&)>& print_json) {
+int Session::run(bool json, const std::function<void(const nlohmann::ordered_json&)>& print_json,
+                 const std::shared_ptr<RunRecord>& record) {
   const RestartPolicy& policy = options_.restarts;
   const HostFailureOptions& failures = options_.launch.host_failures;
   HostHealth health(failures.limit, failures.cooldown.at(0), failures.cooldown.at(1));
@@ -164,6 +178,12 @@ int Session::run(bool json, const std::function<void(const nlohmann::ordered_jso
   nlohmann::ordered_json attempts = nlohmann::ordered_json::array();
   const int np = static_cast<int>(plan_.ranks.size());  // the job's size, fixed by the first
   std::optional<Plan> next = plan_;  // the first attempt's plan is the one made and checked
+  if (record) record->event("launch", record_launch(plan_));
+  // An end that is not the last attempt's result (a signal while waiting to restart).
+  auto ended_by = [&](int code) {
+    if (record) record->end({{"exit_code", code}, {"result", nullptr}});
+    return code;
+  };
   for (int attempt = 1;; ++attempt) {
     std::vector<std::string> left_out;
     if (!next) {
@@ -173,7 +193,7 @@ int Session::run(bool json, const std::function<void(const nlohmann::ordered_jso
         if (const int sig = usable_hosts(options_.request, health, np, r.hosts, left_out);
             sig != 0) {
           spdlog::warn("{} during the wait: no more attempts", strsignal(sig));
-          return 128 + sig;
+          return ended_by(128 + sig);
         }
         if (!left_out.empty()) {
           spdlog::warn("attempt {} runs without the blacklisted {}", attempt,
@@ -190,6 +210,8 @@ int Session::run(bool json, const std::function<void(const nlohmann::ordered_jso
     if (policy.enabled() && launch.output_dir) {
       launch.output_subdir = fmt::format("attempt.{}", attempt);
     }
+    if (record) record->set_attempt(attempt);
+    launch.record = record;
     const LaunchResult result = options_.make_launcher(std::move(launch))->run(plan);
     if (elastic_without_unreachable(plan, result)) {
       --attempt;  // the same launch, on the hosts that answered
@@ -212,6 +234,7 @@ int Session::run(bool json, const std::function<void(const nlohmann::ordered_jso
                                            : nlohmann::ordered_json(failure_summary(plan, result))},
                         {"blacklisted", left_out},
                         {"timings_ms", timings_json(result)}});
+    if (record && policy.enabled()) record->event("attempt", attempts.back());
     const std::optional<std::string> why_not = why_no_restart(result);
     const bool again = policy.enabled() && attempt <= policy.max_restarts && !why_not;
     if (again) {
@@ -233,10 +256,11 @@ int Session::run(bool json, const std::function<void(const nlohmann::ordered_jso
           why_not ? *why_not : fmt::format("all {} restarts were used", policy.max_restarts));
     }
     if (!again) {
-      if (json) {
+      if (json || record) {
         nlohmann::ordered_json doc = launch_json(plan, result);
         if (policy.enabled()) doc["attempts"] = std::move(attempts);
-        print_json(doc);
+        if (record) record->end({{"exit_code", result.exit_code}, {"result", doc}});
+        if (json) print_json(doc);
       }
       return result.exit_code;
     }
@@ -244,7 +268,7 @@ int Session::run(bool json, const std::function<void(const nlohmann::ordered_jso
     spdlog::warn("{}", attempt_banner(attempt + 1, policy, failure_summary(plan, result), wait));
     if (const int sig = interruptible_wait(wait); sig != 0) {
       spdlog::warn("{} during the wait: no more attempts", strsignal(sig));
-      return 128 + sig;
+      return ended_by(128 + sig);
     }
   }
 }

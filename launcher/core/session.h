@@ -50,8 +50,10 @@ class Session {
   nlohmann::ordered_json describe_json(const PlanOutputOptions& output) const;
 
   // Runs the attempts; each one's report goes to stderr, and with `json` the last one's document
-  // (with every attempt's summary when restarts are on) to print_json. Returns the exit code.
-  int run(bool json, const std::function<void(const nlohmann::ordered_json&)>& print_json);
+  // (with every attempt's summary when restarts are on) to print_json. With `record` (--record),
+  // the run's events go there, the same document last. Returns the exit code.
+  int run(bool json, const std::function<void(const nlohmann::ordered_json&)>& print_json,
+          const std::shared_ptr<RunRecord>& record = nullptr);
 
  private:
   PlanRequest attempt_request(int attempt) const;

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "common/signal_fd.h"
+#include "launcher/core/launch_report.h"
+#include "launcher/core/run_record.h"
 #include "launcher/core/status_line.h"
 
 namespace hvd::launcher {
@@ -17,7 +19,8 @@ Supervisor::Supervisor(const Plan& plan, const LaunchOptions& options, std::stri
     : plan_(plan),
       router_(options.stdout_to_stderr ? STDERR_FILENO : STDOUT_FILENO, STDERR_FILENO,
               options.output_dir, options.line_format, options.output_subdir),
-      grace_(static_cast<long>(options.grace_seconds * 1000)) {
+      grace_(static_cast<long>(options.grace_seconds * 1000)),
+      record_(options.record) {
   if (options.job_timeout.count() > 0) {
     job_timeout_ = options.job_timeout;
     job_deadline_ = start_ + options.job_timeout;
@@ -40,6 +43,11 @@ void Supervisor::rank_started(int rank, long pid) {
   r.started = true;
   r.pid = pid;
   router_.open_files(rank);  // --output-filename: both files, also for a rank that never writes
+  if (record_) {
+    record_->event(
+        "rank_started",
+        {{"attempt", record_->attempt()}, {"rank", rank}, {"host", r.host}, {"pid", pid}});
+  }
   if (++started_ == static_cast<int>(result_.ranks.size()) && !result_.start_time) {
     result_.start_time =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_);
@@ -65,6 +73,17 @@ void Supervisor::record_exit(int rank, ExitStatus status, bool signalled) {
   r.value = status.value;
   r.last_stderr = router_.last_stderr(rank);
   if (stopping_) r.stopped_by_hvdrun = signalled;
+  if (record_) {
+    record_->event("rank_exited",
+                   {{"attempt", record_->attempt()},
+                    {"rank", rank},
+                    {"host", r.host},
+                    {"exit_code", r.signaled ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(r.value)},
+                    {"signal", r.signaled ? nlohmann::ordered_json(signal_name(r.value))
+                                          : nlohmann::ordered_json(nullptr)},
+                    {"stopped_by_hvdrun", r.stopped_by_hvdrun}});
+  }
 }
 
 void Supervisor::rank_exited(int rank, ExitStatus status, bool signalled) {
@@ -87,6 +106,11 @@ void Supervisor::fail(Failure failure) {
   if (interrupted()) {
     spdlog::debug("after the interrupt: {}", failure.message);
   } else if (!result_.error) {
+    if (record_) {
+      record_->event("failure", {{"attempt", record_->attempt()},
+                                 {"kind", kind_name(failure.kind)},
+                                 {"message", failure.message}});
+    }
     result_.error = std::move(failure);
   }
   stop(StopMode::kTerminate);

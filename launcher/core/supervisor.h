@@ -126,6 +126,7 @@ class Supervisor {
   bool abandoned_ = false;  // the stop deadline passed and the job was abandoned
   int started_ = 0;
   Clock::time_point start_ = Clock::now();
+  std::shared_ptr<RunRecord> record_;  // --record: null when none
 };
 
 }  // namespace hvd::launcher

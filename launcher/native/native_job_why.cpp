@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "contract/env_table.h"
+#include "launcher/core/run_record.h"
 #include "launcher/native/native_job.h"
 
 namespace hvd::launcher::native {
@@ -126,6 +127,11 @@ void NativeJob::finish_verdict() {
   last_verdict_ = key;
   for (auto& entry : stalls_json(v.ops, v.found)) {
     entry["ended_job"] = v.ends != VerdictEnds::kNo;
+    if (options_.record) {
+      nlohmann::ordered_json event{{"attempt", options_.record->attempt()}};
+      event.update(entry);
+      options_.record->event("stall", event);
+    }
     if (stalls_.size() < kMaxStallsKept) stalls_.push_back(std::move(entry));
   }
   if (v.ends == VerdictEnds::kStallShutdown && !sup_.stopping()) {
@@ -163,6 +169,14 @@ void NativeJob::on_holds(AgentConn& agent, const std::string& line) {
   for (const Straggler& s : find_stragglers(*holds_)) {
     if (!stragglers_named_.insert(s.rank).second) continue;  // named once, live
     spdlog::warn("{}", straggler_line(s, rank_host(s.rank), *holds_));
+    if (options_.record) {
+      options_.record->event("straggler", {{"attempt", options_.record->attempt()},
+                                           {"rank", s.rank},
+                                           {"host", rank_host(s.rank)},
+                                           {"others_waited_s", s.others_waited_s},
+                                           {"share", s.share},
+                                           {"last_share", s.last_share}});
+    }
   }
 }
 

@@ -6,6 +6,8 @@
 #include "tests/support/catch.h"
 
 #include <chrono>
+#include <optional>
+#include <sstream>
 
 #include "tests/e2e/launch_ssh_helpers.h"
 #include "tests/support/torch_check.h"
@@ -157,7 +159,10 @@ TEST_CASE("a stall past the shutdown time ends the job with exit 76, the verdict
   SKIP_WITHOUT_PYTHON();
   const auto start = std::chrono::steady_clock::now();
   // Rank 1 sleeps for 120 s; the stall shutdown (4 s) ends the job long before.
-  const Stalled s = run_mode("hang", false, {"--stall-check-shutdown-time-seconds", "4"});
+  TempDir dir;
+  const std::string record = dir / "run.jsonl";
+  const Stalled s =
+      run_mode("hang", false, {"--stall-check-shutdown-time-seconds", "4", "--record", record});
   const double took = seconds_of(start);
   INFO(show(s.run));
   CHECK(s.run.exit_code == 76);
@@ -184,6 +189,33 @@ TEST_CASE("a stall past the shutdown time ends the job with exit 76, the verdict
   // Rank 0's own failure, which the shutdown caused, is not the root cause.
   CHECK(doc.at("first_failure").is_null());
   CHECK(took < 60);  // not rank 1's 120 s
+  // The run record (docs/why.md): the verdict that ended the job, then the failure it caused,
+  // then the end with the result.
+  std::vector<json> lines;
+  std::istringstream in(read_file(record));
+  for (std::string line; std::getline(in, line);) lines.push_back(parse_json(line));
+  REQUIRE(lines.size() >= 4);
+  CHECK(lines.front().at("event") == "launch");
+  CHECK(lines.back().at("event") == "end");
+  CHECK(lines.back().at("exit_code") == 76);
+  CHECK(lines.back().at("result").at("error").at("kind") == "stalled");
+  std::optional<std::size_t> stall_at, failure_at;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const json& l = lines[i];
+    if (l.at("event") == "stall" && l.at("ended_job") == true && !stall_at) {
+      stall_at = i;
+      CHECK(l.at("tensor") == "allreduce.grad.7");
+      CHECK(l.at("missing").at(0).at("rank") == 1);
+      CHECK(l.at("missing").at(0).at("host") == s.b);
+    }
+    if (l.at("event") == "failure") {
+      failure_at = i;
+      CHECK(l.at("kind") == "stalled");
+    }
+  }
+  REQUIRE(stall_at);
+  REQUIRE(failure_at);
+  CHECK(*stall_at < *failure_at);
 }
 
 TEST_CASE("a rank frozen for good is named stopped when the stall ends the job", "[why][ssh]") {
