@@ -20,15 +20,28 @@ std::shared_ptr<RunRecord> RunRecord::open(const std::string& path, std::size_t 
     throw UsageError("--record: the path is empty", "give a file, e.g. --record run.jsonl");
   }
   // O_NOFOLLOW: a link planted at the path (a shared folder) is not written through.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // O_NONBLOCK: a FIFO there fails at once (no reader) instead of hanging the launch; what is
+  // opened must be a regular file, which hvdrun's loop can write without waiting on a reader.
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
   if (fd < 0) {
     const int e = errno;
-    throw UsageError(fmt::format("--record {}: cannot write it: {}", path,
-                                 e == ELOOP ? "it is a symbolic link, which hvdrun does not follow"
-                                            : std::strerror(e)),
-                     e == ELOOP
-                         ? "remove the link or choose another path"
-                         : "choose a file in a folder that exists and that you may write to");
+    std::string why = std::strerror(e);
+    std::string hint = "choose a file in a folder that exists and that you may write to";
+    if (e == ELOOP) {
+      why = "it is a symbolic link, which hvdrun does not follow";
+      hint = "remove the link or choose another path";
+    } else if (e == ENXIO) {
+      why = "it is a FIFO (no reader), and the record is a regular file";
+      hint = "give the path of a file (it is created, or truncated if it exists)";
+    }
+    throw UsageError(fmt::format("--record {}: cannot write it: {}", path, why), hint);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UsageError(fmt::format("--record {}: not a regular file", path),
+                     "give the path of a file (it is created, or truncated if it exists)");
   }
   // An existing file keeps its mode through open(2): the record (stacks, commands, host names)
   // is the user's alone whatever the file was.

@@ -87,8 +87,9 @@ TEST_CASE("record: the file is the user's alone, and an existing one is truncate
   CHECK((st.st_mode & 0077) == 0);
 }
 
-TEST_CASE("record: a symbolic link, a missing folder and an empty path are refused by name",
-          "[record]") {
+TEST_CASE(
+    "record: a symbolic link, a missing folder, an empty path, a FIFO and a device are refused",
+    "[record]") {
   TempDir dir;
   const auto target = dir.path / "elsewhere";
   std::ofstream(target) << "someone else's file\n";
@@ -114,6 +115,21 @@ TEST_CASE("record: a symbolic link, a missing folder and an empty path are refus
     CHECK_THAT(e.what(), ContainsSubstring("No such file or directory"));
   }
   CHECK_THROWS_AS(RunRecord::open(""), hvd::UsageError);
+  // A FIFO with no reader would block open(2) for good; one is refused at once, as is a device.
+  const auto fifo = dir.path / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  try {
+    RunRecord::open(fifo.string());
+    FAIL("a FIFO was taken as the record");
+  } catch (const hvd::Error& e) {
+    CHECK_THAT(e.what(), ContainsSubstring("FIFO"));
+  }
+  try {
+    RunRecord::open("/dev/null");
+    FAIL("a device was taken as the record");
+  } catch (const hvd::Error& e) {
+    CHECK_THAT(e.what(), ContainsSubstring("not a regular file"));
+  }
 }
 
 TEST_CASE("record: past its bound one 'truncated' line, then only the end, with the count",
