@@ -168,15 +168,28 @@ std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
                       ranks_text(who), who.size() == 1 ? "has" : "have", ranks_text(first.waiting),
                       first.waiting.size() == 1 ? "has" : "have", first.seconds));
     } else if (first.op == "negotiation") {
-      // A cycle the missing ranks' engines never answered: their processes are frozen.
+      // A cycle the missing ranks' engines never answered: their processes are frozen, unless
+      // their agents found them alive (running or sleeping, engine thread there): then what
+      // is between them and rank 0 is, a link cut or stalled.
+      const bool alive = std::all_of(who.begin(), who.end(), [&](int rank) {
+        const RankInspection* found = inspection_of(inspections, rank);
+        if (found == nullptr || !found->found.is_object()) return false;
+        const std::string state = found->found.value("state", "unknown");
+        return (state == "running" || state == "sleeping") && found->found.contains("engine");
+      });
+      const std::string why =
+          alive ? fmt::format("{} alive: is the network between {} and rank 0 cut or "
+                              "stalled?",
+                              who.size() == 1 ? "its process is" : "their processes are",
+                              who.size() == 1 ? "it" : "them")
+                : fmt::format("frozen (stopped, in a debugger) or {} host stalled?",
+                              who.size() == 1 ? "its" : "their");
       lines.push_back(fmt::format(
-          "stall: {} {} not answered negotiation{}{}, which {} {} waited on for {:.1f} s: "
-          "frozen (stopped, in a debugger) or {} host stalled?",
+          "stall: {} {} not answered negotiation{}{}, which {} {} waited on for {:.1f} s: {}",
           ranks_text(who), who.size() == 1 ? "has" : "have",
           first.tensor.empty() ? "" : " (it brought '" + first.tensor + "')",
           first.set_label.empty() ? "" : " in " + first.set_label, ranks_text(first.waiting),
-          first.waiting.size() == 1 ? "has" : "have", first.seconds,
-          who.size() == 1 ? "its" : "their"));
+          first.waiting.size() == 1 ? "has" : "have", first.seconds, why));
     } else {
       lines.push_back(fmt::format(
           "stall: {} {} not submitted {}{}, which {} {} waited on for {:.1f} s", ranks_text(who),

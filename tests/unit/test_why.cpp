@@ -235,7 +235,8 @@ TEST_CASE("why: a rank report frame carries one line, at most the channel's limi
                   hvd::Error);
 }
 
-TEST_CASE("why: a negotiation cycle a frozen rank never answered reads as such", "[why]") {
+TEST_CASE("why: a negotiation cycle a rank never answered: frozen, or alive behind a cut link",
+          "[why]") {
   StallReport r;
   StalledTensor t;
   t.cycle = true;
@@ -253,6 +254,17 @@ TEST_CASE("why: a negotiation cycle a frozen rank never answered reads as such",
   CHECK(lines[0] ==
         "stall: rank 1 has not answered negotiation (it brought 'allreduce.grad.7'), which rank "
         "0 has waited on for 4.0 s: frozen (stopped, in a debugger) or its host stalled?");
+  // Its agent found it stopped: frozen, as said.
+  const auto stopped = nlohmann::json::parse(R"({"state":"stopped","pid":7,"engine":"stopped"})");
+  CHECK_THAT(hvd::launcher::render_verdict(ops, {{1, "h", stopped}}).at(0),
+             ContainsSubstring("frozen (stopped, in a debugger)"));
+  // Alive, its engine thread there: not frozen; what lies between it and rank 0 is suspect.
+  const auto alive =
+      nlohmann::json::parse(R"({"state":"sleeping","pid":7,"cpu_percent":0,"engine":"sleeping"})");
+  const std::string head = hvd::launcher::render_verdict(ops, {{1, "h", alive}}).at(0);
+  CHECK_THAT(head, ContainsSubstring("its process is alive: is the network between it "
+                                     "and rank 0 cut or stalled?"));
+  CHECK_THAT(head, !ContainsSubstring("frozen"));
 }
 
 TEST_CASE("why: an inspection's fields of the wrong type are dropped, not trusted", "[why]") {
