@@ -178,10 +178,11 @@ std::vector<std::string> render_verdict(const std::vector<StalledOp>& ops,
         return (state == "running" || state == "sleeping") && found->found.contains("engine");
       });
       const std::string why =
-          alive ? fmt::format("{} alive: is the network between {} and rank 0 cut or "
-                              "stalled?",
-                              who.size() == 1 ? "its process is" : "their processes are",
-                              who.size() == 1 ? "it" : "them")
+          alive ? fmt::format(
+                      "{} alive: is the network between {} and rank 0 cut or "
+                      "stalled?",
+                      who.size() == 1 ? "its process is" : "their processes are",
+                      who.size() == 1 ? "it" : "them")
                 : fmt::format("frozen (stopped, in a debugger) or {} host stalled?",
                               who.size() == 1 ? "its" : "their");
       lines.push_back(fmt::format(
