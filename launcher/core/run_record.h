@@ -48,8 +48,7 @@ class RunRecord {
   int attempt() const { return attempt_; }
   void set_attempt(int attempt) { attempt_ = attempt; }
 
-  const std::string& path() const { return path_; }
-  std::size_t bytes() const { return written_; }
+  std::size_t bytes() const { return written_; }  // written so far
 
  private:
   RunRecord(std::string path, UniqueFd fd, std::size_t max_bytes);
